@@ -1,0 +1,38 @@
+"""Typed configuration: the schema of DESIGN.md *Configuration file* as dataclasses.
+
+The same schema serves the exported best config, `ipu_tune.evaluate` input and the tuner's
+fixed settings. Hydra composes `conf/` against these dataclasses (registered in the
+ConfigStore); everything inward of the entry points receives these typed objects, never a
+`DictConfig`.
+"""
+
+from ipu_tune.config._load import load_config, to_plain_dict
+from ipu_tune.config._schema import (
+    DatasetConfig,
+    EvalConfig,
+    ModelConfig,
+    PipelineConfig,
+    PlanConfig,
+    SamplerConfig,
+    SearchConfig,
+    StudyConfig,
+    SystemConfig,
+    TuneConfig,
+    WorkloadConfig,
+)
+
+__all__ = [
+    "DatasetConfig",
+    "EvalConfig",
+    "ModelConfig",
+    "PipelineConfig",
+    "PlanConfig",
+    "SamplerConfig",
+    "SearchConfig",
+    "StudyConfig",
+    "SystemConfig",
+    "TuneConfig",
+    "WorkloadConfig",
+    "load_config",
+    "to_plain_dict",
+]

@@ -1,0 +1,95 @@
+"""Turn a YAML path, a mapping or a DictConfig into a validated, typed config."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ipu_tune.config._schema import EvalConfig
+from ipu_tune.config._validate import validate
+from ipu_tune.errors import IpuTuneError
+
+__all__ = ["load_config", "omegaconf_error", "to_plain_dict", "typed"]
+
+T = TypeVar("T")
+
+
+def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
+    """One line from an OmegaConf merge/validation error: the full key, the value, the rule."""
+    key = getattr(exc, "full_key", None) or ""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "not in" in msg and "Key '" in msg:
+        return IpuTuneError(f"{key}: unknown key ({msg})")
+    return IpuTuneError(f"{key}: {msg}" if key else msg)
+
+
+def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
+    """Merge `cfg` over the schema's defaults and return the dataclass instance."""
+    try:
+        base = OmegaConf.structured(schema)
+        merged = OmegaConf.merge(base, cfg)
+        obj = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise omegaconf_error(exc) from None
+    assert isinstance(obj, schema)
+    return obj
+
+
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise IpuTuneError(f"config file {str(path)!r}: cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise IpuTuneError(f"config file {str(path)!r}: not valid YAML{where}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise IpuTuneError(
+            f"config file {str(path)!r}: expected a mapping with model/workload/system/plan, "
+            f"got {type(data).__name__}"
+        )
+    return data
+
+
+def load_config(source: str | Path | Mapping[str, Any] | EvalConfig) -> EvalConfig:
+    """Load the contract schema from a YAML path or a mapping; missing keys take defaults.
+
+    Keys outside model/workload/system/plan (an exported file's `ipu_tune:` provenance block,
+    say) are ignored so that exports evaluate again unchanged.
+    """
+    if isinstance(source, EvalConfig):
+        data: Mapping[str, Any] = to_plain_dict(source)
+    elif isinstance(source, str | Path):
+        data = _read_yaml(Path(source))
+    elif isinstance(source, DictConfig):
+        data = OmegaConf.to_container(source, resolve=True)  # type: ignore[assignment]
+    elif isinstance(source, Mapping):
+        data = source
+    else:
+        raise IpuTuneError(
+            f"config: expected a YAML path or a mapping, got {type(source).__name__}"
+        )
+    sections = {f.name for f in dataclasses.fields(EvalConfig)}
+    for key, value in data.items():
+        if key in sections and value is not None and not isinstance(value, Mapping):
+            raise IpuTuneError(f"{key}: expected a mapping, got {value!r}")
+    picked = {k: v for k, v in data.items() if k in sections and v is not None}
+    return validate(typed(EvalConfig, picked))
+
+
+def to_plain_dict(cfg: Any) -> dict[str, Any]:
+    """A dataclass config as plain JSON/YAML-ready containers (lists, not tuples)."""
+    out = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    assert isinstance(out, dict)
+    return out  # type: ignore[return-value]

@@ -1,0 +1,98 @@
+"""Range and choice checks of the schema; plan-versus-model checks live in `ipu_tune.plan`."""
+
+from __future__ import annotations
+
+from ipu_tune.config._schema import (
+    IPUS,
+    MODES,
+    OPTIMIZERS,
+    PRECISIONS,
+    RECOMPUTE,
+    SCHEDULES,
+    EvalConfig,
+)
+from ipu_tune.errors import IpuTuneError, bad_value
+
+__all__ = ["is_power_of_two", "valid_io_tiles", "validate"]
+
+
+def is_power_of_two(n: int) -> bool:
+    return n >= 1 and (n & (n - 1)) == 0
+
+
+def valid_io_tiles(n: int) -> bool:
+    # Poplar's numIOTiles: 0, or an even number 32..192 (shared/reference/ipu-hardware.md).
+    return n == 0 or (32 <= n <= 192 and n % 2 == 0)
+
+
+def _choice(key: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise bad_value(key, value, "allowed: " + ", ".join(choices))
+
+
+def _at_least(key: str, value: float, low: float) -> None:
+    if value < low:
+        raise bad_value(key, value, f"must be >= {low}")
+
+
+def validate(cfg: EvalConfig) -> EvalConfig:
+    """Raise `IpuTuneError` naming the first bad key; return `cfg` unchanged otherwise."""
+    m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
+    if not m.name and not m._target_:
+        raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
+    if not m.input_shape or any(d < 1 for d in m.input_shape):
+        raise bad_value("model.input_shape", list(m.input_shape), "positive integers")
+    _at_least("model.num_classes", m.num_classes, 1)
+    if m.sequence_length is not None:
+        _at_least("model.sequence_length", m.sequence_length, 1)
+    if m.dataset.sample_bytes is not None:
+        _at_least("model.dataset.sample_bytes", m.dataset.sample_bytes, 1)
+    if m.dataset.preprocess_s_per_sample is not None:
+        _at_least("model.dataset.preprocess_s_per_sample", m.dataset.preprocess_s_per_sample, 0.0)
+
+    _choice("workload.mode", w.mode, MODES)
+    _at_least("workload.micro_batch_size", w.micro_batch_size, 1)
+    _choice("workload.optimizer", w.optimizer, OPTIMIZERS)
+
+    _choice("system.ipu", s.ipu, IPUS)
+    if not is_power_of_two(s.num_ipus):
+        raise bad_value("system.num_ipus", s.num_ipus, "must be a power of two (1, 2, 4, ...)")
+    _at_least("system.hosts", s.hosts, 1)
+    if s.hosts > s.num_ipus:
+        raise bad_value("system.hosts", s.hosts, f"at most system.num_ipus={s.num_ipus}")
+
+    _choice("plan.precision", p.precision, PRECISIONS)
+    _at_least("plan.gradient_accumulation", p.gradient_accumulation, 1)
+    _at_least("plan.device_iterations", p.device_iterations, 1)
+    if not is_power_of_two(p.replication_factor):
+        raise bad_value(
+            "plan.replication_factor", p.replication_factor, "must be a power of two (1, 2, 4, ...)"
+        )
+    _choice("plan.pipeline.schedule", p.pipeline.schedule, SCHEDULES)
+    if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
+        raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")
+    _choice("plan.recompute", p.recompute, RECOMPUTE)
+    if not 0.0 < p.available_memory_proportion <= 1.0:
+        raise bad_value(
+            "plan.available_memory_proportion", p.available_memory_proportion, "must be in (0, 1]"
+        )
+    if p.replicated_tensor_sharding and p.replication_factor < 2:
+        raise bad_value(
+            "plan.replicated_tensor_sharding", True, "needs plan.replication_factor >= 2"
+        )
+    _at_least("plan.prefetch_depth", p.prefetch_depth, 1)
+    if not valid_io_tiles(p.io_tiles):
+        raise bad_value("plan.io_tiles", p.io_tiles, "allowed: 0 or an even number in 32..192")
+    _at_least("plan.dataloader_workers", p.dataloader_workers, 1)
+
+    stages = len(p.pipeline.splits) + 1
+    if stages * p.replication_factor != s.num_ipus:
+        raise bad_value(
+            "system.num_ipus",
+            s.num_ipus,
+            f"must equal pipeline stages ({stages}) x plan.replication_factor "
+            f"({p.replication_factor}) = {stages * p.replication_factor}",
+        )
+    if w.mode == "infer" and p.gradient_accumulation != 1:
+        raise bad_value("plan.gradient_accumulation", p.gradient_accumulation, "must be 1 for infer")
+    return cfg

@@ -1,0 +1,122 @@
+"""IPU and host presets with sourced constants (shared/reference/ipu-hardware.md).
+
+Each figure names its status there: read (stated by a source), derived (arithmetic on read
+figures) or estimate (no public figure; calibration settles it). Units live in the names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipu_tune.errors import bad_value
+
+__all__ = ["HOST", "IPUS", "HostSpec", "IpuSpec", "System", "make_system"]
+
+KIB = 1024
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class IpuSpec:
+    name: str
+    tiles: int  # read: Graphcore product pages; Jia et al. 2019
+    sram_bytes_per_tile: int  # Mk1 read (Jia et al.); Mk2 read (seed guide: S_tile = 624 kB)
+    clock_hz: float  # Mk1 derived; Mk2/Bow read (MLPerf system descriptions)
+    fp16_flops_per_cycle_per_tile: int  # derived: FP16 peak / (tiles x clock)
+    fp32_flops_per_cycle_per_tile: int  # derived: FP32 peak / (tiles x clock)
+    sram_bytes_per_s: float  # read (Bow estimate)
+    exchange_bytes_per_s: float  # on-chip exchange; Mk2 read, others estimate
+    ipu_link_bytes_per_s: float  # per IPU, all links
+    host_link_bytes_per_s: float  # PCIe path of one IPU to its host/gateway
+    streaming_memory_bytes_per_s: float  # estimate: bounded by PCIe Gen4 x8, per direction
+    memory_bank_bytes: int  # read: PopVision glossary
+    worker_threads_per_tile: int = 6  # read
+
+    @property
+    def sram_bytes(self) -> int:
+        return self.tiles * self.sram_bytes_per_tile
+
+    def peak_flops_per_s(self, fp16: bool) -> float:
+        per_tile = self.fp16_flops_per_cycle_per_tile if fp16 else self.fp32_flops_per_cycle_per_tile
+        return per_tile * self.tiles * self.clock_hz
+
+
+IPUS: dict[str, IpuSpec] = {
+    "mk1": IpuSpec(
+        name="mk1",
+        tiles=1216,
+        sram_bytes_per_tile=256 * KIB,
+        clock_hz=1.6e9,
+        fp16_flops_per_cycle_per_tile=64,
+        fp32_flops_per_cycle_per_tile=16,
+        sram_bytes_per_s=45e12,
+        exchange_bytes_per_s=7.7e12,
+        ipu_link_bytes_per_s=3 * 64 * GB / 2,  # 3 links of 64 GB/s between the 2 IPUs of a C2
+        host_link_bytes_per_s=16 * GB,  # PCIe Gen3 x16
+        streaming_memory_bytes_per_s=12 * GB,  # estimate: host memory over PCIe Gen3
+        memory_bank_bytes=32 * KIB,
+    ),
+    "mk2": IpuSpec(
+        name="mk2",
+        tiles=1472,
+        sram_bytes_per_tile=624 * KIB,
+        clock_hz=1.33e9,
+        fp16_flops_per_cycle_per_tile=128,
+        fp32_flops_per_cycle_per_tile=32,
+        sram_bytes_per_s=47.5e12,
+        exchange_bytes_per_s=8e12,
+        ipu_link_bytes_per_s=320 * GB,
+        host_link_bytes_per_s=16 * GB,  # PCIe Gen4 x8 to the gateway, per IPU
+        streaming_memory_bytes_per_s=16 * GB,  # estimate
+        memory_bank_bytes=16 * KIB,
+    ),
+    "bow": IpuSpec(
+        name="bow",
+        tiles=1472,
+        sram_bytes_per_tile=624 * KIB,
+        clock_hz=1.85e9,
+        fp16_flops_per_cycle_per_tile=128,
+        fp32_flops_per_cycle_per_tile=32,
+        sram_bytes_per_s=65e12,  # estimate
+        exchange_bytes_per_s=11e12,  # estimate
+        ipu_link_bytes_per_s=320 * GB,
+        host_link_bytes_per_s=16 * GB,
+        streaming_memory_bytes_per_s=16 * GB,  # estimate
+        memory_bank_bytes=16 * KIB,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One host server feeding IPUs; constants fitted in `ipu_tune.simulator` calibration."""
+
+    # Network/PCIe bandwidth from one host to all the IPUs it feeds (IPU-M2000: 2 x 100 GbE RoCE).
+    host_to_ipu_bytes_per_s: float = 25 * GB
+    # Load + augment one small raw image on one worker (seed: decode, flip, resize, PILToTensor).
+    preprocess_s_per_sample: float = 0.17e-3
+    # Host dtype conversion + normalisation per element (skipped by 8-bit I/O).
+    convert_s_per_element: float = 50e-9
+    # Host-device round trip per model call, amortised by device iterations.
+    call_overhead_s: float = 8e-3
+    # Worker processes a host can run for an asynchronous loader.
+    max_workers: int = 64
+
+
+HOST = HostSpec()
+
+
+@dataclass(frozen=True)
+class System:
+    """What the hardware is: IPUs, how many, and the hosts feeding them."""
+
+    ipu: IpuSpec
+    num_ipus: int
+    hosts: int = 1
+    host: HostSpec = HOST
+
+
+def make_system(ipu: str, num_ipus: int, hosts: int = 1, host: HostSpec = HOST) -> System:
+    if ipu not in IPUS:
+        raise bad_value("system.ipu", ipu, "allowed: " + ", ".join(IPUS))
+    return System(ipu=IPUS[ipu], num_ipus=num_ipus, hosts=hosts, host=host)

@@ -1,0 +1,110 @@
+"""What the model is: per-op and per-block costs traced from torch, per sample.
+
+Every count is for one sample (one image, one sequence); the simulator multiplies by the
+micro-batch size. Frozen so that profiles can be cached, hashed and shared between trials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["OP_KINDS", "BlockProfile", "ModelProfile", "OpProfile"]
+
+OP_KINDS = (
+    "conv",
+    "matmul",
+    "norm",
+    "elementwise",
+    "pool",
+    "embedding",
+    "softmax",
+    "loss",
+    "other",
+)
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    name: str  # leaf module path (torch naming), e.g. "layer3.8.conv1"
+    kind: str  # one of OP_KINDS
+    block: int  # index into ModelProfile.block_stats
+    forward_flops: float  # per sample (torch.utils.flop_counter)
+    backward_flops: float  # per sample
+    parameters: int
+    output_elements: int  # per sample
+    # Elements per sample this op keeps alive for the backward pass (0 where torch saves none).
+    saved_elements: int
+    # Matmul view of conv/matmul ops (M per sample, K, N); zeros for other kinds.
+    # Tiling and the available-memory-proportion trade-off are decided by these.
+    m_per_sample: int = 0
+    k: int = 0
+    n: int = 0
+
+
+@dataclass(frozen=True)
+class BlockProfile:
+    """A named module where a pipeline stage may begin, with totals of its ops."""
+
+    name: str
+    first_op: int  # ops[first_op:last_op] belong to this block
+    last_op: int
+    forward_flops: float
+    backward_flops: float
+    parameters: int
+    # Elements per sample of the block's output: what crosses an IPU-Link at a stage boundary.
+    output_elements: int
+    saved_elements: int  # activation elements kept for backward, per sample
+    max_live_elements: int  # peak transient elements inside the block, per sample
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    name: str
+    input_shape: tuple[int, ...]
+    num_classes: int
+    input_kind: str  # "image" (pixels; 8-bit I/O applies) or "tokens" (integer ids)
+    ops: tuple[OpProfile, ...]
+    block_stats: tuple[BlockProfile, ...]
+    # The host side of the input: bytes of one stored sample and, when the dataset config says,
+    # host seconds to load and augment it (None: the host preset's calibrated default).
+    sample_bytes: int = 0
+    preprocess_s_per_sample: float | None = None
+    torch_version: str = ""
+
+    @property
+    def parameters(self) -> int:
+        return sum(b.parameters for b in self.block_stats)
+
+    @property
+    def forward_flops(self) -> float:
+        return sum(b.forward_flops for b in self.block_stats)
+
+    @property
+    def backward_flops(self) -> float:
+        return sum(b.backward_flops for b in self.block_stats)
+
+    @property
+    def blocks(self) -> list[str]:
+        """Module names where a pipeline stage may begin, in execution order (Contract)."""
+        return [b.name for b in self.block_stats]
+
+    @property
+    def input_elements(self) -> int:
+        n = 1
+        for d in self.input_shape:
+            n *= d
+        return n
+
+    def block_index(self, name: str) -> int:
+        for i, b in enumerate(self.block_stats):
+            if b.name == name:
+                return i
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["parameters"] = self.parameters
+        d["forward_flops"] = self.forward_flops
+        d["blocks"] = self.blocks
+        return d

@@ -1,0 +1,113 @@
+"""How the model is run: the execution plan the tuner searches, and its checks against a model.
+
+`ExecutionPlan` is the frozen, simulator-facing form of the config's `workload` and `plan`
+sections. Choice and range checks happen once at the edge (`ipu_tune.config`); this module adds
+the checks that need the model profile (split names exist and are in order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.errors import bad_value
+from ipu_tune.models._profile import ModelProfile
+
+__all__ = ["ExecutionPlan", "plan_from_config", "stage_starts"]
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    mode: str = "train"  # train | infer
+    micro_batch_size: int = 64
+    optimizer: str = "adamw"
+    precision: str = "32.32"  # "<input>.<model>" as in the seed tutorial
+    gradient_accumulation: int = 1
+    device_iterations: int = 1
+    replication_factor: int = 1
+    splits: tuple[str, ...] = ()  # block names beginning stages 2..N
+    schedule: str = "grouped"
+    recompute: str = "none"
+    available_memory_proportion: float = 0.6
+    offload_optimizer_state: bool = False
+    replicated_tensor_sharding: bool = False
+    prefetch_depth: int = 1
+    io_tiles: int = 0
+    eight_bit_io: bool = False
+    async_dataloader: bool = False
+    dataloader_workers: int = 1
+
+    @property
+    def training(self) -> bool:
+        return self.mode == "train"
+
+    @property
+    def stages(self) -> int:
+        return len(self.splits) + 1
+
+    @property
+    def input_fp16(self) -> bool:
+        return self.precision.split(".")[0] == "16"
+
+    @property
+    def model_fp16(self) -> bool:
+        return self.precision.split(".")[1] == "16"
+
+    @property
+    def samples_per_step(self) -> int:
+        """Samples per weight update across all replicas (the global batch)."""
+        return self.micro_batch_size * self.gradient_accumulation * self.replication_factor
+
+    @property
+    def samples_per_call(self) -> int:
+        """Samples the host hands over per model call (seed pipelining tutorial)."""
+        return self.samples_per_step * self.device_iterations
+
+
+def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
+    w, p = cfg.workload, cfg.plan
+    return ExecutionPlan(
+        mode=w.mode,
+        micro_batch_size=w.micro_batch_size,
+        optimizer=w.optimizer,
+        precision=p.precision,
+        gradient_accumulation=p.gradient_accumulation,
+        device_iterations=p.device_iterations,
+        replication_factor=p.replication_factor,
+        splits=tuple(p.pipeline.splits),
+        schedule=p.pipeline.schedule,
+        recompute=p.recompute,
+        available_memory_proportion=p.available_memory_proportion,
+        offload_optimizer_state=p.offload_optimizer_state,
+        replicated_tensor_sharding=p.replicated_tensor_sharding,
+        prefetch_depth=p.prefetch_depth,
+        io_tiles=p.io_tiles,
+        eight_bit_io=p.eight_bit_io,
+        async_dataloader=p.async_dataloader,
+        dataloader_workers=p.dataloader_workers,
+    )
+
+
+def stage_starts(plan: ExecutionPlan, profile: ModelProfile) -> tuple[int, ...]:
+    """Block index at which each stage begins (stage 0 begins at block 0).
+
+    Raises `IpuTuneError` when a split is not a block of the model, is the first block, or the
+    splits are out of execution order.
+    """
+    names = profile.blocks
+    starts = [0]
+    for split in plan.splits:
+        if split not in names:
+            hint = ", ".join(names[1:6]) + (", ..." if len(names) > 6 else "")
+            raise bad_value(
+                "plan.pipeline.splits", split, f"not a block of {profile.name}; blocks: {hint}"
+            )
+        index = names.index(split)
+        if index == 0:
+            raise bad_value("plan.pipeline.splits", split, "the first block always begins stage 1")
+        if index <= starts[-1]:
+            raise bad_value(
+                "plan.pipeline.splits", list(plan.splits), "must follow the model's block order"
+            )
+        starts.append(index)
+    return tuple(starts)

@@ -1,0 +1,130 @@
+"""The frozen result of one simulation: fits, throughput, and why (PopVision-like breakdowns)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MEMORY_CATEGORIES", "TIME_PHASES", "IpuMemory", "SimResult", "StageTime"]
+
+# Memory categories per IPU, as PopVision's memory report groups them.
+MEMORY_CATEGORIES = (
+    "code",  # vertex + control code
+    "exchange_code",  # internal, host and global exchange code (grows with replicas)
+    "weights",
+    "gradients",  # gradient accumulators
+    "optimizer_state",
+    "activation_stash",  # pipeline FIFOs of activations kept for backward
+    "recompute_checkpoints",
+    "activations",  # live activations of the micro-batch in flight
+    "temporaries",  # conv/matmul scratch, bounded by available memory proportion
+    "stream_buffers",  # host I/O buffers (prefetch depth)
+    "io_tiles",  # memory of tiles reserved for I/O
+)
+
+# Phases of one weight-update step (seconds), as an execution trace would show them.
+TIME_PHASES = (
+    "compute",
+    "exchange",  # on-chip exchange and syncs
+    "inter_ipu",  # activations/gradients across IPU-Links
+    "pipeline_ramp",  # ramp-up/down: stages under-used
+    "weight_update",
+    "all_reduce",  # gradient reduction across replicas
+    "streaming_memory",  # offloaded optimizer state traffic
+    "host_io",  # host-to-IPU transfer not hidden by I/O tiles/prefetch
+    "host_preprocess",  # host data pipeline time not overlapped with the device
+    "host_overhead",  # per-call round trip amortised over device iterations
+)
+
+
+@dataclass(frozen=True)
+class IpuMemory:
+    ipu: int
+    stage: int
+    categories: Mapping[str, int]  # bytes by MEMORY_CATEGORIES
+    limit_bytes: int  # SRAM of the IPU
+    max_tile_bytes: int  # most loaded tile
+    tile_limit_bytes: int  # SRAM of one tile
+
+    @property
+    def total_bytes(self) -> int:
+        return int(sum(self.categories.values()))
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.limit_bytes and self.max_tile_bytes <= self.tile_limit_bytes
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """Device time of one pipeline stage for one micro-batch (seconds)."""
+
+    stage: int
+    blocks: tuple[str, ...]  # first and last block names of the stage
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    inter_ipu_s: float
+
+
+@dataclass(frozen=True)
+class SimResult:
+    fits: bool
+    throughput: float  # samples/s of the whole system; 0.0 when it does not fit
+    step_time_s: float  # one weight update (train) or one micro-batch pass (infer), all phases
+    phases: Mapping[str, float]  # seconds per step by TIME_PHASES
+    bottleneck: str  # the phase that bounds the step, by name
+    memory: tuple[IpuMemory, ...]  # one entry per IPU of one replica
+    stages: tuple[StageTime, ...]
+    reason: str = ""  # why it does not fit: IPU, category and excess
+    samples_per_step: int = 0
+    # Throughput the device alone could sustain (ignores host), samples/s.
+    device_throughput: float = 0.0
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def memory_per_ipu(self) -> list[int]:
+        return [m.total_bytes for m in self.memory]
+
+    @property
+    def memory_limit_bytes(self) -> int:
+        return self.memory[0].limit_bytes if self.memory else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fits": self.fits,
+            "throughput": self.throughput,
+            "memory_per_ipu": self.memory_per_ipu,
+            "memory_limit_bytes": self.memory_limit_bytes,
+            "reason": self.reason,
+            "bottleneck": self.bottleneck,
+            "step_time_s": self.step_time_s,
+            "samples_per_step": self.samples_per_step,
+            "device_throughput": self.device_throughput,
+            "phases": dict(self.phases),
+            "memory": [
+                {
+                    "ipu": m.ipu,
+                    "stage": m.stage,
+                    "total_bytes": m.total_bytes,
+                    "limit_bytes": m.limit_bytes,
+                    "max_tile_bytes": m.max_tile_bytes,
+                    "tile_limit_bytes": m.tile_limit_bytes,
+                    "categories": dict(m.categories),
+                }
+                for m in self.memory
+            ],
+            "stages": [
+                {
+                    "stage": s.stage,
+                    "blocks": list(s.blocks),
+                    "forward_s": s.forward_s,
+                    "backward_s": s.backward_s,
+                    "recompute_s": s.recompute_s,
+                    "inter_ipu_s": s.inter_ipu_s,
+                }
+                for s in self.stages
+            ],
+            "extras": dict(self.extras),
+        }
