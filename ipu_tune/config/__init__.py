@@ -6,6 +6,7 @@ ConfigStore); everything inward of the entry points receives these typed objects
 `DictConfig`.
 """
 
+from ipu_tune.config._hydra import CONF_DIR, SPACES_DIR, group_options, register
 from ipu_tune.config._load import load_config, to_plain_dict
 from ipu_tune.config._schema import (
     DatasetConfig,
@@ -21,7 +22,11 @@ from ipu_tune.config._schema import (
     WorkloadConfig,
 )
 
+register()
+
 __all__ = [
+    "CONF_DIR",
+    "SPACES_DIR",
     "DatasetConfig",
     "EvalConfig",
     "ModelConfig",
@@ -33,6 +38,8 @@ __all__ = [
     "SystemConfig",
     "TuneConfig",
     "WorkloadConfig",
+    "group_options",
+    "register",
     "load_config",
     "to_plain_dict",
 ]

@@ -119,6 +119,8 @@ class StudyConfig:
     storage: Optional[str] = None  # noqa: UP045
     # Total finished trials the study should reach (not "n more").
     n_trials: int = 100
+    # Worker processes on this machine sharing the storage (more machines: run the same command).
+    workers: int = 1
     timeout_s: Optional[float] = None  # noqa: UP045
     progress_bar: bool = True
 

@@ -1,0 +1,14 @@
+"""Results: the per-trial table, best-config export, PopTorch snippet and HTML report."""
+
+from ipu_tune.results._export import atomic_write, best_yaml_text, export_table
+from ipu_tune.results._store import PLAN_COLUMNS, TABLE_NAME, ResultsStore, row_from_trial
+
+__all__ = [
+    "PLAN_COLUMNS",
+    "TABLE_NAME",
+    "ResultsStore",
+    "atomic_write",
+    "best_yaml_text",
+    "export_table",
+    "row_from_trial",
+]

@@ -1,0 +1,43 @@
+"""`python -m ipu_tune` / `ipu-tune`: tune (Hydra overrides) or run a named command."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+__all__ = ["main"]
+
+
+def _commands() -> dict[str, Callable[[Sequence[str]], int]]:
+    from ipu_tune.cli import evaluate_cmd, profile_cmd, studies_cmd
+
+    commands: dict[str, Callable[[Sequence[str]], int]] = {
+        "evaluate": evaluate_cmd.main,
+        "profile": profile_cmd.main,
+        "studies": studies_cmd.list_main,
+        "report": studies_cmd.report_main,
+        "export": studies_cmd.export_main,
+    }
+    try:
+        from ipu_tune.cli import calibrate_cmd
+
+        commands["calibrate"] = calibrate_cmd.main
+    except ImportError:
+        pass
+    return commands
+
+
+COMMAND_NAMES = ("evaluate", "profile", "studies", "report", "export", "calibrate")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in COMMAND_NAMES:
+        sys.exit(_commands()[args[0]](args[1:]))
+    from ipu_tune.cli.run import hydra_main
+
+    sys.exit(hydra_main(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""The Hydra app: `python -m ipu_tune [overrides]` tunes, resumes and exports.
+
+A thin `@hydra.main` calls the plain `ipu_tune.tuner.run(cfg)` with the typed config. Before
+Hydra runs (and writes anything), `preflight` composes the same overrides with `compose()` and
+runs every check, so a bad override ends with one line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Sequence
+
+import hydra
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from ipu_tune.cli._common import fail
+from ipu_tune.cli._summary import format_summary
+from ipu_tune.config import CONF_DIR, TuneConfig, group_options
+from ipu_tune.config._hydra import GROUPS
+from ipu_tune.config._load import omegaconf_error, typed
+from ipu_tune.errors import IpuTuneError
+
+__all__ = ["hydra_main", "pinned_keys", "preflight"]
+
+# Flags after which Hydra does not run the task (help, printing config, completion).
+_NO_RUN_FLAGS = {"-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-sc",
+                 "--shell-completion", "-cp", "--config-path", "-cn", "--config-name",
+                 "-cd", "--config-dir", "--resolve", "-p", "--package", "--experimental-rerun"}
+_MAX_SWEEP_CHECKS = 256
+
+
+def pinned_keys(overrides: Sequence[str]) -> frozenset[str]:
+    """Plan/workload keys the user set on the command line: the search never changes them."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    keys = {o.key_or_group.lstrip("+~") for o in parsed}
+    return frozenset(k for k in keys if k.startswith(("plan.", "workload.")))
+
+
+def _check_groups(parsed: list) -> None:  # type: ignore[type-arg]
+    for o in parsed:
+        group = o.key_or_group
+        if group not in GROUPS or o.is_delete():
+            continue
+        allowed = group_options(group)
+        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
+        for value in values:
+            if value not in allowed:
+                raise IpuTuneError(
+                    f"{group}={value}: unknown {group} option; allowed: {', '.join(allowed)}"
+                )
+
+
+def _compose(overrides: list[str]) -> TuneConfig:
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+            cfg = compose(config_name="config", overrides=overrides)
+    except OmegaConfBaseException as exc:
+        raise omegaconf_error(exc) from None
+    except HydraException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OmegaConfBaseException):
+            raise omegaconf_error(cause) from None
+        raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
+    finally:
+        GlobalHydra.instance().clear()
+    return typed(TuneConfig, cfg)
+
+
+def preflight(argv: Sequence[str]) -> None:
+    """Compose and check every run the arguments ask for; raise `IpuTuneError` on the first."""
+    if any(a.split("=")[0] in _NO_RUN_FLAGS for a in argv):
+        return
+    overrides = [a for a in argv if not a.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
+    _check_groups(parsed)
+    choices = [
+        [f"{o.input_line.split('=', 1)[0]}={v}" for v in o.sweep_string_iterator()]
+        if o.is_sweep_override()
+        else [o.input_line]
+        for o in parsed
+    ]
+    from ipu_tune.tuner._run import _prepare
+
+    for combo in itertools.islice(itertools.product(*choices), _MAX_SWEEP_CHECKS):
+        cfg = _compose(list(combo))
+        _prepare(cfg, pinned_keys(list(combo)))
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def _task(cfg: DictConfig) -> None:
+    from ipu_tune.tuner import run
+
+    try:
+        tune_cfg = typed(TuneConfig, cfg)
+        summary = run(tune_cfg, pinned_keys(HydraConfig.get().overrides.task))
+    except IpuTuneError as exc:
+        sys.exit(fail(str(exc)))
+    except KeyboardInterrupt:
+        print("ipu-tune: interrupted; run the same command again to resume", file=sys.stderr)
+        sys.exit(130)
+    print(format_summary(summary))
+
+
+def hydra_main(argv: Sequence[str]) -> int:
+    try:
+        preflight(argv)
+    except IpuTuneError as exc:
+        return fail(str(exc))
+    sys.argv = [sys.argv[0], *argv]
+    _task()
+    return 0
+

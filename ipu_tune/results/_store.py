@@ -1,0 +1,210 @@
+"""The results store: one append-only row per finished trial, in an SQL table.
+
+The row is derived from what the trial itself carries in the study (user attributes written
+before `tell`), so the table can always be brought back in line with the study: a process
+killed between `tell` and the insert leaves a finished trial without a row, and the next
+`sync` of any worker inserts it. Inserts ignore rows already there (unique study + trial).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Engine, make_url
+
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.storage import redact
+
+__all__ = ["PLAN_COLUMNS", "TABLE_NAME", "ResultsStore", "row_from_trial"]
+
+TABLE_NAME = "ipu_tune_results"
+
+# Plan knob columns, in the order of the config schema.
+PLAN_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("mode", String(16)),
+    ("micro_batch_size", Integer),
+    ("optimizer", String(16)),
+    ("precision", String(8)),
+    ("gradient_accumulation", Integer),
+    ("device_iterations", Integer),
+    ("replication_factor", Integer),
+    ("pipeline_splits", String(2000)),
+    ("pipeline_schedule", String(16)),
+    ("recompute", String(16)),
+    ("available_memory_proportion", Float),
+    ("offload_optimizer_state", Boolean),
+    ("replicated_tensor_sharding", Boolean),
+    ("prefetch_depth", Integer),
+    ("io_tiles", Integer),
+    ("eight_bit_io", Boolean),
+    ("async_dataloader", Boolean),
+    ("dataloader_workers", Integer),
+)
+
+_metadata = MetaData()
+_table = Table(
+    TABLE_NAME,
+    _metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("study", String(512), nullable=False),
+    Column("trial_number", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("values", String(1000)),
+    Column("throughput", Float),
+    Column("fits", Boolean),
+    Column("peak_memory_bytes", Integer),
+    Column("memory_per_ipu", String(2000)),
+    Column("memory_limit_bytes", Integer),
+    Column("bottleneck", String(64)),
+    Column("reason", String(1000)),
+    *[Column(name, type_) for name, type_ in PLAN_COLUMNS],
+    Column("model", String(256)),
+    Column("ipu", String(16)),
+    Column("num_ipus", Integer),
+    Column("simulator_version", String(32)),
+    Column("started_at", String(40)),
+    Column("finished_at", String(40)),
+    Column("extra", JSON),
+    UniqueConstraint("study", "trial_number", name="uq_ipu_tune_results_trial"),
+)
+
+
+def row_from_trial(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
+    """The results row of a finished trial, from the attributes the tuner stored on it."""
+    attrs = trial.user_attrs
+    result: Mapping[str, Any] = attrs.get("result", {})
+    config: Mapping[str, Any] = attrs.get("config", {})
+    workload = config.get("workload", {})
+    plan = config.get("plan", {})
+    pipeline = plan.get("pipeline", {})
+    system = config.get("system", {})
+    model = config.get("model", {})
+    memory = list(result.get("memory_per_ipu", []))
+    row: dict[str, Any] = {
+        "study": study_name,
+        "trial_number": trial.number,
+        "state": trial.state.name,
+        "values": json.dumps(trial.values) if trial.values is not None else None,
+        "throughput": result.get("throughput"),
+        "fits": result.get("fits"),
+        "peak_memory_bytes": max(memory) if memory else None,
+        "memory_per_ipu": json.dumps(memory),
+        "memory_limit_bytes": result.get("memory_limit_bytes"),
+        "bottleneck": result.get("bottleneck"),
+        "reason": result.get("reason"),
+        "mode": workload.get("mode"),
+        "micro_batch_size": workload.get("micro_batch_size"),
+        "optimizer": workload.get("optimizer"),
+        "pipeline_splits": json.dumps(list(pipeline.get("splits", []))),
+        "pipeline_schedule": pipeline.get("schedule"),
+        "model": model.get("name") or model.get("_target_"),
+        "ipu": system.get("ipu"),
+        "num_ipus": system.get("num_ipus"),
+        "simulator_version": attrs.get("simulator_version"),
+        "started_at": trial.datetime_start.isoformat() if trial.datetime_start else None,
+        "finished_at": trial.datetime_complete.isoformat() if trial.datetime_complete else None,
+        "extra": {"constraints": attrs.get("constraints")},
+    }
+    for name, _ in PLAN_COLUMNS:
+        if name not in row:
+            row[name] = plan.get(name)
+    return row
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # WAL lets readers and one writer proceed together; busy timeout waits out other writers.
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA busy_timeout=60000")
+        cur.close()
+
+
+class ResultsStore:
+    """The `ipu_tune_results` table in the study's database (or `results.db` beside a journal)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        backend = make_url(url).get_backend_name()
+        self._backend = backend
+        try:
+            if backend == "sqlite":
+                self._engine = create_engine(url, connect_args={"timeout": 60})
+                _sqlite_pragmas(self._engine)
+            else:
+                self._engine = create_engine(url, pool_pre_ping=True)
+            _metadata.create_all(self._engine, checkfirst=True)
+        except Exception as exc:
+            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            raise IpuTuneError(
+                f"results store {redact(url)!r}: cannot open "
+                f"({detail[0] if detail else type(exc).__name__})"
+            ) from None
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        ins = pg_insert if self._backend == "postgresql" else sqlite_insert
+        stmt = ins(_table).values(rows).on_conflict_do_nothing(
+            index_elements=["study", "trial_number"]
+        )
+        with self._engine.begin() as conn:
+            conn.execute(stmt)
+
+    def append(self, study_name: str, trial: FrozenTrial) -> None:
+        self._insert([row_from_trial(study_name, trial)])
+
+    def sync(self, study: optuna.Study) -> int:
+        """Insert the rows of finished trials that have none yet; return how many."""
+        have = set(self.trial_numbers(study.study_name))
+        missing = [
+            row_from_trial(study.study_name, t)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.number not in have
+        ]
+        self._insert(missing)
+        return len(missing)
+
+    def trial_numbers(self, study_name: str) -> list[int]:
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(_table.c.trial_number).where(_table.c.study == study_name)
+            ).all()
+        return [r[0] for r in rows]
+
+    def frame(self, study_name: str | None = None) -> pd.DataFrame:
+        query = select(_table)
+        if study_name is not None:
+            query = query.where(_table.c.study == study_name)
+        with self._engine.connect() as conn:
+            df = pd.read_sql(query.order_by(_table.c.study, _table.c.trial_number), conn)
+        return df.drop(columns=["id"])
+
+    def studies(self) -> Iterable[str]:
+        with self._engine.connect() as conn:
+            return [r[0] for r in conn.execute(select(_table.c.study).distinct()).all()]
+
+    def close(self) -> None:
+        self._engine.dispose()

@@ -1,0 +1,19 @@
+"""Where studies live: storage URLs, the default journal file, and opening them safely."""
+
+from ipu_tune.storage._journal_lock import FlockLock
+from ipu_tune.storage._open import (
+    DEFAULT_JOURNAL,
+    StorageTarget,
+    open_storage,
+    redact,
+    resolve_storage,
+)
+
+__all__ = [
+    "DEFAULT_JOURNAL",
+    "FlockLock",
+    "StorageTarget",
+    "open_storage",
+    "redact",
+    "resolve_storage",
+]

@@ -1,0 +1,112 @@
+"""Create or resume a study: names, compatibility, stale trials of killed workers, warm start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.storages import BaseStorage
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+
+from ipu_tune.config import TuneConfig, to_plain_dict
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.search import SearchProblem
+from ipu_tune.tuner._worker_id import is_alive_here
+
+__all__ = [
+    "META_KEY",
+    "default_study_name",
+    "enqueue_warm_start",
+    "open_study",
+    "recover_stale_trials",
+]
+
+META_KEY = "ipu_tune"
+_META = META_KEY
+
+
+def default_study_name(cfg: TuneConfig) -> str:
+    model = cfg.model.name or (cfg.model._target_ or "model").rsplit(".", 1)[-1]
+    return f"{model}-{cfg.system.ipu}x{cfg.system.num_ipus}-{cfg.search.name}"
+
+
+def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> dict[str, Any]:
+    # The whole config rides along so that reports and exports can be rebuilt later.
+    plain = to_plain_dict(cfg)
+    plain["study"]["storage"] = None  # never keep credentials in the study
+    return {
+        "model": cfg.model.name or cfg.model._target_,
+        "ipu": cfg.system.ipu,
+        "num_ipus": cfg.system.num_ipus,
+        "search": cfg.search.name,
+        "objectives": list(problem.objective_names),
+        "pinned": sorted(pinned),
+        "config": plain,
+    }
+
+
+def open_study(
+    name: str,
+    storage: BaseStorage,
+    cfg: TuneConfig,
+    problem: SearchProblem,
+    pinned: frozenset[str] = frozenset(),
+) -> tuple[optuna.Study, bool]:
+    """Load `name` or create it; returns (study, created). Refuses a study of another shape."""
+    wanted = [StudyDirection.MAXIMIZE if d == "maximize" else StudyDirection.MINIMIZE
+              for d in problem.directions]
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        sampler=problem.sampler(),
+        directions=problem.directions,
+        load_if_exists=True,
+    )
+    if list(study.directions) != wanted:
+        have = [d.name.lower() for d in study.directions]
+        raise IpuTuneError(
+            f"study.name={name!r}: the stored study optimises {have}, this search wants "
+            f"{list(problem.directions)}; choose another study.name"
+        )
+    meta = study.user_attrs.get(_META)
+    created = meta is None
+    mine = _metadata(cfg, problem, pinned)
+    if created:
+        study.set_user_attr(_META, mine)
+    elif meta.get("model") != mine["model"]:
+        raise IpuTuneError(
+            f"study.name={name!r}: the stored study tunes model {meta.get('model')!r}, not "
+            f"{mine['model']!r}; choose another study.name"
+        )
+    return study, created
+
+
+def recover_stale_trials(study: optuna.Study) -> list[int]:
+    """Fail RUNNING trials whose worker on this host is dead, and enqueue them again.
+
+    Only the worker whose FAIL lands first enqueues the retry, so concurrent resumes do not
+    duplicate it.
+    """
+    storage = study._storage
+    retried: list[int] = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = t.user_attrs.get("worker")
+        if not isinstance(worker, str) or is_alive_here(worker) is not False:
+            continue
+        try:
+            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        except Exception:  # another worker failed it first
+            continue
+        storage.set_trial_system_attr(t._trial_id, "fail_reason", "worker died")
+        if t.params:
+            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
+        retried.append(t.number)
+    return retried
+
+
+def enqueue_warm_start(study: optuna.Study, problem: SearchProblem, n_trials: int) -> int:
+    plans = problem.warm_start()[: max(0, n_trials)]
+    for params in plans:
+        study.enqueue_trial(params, skip_if_exists=True)
+    return len(plans)

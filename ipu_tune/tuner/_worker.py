@@ -1,0 +1,116 @@
+"""One worker's trial loop: exact totals across workers, attributes before tell, then a row.
+
+Order per trial (what a kill at any point leaves behind):
+1. ask -> the trial is RUNNING and tagged with its worker (a resume fails and retries it);
+2. simulate, store config/result/constraints as user attributes;
+3. tell -> COMPLETE (a kill before this leaves it RUNNING: failed and retried on resume);
+4. append the results row (a kill before this is repaired by `ResultsStore.sync`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+
+import optuna
+from optuna.trial import TrialState
+from tqdm import tqdm
+
+from ipu_tune.config import to_plain_dict
+from ipu_tune.results import ResultsStore
+from ipu_tune.search import SearchProblem
+from ipu_tune.simulator import SIMULATOR_VERSION
+from ipu_tune.tuner._worker_id import this_worker
+
+__all__ = ["count_done", "work"]
+
+_ALIVE = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING, TrialState.PRUNED)
+
+
+def count_done(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
+
+
+def _rank(study: optuna.Study, number: int) -> int:
+    """Trials not failed that precede `number`: only the first n_trials of them may run."""
+    return sum(1 for t in study.get_trials(deepcopy=False, states=_ALIVE) if t.number < number)
+
+
+def _best_label(study: optuna.Study, problem: SearchProblem) -> str:
+    best = problem.best_trial(study)
+    if best is None or best.values is None:
+        return "no plan fits yet"
+    return f"best {problem.objective_names[0]}={best.values[0]:.6g}"
+
+
+def work(
+    study: optuna.Study,
+    problem: SearchProblem,
+    store: ResultsStore,
+    n_trials: int,
+    timeout_s: float | None = None,
+    progress: bool = False,
+    on_trial: Callable[[int], None] | None = None,
+) -> int:
+    """Run trials until the study holds `n_trials` finished ones; return how many ran here."""
+    started = time.monotonic()
+    worker = this_worker()
+    ran = 0
+    bar = None
+    if progress:
+        bar = tqdm(total=n_trials, initial=count_done(study), file=sys.stderr,
+                   desc="trials", dynamic_ncols=True, leave=True)
+        bar.set_postfix_str(_best_label(study, problem))
+    last_label = time.monotonic()
+    try:
+        while True:
+            if timeout_s is not None and time.monotonic() - started >= timeout_s:
+                break
+            busy = study.get_trials(
+                deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+            )
+            if len(busy) >= n_trials:
+                break
+            trial = study.ask()
+            if _rank(study, trial.number) >= n_trials:
+                # Another worker took the last slot between our check and ask.
+                trial.set_user_attr("surplus", True)
+                study.tell(trial, state=TrialState.FAIL)
+                break
+            trial.set_user_attr("worker", worker)
+            outcome = problem.run_trial(trial)
+            trial.set_user_attr("constraints", [float(c) for c in outcome.constraints])
+            trial.set_user_attr("config", to_plain_dict(outcome.config))
+            trial.set_user_attr("result", _summary(outcome.result))
+            trial.set_user_attr("simulator_version", SIMULATOR_VERSION)
+            frozen = study.tell(trial, [float(v) for v in outcome.values])
+            store.append(study.study_name, frozen)
+            ran += 1
+            if on_trial is not None:
+                on_trial(trial.number)
+            if bar is not None:
+                bar.n = min(count_done(study), n_trials)
+                if time.monotonic() - last_label > 0.5:
+                    bar.set_postfix_str(_best_label(study, problem))
+                    last_label = time.monotonic()
+                bar.refresh()
+    finally:
+        if bar is not None:
+            bar.n = min(count_done(study), n_trials)
+            bar.set_postfix_str(_best_label(study, problem))
+            bar.close()
+    return ran
+
+
+def _summary(result: object) -> dict[str, object]:
+    """The part of a SimResult the results row and the listing need (finite, JSON-ready)."""
+    d = result.to_dict()  # type: ignore[attr-defined]
+    keep = ("fits", "throughput", "memory_per_ipu", "memory_limit_bytes", "bottleneck",
+            "reason", "step_time_s", "device_throughput")
+    out = {k: d.get(k) for k in keep}
+    for k, v in out.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            out[k] = None
+    return out
