@@ -89,17 +89,24 @@ IPUS: dict[str, IpuSpec] = {
 
 @dataclass(frozen=True)
 class HostSpec:
-    """One host server feeding IPUs; constants fitted in `ipu_tune.simulator` calibration."""
+    """One host server feeding IPUs.
 
-    # Network/PCIe bandwidth from one host to all the IPUs it feeds (IPU-M2000: 2 x 100 GbE RoCE).
+    The host-pipeline rates left at None take the calibrated defaults of the simulator
+    (`ipu_tune.simulator.DEFAULT_CONSTANTS`, fitted to the seed tutorial's measured rates); set
+    them to describe a faster or slower host.
+    """
+
+    # Network/PCIe bandwidth from one host to all the IPUs it feeds. read: an IPU-M2000 reaches
+    # its host over 2 x 100 GbE RoCE, about 12.5 GB/s per port (shared/reference/ipu-hardware.md).
     host_to_ipu_bytes_per_s: float = 25 * GB
-    # Load + augment one small raw image on one worker (seed: decode, flip, resize, PILToTensor).
-    preprocess_s_per_sample: float = 0.17e-3
-    # Host dtype conversion + normalisation per element (skipped by 8-bit I/O).
-    convert_s_per_element: float = 50e-9
+    # Load + augment one sample on one worker (seed: decode, flip, resize, PILToTensor).
+    preprocess_s_per_sample: float | None = None
+    # Host dtype conversion + normalisation per input element (skipped by 8-bit I/O).
+    convert_s_per_element: float | None = None
     # Host-device round trip per model call, amortised by device iterations.
-    call_overhead_s: float = 8e-3
-    # Worker processes a host can run for an asynchronous loader.
+    call_overhead_s: float | None = None
+    # Worker processes a host can run at full speed for the data pipeline (its CPU cores);
+    # estimate: a dual-socket x86 host of an IPU-POD (shared/reference/ipu-hardware.md).
     max_workers: int = 64
 
 

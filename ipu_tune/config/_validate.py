@@ -13,7 +13,7 @@ from ipu_tune.config._schema import (
 )
 from ipu_tune.errors import IpuTuneError, bad_value
 
-__all__ = ["is_power_of_two", "valid_io_tiles", "validate"]
+__all__ = ["check_pinned_layout", "is_power_of_two", "valid_io_tiles", "validate"]
 
 
 def is_power_of_two(n: int) -> bool:
@@ -35,8 +35,12 @@ def _at_least(key: str, value: float, low: float) -> None:
         raise bad_value(key, value, f"must be >= {low}")
 
 
-def validate(cfg: EvalConfig) -> EvalConfig:
-    """Raise `IpuTuneError` naming the first bad key; return `cfg` unchanged otherwise."""
+def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
+    """Raise `IpuTuneError` naming the first bad key; return `cfg` unchanged otherwise.
+
+    `check_layout=False` skips "stages x replicas = num_ipus": the tuner's starting plan need
+    not match the system, since the search chooses stages and replicas.
+    """
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     if not m.name and not m._target_:
         raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
@@ -86,7 +90,7 @@ def validate(cfg: EvalConfig) -> EvalConfig:
     _at_least("plan.dataloader_workers", p.dataloader_workers, 1)
 
     stages = len(p.pipeline.splits) + 1
-    if stages * p.replication_factor != s.num_ipus:
+    if check_layout and stages * p.replication_factor != s.num_ipus:
         raise bad_value(
             "system.num_ipus",
             s.num_ipus,
@@ -96,3 +100,26 @@ def validate(cfg: EvalConfig) -> EvalConfig:
     if w.mode == "infer" and p.gradient_accumulation != 1:
         raise bad_value("plan.gradient_accumulation", p.gradient_accumulation, "must be 1 for infer")
     return cfg
+
+
+def check_pinned_layout(cfg: EvalConfig, pinned: frozenset[str]) -> None:
+    """The layout checks that still hold when the user pinned splits or replicas for a search."""
+    p, n = cfg.plan, cfg.system.num_ipus
+    stages = len(p.pipeline.splits) + 1
+    splits_pinned = "plan.pipeline.splits" in pinned
+    replicas_pinned = "plan.replication_factor" in pinned
+    if splits_pinned and (stages > n or n % stages):
+        raise bad_value(
+            "system.num_ipus", n, f"must be a multiple of the {stages} pipeline stages pinned"
+        )
+    if replicas_pinned and (p.replication_factor > n or n % p.replication_factor):
+        raise bad_value(
+            "system.num_ipus", n,
+            f"must be a multiple of plan.replication_factor={p.replication_factor}",
+        )
+    if splits_pinned and replicas_pinned and stages * p.replication_factor != n:
+        raise bad_value(
+            "system.num_ipus", n,
+            f"must equal pipeline stages ({stages}) x plan.replication_factor "
+            f"({p.replication_factor}) = {stages * p.replication_factor}",
+        )

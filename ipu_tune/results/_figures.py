@@ -208,9 +208,8 @@ def trials_figure(results: pd.DataFrame) -> go.Figure:
                 ),
             )
         )
-    limits = df["memory_limit_bytes"].dropna() if "memory_limit_bytes" in df else []
-    if len(limits):
-        limit_mib = float(limits.iloc[0]) / _MIB
+    if "memory_limit_bytes" in df and df["memory_limit_bytes"].notna().any():
+        limit_mib = float(df["memory_limit_bytes"].dropna().iloc[0]) / _MIB
         fig.add_vline(
             x=limit_mib,
             line={"color": "black", "dash": "dash"},
@@ -246,7 +245,9 @@ def importances_figure(study: optuna.Study) -> go.Figure | str:
     """Optuna's parameter importances, or a note (str) saying why they are not shown."""
     trials = _complete(study)
     if len(trials) < 2:
-        return f"Parameter importances need at least 2 completed trials; this study has {len(trials)}."
+        return (
+            f"Parameter importances need at least 2 completed trials; this study has {len(trials)}."
+        )
     try:
         # PED-ANOVA: Optuna's default evaluator, needs no scikit-learn and is fast on 500 trials.
         return optuna.visualization.plot_param_importances(

@@ -37,8 +37,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 _BOOL_COLUMNS = frozenset(
-    {"fits", "offload_optimizer_state", "replicated_tensor_sharding", "eight_bit_io",
-     "async_dataloader"}
+    {
+        "fits",
+        "offload_optimizer_state",
+        "replicated_tensor_sharding",
+        "eight_bit_io",
+        "async_dataloader",
+    }
 )
 
 # Sorts on each cell's data-v (numeric when both parse as numbers); a second click reverses.

@@ -1,0 +1,43 @@
+"""The search: spaces, problem/objectives, warm start, presets and samplers.
+
+The study runner (`ipu_tune.tuner`) builds a `SearchProblem` per study and asks it for
+the sampler, the warm-start plans, each trial's outcome and the best trial.
+"""
+
+from ipu_tune.search._objectives import DIRECTIONS, count_changes
+from ipu_tune.search._problem import SearchProblem, TrialOutcome
+from ipu_tune.search._samplers import SAMPLERS, make_sampler
+from ipu_tune.search._select import best_trial, is_feasible, pareto_front
+from ipu_tune.search._space import KNOBS, KnobSpec, SearchSpace, load_space, parse_space
+from ipu_tune.search._splits import (
+    StageCostModel,
+    balanced_split,
+    cuts_to_starts,
+    even_split,
+    stage_loads,
+)
+from ipu_tune.search._warm import WarmPlan, io_tiles_rule
+
+__all__ = [
+    "DIRECTIONS",
+    "KNOBS",
+    "SAMPLERS",
+    "KnobSpec",
+    "SearchProblem",
+    "SearchSpace",
+    "StageCostModel",
+    "TrialOutcome",
+    "WarmPlan",
+    "balanced_split",
+    "best_trial",
+    "count_changes",
+    "cuts_to_starts",
+    "even_split",
+    "io_tiles_rule",
+    "is_feasible",
+    "load_space",
+    "make_sampler",
+    "pareto_front",
+    "parse_space",
+    "stage_loads",
+]

@@ -1,5 +1,19 @@
-"""Analytic IPU execution simulator (placeholder exports; filled in by the simulator work)."""
+"""Analytic IPU execution simulator: memory per IPU and tile, time per step by phase.
 
+`simulate(profile, system, plan)` is pure (frozen dataclasses in, a frozen `SimResult` out; no
+I/O, logging or randomness). Its free constants are fitted to measured runs
+(`calibration_points.yaml`) and kept in `DEFAULT_CONSTANTS`; pass `constants=` to apply a
+refitted set (`python -m ipu_tune calibrate`, `constants_from_mapping`).
+"""
+
+from ipu_tune.simulator._constants import (
+    DEFAULT_CONSTANTS,
+    FITTED,
+    OPTIMIZER_STATE,
+    SimConstants,
+    constants_from_mapping,
+)
+from ipu_tune.simulator._memory import stash_depth
 from ipu_tune.simulator._result import (
     MEMORY_CATEGORIES,
     TIME_PHASES,
@@ -7,19 +21,23 @@ from ipu_tune.simulator._result import (
     SimResult,
     StageTime,
 )
+from ipu_tune.simulator._simulate import simulate
 
-SIMULATOR_VERSION = "0.0.0"
+# Bump when the physics or the constants change (results stores keep it with each trial).
+SIMULATOR_VERSION = "1.0.0"
 
 __all__ = [
+    "DEFAULT_CONSTANTS",
+    "FITTED",
     "MEMORY_CATEGORIES",
+    "OPTIMIZER_STATE",
     "SIMULATOR_VERSION",
     "TIME_PHASES",
     "IpuMemory",
+    "SimConstants",
     "SimResult",
     "StageTime",
+    "constants_from_mapping",
     "simulate",
+    "stash_depth",
 ]
-
-
-def simulate(profile, system, plan):  # type: ignore[no-untyped-def]
-    raise NotImplementedError("simulator work in progress")

@@ -11,7 +11,7 @@ from joblib import Parallel, delayed
 
 from ipu_tune._api import evaluate_config
 from ipu_tune.config import EvalConfig, TuneConfig, load_config, to_plain_dict
-from ipu_tune.config._validate import validate
+from ipu_tune.config._validate import check_pinned_layout, validate
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.hardware import make_system
 from ipu_tune.models import ModelProfile, profile_model
@@ -55,13 +55,14 @@ class _Prepared:
 
 def _prepare(cfg: TuneConfig, pinned: frozenset[str]) -> _Prepared:
     """Every check that needs no writing: config, model, starting plan, search space."""
-    validate(cfg)
+    validate(cfg, check_layout=False)
     if cfg.study.n_trials < 1:
         raise IpuTuneError(f"study.n_trials={cfg.study.n_trials}: must be >= 1")
     if cfg.study.workers < 1:
         raise IpuTuneError(f"study.workers={cfg.study.workers}: must be >= 1")
     profile = profile_model(cfg.model)
     stage_starts(plan_from_config(cfg), profile)
+    check_pinned_layout(cfg, pinned)
     system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
     problem = SearchProblem(cfg, profile, system, pinned=pinned)
     name = cfg.study.name or default_study_name(cfg)

@@ -1,0 +1,164 @@
+"""The model zoo: names of `model.name` and the torch builders behind them.
+
+Builders take the `model:` config section and return an `nn.Module` with a `pipeline_blocks`
+attribute (module names where a pipeline stage may begin). They are called under
+``torch.device("meta")``, so no weights are allocated.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from torch import nn
+
+from ipu_tune.config import ModelConfig
+from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._resnet import BasicBlock, Bottleneck, ResNet
+
+__all__ = ["ZOO", "ZooEntry", "build_model", "resolve_target"]
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    name: str
+    description: str
+    input_kind: str  # "image" or "tokens"
+    build: Callable[[ModelConfig], nn.Module]
+
+
+def _image_dims(cfg: ModelConfig) -> tuple[int, int, int]:
+    if len(cfg.input_shape) != 3:
+        raise bad_value("model.input_shape", list(cfg.input_shape), "[channels, height, width]")
+    c, h, w = cfg.input_shape
+    return int(c), int(h), int(w)
+
+
+def _resnet(
+    block: type[BasicBlock | Bottleneck], layers: list[int], groups: int = 1, width: int = 64
+) -> Callable[[ModelConfig], nn.Module]:
+    def build(cfg: ModelConfig) -> nn.Module:
+        c, _, _ = _image_dims(cfg)
+        kwargs: dict[str, Any] = {"groups": groups, "width_per_group": width, **cfg.kwargs}
+        return ResNet(block, layers, num_classes=cfg.num_classes, in_channels=c, **kwargs)
+
+    return build
+
+
+def _mnist(cfg: ModelConfig) -> nn.Module:
+    from ipu_tune.models._mnist import MnistCnn
+
+    c, h, w = _image_dims(cfg)
+    return MnistCnn(c, h, w, num_classes=cfg.num_classes, **cfg.kwargs)
+
+
+def _bert(size: str) -> Callable[[ModelConfig], nn.Module]:
+    def build(cfg: ModelConfig) -> nn.Module:
+        from ipu_tune.models._bert import BERT_SIZES, BertForMaskedLM
+
+        model = BertForMaskedLM(**{**BERT_SIZES[size], **cfg.kwargs})
+        seq = cfg.sequence_length
+        if seq is not None and seq > model.max_position_embeddings:
+            raise bad_value(
+                "model.sequence_length", seq,
+                f"at most {model.max_position_embeddings} "
+                "(or raise model.kwargs.max_position_embeddings)",
+            )  # fmt: skip
+        return model
+
+    return build
+
+
+def _vit(cfg: ModelConfig) -> nn.Module:
+    from ipu_tune.models._vit import VisionTransformer
+
+    c, h, w = _image_dims(cfg)
+    if h != w:
+        raise bad_value("model.input_shape", list(cfg.input_shape), "square images for vit_b16")
+    kwargs: dict[str, Any] = {"patch_size": 16, "num_layers": 12, "num_heads": 12,
+                              "hidden_dim": 768, "mlp_dim": 3072, **cfg.kwargs}  # fmt: skip
+    return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.num_classes, **kwargs)
+
+
+_ENTRIES = (
+    ZooEntry("resnet18", "ResNet-18 (He et al. 2016), torchvision layout", "image",
+             _resnet(BasicBlock, [2, 2, 2, 2])),
+    ZooEntry("resnet34", "ResNet-34, torchvision layout", "image",
+             _resnet(BasicBlock, [3, 4, 6, 3])),
+    ZooEntry("resnet50", "ResNet-50 v1.5, torchvision layout", "image",
+             _resnet(Bottleneck, [3, 4, 6, 3])),
+    ZooEntry("resnet101", "ResNet-101 v1.5, torchvision layout (the seed tutorial's model)",
+             "image", _resnet(Bottleneck, [3, 4, 23, 3])),
+    ZooEntry("resnet152", "ResNet-152 v1.5, torchvision layout", "image",
+             _resnet(Bottleneck, [3, 8, 36, 3])),
+    ZooEntry("resnext50", "ResNeXt-50 32x4d (Xie et al. 2017), torchvision layout", "image",
+             _resnet(Bottleneck, [3, 4, 6, 3], groups=32, width=4)),
+    ZooEntry("resnext101", "ResNeXt-101 32x8d, torchvision layout", "image",
+             _resnet(Bottleneck, [3, 4, 23, 3], groups=32, width=8)),
+    ZooEntry("bert_base", "BERT-Base encoder + MLM head (Devlin et al. 2019)", "tokens",
+             _bert("base")),
+    ZooEntry("bert_large", "BERT-Large encoder + MLM head (Devlin et al. 2019)", "tokens",
+             _bert("large")),
+    ZooEntry("vit_b16", "ViT-B/16 (Dosovitskiy et al. 2021), torchvision layout", "image", _vit),
+    ZooEntry("mnist_cnn", "4-block MNIST CNN of the PopTorch pipelining tutorial", "image",
+             _mnist),
+)  # fmt: skip
+
+ZOO: Mapping[str, ZooEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
+
+
+def resolve_target(target: str) -> Callable[..., Any]:
+    """Import the callable named by a dotted path (``package.module.factory``)."""
+    module_name, _, attr = target.rpartition(".")
+    if not module_name or not attr:
+        raise bad_value("model._target_", target, "a dotted path such as 'package.module.factory'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise bad_value(
+            "model._target_", target, f"cannot import {module_name!r} ({_one_line(exc)})"
+        ) from None
+    obj = getattr(module, attr, None)
+    if obj is None:
+        raise bad_value("model._target_", target, f"module {module_name!r} has no {attr!r}")
+    if not callable(obj):
+        raise bad_value(
+            "model._target_", target, f"{type(obj).__name__} is not callable; name a factory"
+        )
+    return obj
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
+    """Build the model of `cfg` (call under the meta device). Returns (module, input kind)."""
+    if cfg._target_:
+        factory = resolve_target(cfg._target_)
+        try:
+            model = factory(**cfg.kwargs)
+        except Exception as exc:
+            raise bad_value(
+                "model._target_", cfg._target_, f"factory failed ({_one_line(exc)})"
+            ) from None
+        if not isinstance(model, nn.Module):
+            raise bad_value(
+                "model._target_", cfg._target_,
+                f"returned {type(model).__name__}, not a torch.nn.Module",
+            )  # fmt: skip
+        kind = "tokens" if cfg.sequence_length is not None else "image"
+        return model, kind
+    entry = ZOO.get(cfg.name or "")
+    if entry is None:
+        raise bad_value("model.name", cfg.name, "zoo models: " + ", ".join(ZOO))
+    try:
+        return entry.build(cfg), entry.input_kind
+    except IpuTuneError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise bad_value("model.kwargs", dict(cfg.kwargs), f"{cfg.name}: {_one_line(exc)}") from None

@@ -1,0 +1,237 @@
+"""`report.html`: one self-contained, offline page about a study and its best plan.
+
+plotly.js is inlined once (with the first figure) and every later figure reuses it, so the page
+opens without network. Every figure sits in `<div class="figure" data-figure="NAME">`; a view
+that cannot be drawn (too few trials, no feasible plan) becomes a `<div class="note">` instead.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+import plotly.graph_objects as go
+from optuna.trial import TrialState
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.plan import plan_from_config
+from ipu_tune.simulator._result import SimResult
+
+from ._figures import (
+    history_figure,
+    importances_figure,
+    memory_figure,
+    phases_figure,
+    timeline_figure,
+    trials_figure,
+)
+from ._poptorch import poptorch_snippet
+from ._table import SORT_JS, top_trials_table
+from ._timeline import build_timeline
+
+__all__ = ["write_report"]
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+.summary td, .plan td { padding: 2px 12px 2px 0; }
+.plan-sections { display: flex; flex-wrap: wrap; gap: 0 3em; align-items: flex-start; }
+.plan-sections h3 { margin: 0.4em 0; }
+.note { background: #fff6e0; border-left: 4px solid #f0a000; padding: 0.6em 1em; }
+.caption { color: #555; font-size: 0.9em; }
+table.sortable { border-collapse: collapse; font-size: 0.85em; }
+table.sortable th { cursor: pointer; background: #f3f3f3; position: sticky; top: 0; }
+table.sortable th, table.sortable td { border: 1px solid #ddd; padding: 3px 6px; }
+table.sortable th[aria-sort=ascending]::after { content: " \\25B2"; }
+table.sortable th[aria-sort=descending]::after { content: " \\25BC"; }
+.table-wrap { max-height: 700px; overflow: auto; }
+pre { background: #f6f8fa; padding: 1em; overflow: auto; font-size: 0.85em; }
+"""
+
+
+class _Page:
+    """Accumulates sections; plotly.js goes inline with the first figure only."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.figures = 0
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def heading(self, title: str, caption: str = "") -> None:
+        self.add(f"<h2>{html.escape(title)}</h2>")
+        if caption:
+            self.add(f'<p class="caption">{html.escape(caption)}</p>')
+
+    def note(self, name: str, text: str) -> None:
+        self.add(f'<div class="note" data-note="{name}">{html.escape(text)}</div>')
+
+    def figure(self, name: str, fig: go.Figure) -> None:
+        body = fig.to_html(
+            full_html=False,
+            include_plotlyjs=self.figures == 0,
+            div_id=f"plot-{name}",
+            config={"displaylogo": False, "responsive": True},
+        )
+        self.figures += 1
+        self.add(f'<div class="figure" data-figure="{name}">{body}</div>')
+
+
+def _rows(pairs: list[tuple[str, Any]], css: str) -> str:
+    cells = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>" for k, v in pairs
+    )
+    return f'<table class="{css}">{cells}</table>'
+
+
+def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        out: list[tuple[str, Any]] = []
+        for k, v in value.items():
+            out += _flatten(f"{prefix}.{k}" if prefix else str(k), v)
+        return out
+    return [(prefix, value)]
+
+
+def _summary(study: optuna.Study, results: pd.DataFrame, best: SimResult | None) -> str:
+    trials = study.get_trials(deepcopy=False)
+    complete = sum(t.state == TrialState.COMPLETE for t in trials)
+    fitting = int(results["fits"].fillna(False).astype(bool).sum()) if "fits" in results else 0
+    pairs: list[tuple[str, Any]] = [
+        ("study", study.study_name),
+        ("objectives", ", ".join(study.metric_names or [d.name.lower() for d in study.directions])),
+        ("trials", f"{len(trials)} ({complete} complete, {fitting} fitting in memory)"),
+    ]
+    if best is not None:
+        pairs += [
+            ("best throughput", f"{best.throughput:,.1f} samples/s"),
+            ("bottleneck", best.bottleneck),
+            ("step time", f"{best.step_time_s * 1e3:.3f} ms"),
+        ]
+    return _rows(pairs, "summary")
+
+
+def _best_plan(page: _Page, cfg: EvalConfig | None, result: SimResult | None) -> None:
+    page.heading("Best plan")
+    if result is None or not result.fits:
+        why = f" Closest plan: {result.reason}." if result is not None and result.reason else ""
+        page.note(
+            "no-feasible-plan",
+            "No feasible plan: no trial found a plan that fits in memory, so there is no best"
+            f" plan to export.{why}",
+        )
+    if cfg is not None:
+        tables = "".join(
+            f"<div><h3>{k}</h3>{_rows(_flatten('', asdict(getattr(cfg, k))), 'plan')}</div>"
+            for k in ("model", "workload", "system", "plan")
+        )
+        page.add(f'<div class="plan-sections">{tables}</div>')
+    if result is None:
+        return
+    page.heading(
+        "Memory by category per IPU",
+        "Peak bytes on each IPU of one replica by PopVision memory category; the dashed line is"
+        " the IPU's SRAM. Labels give the most loaded tile against one tile's SRAM.",
+    )
+    page.figure("memory", memory_figure(result))
+    page.heading("Time by phase", "Seconds of one step by phase; the bottleneck in red.")
+    page.figure("phases", phases_figure(result))
+    page.heading(
+        "Execution trace of one step",
+        "Stages x time like PopVision's execution trace: F forward, B backward, R recompute per"
+        " micro-batch; host time not hidden comes first, weight update last; grey bands are"
+        " the pipeline ramp. A stylised schedule of the simulator's per-stage times.",
+    )
+    if cfg is None or not result.stages:
+        page.note("timeline", "No execution trace: the plan's configuration or stages are missing.")
+        return
+    plan = plan_from_config(cfg)
+    page.figure("timeline", timeline_figure(build_timeline(result, plan), result.step_time_s))
+
+
+def render_report(
+    *,
+    study: optuna.Study,
+    results: pd.DataFrame,
+    best_config: EvalConfig | None,
+    best_result: SimResult | None,
+    title: str,
+    top_n: int = 50,
+) -> str:
+    """The report's HTML text (see `write_report`)."""
+    page = _Page()
+    page.add(f"<h1>{html.escape(title)}</h1>")
+    page.add(_summary(study, results, best_result))
+    _best_plan(page, best_config, best_result)
+
+    multi = len(study.directions) > 1
+    has_complete = any(t.state == TrialState.COMPLETE for t in study.get_trials(deepcopy=False))
+    page.heading("Pareto front" if multi else "Optimisation history")
+    if has_complete:
+        page.figure("pareto" if multi else "history", history_figure(study))
+    else:
+        page.note("history", "No completed trial yet: nothing to plot.")
+    page.heading("Parameter importances", "Optuna's PED-ANOVA importance of each searched knob.")
+    imp = importances_figure(study)
+    if isinstance(imp, str):
+        page.note("importances", imp)
+    else:
+        page.figure("importances", imp)
+    if not results.empty and {"throughput", "peak_memory_bytes", "fits"} <= set(results.columns):
+        page.heading("Trials", "Every finished trial: throughput against peak memory per IPU.")
+        page.figure("trials", trials_figure(results))
+    page.heading(
+        f"Top {top_n} trials",
+        "By throughput, plans that fit first. Click a column header to sort.",
+    )
+    page.add(f'<div class="table-wrap">{top_trials_table(results, top_n)}</div>')
+    if best_config is not None:
+        page.heading("PopTorch options", "The snippet written beside best.yaml.")
+        snippet = poptorch_snippet(best_config, best_result)
+        page.add(f"<details><summary>show</summary><pre>{html.escape(snippet)}</pre></details>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(page.parts)
+        + f"<script>{SORT_JS}</script></body></html>\n"
+    )
+
+
+def write_report(
+    path: Path,
+    *,
+    study: optuna.Study,
+    results: pd.DataFrame,
+    best_config: EvalConfig | None,
+    best_result: SimResult | None,
+    title: str,
+) -> Path:
+    """Write the HTML report atomically (temporary file + `os.replace`); returns `path`."""
+    text = render_report(
+        study=study,
+        results=results,
+        best_config=best_config,
+        best_result=best_result,
+        title=title,
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a report is meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,204 @@
+"""`SearchProblem`: what the study runner asks of the search for every trial.
+
+The runner owns storage, resume, results and export; this class owns the search space,
+the objectives and constraints, the sampler and the warm start. Every trial draws the
+searched knobs, decodes them into a full config (the user's fixed settings + the draw),
+simulates it, and returns the objective values with the constraints (<= 0 feasible).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from ipu_tune import simulator
+from ipu_tune.config import EvalConfig, TuneConfig
+from ipu_tune.config._validate import validate
+from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.hardware import System
+from ipu_tune.models._profile import ModelProfile
+from ipu_tune.plan import ExecutionPlan, plan_from_config, stage_starts
+from ipu_tune.search._codec import Codec
+from ipu_tune.search._objectives import (
+    DIRECTIONS,
+    count_changes,
+    memory_constraint,
+    objective_value,
+)
+from ipu_tune.search._samplers import make_sampler
+from ipu_tune.search._select import best_trial
+from ipu_tune.search._space import SearchSpace, load_space
+from ipu_tune.search._warm import WarmPlan, warm_start_plans
+from ipu_tune.simulator import SimResult
+
+__all__ = ["SearchProblem", "TrialOutcome"]
+
+_CACHE_SIZE = 4096  # simulated plans kept per problem (many draws decode to the same plan)
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    config: EvalConfig  # the full plan the trial stands for
+    result: SimResult
+    values: list[float]  # one per objective; NaN only when the plan could not be simulated
+    constraints: list[float]  # one per `SearchProblem.constraint_names`; <= 0 feasible
+    reason: str = ""  # why the trial is infeasible ("" when feasible)
+
+    @property
+    def feasible(self) -> bool:
+        return all(c <= 0 for c in self.constraints)
+
+
+def _invalid_result(message: str) -> SimResult:
+    """A plan the simulator refused: it does not run, so it fits nothing and moves nothing."""
+    return SimResult(fits=False, throughput=0.0, step_time_s=math.inf, phases={},
+                     bottleneck="invalid plan", memory=(), stages=(), reason=message)
+
+
+class SearchProblem:
+    """One search: the user's config and pins, a space preset, objectives and constraints."""
+
+    def __init__(self, cfg: TuneConfig, profile: ModelProfile, system: System,
+                 pinned: frozenset[str] = frozenset()) -> None:
+        self.cfg = cfg
+        self.profile = profile
+        self.system = system
+        self.pinned = frozenset(pinned)
+        self.space: SearchSpace = load_space(cfg.search.space)
+        names = list(cfg.search.objectives)
+        for name in names:
+            if name not in DIRECTIONS:
+                raise bad_value("search.objectives", name, "allowed: " + ", ".join(DIRECTIONS))
+        if not names or len(set(names)) != len(names):
+            raise bad_value("search.objectives", names, "a non-empty list without repeats")
+        self.objective_names: list[str] = names
+        self.directions: list[str] = [DIRECTIONS[n] for n in names]
+        self.codec = Codec(cfg, self.space, profile, self.pinned)
+        if "latency" in names and self.codec.training:
+            raise bad_value("workload.mode", "train",
+                            "the latency objective times inference; use workload.mode=infer "
+                            "(the latency space sets it unless pinned)")
+        self._cache: OrderedDict[ExecutionPlan, SimResult] = OrderedDict()
+        self._warm: list[WarmPlan] | None = None
+        try:  # the user's settings with the preset's fixed values must make a valid plan
+            self._check(self.codec.decode({}).config)
+        except IpuTuneError as exc:
+            raise IpuTuneError(f"search.space={cfg.search.space}: {exc}") from None
+        self.constraint_names: list[str] = ["memory"]
+        if self.codec.target_global_batch is not None:
+            self.constraint_names.append("global_batch")
+        self.throughput_floor = self._resolve_floor()
+        if self.throughput_floor is not None:
+            self.constraint_names.append("throughput_floor")
+
+    # -- simulation --------------------------------------------------------------------------
+    def _check(self, cfg: EvalConfig) -> ExecutionPlan:
+        validate(cfg)
+        plan = plan_from_config(cfg)
+        stage_starts(plan, self.profile)
+        return plan
+
+    def simulate(self, cfg: EvalConfig) -> SimResult:
+        """Simulate a full config of this problem (cached; raises IpuTuneError if invalid)."""
+        plan = self._check(cfg)
+        hit = self._cache.get(plan)
+        if hit is not None:
+            self._cache.move_to_end(plan)
+            return hit
+        result = simulator.simulate(self.profile, self.system, plan)
+        self._cache[plan] = result
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return result
+
+    def evaluate(self, cfg: EvalConfig, note: str = "") -> TrialOutcome:
+        """Objectives and constraints of one config; invalid plans are infeasible, not errors."""
+        try:
+            result = self.simulate(cfg)
+        except IpuTuneError as exc:
+            return TrialOutcome(cfg, _invalid_result(str(exc)), [math.nan] * len(self.directions),
+                                [1.0] * len(self.constraint_names), reason=str(exc))
+        changes = count_changes(cfg, self.codec.user)
+        values = [objective_value(n, result, changes) for n in self.objective_names]
+        constraints = [memory_constraint(result)]
+        reasons = [] if result.fits else [result.reason or "does not fit in memory"]
+        target = self.codec.target_global_batch
+        if target is not None:
+            p = cfg.plan
+            batch = cfg.workload.micro_batch_size * p.gradient_accumulation * p.replication_factor
+            constraints.append(abs(batch - target) / target)
+            if batch != target:
+                reasons.append(note or f"global batch {batch} instead of {target}")
+        if self.throughput_floor is not None:
+            floor = self.throughput_floor
+            constraints.append((floor - result.throughput) / floor)
+            if result.throughput < floor:
+                reasons.append(f"throughput {result.throughput:.1f} below the floor "
+                               f"{floor:.1f} samples/s")
+        return TrialOutcome(cfg, result, values, constraints, reason="; ".join(reasons))
+
+    # -- the runner's interface ----------------------------------------------------------------
+    def run_trial(self, trial: optuna.Trial) -> TrialOutcome:
+        params = self.codec.suggest(trial)
+        decoded = self.codec.decode(params)
+        outcome = self.evaluate(decoded.config, decoded.note)
+        # Optuna >= 5 keeps constraints on the trial itself; every sampler reads them there.
+        if hasattr(trial, "set_constraint"):
+            for name, value in zip(self.constraint_names, outcome.constraints, strict=True):
+                trial.set_constraint(name, value)
+        trial.set_user_attr("constraints", [float(c) for c in outcome.constraints])
+        if outcome.reason:
+            trial.set_user_attr("infeasible_reason", outcome.reason)
+        if "changes" in self.objective_names:
+            trial.set_user_attr("changes", count_changes(decoded.config, self.codec.user))
+        return outcome
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        return make_sampler(self.cfg.sampler, len(self.directions))
+
+    def warm_plans(self) -> list[WarmPlan]:
+        """The warm-start plans with their labels (user plan, balanced split, rules of thumb)."""
+        if self._warm is None:
+            self._warm = warm_start_plans(self)
+        return self._warm
+
+    def warm_start(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        seen: set[tuple[tuple[str, str], ...]] = set()
+        for wp in self.warm_plans():
+            key = tuple(sorted((k, repr(v)) for k, v in wp.params.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append(dict(wp.params))
+        return out
+
+    def config_from_params(self, params: dict[str, Any]) -> EvalConfig:
+        return self.codec.decode(params).config
+
+    def best_trial(self, study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+        return best_trial(study, self.directions)
+
+    # -- throughput floor ----------------------------------------------------------------------
+    def _resolve_floor(self) -> float | None:
+        floor = self.cfg.search.throughput_floor
+        if floor is not None:
+            if floor <= 0:
+                raise bad_value("search.throughput_floor", floor, "must be > 0 samples/s")
+            return float(floor)
+        ratio = self.space.throughput_floor_ratio
+        if ratio is None:
+            return None
+        reference = self.reference_throughput()
+        return ratio * reference if reference > 0 else None
+
+    def reference_throughput(self) -> float:
+        """Samples/s of the user's plan if it fits, else of the fastest fitting warm-start plan."""
+        rates = [(wp.label, self.simulate(wp.config)) for wp in self.warm_plans()]
+        user = [r.throughput for label, r in rates if label == "user" and r.fits]
+        if user:
+            return user[0]
+        return max((r.throughput for _, r in rates if r.fits), default=0.0)

@@ -1,0 +1,70 @@
+"""Optuna samplers from `cfg.sampler` (name, seed, params), seeded for reproducibility."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+from optuna.exceptions import ExperimentalWarning
+from optuna.trial import FrozenTrial
+
+from ipu_tune.config import SamplerConfig
+from ipu_tune.errors import IpuTuneError, bad_value
+
+__all__ = ["SAMPLERS", "make_sampler"]
+
+SAMPLERS: dict[str, type[optuna.samplers.BaseSampler]] = {
+    "tpe": optuna.samplers.TPESampler,
+    "random": optuna.samplers.RandomSampler,
+    "cmaes": optuna.samplers.CmaEsSampler,
+    "nsga2": optuna.samplers.NSGAIISampler,
+    "gp": optuna.samplers.GPSampler,
+    "bruteforce": optuna.samplers.BruteForceSampler,
+}
+_SINGLE_OBJECTIVE = ("cmaes",)
+
+
+def _constraints_from_user_attrs(trial: FrozenTrial) -> Sequence[float]:
+    return [float(c) for c in trial.user_attrs.get("constraints", [1.0])]
+
+
+def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.BaseSampler:
+    """The sampler `cfg.name` with `cfg.seed` and `cfg.params` as keyword arguments.
+
+    Constraints reach the samplers that use them (TPE, NSGA-II, GP) from the trial itself
+    (Optuna >= 5, `Trial.set_constraint`); with an older Optuna they come through
+    `constraints_func` from the trial's ``constraints`` user attribute.
+    """
+    if cfg.name not in SAMPLERS:
+        raise bad_value("sampler.name", cfg.name, "allowed: " + ", ".join(SAMPLERS))
+    if cfg.name in _SINGLE_OBJECTIVE and n_objectives > 1:
+        raise bad_value("sampler.name", cfg.name,
+                        f"optimises one objective; this search has {n_objectives}: use nsga2, "
+                        "tpe, gp or random")
+    if cfg.name == "cmaes":
+        try:
+            import cmaes  # noqa: F401
+        except ImportError:
+            raise IpuTuneError(
+                "sampler.name='cmaes': needs the `cmaes` package (pip install cmaes)"
+            ) from None
+    cls = SAMPLERS[cfg.name]
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    kwargs: dict[str, Any] = {"seed": cfg.seed}
+    for key, value in dict(cfg.params).items():
+        if key not in accepted or key in ("seed", "constraints_func"):
+            allowed = sorted(accepted - {"seed", "constraints_func"})
+            raise bad_value(f"sampler.params.{key}", value,
+                            f"not a {cls.__name__} argument; allowed: " + ", ".join(allowed))
+        kwargs[key] = value
+    if not hasattr(optuna.trial.Trial, "set_constraint") and "constraints_func" in accepted:
+        kwargs["constraints_func"] = _constraints_from_user_attrs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise IpuTuneError(f"sampler.params: {exc}") from None

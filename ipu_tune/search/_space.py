@@ -1,0 +1,287 @@
+"""Search-space files (`search_spaces/<name>.yaml`): which plan knobs a preset searches.
+
+File format (read with ``yaml.safe_load`` only: a space file can never instantiate anything)::
+
+    description: one line saying what the preset is for       # optional
+    knobs:                      # the searched knobs, by their dotted config key
+      plan.precision:                                # null / {}: the knob's whole natural domain
+      plan.gradient_accumulation: {low: 1, high: 64, log: true}   # int range (log scale)
+      plan.available_memory_proportion: {low: 0.1, high: 1.0, step: 0.05}  # float range
+      plan.io_tiles: {choices: [0, 32, 64, 128, 192]}              # explicit choices
+      plan.replication_factor:                       # powers of two dividing system.num_ipus
+      plan.pipeline.splits: {step: 1}                # one cut per stage boundary (block index)
+    fixed:                      # values every trial of this preset uses (not searched)
+      workload.mode: infer
+    constraints:
+      keep_global_batch: false  # true: micro-batch x GA x replicas stays the user's
+      throughput_floor_ratio: null  # feasible only at >= this share of the reference plan
+
+Knobs not listed keep the user's value (`cfg.plan` / `cfg.workload`); a knob the user pinned
+by a Hydra override is never searched even when listed. Range specs take `low`, `high` and
+optionally `step` or `log` (not both, as Optuna); `choices` takes a non-empty list. Knobs
+with a natural domain (enums, booleans, `plan.replication_factor`, `plan.pipeline.splits`,
+`plan.io_tiles`) accept null for the whole domain. Every problem raises `IpuTuneError` naming
+the file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ipu_tune.config._hydra import SPACES_DIR
+from ipu_tune.config._schema import PRECISIONS, RECOMPUTE, SCHEDULES
+from ipu_tune.config._validate import is_power_of_two, valid_io_tiles
+from ipu_tune.errors import IpuTuneError
+
+__all__ = [
+    "FIXABLE_KEYS",
+    "KNOBS",
+    "SPACES_DIR",
+    "KnobSpec",
+    "SearchSpace",
+    "load_space",
+    "parse_space",
+    "space_names",
+]
+
+
+# Poplar's numIOTiles: 0 or even 32..192; the seed guide recommends sweeping powers of two
+# (shared/seeds/ipu-memory-performance-guide-ch4.txt, 4.4.2), 192 is the largest allowed.
+IO_TILE_CHOICES = (0, 32, 64, 128, 192)
+
+# knob key -> (value type, natural domain or None when a range must be given, lowest value)
+_INT, _FLOAT, _CAT, _BOOL, _SPLITS, _REPL = "int", "float", "cat", "bool", "splits", "replicas"
+KNOBS: dict[str, tuple[str, tuple[Any, ...] | None, float]] = {
+    "workload.micro_batch_size": (_INT, None, 1),
+    "plan.precision": (_CAT, PRECISIONS, 0),
+    "plan.gradient_accumulation": (_INT, None, 1),
+    "plan.device_iterations": (_INT, None, 1),
+    "plan.replication_factor": (_REPL, (), 1),
+    "plan.pipeline.splits": (_SPLITS, (), 1),
+    "plan.pipeline.schedule": (_CAT, SCHEDULES, 0),
+    "plan.recompute": (_CAT, RECOMPUTE, 0),
+    "plan.available_memory_proportion": (_FLOAT, None, 0.0),
+    "plan.offload_optimizer_state": (_BOOL, (False, True), 0),
+    "plan.replicated_tensor_sharding": (_BOOL, (False, True), 0),
+    "plan.prefetch_depth": (_INT, None, 1),
+    "plan.io_tiles": (_CAT, IO_TILE_CHOICES, 0),
+    "plan.eight_bit_io": (_BOOL, (False, True), 0),
+    "plan.async_dataloader": (_BOOL, (False, True), 0),
+    "plan.dataloader_workers": (_INT, None, 1),
+}
+
+# Keys a space may fix: every knob plus workload keys that are not searched.
+FIXABLE_KEYS = frozenset(KNOBS) | {"workload.mode", "workload.optimizer"}
+_TOP_KEYS = ("description", "knobs", "fixed", "constraints")
+_CONSTRAINT_KEYS = ("keep_global_batch", "throughput_floor_ratio")
+_SPEC_KEYS = ("low", "high", "step", "log", "choices")
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    """One searched knob: a range (`low`/`high`/`step`/`log`) or `choices`."""
+
+    key: str
+    kind: str  # int | float | cat | bool | splits | replicas
+    low: float | None = None
+    high: float | None = None
+    step: float | None = None
+    log: bool = False
+    choices: tuple[Any, ...] = ()
+
+    @property
+    def is_range(self) -> bool:
+        return self.low is not None
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    name: str
+    source: str  # the file it came from, for messages
+    knobs: Mapping[str, KnobSpec]
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    keep_global_batch: bool = False
+    throughput_floor_ratio: float | None = None
+    description: str = ""
+
+
+def space_names() -> list[str]:
+    return sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))
+
+
+def load_space(name_or_path: str | Path) -> SearchSpace:
+    """A preset name of `search_spaces/` or a path to a space file (format: module docstring)."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = SPACES_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise IpuTuneError(
+                f"search.space={str(name_or_path)!r}: no such space; allowed: "
+                + ", ".join(space_names())
+                + " (or a path to a .yaml file)"
+            )
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise IpuTuneError(f"space file {str(path)!r}: cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise IpuTuneError(f"space file {str(path)!r}: not valid YAML{where}") from None
+    return parse_space(data, source=str(path), name=path.stem)
+
+
+def _fail(source: str, key: str, message: str) -> IpuTuneError:
+    return IpuTuneError(f"space file {source!r}: {key}: {message}")
+
+
+def _number(source: str, key: str, value: object, integer: bool) -> float:
+    ok = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok or not math.isfinite(float(value)):  # type: ignore[arg-type]
+        kind = "an integer" if integer else "a number"
+        raise _fail(source, key, f"{value!r} is not {kind}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _check_choice(source: str, key: str, kind: str, domain: tuple[Any, ...] | None,
+                  low: float, value: Any) -> None:
+    where = f"{key}.choices"
+    if kind in (_CAT, _BOOL) and domain:
+        if key == "plan.io_tiles":
+            if isinstance(value, bool) or not isinstance(value, int) or not valid_io_tiles(value):
+                raise _fail(source, where, f"{value!r}: allowed 0 or an even number in 32..192")
+        elif value not in domain or isinstance(value, bool) != isinstance(domain[0], bool):
+            raise _fail(source, where, f"{value!r}: allowed " + ", ".join(map(str, domain)))
+    elif kind == _REPL:
+        if isinstance(value, bool) or not isinstance(value, int) or not is_power_of_two(value):
+            raise _fail(source, where, f"{value!r}: must be a power of two")
+    else:
+        number = _number(source, where, value, integer=kind == _INT)
+        if number < low or (kind == _FLOAT and number <= 0):
+            raise _fail(source, where, f"{value!r}: must be > 0" if kind == _FLOAT
+                        else f"{value!r}: must be >= {low:g}")
+
+
+def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
+    if key not in KNOBS:
+        raise _fail(source, f"knobs.{key}", "unknown knob; allowed: " + ", ".join(KNOBS))
+    kind, domain, lowest = KNOBS[key]
+    if spec is None or spec == {}:
+        if domain is None:
+            raise _fail(source, f"knobs.{key}", "needs a range {low, high} or choices")
+        return KnobSpec(key, kind, choices=tuple(domain))
+    if not isinstance(spec, Mapping):
+        raise _fail(source, f"knobs.{key}", f"expected a mapping, got {spec!r}")
+    unknown = [k for k in spec if k not in _SPEC_KEYS]
+    if unknown:
+        raise _fail(source, f"knobs.{key}.{unknown[0]}", "unknown; allowed: " + ", ".join(_SPEC_KEYS))
+    if kind == _SPLITS:
+        if set(spec) - {"step"}:
+            raise _fail(source, f"knobs.{key}", "takes only `step` (blocks between cuts)")
+        step = _number(source, f"knobs.{key}.step", spec["step"], integer=True)
+        if step < 1:
+            raise _fail(source, f"knobs.{key}.step", f"{int(step)}: must be >= 1")
+        return KnobSpec(key, kind, step=step)
+    if "choices" in spec:
+        if set(spec) - {"choices"}:
+            raise _fail(source, f"knobs.{key}", "give either choices or a range, not both")
+        choices = spec["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise _fail(source, f"knobs.{key}.choices", "must be a non-empty list")
+        if key == "plan.precision":
+            # An unquoted 16.16 reads as a float in YAML; take it as the string it spells.
+            choices = [str(v) if isinstance(v, float) else v for v in choices]
+        for value in choices:
+            _check_choice(source, key, kind, domain, lowest, value)
+        if len(set(map(repr, choices))) != len(choices):
+            raise _fail(source, f"knobs.{key}.choices", "duplicates")
+        return KnobSpec(key, kind, choices=tuple(choices))
+    if kind not in (_INT, _FLOAT):
+        raise _fail(source, f"knobs.{key}", "takes choices (or null for all), not a range")
+    for needed in ("low", "high"):
+        if needed not in spec:
+            raise _fail(source, f"knobs.{key}.{needed}", "missing")
+    integer = kind == _INT
+    low = _number(source, f"knobs.{key}.low", spec["low"], integer)
+    high = _number(source, f"knobs.{key}.high", spec["high"], integer)
+    if low > high:
+        raise _fail(source, f"knobs.{key}", f"low={spec['low']!r} > high={spec['high']!r}")
+    if low < lowest or (kind == _FLOAT and low <= 0):
+        raise _fail(source, f"knobs.{key}.low", f"{spec['low']!r}: must be "
+                    + ("> 0" if kind == _FLOAT else f">= {lowest:g}"))
+    if key == "plan.available_memory_proportion" and high > 1.0:
+        raise _fail(source, f"knobs.{key}.high", f"{spec['high']!r}: must be <= 1")
+    log = spec.get("log", False)
+    if not isinstance(log, bool):
+        raise _fail(source, f"knobs.{key}.log", f"{log!r}: must be true or false")
+    step = None
+    if "step" in spec:
+        step = _number(source, f"knobs.{key}.step", spec["step"], integer)
+        if step <= 0:
+            raise _fail(source, f"knobs.{key}.step", f"{spec['step']!r}: must be > 0")
+        if log:
+            raise _fail(source, f"knobs.{key}", "step and log cannot be combined")
+    return KnobSpec(key, kind, low=low, high=high, step=step, log=log)
+
+
+def parse_space(data: object, source: str = "<mapping>", name: str = "custom") -> SearchSpace:
+    """Check a loaded space document and return it typed (see the module docstring)."""
+    if data is None:
+        raise IpuTuneError(f"space file {source!r}: empty; expected a mapping with `knobs:`")
+    if not isinstance(data, Mapping):
+        raise IpuTuneError(
+            f"space file {source!r}: expected a mapping with `knobs:`, got {type(data).__name__}"
+        )
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise _fail(source, str(key), "unknown key; allowed: " + ", ".join(_TOP_KEYS))
+    knobs_in = data.get("knobs")
+    if not isinstance(knobs_in, Mapping) or not knobs_in:
+        raise _fail(source, "knobs", "must be a non-empty mapping of knob -> spec")
+    knobs = {str(k): _parse_knob(source, str(k), v) for k, v in knobs_in.items()}
+
+    fixed_in = data.get("fixed") or {}
+    if not isinstance(fixed_in, Mapping):
+        raise _fail(source, "fixed", f"expected a mapping, got {fixed_in!r}")
+    for key in fixed_in:
+        if key not in FIXABLE_KEYS:
+            raise _fail(source, f"fixed.{key}", "unknown key; allowed: "
+                        + ", ".join(sorted(FIXABLE_KEYS)))
+        if key in knobs:
+            raise _fail(source, f"fixed.{key}", "is also a searched knob")
+
+    cons = data.get("constraints") or {}
+    if not isinstance(cons, Mapping):
+        raise _fail(source, "constraints", f"expected a mapping, got {cons!r}")
+    for key in cons:
+        if key not in _CONSTRAINT_KEYS:
+            raise _fail(source, f"constraints.{key}", "unknown; allowed: "
+                        + ", ".join(_CONSTRAINT_KEYS))
+    keep = cons.get("keep_global_batch", False)
+    if not isinstance(keep, bool):
+        raise _fail(source, "constraints.keep_global_batch", f"{keep!r}: must be true or false")
+    ratio = cons.get("throughput_floor_ratio")
+    if ratio is not None:
+        ratio = _number(source, "constraints.throughput_floor_ratio", ratio, integer=False)
+        if not 0 < ratio <= 1:
+            raise _fail(source, "constraints.throughput_floor_ratio", f"{ratio!r}: must be in (0, 1]")
+    description = data.get("description") or ""
+    if not isinstance(description, str):
+        raise _fail(source, "description", "must be a string")
+    return SearchSpace(
+        name=name,
+        source=source,
+        knobs=knobs,
+        fixed=dict(fixed_in),
+        keep_global_batch=keep,
+        throughput_floor_ratio=ratio,
+        description=description,
+    )

@@ -1,0 +1,237 @@
+"""Per-op cycles and temporary memory, summed per block and cached per profile.
+
+Every op of the profile is costed at once with numpy; the result is a set of per-block prefix
+sums, so a pipeline stage's forward/backward cycles are two lookups (`BlockCosts.span`). The
+costs depend on the profile and on few plan knobs (micro-batch, model precision, available
+memory proportion, compute tiles, train/infer), so they are cached on those: within a study
+most trials hit the cache and `simulate` stays O(stages).
+
+Model of one op (B = micro-batch, T = compute tiles, f = clock):
+- conv/matmul, matmul view (M = m_per_sample x B, K, N): arithmetic cycles =
+  FLOPs / (peak FLOP/cycle/tile x T x eff), peak by precision (fp16 4x fp32 on Mk2; reference
+  table "FLOP per cycle per tile"; seed guide 4.6), eff = E x o / (o + o_half) with
+  o = M x N / T output elements per tile (small ops cannot fill the AMP units).
+- memory-bound kinds (norm, elementwise, pool, softmax, loss, embedding, other): bytes moved
+  at the tiles' SRAM bandwidth (reference: 47.5 TB/s on Mk2) x an efficiency.
+- each compute set adds a fixed overhead (BSP sync + exchange setup; PopVision execution trace)
+  and conv/matmul weights are exchanged to the tiles once per serial pass.
+- available memory proportion (seed guide 4.1; reference "Software facts"): the temporary
+  memory a conv/matmul would use, (M K + K N) x bytes + M N x partials, is capped at
+  AMP x T x S_tile; beyond it the op runs in ceil(need / budget) serial passes, each paying its
+  compute set and weight exchange: less AMP, more cycles.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ipu_tune.hardware import IpuSpec
+from ipu_tune.models._profile import ModelProfile
+from ipu_tune.simulator._constants import SimConstants
+
+__all__ = ["BlockCosts", "ProfileArrays", "block_costs", "profile_arrays"]
+
+_MM_KINDS = ("conv", "matmul")
+_REDUCE_KINDS = ("softmax", "loss")
+
+
+@dataclass(frozen=True)
+class ProfileArrays:
+    """Per-op and per-block arrays of one profile (micro-batch independent)."""
+
+    kind_mm: np.ndarray  # bool per op
+    kind_norm: np.ndarray
+    kind_reduce: np.ndarray
+    block: np.ndarray  # block index per op
+    fwd_flops: np.ndarray
+    bwd_flops: np.ndarray
+    has_params: np.ndarray  # bool per op
+    out_el: np.ndarray
+    m: np.ndarray
+    k: np.ndarray
+    n: np.ndarray
+    # Per-block prefix sums (length blocks + 1).
+    params: np.ndarray
+    saved_el: np.ndarray
+    param_ops: np.ndarray
+    ops: np.ndarray
+    # Per-block values.
+    out_el_block: tuple[int, ...]
+    max_live_block: tuple[int, ...]
+    saved_block: tuple[int, ...]
+    n_blocks: int
+
+
+_PROFILE_CACHE: OrderedDict[int, tuple[ModelProfile, ProfileArrays]] = OrderedDict()
+_COST_CACHE: OrderedDict[tuple[object, ...], tuple[ModelProfile, BlockCosts]] = OrderedDict()
+_PROFILE_CACHE_SIZE = 16
+_COST_CACHE_SIZE = 512
+
+
+def _prefix(values: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(values) + 1)
+    np.cumsum(values, out=out[1:])
+    return out
+
+
+def profile_arrays(profile: ModelProfile) -> ProfileArrays:
+    """The profile as arrays, cached on the profile object's identity (kept alive here, so
+    the id cannot be reused while cached; hashing a frozen profile would cost O(ops))."""
+    key = id(profile)
+    hit = _PROFILE_CACHE.get(key)
+    if hit is not None and hit[0] is profile:
+        _PROFILE_CACHE.move_to_end(key)
+        return hit[1]
+    ops = profile.ops
+    kinds = [op.kind for op in ops]
+    nb = len(profile.block_stats)
+    block = np.array([op.block for op in ops], dtype=np.int64)
+    has_params = np.array([op.parameters > 0 for op in ops], dtype=bool)
+    arrays = ProfileArrays(
+        kind_mm=np.array([k in _MM_KINDS for k in kinds], dtype=bool),
+        kind_norm=np.array([k == "norm" for k in kinds], dtype=bool),
+        kind_reduce=np.array([k in _REDUCE_KINDS for k in kinds], dtype=bool),
+        block=block,
+        fwd_flops=np.array([op.forward_flops for op in ops], dtype=float),
+        bwd_flops=np.array([op.backward_flops for op in ops], dtype=float),
+        has_params=has_params,
+        out_el=np.array([op.output_elements for op in ops], dtype=float),
+        m=np.array([op.m_per_sample for op in ops], dtype=float),
+        k=np.array([op.k for op in ops], dtype=float),
+        n=np.array([op.n for op in ops], dtype=float),
+        params=_prefix(np.array([b.parameters for b in profile.block_stats], dtype=float)),
+        saved_el=_prefix(np.array([b.saved_elements for b in profile.block_stats], dtype=float)),
+        param_ops=_prefix(np.bincount(block, weights=has_params.astype(float), minlength=nb)),
+        ops=_prefix(np.bincount(block, minlength=nb).astype(float)),
+        out_el_block=tuple(b.output_elements for b in profile.block_stats),
+        max_live_block=tuple(b.max_live_elements for b in profile.block_stats),
+        saved_block=tuple(b.saved_elements for b in profile.block_stats),
+        n_blocks=nb,
+    )
+    _PROFILE_CACHE[key] = (profile, arrays)
+    if len(_PROFILE_CACHE) > _PROFILE_CACHE_SIZE:
+        _PROFILE_CACHE.popitem(last=False)
+    return arrays
+
+
+@dataclass(frozen=True)
+class BlockCosts:
+    """Cycles and code-relevant counts per block as prefix sums (length blocks + 1)."""
+
+    fwd_compute: np.ndarray  # arithmetic / SRAM streaming cycles
+    fwd_exchange: np.ndarray  # compute-set overhead + weight exchange cycles
+    bwd_compute: np.ndarray
+    bwd_exchange: np.ndarray
+    fwd_sets: np.ndarray  # compute sets (code size grows with them)
+    bwd_sets: np.ndarray
+    temp_block: tuple[float, ...]  # largest conv/matmul temporary of the block (bytes)
+    max_passes: int  # most serial passes of any conv/matmul (AMP)
+
+    def span(self, arr: np.ndarray, lo: int, hi: int) -> float:
+        return float(arr[hi] - arr[lo])
+
+
+def block_costs(
+    profile: ModelProfile,
+    ipu: IpuSpec,
+    micro_batch: int,
+    fp16: bool,
+    amp: float,
+    compute_tiles: int,
+    training: bool,
+    c: SimConstants,
+) -> BlockCosts:
+    key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c)
+    hit = _COST_CACHE.get(key)
+    if hit is not None and hit[0] is profile:
+        _COST_CACHE.move_to_end(key)
+        return hit[1]
+    costs = _block_costs(profile_arrays(profile), ipu, micro_batch, fp16, amp, compute_tiles,
+                         training, c)
+    _COST_CACHE[key] = (profile, costs)
+    if len(_COST_CACHE) > _COST_CACHE_SIZE:
+        _COST_CACHE.popitem(last=False)
+    return costs
+
+
+def _block_costs(
+    a: ProfileArrays,
+    ipu: IpuSpec,
+    micro_batch: int,
+    fp16: bool,
+    amp: float,
+    compute_tiles: int,
+    training: bool,
+    c: SimConstants,
+) -> BlockCosts:
+    b = float(micro_batch)
+    tiles = float(compute_tiles)
+    act_bytes = 2.0 if fp16 else 4.0
+    flops_per_cycle = ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles
+    # Exchange and SRAM bandwidths per cycle shrink with the tiles left to compute.
+    share = tiles / ipu.tiles
+    exchange_per_cycle = ipu.exchange_bytes_per_s / ipu.clock_hz * share
+    sram_per_cycle = ipu.sram_bytes_per_s / ipu.clock_hz * share * c.memory_bound_efficiency
+    overhead = c.compute_set_overhead_cycles
+    mm = a.kind_mm
+
+    # conv/matmul: shape efficiency from output elements per tile.
+    m = a.m * b
+    outputs_per_tile = m * a.n / tiles
+    eff = c.matmul_efficiency * outputs_per_tile / (outputs_per_tile + c.matmul_half_outputs_per_tile)
+    eff = np.where(mm, np.maximum(eff, 1e-6), 1.0)
+    weight_bytes = a.k * a.n * act_bytes
+    need = (m * a.k) * act_bytes + weight_bytes + m * a.n * c.partials_bytes
+    budget = amp * tiles * ipu.sram_bytes_per_tile
+    passes = np.where(mm, np.maximum(1.0, np.ceil(need / budget)), 1.0)
+    temp = np.where(mm, np.minimum(need, budget), 0.0)
+
+    # Memory-bound kinds: bytes streamed per pass (read input + write output; a training norm
+    # reads once more for its statistics; backward reads gradient and saved input, writes one).
+    stream_el = a.out_el * b * act_bytes
+    fwd_reads = np.where(a.kind_norm & training, 3.0, 2.0)
+    fwd_mem = stream_el * fwd_reads / sram_per_cycle
+    bwd_mem = stream_el * 3.0 / sram_per_cycle
+
+    norm_sets = c.norm_compute_sets_train if training else 1.0
+    sets_other = np.where(a.kind_norm, norm_sets, np.where(a.kind_reduce, c.reduce_compute_sets, 1.0))
+    fwd_sets = np.where(mm, passes, sets_other)
+
+    fwd_compute = np.where(mm, a.fwd_flops * b / (flops_per_cycle * eff), fwd_mem)
+    fwd_exchange = fwd_sets * overhead + np.where(mm, weight_bytes * passes / exchange_per_cycle, 0.0)
+
+    # Backward of a conv/matmul: data gradient and weight gradient, two compute sets each pass
+    # (one where the profile counts only the weight gradient, e.g. the first layer).
+    grads = np.where(a.fwd_flops > 0, np.clip(np.rint(a.bwd_flops / np.maximum(a.fwd_flops, 1.0)), 1, 2), 1)
+    bwd_sets = np.where(mm, grads * passes, sets_other)
+    bwd_compute = np.where(mm, a.bwd_flops * b / (flops_per_cycle * eff), bwd_mem)
+    wgrad_reduce = np.where(a.has_params, a.k * a.n * c.partials_bytes, 0.0)
+    bwd_exchange = bwd_sets * overhead + np.where(
+        mm, (weight_bytes * passes + wgrad_reduce) / exchange_per_cycle, 0.0
+    )
+
+    nb = a.n_blocks
+
+    def per_block(x: np.ndarray) -> np.ndarray:
+        return _prefix(np.bincount(a.block, weights=x, minlength=nb))
+
+    temp_block = np.zeros(nb)
+    np.maximum.at(temp_block, a.block, temp)
+    if not training:
+        zeros = np.zeros(nb + 1)
+        bwd_c = bwd_x = bwd_s = zeros
+    else:
+        bwd_c, bwd_x, bwd_s = per_block(bwd_compute), per_block(bwd_exchange), per_block(bwd_sets)
+    return BlockCosts(
+        fwd_compute=per_block(fwd_compute),
+        fwd_exchange=per_block(fwd_exchange),
+        bwd_compute=bwd_c,
+        bwd_exchange=bwd_x,
+        fwd_sets=per_block(fwd_sets),
+        bwd_sets=bwd_s,
+        temp_block=tuple(float(t) for t in temp_block),
+        max_passes=int(passes.max()) if len(passes) else 1,
+    )

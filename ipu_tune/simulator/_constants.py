@@ -1,0 +1,174 @@
+"""Free constants of the simulator, with their provenance.
+
+Two kinds live here. *Fitted* constants (`FITTED`) have no public figure; they were settled by
+least squares in log space against the measured runs of `calibration_points.yaml` (the seed
+ResNet-101 tutorial ladder and its execution traces, the pipelining tutorial, MLPerf ResNet-50)
+with `ipu_tune.simulator.fit_constants` (`python -m ipu_tune calibrate` refits them from a
+user's own measurements). *Read/estimate* constants cite their source and are not fitted.
+
+A `SimConstants` is frozen and hashable so that `simulate(..., constants=...)` can key its
+caches on it; `constants_from_mapping` builds one from a YAML mapping (unknown keys rejected).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from ipu_tune.errors import IpuTuneError, bad_value
+
+__all__ = [
+    "DEFAULT_CONSTANTS",
+    "FITTED",
+    "OPTIMIZER_STATE",
+    "OptimizerState",
+    "SimConstants",
+    "constants_from_mapping",
+    "state_bytes_per_param",
+]
+
+
+@dataclass(frozen=True)
+class SimConstants:
+    # ---- fitted (calibration_points.yaml; see FITTED) -------------------------------------
+    # Fraction of the precision's peak FLOP rate a large convolution/matmul sustains on the AMP
+    # units (seed guide 4.6: fp16 halves the cycles of the arithmetic; reference: FP16 peak).
+    matmul_efficiency: float = 0.393
+    # Output elements per compute tile at which a conv/matmul reaches half of that efficiency:
+    # a tile with little work spends its time filling and draining the AMP pipeline.
+    matmul_half_outputs_per_tile: float = 226.0
+    # Cycles of one compute set besides its arithmetic: the BSP sync and the exchange setup
+    # (PopVision execution trace: Sync / Exchange / OnTileExecute; seed guide 4.8).
+    compute_set_overhead_cycles: float = 4030.0
+    # Share of the host link an input stream copy achieves (seed 8-bit I/O traces: halving the
+    # 48 MiB received saves 4.6M cycles, ~7 GB/s of a 16 GB/s PCIe Gen4 x8 path).
+    host_link_efficiency: float = 0.442
+    # Host round trip exposed per stream copy when the prefetch depth is 1 (seed guide 4.4.1).
+    stream_latency_s: float = 190e-6
+    # Device time of one model call besides its steps: host sync, stream setup, result copy
+    # (seed traces: T(GA, DI) = DI x T_step(GA) + T_call).
+    call_overhead_s: float = 24.6e-3
+    # Host seconds to load and augment one sample on one worker (seed: sync 8-bit I/O rate).
+    preprocess_s_per_sample: float = 0.171e-3
+    # Host dtype conversion + normalisation per input element (seed: sync fp16 vs 8-bit rates).
+    convert_s_per_element: float = 51.0e-9
+
+    # ---- read or estimated (not fitted) ---------------------------------------------------
+    # Memory-bound vertices (norm, elementwise, pool, softmax) stream from SRAM at this share of
+    # its read bandwidth (estimate: one 64-bit load per cycle of the 6 workers' 24 B/cycle).
+    memory_bound_efficiency: float = 0.33
+    # IPU-Link efficiency of a transfer (read: poplibs lib/poplibs_test/Util.cpp cost model).
+    ipu_link_efficiency: float = 0.85
+    # Sync latency per hop, counted twice (read: poplibs' IPU cost model, 15 ns per hop).
+    sync_latency_s: float = 30e-9
+    # Compute sets per op and pass (estimate, PopVision program trees: a training batch norm is
+    # a statistics reduction, a normalisation and a scale; softmax/loss reduce then map).
+    norm_compute_sets_train: float = 3.0
+    reduce_compute_sets: float = 2.0
+    # Vertex state + control code per compute set and its internal exchange code (estimate
+    # scaled from the seed guide's Table 4.1: BERT-Large 92 MB control + 108 MB internal
+    # exchange code over ~1,700 compute sets per IPU-program of 4 IPUs).
+    code_bytes_per_compute_set: float = 150e3
+    exchange_code_bytes_per_compute_set: float = 110e3
+    # Codelets (vertex code) loaded on every IPU and the host exchange code (estimate from the
+    # same table: host exchange code 66 MB over 4 IPUs, mostly stream handling).
+    vertex_code_bytes: float = 12e6
+    host_exchange_code_bytes: float = 8e6
+    # Global exchange code per replica per IPU (Table 4.1: 1.04 MB -> 4.66 MB from 1 to 4
+    # replicas over 4 IPUs: linear in replicas, ~0.3 MB per replica per IPU).
+    global_exchange_bytes_per_replica: float = 0.3e6
+    # Most-loaded tile: code and exchange code concentrate on the tiles that run many vertices
+    # (PopVision memory report: always-live memory per tile is uneven); variables are spread
+    # by Poplar's balanced tile mapping (estimate).
+    always_live_tile_imbalance: float = 0.25
+    variable_tile_imbalance: float = 0.05
+    # I/O tiles lose ~5% of their memory to exchange code and buffers (seed guide 4.4.2).
+    io_tile_overhead: float = 1.05
+    # Partials of convolutions/matmuls in fp32 (PopTorch's default partials type).
+    partials_bytes: float = 4.0
+    # Optimizer update cycles per parameter on one tile (estimate: a fused vertex touching each
+    # state once, a few vector instructions per element).
+    weight_update_cycles_per_element: float = 6.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+    def fitted_dict(self) -> dict[str, float]:
+        return {k: float(getattr(self, k)) for k in FITTED}
+
+    def with_values(self, values: Mapping[str, float]) -> SimConstants:
+        return replace(self, **dict(values))
+
+
+# The constants the calibration adjusts, with their search bounds (log space).
+FITTED: dict[str, tuple[float, float]] = {
+    "matmul_efficiency": (0.05, 1.0),
+    "matmul_half_outputs_per_tile": (1.0, 5000.0),
+    "compute_set_overhead_cycles": (200.0, 50_000.0),
+    "host_link_efficiency": (0.05, 1.0),
+    "stream_latency_s": (1e-6, 5e-3),
+    "call_overhead_s": (1e-4, 0.2),
+    "preprocess_s_per_sample": (1e-6, 1e-2),
+    "convert_s_per_element": (1e-10, 1e-6),
+}
+
+DEFAULT_CONSTANTS = SimConstants()
+
+
+@dataclass(frozen=True)
+class OptimizerState:
+    """What an optimizer keeps per parameter besides the weight."""
+
+    moments: int  # first (and second) moment tensors
+    # With an fp16 model: the second moment stays fp32 (seed: poptorch AdamW with a .16 model,
+    # second_order_momentum_accum_type=float32; first moment and accumulators fp16).
+    second_moment_fp32: bool
+    # Keeps an fp32 master copy of fp16 weights. PopTorch's optimizers update fp16 weights in
+    # place (with stochastic rounding), so none of the presets does.
+    master_weights_fp32: bool = False
+
+
+OPTIMIZER_STATE: dict[str, OptimizerState] = {
+    "sgd": OptimizerState(moments=0, second_moment_fp32=False),
+    "momentum": OptimizerState(moments=1, second_moment_fp32=False),
+    "adam": OptimizerState(moments=2, second_moment_fp32=True),
+    "adamw": OptimizerState(moments=2, second_moment_fp32=True),
+    "lamb": OptimizerState(moments=2, second_moment_fp32=True),
+}
+
+
+def state_bytes_per_param(optimizer: str, fp16: bool) -> float:
+    """On-chip optimizer state per parameter: moments in the model precision, the second moment
+    fp32 where the optimizer keeps it so, plus an fp32 master copy where one is kept."""
+    spec = OPTIMIZER_STATE[optimizer]
+    wb = 2.0 if fp16 else 4.0
+    out = wb if spec.moments >= 1 else 0.0
+    if spec.moments >= 2:
+        out += 4.0 if spec.second_moment_fp32 else wb
+    if spec.master_weights_fp32 and fp16:
+        out += 4.0
+    return out
+
+
+def constants_from_mapping(
+    values: Mapping[str, Any], base: SimConstants = DEFAULT_CONSTANTS
+) -> SimConstants:
+    """Override `base` with `values` (e.g. a refitted YAML); unknown keys or non-positive
+    numbers raise `IpuTuneError`."""
+    known = {f.name for f in fields(SimConstants)}
+    out: dict[str, float] = {}
+    for key, value in values.items():
+        if key not in known:
+            raise bad_value(f"constants.{key}", value, "unknown constant; known: "
+                            + ", ".join(sorted(known)))
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise bad_value(f"constants.{key}", value, "must be a number") from None
+        if not number > 0.0 or number != number or number == float("inf"):
+            raise bad_value(f"constants.{key}", value, "must be a positive finite number")
+        out[key] = number
+    if not out and values:
+        raise IpuTuneError("constants: nothing to apply")
+    return replace(base, **out)

@@ -1,0 +1,141 @@
+"""Memory of one IPU (one pipeline stage of one replica) by PopVision category, and its tiles.
+
+Sources per category:
+- code / exchange_code: grow with the compute sets the IPU runs (forward, backward, recomputed
+  forward, serial AMP passes); global exchange code grows linearly with replicas (seed guide
+  4.3.1, Table 4.1). Constants in `_constants.py`.
+- weights: model precision, fp16 2 B, fp32 4 B (seed hands-on "Half precision").
+- gradients: accumulators, train with gradient accumulation > 1 only, in the model precision
+  (seed: poptorch AdamW accum_type=float16 for a .16 model).
+- optimizer_state: moments as `OPTIMIZER_STATE` keeps them; 0 on chip when offloaded to
+  streaming memory (pipelining tutorial "offloading"), divided by replicas with replicated
+  tensor sharding (seed guide 4.7).
+- activation_stash: grouped schedule stashes 2(N-s)+1 micro-batches on stage s (s=0 first
+  IPU), interleaved N+1 (seed guide 4.2), sharded 1.
+- recompute_checkpoints: `checkpoints` stashes only each stage's input (a single-stage program
+  has no stage boundary and keeps block boundaries, as MLPerf ResNet-50 places its checkpoints);
+  `every_block` stashes block boundaries (seed guide 4.2 "pipelining comes with recomputation").
+- activations: the live activations of one micro-batch (plus the recomputed ones of the stage
+  or block during its backward).
+- temporaries: the largest conv/matmul scratch, capped by AMP x SRAM (`_compute.py`).
+- stream_buffers: prefetch depth x micro-batch input (1 B per element with 8-bit I/O; seed
+  guide 4.4.1, 4.4.3).
+- io_tiles: whole tiles reserved for I/O; they must hold a micro-batch with ~5% overhead
+  (seed guide 4.4.2: N_IO ~ 1.05 x bytes(micro-batch) / S_tile).
+Per tile: always-live code spreads unevenly, variables evenly (constants give the imbalance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipu_tune.hardware import IpuSpec
+from ipu_tune.simulator._constants import SimConstants, state_bytes_per_param
+
+__all__ = ["StageMemoryInput", "stage_memory", "stash_depth"]
+
+MB = 1e6
+
+
+def stash_depth(schedule: str, stages: int, stage: int) -> int:
+    """Micro-batches whose activations stage `stage` keeps for its backward (seed guide 4.2)."""
+    if stages == 1 or schedule == "sharded":
+        return 1
+    if schedule == "interleaved":
+        return stages + 1
+    return 2 * (stages - stage) + 1
+
+
+@dataclass(frozen=True)
+class StageMemoryInput:
+    stage: int
+    stages: int
+    params: float
+    saved_el: float  # per sample, all blocks of the stage
+    input_el: float  # per sample, what enters the stage
+    boundary_el: float  # per sample, outputs of the stage's blocks (every_block checkpoints)
+    max_block_saved_el: float
+    max_live_el: float
+    temp_bytes: float
+    compute_sets: float
+    io_bytes_per_micro_batch: float  # input stream of one micro-batch (stage 0 only)
+
+
+def stage_memory(
+    x: StageMemoryInput,
+    *,
+    ipu: IpuSpec,
+    c: SimConstants,
+    training: bool,
+    fp16: bool,
+    optimizer: str,
+    gradient_accumulation: int,
+    micro_batch: int,
+    schedule: str,
+    recompute: str,
+    offload: bool,
+    rts: bool,
+    replicas: int,
+    prefetch_depth: int,
+    io_tiles: int,
+) -> tuple[dict[str, int], int]:
+    """Bytes by category and the most-loaded tile's bytes."""
+    wb = 2.0 if fp16 else 4.0
+    b = float(micro_batch)
+    weights = x.params * wb
+    grads = opt = 0.0
+    stash = checkpoints = 0.0
+    if training:
+        if gradient_accumulation > 1:
+            grads = x.params * wb
+        per_param = state_bytes_per_param(optimizer, fp16)
+        opt = 0.0 if offload else x.params * per_param / (replicas if rts else 1)
+        depth = stash_depth(schedule, x.stages, x.stage)
+        if recompute == "none":
+            if x.stages > 1:
+                stash = depth * x.saved_el * b * wb
+                live = x.max_live_el
+            else:
+                live = x.saved_el + x.max_live_el
+        elif recompute == "checkpoints" and x.stages > 1:
+            checkpoints = depth * x.input_el * b * wb
+            live = x.saved_el + x.max_live_el
+        else:  # every_block, or checkpoints of a single-stage program
+            checkpoints = depth * (x.input_el + x.boundary_el) * b * wb
+            live = x.max_block_saved_el + x.max_live_el
+    else:
+        live = x.max_live_el
+    activations = live * b * wb
+    sets = x.compute_sets
+    code = c.vertex_code_bytes + c.code_bytes_per_compute_set * sets
+    exchange = (
+        c.exchange_code_bytes_per_compute_set * sets
+        + c.host_exchange_code_bytes
+        + c.global_exchange_bytes_per_replica * replicas
+    )
+    streams = prefetch_depth * x.io_bytes_per_micro_batch
+    io = float(io_tiles * ipu.sram_bytes_per_tile)
+    cats = {
+        "code": code,
+        "exchange_code": exchange,
+        "weights": weights,
+        "gradients": grads,
+        "optimizer_state": opt,
+        "activation_stash": stash,
+        "recompute_checkpoints": checkpoints,
+        "activations": activations,
+        "temporaries": x.temp_bytes,
+        "stream_buffers": streams,
+        "io_tiles": io,
+    }
+    compute_tiles = ipu.tiles - io_tiles
+    always_live = code + exchange
+    variable = sum(cats.values()) - always_live - io
+    max_tile = (
+        always_live * (1.0 + c.always_live_tile_imbalance)
+        + variable * (1.0 + c.variable_tile_imbalance)
+    ) / compute_tiles
+    if io_tiles:
+        # An I/O tile holds its share of the micro-batch in transfer (seed guide 4.4.2).
+        max_tile = max(max_tile, c.io_tile_overhead * x.io_bytes_per_micro_batch / io_tiles)
+    return {k: int(round(v)) for k, v in cats.items()}, int(round(max_tile))

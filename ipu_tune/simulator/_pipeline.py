@@ -1,0 +1,116 @@
+"""Pipeline schedule: device time of one weight-update step from per-stage times.
+
+Sources: seed guide 4.2 (the longest stage bounds the pipeline; 2N stages are under-used during
+ramp-up and ramp-down, amortised when gradient accumulation >> stages; grouped is faster than
+interleaved, which runs a backward at every stage of every slot), the pipelining tutorial
+(sharded execution runs one stage at a time; the pipeline fills stage by stage).
+
+Pipeline slots are synchronous across IPUs (each ends with the inter-IPU copies), so:
+- grouped, G micro-batches: G slots of the longest stage (forward + backward + recompute +
+  its IPU-Link copies), plus a ramp-up of N-1 slots where only the forward of the first stages
+  run and a ramp-down of N-1 slots where only their backward runs: ramp =
+  sum_k max_{j<=k} F_j + sum_k max_{j<=k} B_j, k = 0..N-2 (at most (N-1) full slots).
+- interleaved: G + 2(N-1) slots, each a forward phase and a backward phase on every IPU:
+  slot = max_s F_s + max_s B_s.
+- sharded: every micro-batch runs the stages one after another: G x sum_s (F_s + B_s).
+- inference: forward only; the pipeline fills once per call (amortised by device iterations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["StageParts", "StepCore", "pipeline_step"]
+
+
+@dataclass(frozen=True)
+class StageParts:
+    """Seconds of one micro-batch on one stage, by kind."""
+
+    f_compute: float
+    f_exchange: float
+    f_link: float  # activations sent to the next stage
+    b_compute: float = 0.0
+    b_exchange: float = 0.0
+    b_link: float = 0.0  # gradients sent to the previous stage
+    r_compute: float = 0.0  # recomputed forward
+    r_exchange: float = 0.0
+
+    @property
+    def forward(self) -> float:
+        return self.f_compute + self.f_exchange + self.f_link
+
+    @property
+    def backward(self) -> float:
+        return self.b_compute + self.b_exchange + self.b_link + self.r_compute + self.r_exchange
+
+    @property
+    def slot(self) -> float:
+        return self.forward + self.backward
+
+
+@dataclass(frozen=True)
+class StepCore:
+    """Device seconds per step of the pipelined passes, split by phase."""
+
+    compute: float
+    exchange: float
+    inter_ipu: float
+    ramp: float  # per step (train) or per call (infer)
+    slot: float  # steady time per micro-batch (hides an overlapped stream copy)
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.exchange + self.inter_ipu + self.ramp
+
+
+def _split(parts: list[tuple[StageParts, str]]) -> tuple[float, float, float]:
+    """(compute, exchange, link) of forward ('f'), backward ('b') or both ('fb') passes."""
+    comp = exch = link = 0.0
+    for p, which in parts:
+        if "f" in which:
+            comp += p.f_compute
+            exch += p.f_exchange
+            link += p.f_link
+        if "b" in which:
+            comp += p.b_compute + p.r_compute
+            exch += p.b_exchange + p.r_exchange
+            link += p.b_link
+    return comp, exch, link
+
+
+def pipeline_step(
+    stages: list[StageParts], schedule: str, micro_batches: int, training: bool
+) -> StepCore:
+    n = len(stages)
+    g = float(micro_batches)
+    if not training:
+        if schedule == "sharded" or n == 1:
+            comp, exch, link = _split([(p, "f") for p in stages])
+            return StepCore(g * comp, g * exch, g * link, 0.0, comp + exch + link)
+        bottleneck = max(stages, key=lambda p: p.forward)
+        comp, exch, link = _split([(bottleneck, "f")])
+        ramp = 0.0
+        running = 0.0
+        for p in stages[:-1]:
+            running = max(running, p.forward)
+            ramp += running
+        return StepCore(g * comp, g * exch, g * link, ramp, bottleneck.forward)
+    if schedule == "sharded" or n == 1:
+        comp, exch, link = _split([(p, "fb") for p in stages])
+        return StepCore(g * comp, g * exch, g * link, 0.0, comp + exch + link)
+    if schedule == "interleaved":
+        f_max = max(stages, key=lambda p: p.forward)
+        b_max = max(stages, key=lambda p: p.backward)
+        comp, exch, link = _split([(f_max, "f"), (b_max, "b")])
+        slot = f_max.forward + b_max.backward
+        return StepCore(g * comp, g * exch, g * link, 2.0 * (n - 1) * slot, slot)
+    bottleneck = max(stages, key=lambda p: p.slot)
+    comp, exch, link = _split([(bottleneck, "fb")])
+    ramp = 0.0
+    f_run = b_run = 0.0
+    for p in stages[:-1]:
+        f_run = max(f_run, p.forward)
+        b_run = max(b_run, p.backward)
+        ramp += f_run + b_run
+    return StepCore(g * comp, g * exch, g * link, ramp, bottleneck.slot)

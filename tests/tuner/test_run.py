@@ -1,0 +1,82 @@
+"""The study runner in-process: totals, resume, stale trials, export round trip."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from optuna.trial import TrialState
+
+import ipu_tune
+from ipu_tune.config import CONF_DIR, TuneConfig
+from ipu_tune.config._load import typed
+from ipu_tune.results import ResultsStore
+from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.tuner import run
+
+
+def _cfg(results: Path, n: int, *extra: str) -> TuneConfig:
+    overrides = [f"results_dir={results}", f"study.n_trials={n}", "study.progress_bar=false",
+                 *extra]
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        return typed(TuneConfig, compose(config_name="config", overrides=overrides))
+
+
+def _study(results: Path, name: str) -> optuna.Study:
+    storage = open_storage(resolve_storage(None, str(results)))
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def test_resume_reaches_the_total_without_duplicates(tmp_path: Path) -> None:
+    first = run(_cfg(tmp_path, 12))
+    assert (first.n_complete, first.ran_here) == (12, 12)
+    again = run(_cfg(tmp_path, 12))
+    assert (again.n_complete, again.ran_here) == (12, 0)
+    more = run(_cfg(tmp_path, 20))
+    assert (more.n_complete, more.ran_here) == (20, 8)
+
+    study = _study(tmp_path, first.study_name)
+    numbers = [t.number for t in study.trials]
+    assert len(numbers) == len(set(numbers)) == 20
+    assert all(t.state == TrialState.COMPLETE for t in study.trials)
+    rows = ResultsStore(resolve_storage(None, str(tmp_path)).results_url).frame(first.study_name)
+    assert sorted(rows["trial_number"]) == numbers
+
+
+def test_export_evaluates_again_to_the_same_result(tmp_path: Path) -> None:
+    summary = run(_cfg(tmp_path, 10))
+    best_yaml = summary.exports["best"]
+    assert best_yaml.exists() and summary.exports["poptorch"].exists()
+    assert summary.exports["report"].exists()
+    again = ipu_tune.evaluate(best_yaml)
+    assert again.fits
+    assert again.to_dict() == summary.best_result.to_dict()  # type: ignore[union-attr]
+    stored = _study(tmp_path, summary.study_name).trials[summary.best_trial]  # type: ignore[index]
+    assert again.throughput == pytest.approx(stored.user_attrs["result"]["throughput"])
+    text = yaml.safe_load(best_yaml.read_text())
+    assert set(text) >= {"model", "workload", "system", "plan", "ipu_tune"}
+    assert "python -m ipu_tune evaluate" in text["ipu_tune"]["evaluate"]
+
+
+def test_trial_of_a_dead_worker_is_failed_and_retried(tmp_path: Path) -> None:
+    summary = run(_cfg(tmp_path, 4))
+    study = _study(tmp_path, summary.study_name)
+    stale = study.ask({"x_unused": optuna.distributions.FloatDistribution(0, 1)})
+    # A worker of this host whose process no longer exists (PID beyond pid_max).
+    stale.set_user_attr("worker", f"{socket.gethostname()}:99999999:0")
+    resumed = run(_cfg(tmp_path, 6))
+    assert resumed.retried == (stale.number,)
+    study = _study(tmp_path, summary.study_name)
+    assert study.trials[stale.number].state == TrialState.FAIL
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    assert resumed.n_complete == 6
+
+
+def test_a_study_of_another_model_is_refused(tmp_path: Path) -> None:
+    run(_cfg(tmp_path, 2, "study.name=shared"))
+    with pytest.raises(ipu_tune.IpuTuneError, match="study.name='shared'"):
+        run(_cfg(tmp_path, 2, "study.name=shared", "model=resnet50"))
