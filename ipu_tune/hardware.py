@@ -37,7 +37,8 @@ class IpuSpec:
         return self.tiles * self.sram_bytes_per_tile
 
     def peak_flops_per_s(self, fp16: bool) -> float:
-        per_tile = self.fp16_flops_per_cycle_per_tile if fp16 else self.fp32_flops_per_cycle_per_tile
+        per_tile = (self.fp16_flops_per_cycle_per_tile if fp16
+                    else self.fp32_flops_per_cycle_per_tile)
         return per_tile * self.tiles * self.clock_hz
 
 
@@ -124,6 +125,11 @@ class System:
 
 
 def make_system(ipu: str, num_ipus: int, hosts: int = 1, host: HostSpec = HOST) -> System:
+    """A preset IPU (`IPUS`) times `num_ipus`, fed by `hosts` hosts (1..num_ipus)."""
     if ipu not in IPUS:
         raise bad_value("system.ipu", ipu, "allowed: " + ", ".join(IPUS))
+    if num_ipus < 1:
+        raise bad_value("system.num_ipus", num_ipus, "must be >= 1")
+    if not 1 <= hosts <= num_ipus:
+        raise bad_value("system.hosts", hosts, f"must be in 1..system.num_ipus={num_ipus}")
     return System(ipu=IPUS[ipu], num_ipus=num_ipus, hosts=hosts, host=host)

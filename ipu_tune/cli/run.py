@@ -97,7 +97,7 @@ def preflight(argv: Sequence[str]) -> None:
         _prepare(cfg, pinned_keys(list(combo)))
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _task(cfg: DictConfig) -> None:
     from ipu_tune.tuner import run
 

@@ -24,6 +24,8 @@ BERT_SIZES: dict[str, dict[str, int]] = {
 
 
 class BertEmbeddings(nn.Module):
+    position_ids: Tensor
+
     def __init__(self, vocab: int, hidden: int, max_positions: int, type_vocab: int, p: float):
         super().__init__()
         self.word_embeddings = nn.Embedding(vocab, hidden)
@@ -115,7 +117,9 @@ class BertLayer(nn.Module):
 class BertEncoder(nn.Module):
     def __init__(self, num_layers: int, hidden: int, num_heads: int, inter: int, p: float):
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(hidden, num_heads, inter, p) for _ in range(num_layers))
+        self.layer = nn.ModuleList(
+            BertLayer(hidden, num_heads, inter, p) for _ in range(num_layers)
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layer:

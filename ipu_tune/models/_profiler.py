@@ -151,6 +151,8 @@ def profile_model(cfg: ModelConfig) -> ModelProfile:
     """Profile the model of a `model:` config section (per sample; cached)."""
     if not cfg.name and not cfg._target_:
         raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
+    if not cfg.input_shape or any(int(d) < 1 for d in cfg.input_shape):
+        raise bad_value("model.input_shape", list(cfg.input_shape), "positive integers")
     if cfg.sequence_length is not None and cfg.sequence_length < 1:
         raise bad_value("model.sequence_length", cfg.sequence_length, "must be >= 1")
     key = cache_key(cfg)

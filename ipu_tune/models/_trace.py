@@ -352,13 +352,121 @@ class _DispatchRecorder(TorchDispatchMode):
         super().__init__()
         self.tracer = tracer
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps __torch_dispatch__ of dispatch modes in `torch._disable_dynamo`, whose first
+        # call imports torch._dynamo (~1.2 s, most of a cold profile). Nothing here is compiled.
+        return False
+
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        fast = _FAST_META.get(func) if FAST_META_KERNELS and not kwargs else None
+        out = fast(*args) if fast is not None else None
+        if out is None:
+            out = func(*args, **kwargs)
         self.tracer.on_aten(func, args, out, count_flops(func, args, kwargs, out))
         return out
+
+
+# On the meta device only shapes, dtypes and strides exist. torch's meta kernel for training
+# BatchNorm is its Python decomposition (~30 elementwise prims per call, forward and backward),
+# two thirds of the time of tracing a ResNet; these give the same outputs' metadata directly.
+# Autograd's saved tensors are decided above this level, so nothing recorded changes (tested).
+FAST_META_KERNELS = True
+
+
+def _bn_stat(x: Tensor, c: int) -> Tensor:
+    return torch.empty(c, dtype=x.dtype, device=x.device)
+
+
+def _fast_bn(*args: Any) -> Any:
+    x, w, _, _, _, training = args[:6]
+    if not training or w is None or x.dtype != torch.float32 or x.device.type != "meta":
+        return None
+    c = x.shape[1]
+    return torch.empty_like(x), _bn_stat(x, c), _bn_stat(x, c)
+
+
+def _fast_bn_backward(*args: Any) -> Any:
+    x, w = args[1], args[2]
+    train, mask = args[7], args[9]
+    if not train or w is None or x.dtype != torch.float32 or x.device.type != "meta":
+        return None
+    return (
+        torch.empty_like(x) if mask[0] else None,
+        torch.empty_like(w) if mask[1] else None,
+        torch.empty_like(w) if mask[2] else None,
+    )
+
+
+def _fast_mean(*args: Any) -> Any:
+    # Global average pooling (ResNet's avgpool lowers to mean over H, W); torch's meta kernel
+    # for mean is a Python reference whose first call imports torch._dynamo (~1 s).
+    x, dims = args[0], args[1]
+    keepdim = args[2] if len(args) > 2 else False
+    if len(args) > 3 or x.dtype != torch.float32 or not x.is_contiguous() or dims is None:
+        return None
+    axes = {d % x.dim() for d in dims}
+    shape = [1 if i in axes else n for i, n in enumerate(x.shape) if keepdim or i not in axes]
+    return torch.empty(shape, dtype=x.dtype, device=x.device)
+
+
+def _fast_mm(*args: Any) -> Any:
+    # mm / addmm (every nn.Linear): their meta kernels are Python decompositions too.
+    a, b = args[-2], args[-1]
+    if a.dtype != torch.float32 or b.dtype != torch.float32 or a.dim() != 2 or b.dim() != 2:
+        return None
+    return torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+
+
+def _fast_addmm(*args: Any) -> Any:
+    return _fast_mm(*args[1:3]) if len(args) == 3 else None
+
+
+def _fast_softmax(*args: Any) -> Any:
+    x, _, half_to_float = args
+    if x.dtype != torch.float32 or half_to_float or not x.is_contiguous():
+        return None
+    return torch.empty_like(x)
+
+
+def _fast_nll_loss(*args: Any) -> Any:
+    x, reduction = args[0], args[3]
+    if x.dtype != torch.float32 or reduction == 0:
+        return None
+    return torch.empty((), dtype=x.dtype, device=x.device), torch.empty((), dtype=x.dtype,
+                                                                        device=x.device)
+
+
+def _fast_nll_loss_backward(*args: Any) -> Any:
+    x = args[1]
+    if x.dtype != torch.float32 or not x.is_contiguous():
+        return None
+    return torch.empty_like(x)
+
+
+def _fast_softmax_backward(*args: Any) -> Any:
+    grad, out = args[0], args[1]
+    if grad.dtype != torch.float32 or not grad.is_contiguous() or not out.is_contiguous():
+        return None
+    return torch.empty_like(grad)
+
+
+_FAST_META: dict[Any, Callable[..., Any]] = {
+    torch.ops.aten.nll_loss_forward.default: _fast_nll_loss,
+    torch.ops.aten.nll_loss_backward.default: _fast_nll_loss_backward,
+    torch.ops.aten._log_softmax_backward_data.default: _fast_softmax_backward,
+    torch.ops.aten._softmax_backward_data.default: _fast_softmax_backward,
+    torch.ops.aten._softmax.default: _fast_softmax,
+    torch.ops.aten._log_softmax.default: _fast_softmax,
+    torch.ops.aten.mean.dim: _fast_mean,
+    torch.ops.aten.mm.default: _fast_mm,
+    torch.ops.aten.addmm.default: _fast_addmm,
+    torch.ops.aten.native_batch_norm.default: _fast_bn,
+    torch.ops.aten.native_batch_norm_backward.default: _fast_bn_backward,
+}
 
 
 def count_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:

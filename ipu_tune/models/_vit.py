@@ -13,7 +13,7 @@ import math
 from collections import OrderedDict
 
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["VisionTransformer"]

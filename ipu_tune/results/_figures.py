@@ -8,7 +8,7 @@ own `optuna.visualization` figures.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 import optuna
 import pandas as pd
@@ -22,6 +22,7 @@ from ._timeline import HOST_LANE, SEGMENT_KINDS, Timeline
 __all__ = [
     "history_figure",
     "importances_figure",
+    "light_study",
     "memory_figure",
     "phases_figure",
     "timeline_figure",
@@ -224,6 +225,59 @@ def trials_figure(results: pd.DataFrame) -> go.Figure:
     return fig
 
 
+class _Snapshot(optuna.Study):
+    """A read-only snapshot for plotting: reading `trials` does not deep-copy them.
+
+    Optuna's plots read `study.trials` (a deep copy of every trial) once per parameter; at 500
+    trials that alone took seconds. The plots only read trials, so the copies buy nothing.
+    """
+
+    def get_trials(
+        self,
+        deepcopy: bool = True,
+        states: Container[TrialState] | None = None,
+    ) -> list[optuna.trial.FrozenTrial]:
+        return super().get_trials(deepcopy=False, states=states)
+
+    @property
+    def trials(self) -> list[optuna.trial.FrozenTrial]:
+        return self.get_trials(deepcopy=False)
+
+
+def light_study(study: optuna.Study) -> optuna.Study:
+    """An in-memory snapshot of `study`'s finished trials for Optuna's plots.
+
+    Trial attributes are left out: the tuner's trials carry their whole config and simulation
+    result, which plots never read.
+    """
+    storage = optuna.storages.InMemoryStorage()
+    optuna.create_study(
+        storage=storage, study_name=study.study_name, directions=list(study.directions)
+    )
+    light = _Snapshot(study_name=study.study_name, storage=storage)
+    if study.metric_names is not None:
+        light.set_metric_names(list(study.metric_names))
+    light.add_trials(
+        optuna.trial.FrozenTrial(
+            number=t.number,
+            state=t.state,
+            value=None,
+            values=t.values,
+            datetime_start=t.datetime_start,
+            datetime_complete=t.datetime_complete,
+            params=t.params,
+            distributions=t.distributions,
+            user_attrs={},
+            system_attrs={},
+            intermediate_values=t.intermediate_values,
+            trial_id=t._trial_id,
+        )
+        for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished()
+    )
+    return light
+
+
 def _complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 
@@ -248,10 +302,29 @@ def importances_figure(study: optuna.Study) -> go.Figure | str:
         return (
             f"Parameter importances need at least 2 completed trials; this study has {len(trials)}."
         )
+    # PED-ANOVA: Optuna's default evaluator, needs no scikit-learn and is fast on 500 trials.
+    evaluator = optuna.importance.PedAnovaImportanceEvaluator()
     try:
-        # PED-ANOVA: Optuna's default evaluator, needs no scikit-learn and is fast on 500 trials.
-        return optuna.visualization.plot_param_importances(
-            study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()
-        )
+        if len(study.directions) == 1:
+            return optuna.visualization.plot_param_importances(study, evaluator=evaluator)
+        # Multi-objective: importance for reaching the Pareto front (PED-ANOVA's own rule);
+        # Optuna's plot would rank each objective as if lower were better.
+        scores = optuna.importance.get_param_importances(study, evaluator=evaluator)
     except (ValueError, RuntimeError, ZeroDivisionError) as exc:  # e.g. a single distinct value
         return f"Parameter importances could not be computed: {exc}"
+    names = list(scores)[::-1]  # most important on top
+    fig = go.Figure(
+        go.Bar(
+            x=[scores[n] for n in names],
+            y=names,
+            orientation="h",
+            hovertemplate="%{y}: %{x:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Hyperparameter importances for reaching the Pareto front",
+        xaxis_title="importance",
+        height=max(300, 28 * len(names) + 120),
+        **_LAYOUT,
+    )
+    return fig

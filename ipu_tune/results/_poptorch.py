@@ -134,6 +134,39 @@ def _pipeline_lines(plan: ExecutionPlan, facts: Facts) -> list[str]:
     return out
 
 
+def _checkpoint_lines(blocks: list[str]) -> list[str]:
+    """A `poptorch.recomputationCheckpoint` on the input of each named block."""
+    out = [
+        "# A recomputation checkpoint on the input of every block after the first (the previous"
+        " block's output): only the activations between two checkpoints are recomputed.",
+    ]
+    if blocks:
+        out += [
+            "checkpoints = [",
+            *textwrap.wrap(
+                ", ".join(json.dumps(b) for b in blocks) + ",",
+                _WIDTH - 4,
+                initial_indent="    ",
+                subsequent_indent="    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            ),
+            "]",
+        ]
+    else:
+        out += [
+            "# No model profile was given and there are no splits: list the module names.",
+            "checkpoints: list[str] = []",
+        ]
+    return [
+        *out,
+        "for name in checkpoints:",
+        "    model.get_submodule(name).register_forward_pre_hook(",
+        "        lambda _module, args: poptorch.recomputationCheckpoint(*args)",
+        "    )",
+    ]
+
+
 def _recompute_lines(plan: ExecutionPlan, profile: ModelProfile | None, facts: Facts) -> list[str]:
     if plan.recompute == "none" or not plan.training:
         return [f"# Recomputation: none. {facts.category_sentence('activation_stash')}"]
@@ -147,27 +180,7 @@ def _recompute_lines(plan: ExecutionPlan, profile: ModelProfile | None, facts: F
         f'opts._Popart.set("autoRecomputation", {mode})',
     ]
     if plan.recompute == "every_block":
-        blocks = profile.blocks[1:] if profile is not None else list(plan.splits)
-        names = textwrap.wrap(
-            ", ".join(json.dumps(b) for b in blocks) + ",",
-            _WIDTH - 4,
-            initial_indent="    ",
-            subsequent_indent="    ",
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
-        out += [
-            "# A recomputation checkpoint on the input of every block after the first (the"
-            " previous block's output): only the activations between two checkpoints are"
-            " recomputed.",
-            "checkpoints = [",
-            *names,
-            "]",
-            "for name in checkpoints:",
-            "    model.get_submodule(name).register_forward_pre_hook(",
-            "        lambda _module, args: poptorch.recomputationCheckpoint(*args)",
-            "    )",
-        ]
+        out += _checkpoint_lines(profile.blocks[1:] if profile is not None else list(plan.splits))
     return out
 
 

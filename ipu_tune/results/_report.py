@@ -26,6 +26,7 @@ from ipu_tune.simulator._result import SimResult
 from ._figures import (
     history_figure,
     importances_figure,
+    light_study,
     memory_figure,
     phases_figure,
     timeline_figure,
@@ -171,15 +172,16 @@ def render_report(
     page.add(_summary(study, results, best_result))
     _best_plan(page, best_config, best_result)
 
+    plots = light_study(study)  # Optuna's plots copy every trial per parameter: keep them light
     multi = len(study.directions) > 1
     has_complete = any(t.state == TrialState.COMPLETE for t in study.get_trials(deepcopy=False))
     page.heading("Pareto front" if multi else "Optimisation history")
     if has_complete:
-        page.figure("pareto" if multi else "history", history_figure(study))
+        page.figure("pareto" if multi else "history", history_figure(plots))
     else:
         page.note("history", "No completed trial yet: nothing to plot.")
     page.heading("Parameter importances", "Optuna's PED-ANOVA importance of each searched knob.")
-    imp = importances_figure(study)
+    imp = importances_figure(plots)
     if isinstance(imp, str):
         page.note("importances", imp)
     else:

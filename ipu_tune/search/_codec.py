@@ -14,8 +14,9 @@ nearest plan, marked infeasible by the `global_batch` constraint.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,6 +190,71 @@ class Codec:
         if self.rts_spec is not None and r >= 2:
             params[_RTS] = self._draw(trial, _RTS, self.rts_spec)
         return params
+
+    # -- enumeration -----------------------------------------------------------------------
+    @staticmethod
+    def _values(spec: KnobSpec) -> list[Any]:
+        if not spec.is_range:
+            return list(spec.choices)
+        assert spec.low is not None and spec.high is not None
+        if spec.kind == "int" and not spec.log:
+            return list(range(int(spec.low), int(spec.high) + 1, int(spec.step or 1)))
+        if spec.kind == "int":
+            return list(range(int(spec.low), int(spec.high) + 1))
+        if spec.step is None:
+            raise IpuTuneError(f"{spec.key}: a float range needs a step to be enumerated")
+        count = int(math.floor((spec.high - spec.low) / spec.step + 1e-9)) + 1
+        return [round(spec.low + i * spec.step, 12) for i in range(count)]
+
+    def grid(self, distinct_splits: bool = True) -> Iterator[dict[str, Any]]:
+        """Every parameter dict of the space (brute force). With `distinct_splits`, cut
+        permutations (which decode to the same split) are drawn once, in sorted order."""
+        keys = list(self.knobs)
+        values = [self._values(self.knobs[k]) for k in keys]
+        cuts = list(range(1, self.cut_high() + 1, self.cut_step))
+        structures: list[dict[str, Any]] = []
+        for r in self.r_options:
+            stages = self.stages_of(r)
+            head = {R_PARAM: r} if len(self.r_options) > 1 else {}
+            cut_sets: Iterable[tuple[int, ...]] = [()]
+            if self.split_search is not None and stages > 1:
+                cut_sets = (itertools.combinations_with_replacement(cuts, stages - 1)
+                            if distinct_splits else itertools.product(cuts, repeat=stages - 1))
+            scheds = self._values(self.schedule_spec) if self.schedule_spec and stages > 1 else [None]
+            rtss = self._values(self.rts_spec) if self.rts_spec and r >= 2 else [None]
+            for cs in cut_sets:
+                for sched in scheds:
+                    for rts in rtss:
+                        st = dict(head)
+                        st.update({cut_param(i, stages): c for i, c in enumerate(cs, start=1)})
+                        if sched is not None:
+                            st[_SCHEDULE] = sched
+                        if rts is not None:
+                            st[_RTS] = rts
+                        structures.append(st)
+        for combo in itertools.product(*values):
+            simple = dict(zip(keys, combo, strict=True))
+            for st in structures:
+                yield {**simple, **st}
+
+    def grid_size(self, distinct_splits: bool = True) -> int:
+        n = 1
+        for spec in self.knobs.values():
+            n *= len(self._values(spec))
+        structures = 0
+        cuts = len(range(1, self.cut_high() + 1, self.cut_step))
+        for r in self.r_options:
+            stages = self.stages_of(r)
+            k = 1
+            if self.split_search is not None and stages > 1:
+                k = (math.comb(cuts + stages - 2, stages - 1) if distinct_splits
+                     else cuts ** (stages - 1))
+            if self.schedule_spec is not None and stages > 1:
+                k *= len(self._values(self.schedule_spec))
+            if self.rts_spec is not None and r >= 2:
+                k *= len(self._values(self.rts_spec))
+            structures += k
+        return n * structures
 
     # -- params -> config ------------------------------------------------------------------
     def decode(self, params: Mapping[str, Any]) -> Decoded:

@@ -63,12 +63,13 @@ class SearchProblem:
     """One search: the user's config and pins, a space preset, objectives and constraints."""
 
     def __init__(self, cfg: TuneConfig, profile: ModelProfile, system: System,
-                 pinned: frozenset[str] = frozenset()) -> None:
+                 pinned: frozenset[str] = frozenset(), space: SearchSpace | None = None) -> None:
+        """`space` replaces the file named by `cfg.search.space` (tests, benchmarks)."""
         self.cfg = cfg
         self.profile = profile
         self.system = system
         self.pinned = frozenset(pinned)
-        self.space: SearchSpace = load_space(cfg.search.space)
+        self.space: SearchSpace = space if space is not None else load_space(cfg.search.space)
         names = list(cfg.search.objectives)
         for name in names:
             if name not in DIRECTIONS:

@@ -9,12 +9,28 @@ from typing import Any
 
 import optuna
 from optuna.exceptions import ExperimentalWarning
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.config import SamplerConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 
-__all__ = ["SAMPLERS", "make_sampler"]
+__all__ = ["SAMPLERS", "AskTellBruteForceSampler", "make_sampler"]
+
+class AskTellBruteForceSampler(optuna.samplers.BruteForceSampler):
+    """`BruteForceSampler` that survives the runner's ask-and-tell loop.
+
+    Optuna's version calls `Study.stop()` once the space is exhausted, which raises outside
+    `Study.optimize`; here the study simply goes on (later trials repeat visited points).
+    """
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        try:
+            super().after_trial(study, trial, state, values)
+        except RuntimeError as exc:
+            if "Study.stop" not in str(exc):
+                raise
+
 
 SAMPLERS: dict[str, type[optuna.samplers.BaseSampler]] = {
     "tpe": optuna.samplers.TPESampler,
@@ -22,7 +38,7 @@ SAMPLERS: dict[str, type[optuna.samplers.BaseSampler]] = {
     "cmaes": optuna.samplers.CmaEsSampler,
     "nsga2": optuna.samplers.NSGAIISampler,
     "gp": optuna.samplers.GPSampler,
-    "bruteforce": optuna.samplers.BruteForceSampler,
+    "bruteforce": AskTellBruteForceSampler,
 }
 _SINGLE_OBJECTIVE = ("cmaes",)
 

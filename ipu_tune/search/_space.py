@@ -153,7 +153,7 @@ def _number(source: str, key: str, value: object, integer: bool) -> float:
 
 def _check_choice(source: str, key: str, kind: str, domain: tuple[Any, ...] | None,
                   low: float, value: Any) -> None:
-    where = f"{key}.choices"
+    where = f"knobs.{key}.choices"
     if kind in (_CAT, _BOOL) and domain:
         if key == "plan.io_tiles":
             if isinstance(value, bool) or not isinstance(value, int) or not valid_io_tiles(value):

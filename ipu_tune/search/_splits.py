@@ -8,9 +8,10 @@ split, and neighbouring draws are neighbouring splits (the sampler can learn fro
 Planner. `balanced_split` is the dynamic programme of PipeDream's planner (Narayanan et al.,
 "PipeDream: Generalized Pipeline Parallelism for DNN Training", SOSP 2019, section 3.1)
 restricted to a straight pipeline: minimise the slowest stage's time subject to every stage
-fitting in its IPU's memory. Stage time is the stage's share of the profile's FLOPs; stage
-memory is estimated from the profile with the stash depths of the seed guide (4.2) and an
-additive per-stage offset that `ipu_tune.search._warm` calibrates against the simulator.
+fitting in its IPU's memory. Stage time is the sum of the simulator's per-block cycles (the
+profile's FLOPs when those are unavailable); stage memory is estimated from the profile with
+the stash depths of the seed guide (4.2) and an additive per-stage offset that
+`ipu_tune.search._warm` calibrates against the simulator.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ipu_tune.hardware import System
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.plan import ExecutionPlan
+from ipu_tune.simulator import stash_depth
 
 __all__ = [
     "StageCostModel",
@@ -27,6 +30,7 @@ __all__ = [
     "cut_param",
     "cuts_to_starts",
     "even_split",
+    "simulator_block_cycles",
     "stage_loads",
 ]
 
@@ -57,14 +61,35 @@ def even_split(n_blocks: int, stages: int) -> tuple[int, ...]:
 
 
 def _stash_depth(plan: ExecutionPlan, stage: int, stages: int) -> int:
-    """Activations a stage keeps for backward (seed guide 4.2): grouped 2(N-s)+1, interleaved N+1."""
-    if not plan.training:
-        return 1
-    if plan.schedule == "interleaved":
-        return stages + 1
-    if plan.schedule == "sharded":
-        return 1
-    return 2 * (stages - stage) + 1
+    """Activations a stage keeps for backward: the simulator's rule (seed guide 4.2)."""
+    return stash_depth(plan.schedule, stages, stage) if plan.training else 1
+
+
+def simulator_block_cycles(profile: ModelProfile, system: System,
+                           plan: ExecutionPlan) -> tuple[float, ...] | None:
+    """Per-block cycles of one micro-batch as the simulator counts them, when it exposes them.
+
+    Forward + backward compute and exchange (+ the recomputed forward); None when the
+    simulator's per-block costs are unavailable (the planner then falls back to FLOPs).
+    """
+    try:
+        from ipu_tune.simulator._compute import block_costs
+        from ipu_tune.simulator._constants import DEFAULT_CONSTANTS
+
+        costs = block_costs(profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
+                            plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles,
+                            plan.training, DEFAULT_CONSTANTS)
+        out = []
+        for b in range(len(profile.block_stats)):
+            fwd = (costs.span(costs.fwd_compute, b, b + 1)
+                   + costs.span(costs.fwd_exchange, b, b + 1))
+            bwd = (costs.span(costs.bwd_compute, b, b + 1)
+                   + costs.span(costs.bwd_exchange, b, b + 1)) if plan.training else 0.0
+            extra = fwd if plan.training and plan.recompute != "none" else 0.0
+            out.append(fwd + bwd + extra)
+        return tuple(out)
+    except (ImportError, AttributeError, TypeError, IndexError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -73,9 +98,13 @@ class StageCostModel:
 
     profile: ModelProfile
     plan: ExecutionPlan
+    # Per-block time (any unit) from the simulator; None: the profile's FLOPs instead.
+    block_times: tuple[float, ...] | None = None
 
     def block_time(self, b: int) -> float:
-        """FLOPs of block `b` per micro-batch in one step: forward, backward, recomputation."""
+        """Time weight of block `b` per micro-batch: forward, backward, recomputation."""
+        if self.block_times is not None:
+            return self.block_times[b]
         blk = self.profile.block_stats[b]
         if not self.plan.training:
             return blk.forward_flops

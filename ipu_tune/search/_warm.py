@@ -7,14 +7,16 @@ In order:
 2. ``balanced``: the user's plan with the pipeline split of `balanced_split` (PipeDream's
    dynamic programme: slowest stage minimised, every stage fitting in memory), its memory
    estimate calibrated against the simulator until the split stops moving.
-3. ``one change: <key>`` (only for the ``changes`` objective, the `fit` preset): the user's
-   plan with one memory-saving change each (FP16 first, as the seed session insists).
+3. Only for the ``changes`` objective (the `fit` preset): the user's plan with each single
+   memory-saving change (``one change: <key>``), and the fitting plans with the fewest such
+   changes found breadth-first over sets of up to three (``fewest changes``).
 4. ``rules of thumb, <S> stages``: for every stage count, the seed guide's settings: half
-   precision, prefetch depth 3 (guide 4.4.1), I/O tiles from
-   N_IO ~ 1.05 x bytes(micro-batch) / S_tile rounded up to an allowed value (guide 4.4.2),
-   8-bit I/O and an asynchronous loader with 16 workers (seed session; pipelining tutorial),
-   gradient accumulation >= 4 x stages (guide 4.2: much more than the stages) and device
-   iterations >= 4 (seed session), with a balanced split.
+   precision (the seed session: "Top priority is to use FP16"), prefetch depth 3 (guide
+   4.4.1), I/O tiles from N_IO ~ 1.05 x bytes(micro-batch) / S_tile rounded up to an allowed
+   value (guide 4.4.2), 8-bit I/O and an asynchronous loader with 16 workers (seed session;
+   pipelining tutorial), gradient accumulation >= 4 x stages (guide 4.2: much more than the
+   stages) and device iterations >= 4 (seed session), with a balanced split; when that does
+   not fit, memory-saving changes are added greedily until it does (`make_fit`).
 5. ``memory savers``: FP16, recomputation checkpoints, offloaded optimiser state, the
    interleaved schedule and a balanced split.
 
@@ -35,7 +37,8 @@ from ipu_tune.errors import IpuTuneError
 from ipu_tune.plan import plan_from_config
 from ipu_tune.search._codec import R_PARAM, set_key
 from ipu_tune.search._objectives import get_key, memory_constraint
-from ipu_tune.search._splits import StageCostModel, balanced_split
+from ipu_tune.search._space import KnobSpec
+from ipu_tune.search._splits import StageCostModel, balanced_split, simulator_block_cycles
 
 if TYPE_CHECKING:
     from ipu_tune.search._problem import SearchProblem
@@ -69,6 +72,27 @@ def _searched(problem: SearchProblem, key: str) -> bool:
             or (key == R_PARAM and len(c.r_options) > 1))
 
 
+def _spec(problem: SearchProblem, key: str) -> KnobSpec | None:
+    c = problem.codec
+    if key == "plan.pipeline.schedule":
+        return c.schedule_spec
+    if key == "plan.replicated_tensor_sharding":
+        return c.rts_spec
+    return c.knobs.get(key)
+
+
+def _allowed(problem: SearchProblem, key: str, value: Any) -> bool:
+    """`value` is one the space can draw for `key` (ranges: within low..high)."""
+    spec = _spec(problem, key)
+    if spec is None:
+        return False
+    if not spec.is_range:
+        return any(c == value and isinstance(c, bool) == isinstance(value, bool)
+                   for c in spec.choices)
+    assert spec.low is not None and spec.high is not None
+    return spec.low <= value <= spec.high
+
+
 def _set(problem: SearchProblem, cfg: EvalConfig, key: str, value: Any) -> None:
     if _searched(problem, key):
         set_key(cfg, key, value)
@@ -91,7 +115,9 @@ def balanced_config(problem: SearchProblem, cfg: EvalConfig) -> EvalConfig:
     stages = codec.stages_of(cfg.plan.replication_factor)
     if codec.split_search is None or stages == 1:
         return cfg
-    model = StageCostModel(problem.profile, plan_from_config(cfg))
+    plan = plan_from_config(cfg)
+    model = StageCostModel(problem.profile, plan,
+                           simulator_block_cycles(problem.profile, problem.system, plan))
     limit = float(problem.system.ipu.sram_bytes)
     offsets = [_INITIAL_FIXED_SHARE * limit] * stages
     n = len(codec.blocks)
@@ -183,37 +209,44 @@ def _memory_moves(problem: SearchProblem, cfg: EvalConfig) -> list[tuple[str, An
                       max(amp_spec.low, cfg.plan.available_memory_proportion / 2)))
     spec_ok = problem.codec.split_search is not None
     return [(k, v) for k, v in moves
-            if (_searched(problem, k) or (k == "plan.pipeline.splits" and spec_ok))
+            if (_allowed(problem, k, v) or (k == "plan.pipeline.splits" and spec_ok))
             and get_key(cfg, k) != v]
 
 
-def _apply(problem: SearchProblem, cfg: EvalConfig, moves: Sequence[tuple[str, Any]]) -> EvalConfig:
+def _apply(problem: SearchProblem, cfg: EvalConfig, moves: Sequence[tuple[str, Any]],
+           rebalance: bool = False) -> EvalConfig:
+    """`cfg` with `moves`; the split is re-balanced when asked or when a move says so."""
     out = copy.deepcopy(cfg)
     for key, value in moves:
         if key != "plan.pipeline.splits":
             set_key(out, key, value)
-    if any(key == "plan.pipeline.splits" for key, _ in moves):
+    if rebalance or any(key == "plan.pipeline.splits" for key, _ in moves):
         out = balanced_config(problem, out)
     return out
 
 
-def _score(problem: SearchProblem, cfg: EvalConfig) -> tuple[bool, float, float]:
-    """(fits, -memory excess, throughput): larger is better."""
+def _score(problem: SearchProblem, cfg: EvalConfig) -> tuple[bool, float]:
+    """Larger is better: fitting plans by throughput, the others by how close they come."""
     try:
         result = problem.simulate(cfg)
     except IpuTuneError:
-        return (False, -math.inf, 0.0)
-    return (result.fits, -memory_constraint(result), result.throughput)
+        return (False, -math.inf)
+    return (True, result.throughput) if result.fits else (False, -memory_constraint(result))
 
 
 def make_fit(problem: SearchProblem, cfg: EvalConfig) -> EvalConfig:
-    """Greedily add memory-saving changes to `cfg` until the simulator says it fits."""
+    """Greedily add memory-saving changes to `cfg` until the simulator says it fits.
+
+    Each step takes the fastest change that fits, else the one that comes closest, and
+    re-balances the split for it.
+    """
     current, score = cfg, _score(problem, cfg)
     while not score[0]:
-        options = [(k, v) for k, v in _memory_moves(problem, current)]
+        options = [m for m in _memory_moves(problem, current) if m[0] != "plan.pipeline.splits"]
         if not options:
             break
-        scored = [(_score(problem, c), c) for c in (_apply(problem, current, [m]) for m in options)]
+        scored = [(_score(problem, c), c)
+                  for c in (_apply(problem, current, [m], rebalance=True) for m in options)]
         best_score, best_cfg = max(scored, key=lambda sc: sc[0])
         if best_score <= score:
             break
@@ -235,7 +268,7 @@ def fewest_changes(problem: SearchProblem, cfg: EvalConfig, max_changes: int = 3
             if len({k for k, _ in combo}) < size:
                 continue
             out = _apply(problem, cfg, combo)
-            fits, _, rate = _score(problem, out)
+            fits, rate = _score(problem, out)
             if fits:
                 found.append((rate, out))
         if found:

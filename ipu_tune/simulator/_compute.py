@@ -32,7 +32,7 @@ from ipu_tune.hardware import IpuSpec
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.simulator._constants import SimConstants
 
-__all__ = ["BlockCosts", "ProfileArrays", "block_costs", "profile_arrays"]
+__all__ = ["BlockCosts", "ProfileArrays", "block_costs", "peak_block", "profile_arrays"]
 
 _MM_KINDS = ("conv", "matmul")
 _REDUCE_KINDS = ("softmax", "loss")
@@ -49,7 +49,7 @@ class ProfileArrays:
     fwd_flops: np.ndarray
     bwd_flops: np.ndarray
     has_params: np.ndarray  # bool per op
-    out_el: np.ndarray
+    op_out_el: np.ndarray
     m: np.ndarray
     k: np.ndarray
     n: np.ndarray
@@ -58,6 +58,10 @@ class ProfileArrays:
     saved_el: np.ndarray
     param_ops: np.ndarray
     ops: np.ndarray
+    out_el: np.ndarray  # block outputs (recompute checkpoints at block boundaries)
+    # Per block: outputs of the blocks before it plus its own saved and live elements, the
+    # liveness peak while its recomputed forward and backward run (`peak_block`).
+    peak_key: np.ndarray
     # Per-block values.
     out_el_block: tuple[int, ...]
     max_live_block: tuple[int, ...]
@@ -86,6 +90,9 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         _PROFILE_CACHE.move_to_end(key)
         return hit[1]
     ops = profile.ops
+    blocks = profile.block_stats
+    out_pre = _prefix(np.array([b.output_elements for b in blocks], dtype=float))
+    own = np.array([b.saved_elements + b.max_live_elements for b in blocks], dtype=float)
     kinds = [op.kind for op in ops]
     nb = len(profile.block_stats)
     block = np.array([op.block for op in ops], dtype=np.int64)
@@ -98,7 +105,7 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         fwd_flops=np.array([op.forward_flops for op in ops], dtype=float),
         bwd_flops=np.array([op.backward_flops for op in ops], dtype=float),
         has_params=has_params,
-        out_el=np.array([op.output_elements for op in ops], dtype=float),
+        op_out_el=np.array([op.output_elements for op in ops], dtype=float),
         m=np.array([op.m_per_sample for op in ops], dtype=float),
         k=np.array([op.k for op in ops], dtype=float),
         n=np.array([op.n for op in ops], dtype=float),
@@ -106,6 +113,8 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         saved_el=_prefix(np.array([b.saved_elements for b in profile.block_stats], dtype=float)),
         param_ops=_prefix(np.bincount(block, weights=has_params.astype(float), minlength=nb)),
         ops=_prefix(np.bincount(block, minlength=nb).astype(float)),
+        out_el=out_pre,
+        peak_key=out_pre[:-1] + own,
         out_el_block=tuple(b.output_elements for b in profile.block_stats),
         max_live_block=tuple(b.max_live_elements for b in profile.block_stats),
         saved_block=tuple(b.saved_elements for b in profile.block_stats),
@@ -115,6 +124,14 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
     if len(_PROFILE_CACHE) > _PROFILE_CACHE_SIZE:
         _PROFILE_CACHE.popitem(last=False)
     return arrays
+
+
+def peak_block(a: ProfileArrays, lo: int, hi: int) -> int:
+    """Block of [lo, hi) at which recomputing block by block peaks: checkpoints of the blocks
+    before it are still live (the backward frees them last to first) while its own recomputed
+    activations and transients are (PopVision liveness report: tensors never live at once
+    share memory)."""
+    return lo + int(np.argmax(a.peak_key[lo:hi]))
 
 
 @dataclass(frozen=True)
@@ -181,7 +198,8 @@ def _block_costs(
     # conv/matmul: shape efficiency from output elements per tile.
     m = a.m * b
     outputs_per_tile = m * a.n / tiles
-    eff = c.matmul_efficiency * outputs_per_tile / (outputs_per_tile + c.matmul_half_outputs_per_tile)
+    eff = c.matmul_efficiency * outputs_per_tile / (
+        outputs_per_tile + c.matmul_half_outputs_per_tile)
     eff = np.where(mm, np.maximum(eff, 1e-6), 1.0)
     weight_bytes = a.k * a.n * act_bytes
     need = (m * a.k) * act_bytes + weight_bytes + m * a.n * c.partials_bytes
@@ -191,21 +209,24 @@ def _block_costs(
 
     # Memory-bound kinds: bytes streamed per pass (read input + write output; a training norm
     # reads once more for its statistics; backward reads gradient and saved input, writes one).
-    stream_el = a.out_el * b * act_bytes
+    stream_el = a.op_out_el * b * act_bytes
     fwd_reads = np.where(a.kind_norm & training, 3.0, 2.0)
     fwd_mem = stream_el * fwd_reads / sram_per_cycle
     bwd_mem = stream_el * 3.0 / sram_per_cycle
 
     norm_sets = c.norm_compute_sets_train if training else 1.0
-    sets_other = np.where(a.kind_norm, norm_sets, np.where(a.kind_reduce, c.reduce_compute_sets, 1.0))
+    sets_other = np.where(a.kind_norm, norm_sets,
+                          np.where(a.kind_reduce, c.reduce_compute_sets, 1.0))
     fwd_sets = np.where(mm, passes, sets_other)
 
     fwd_compute = np.where(mm, a.fwd_flops * b / (flops_per_cycle * eff), fwd_mem)
-    fwd_exchange = fwd_sets * overhead + np.where(mm, weight_bytes * passes / exchange_per_cycle, 0.0)
+    fwd_exchange = fwd_sets * overhead + np.where(
+        mm, weight_bytes * passes / exchange_per_cycle, 0.0)
 
     # Backward of a conv/matmul: data gradient and weight gradient, two compute sets each pass
     # (one where the profile counts only the weight gradient, e.g. the first layer).
-    grads = np.where(a.fwd_flops > 0, np.clip(np.rint(a.bwd_flops / np.maximum(a.fwd_flops, 1.0)), 1, 2), 1)
+    ratio = np.rint(a.bwd_flops / np.maximum(a.fwd_flops, 1.0))
+    grads = np.where(a.fwd_flops > 0, np.clip(ratio, 1, 2), 1)
     bwd_sets = np.where(mm, grads * passes, sets_other)
     bwd_compute = np.where(mm, a.bwd_flops * b / (flops_per_cycle * eff), bwd_mem)
     wgrad_reduce = np.where(a.has_params, a.k * a.n * c.partials_bytes, 0.0)

@@ -41,7 +41,8 @@ def stream_copy_s(
     """Seconds one micro-batch's stream copy takes, host latency included where the prefetch
     depth does not hide it (depth 1 exposes it, 2 half, 3 or more hides it; seed guide 4.4.1)."""
     replicas_per_host = math.ceil(plan.replication_factor / system.hosts)
-    link = min(system.ipu.host_link_bytes_per_s, system.host.host_to_ipu_bytes_per_s / replicas_per_host)
+    link = min(system.ipu.host_link_bytes_per_s,
+               system.host.host_to_ipu_bytes_per_s / replicas_per_host)
     exposed = max(0.0, 1.0 - (plan.prefetch_depth - 1) / 2.0)
     return bytes_per_micro_batch / (link * c.host_link_efficiency) + c.stream_latency_s * exposed
 

@@ -53,9 +53,12 @@ class StageMemoryInput:
     params: float
     saved_el: float  # per sample, all blocks of the stage
     input_el: float  # per sample, what enters the stage
-    boundary_el: float  # per sample, outputs of the stage's blocks (every_block checkpoints)
-    max_block_saved_el: float
+    boundary_el: float  # per sample, outputs of the stage's blocks but the last (checkpoints)
     max_live_el: float
+    # Recomputing block by block, at the liveness peak: checkpoints of the blocks before the
+    # peak block, and that block's recomputed saved + transient elements.
+    peak_checkpoint_el: float
+    peak_block_el: float
     temp_bytes: float
     compute_sets: float
     io_bytes_per_micro_batch: float  # input stream of one micro-batch (stage 0 only)
@@ -101,8 +104,9 @@ def stage_memory(
             checkpoints = depth * x.input_el * b * wb
             live = x.saved_el + x.max_live_el
         else:  # every_block, or checkpoints of a single-stage program
-            checkpoints = depth * (x.input_el + x.boundary_el) * b * wb
-            live = x.max_block_saved_el + x.max_live_el
+            older = (depth - 1) * (x.input_el + x.boundary_el)
+            checkpoints = (older + x.input_el + x.peak_checkpoint_el) * b * wb
+            live = x.peak_block_el
     else:
         live = x.max_live_el
     activations = live * b * wb
@@ -138,4 +142,4 @@ def stage_memory(
     if io_tiles:
         # An I/O tile holds its share of the micro-batch in transfer (seed guide 4.4.2).
         max_tile = max(max_tile, c.io_tile_overhead * x.io_bytes_per_micro_batch / io_tiles)
-    return {k: int(round(v)) for k, v in cats.items()}, int(round(max_tile))
+    return {k: round(v) for k, v in cats.items()}, round(max_tile)

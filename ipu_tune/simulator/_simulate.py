@@ -16,6 +16,7 @@ streaming-memory path at every weight update (seed guide 4.4.4).
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from typing import Any
 
@@ -23,7 +24,7 @@ from ipu_tune.hardware import System
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.plan import ExecutionPlan, stage_starts
 from ipu_tune.simulator import _host
-from ipu_tune.simulator._compute import block_costs, profile_arrays
+from ipu_tune.simulator._compute import block_costs, peak_block, profile_arrays
 from ipu_tune.simulator._constants import (
     DEFAULT_CONSTANTS,
     OPTIMIZER_STATE,
@@ -118,6 +119,7 @@ def simulate(
         if training:
             sets += costs.span(costs.bwd_sets, lo, hi) + (fwd_sets if recompute else 0.0)
         params = float(arr.params[hi] - arr.params[lo])
+        peak = peak_block(arr, lo, hi)
         cats, max_tile = stage_memory(
             StageMemoryInput(
                 stage=s,
@@ -125,9 +127,10 @@ def simulate(
                 params=params,
                 saved_el=float(arr.saved_el[hi] - arr.saved_el[lo]),
                 input_el=in_el,
-                boundary_el=float(sum(arr.out_el_block[lo:hi])),
-                max_block_saved_el=float(max(arr.saved_block[lo:hi])),
+                boundary_el=float(arr.out_el[hi - 1] - arr.out_el[lo]),
                 max_live_el=float(max(arr.max_live_block[lo:hi])),
+                peak_checkpoint_el=float(arr.out_el[peak] - arr.out_el[lo]),
+                peak_block_el=float(arr.saved_block[peak] + arr.max_live_block[peak]),
                 temp_bytes=max(costs.temp_block[lo:hi]),
                 compute_sets=sets,
                 io_bytes_per_micro_batch=mb_in_bytes if s == 0 else 0.0,
@@ -179,7 +182,8 @@ def simulate(
     device_call = di * device_step + call_cost
     samples_per_call = plan.samples_per_call
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
-    host_call = (samples_per_call / system.hosts) * per_sample / _host.workers_per_host(system, plan)
+    workers = _host.workers_per_host(system, plan)
+    host_call = (samples_per_call / system.hosts) * per_sample / workers
     if plan.async_dataloader:
         call = max(host_call, device_call)
         host_exposed = max(0.0, host_call - device_call)
@@ -245,19 +249,23 @@ def _reason(memory: list[IpuMemory], mb_in_bytes: float, io_tiles: int, io_overh
         cats = m.categories
         largest = max(cats, key=cats.__getitem__)
         where = f"IPU{m.ipu} (stage {m.stage})"
+        io_need = io_overhead * mb_in_bytes
+        if io_tiles and m.stage == 0 and io_need > io_tiles * m.tile_limit_bytes:
+            need = math.ceil(io_need / m.tile_limit_bytes)
+            need = max(32, need + need % 2)
+            hint = (f"use at least {need} I/O tiles" if need <= 192
+                    else "more than 192 I/O tiles would be needed: lower the micro-batch")
+            return (
+                f"{where}: io_tiles: {io_tiles} I/O tiles hold "
+                f"{io_tiles * m.tile_limit_bytes / MB:.1f} MB, a micro-batch needs "
+                f"{io_need / MB:.1f} MB (excess "
+                f"{(io_need - io_tiles * m.tile_limit_bytes) / MB:.1f} MB); {hint}"
+            )
         if m.total_bytes > m.limit_bytes:
             return (
                 f"{where}: {m.total_bytes / MB:.1f} MB exceeds the {m.limit_bytes / MB:.1f} MB "
                 f"of the IPU by {(m.total_bytes - m.limit_bytes) / MB:.1f} MB; largest category "
                 f"{largest} ({cats[largest] / MB:.1f} MB)"
-            )
-        io_need = io_overhead * mb_in_bytes
-        if io_tiles and m.stage == 0 and io_need > io_tiles * m.tile_limit_bytes:
-            return (
-                f"{where}: io_tiles: {io_tiles} I/O tiles hold "
-                f"{io_tiles * m.tile_limit_bytes / MB:.1f} MB, a micro-batch needs "
-                f"{io_need / MB:.1f} MB (excess {(io_need - io_tiles * m.tile_limit_bytes) / MB:.1f}"
-                f" MB); use at least {int(-(-io_need // m.tile_limit_bytes))} I/O tiles"
             )
         over = m.max_tile_bytes - m.tile_limit_bytes
         return (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
@@ -95,10 +96,10 @@ def recover_stale_trials(study: optuna.Study) -> list[int]:
         if not isinstance(worker, str) or is_alive_here(worker) is not False:
             continue
         try:
+            storage.set_trial_system_attr(t._trial_id, "fail_reason", f"worker died: {worker}")
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        except Exception:  # another worker failed it first
+        except (UpdateFinishedTrialError, RuntimeError):  # another worker failed it first
             continue
-        storage.set_trial_system_attr(t._trial_id, "fail_reason", "worker died")
         if t.params:
             study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
         retried.append(t.number)

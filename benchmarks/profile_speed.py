@@ -1,0 +1,94 @@
+"""How long profiling takes: cold (tracing), from the disk cache, and from the in-process cache.
+
+    python benchmarks/profile_speed.py [--model resnet101] [--repeats 3]
+
+Each cold and disk figure comes from a fresh Python process (torch already imported, as in the
+tuner), so it includes what a new tuner worker pays. "cold, first in process" also pays torch's
+one-time lazy imports for meta-device kernels (~1 s here); "cold, warm process" is a second
+model traced in the same process. Targets (issue 3): ResNet-101 < 2 s cold, < 50 ms from disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+_CHILD = r"""
+import json, sys, time
+import torch  # the tuner has torch loaded before it profiles
+from ipu_tune.config import ModelConfig
+from ipu_tune.models import clear_memory_cache, profile_model
+from ipu_tune.models._profiler import _compute
+
+name, shape, classes, mode = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+cfg = ModelConfig(name=name, input_shape=shape, num_classes=classes)
+out = {}
+if mode == "cold":
+    t0 = time.perf_counter(); prof = profile_model(cfg); out["first"] = time.perf_counter() - t0
+    # Same model, different class count: a cache miss in a process that has traced before.
+    other = ModelConfig(name=name, input_shape=shape, num_classes=classes + 1)
+    t0 = time.perf_counter(); _compute(other); out["warm_process"] = time.perf_counter() - t0
+    out["ops"] = len(prof.ops); out["params"] = prof.parameters
+    out["gflop"] = prof.forward_flops / 1e9
+else:
+    t0 = time.perf_counter(); profile_model(cfg); out["disk"] = time.perf_counter() - t0
+    n = 10000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        profile_model(cfg)
+    out["memory"] = (time.perf_counter() - t0) / n
+print(json.dumps(out))
+"""
+
+
+def _run(args: list[str], cache: str) -> dict[str, float]:
+    env = {**os.environ, "IPU_TUNE_CACHE_DIR": cache, "PYTHONPATH": str(REPO)}
+    res = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(res.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="resnet101")
+    ap.add_argument("--input-shape", nargs="+", type=int, default=[3, 224, 224])
+    ap.add_argument("--num-classes", type=int, default=1000)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    args = [a.model, json.dumps(a.input_shape), str(a.num_classes)]
+    first, warm, disk, memory = [], [], [], []
+    info: dict[str, float] = {}
+    for _ in range(a.repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            cold = _run([*args, "cold"], cache)
+            hit = _run([*args, "disk"], cache)
+        info = cold
+        first.append(cold["first"])
+        warm.append(cold["warm_process"])
+        disk.append(hit["disk"])
+        memory.append(hit["memory"])
+    print(f"{a.model} {a.input_shape} {a.num_classes} classes: {int(info['ops'])} ops, "
+          f"{int(info['params']):,} parameters, {info['gflop']:.2f} GFLOP forward per sample")  # fmt: skip
+    print(f"{'measure':<34}{'median':>12}{'min':>12}{'max':>12}")
+    rows = [
+        ("cold, first in process (s)", first, 1.0),
+        ("cold, warm process (s)", warm, 1.0),
+        ("disk cache, fresh process (ms)", disk, 1e3),
+        ("in-process cache (us)", memory, 1e6),
+    ]
+    for label, values, scale in rows:
+        v = [x * scale for x in values]
+        print(f"{label:<34}{statistics.median(v):>12.3f}{min(v):>12.3f}{max(v):>12.3f}")
+
+
+if __name__ == "__main__":
+    main()

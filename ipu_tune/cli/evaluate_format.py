@@ -1,0 +1,104 @@
+"""Terminal report of one simulated plan, laid out like PopVision's memory and execution reports:
+memory by category per IPU against its limit, time per step by phase, the stages, the verdict."""
+
+from __future__ import annotations
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
+
+__all__ = ["format_result"]
+
+MB = 1e6
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:5.1f}%" if whole > 0 else "    - "
+
+
+def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
+    m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
+    name = m.name or m._target_ or "model"
+    splits = ", ".join(p.pipeline.splits) or "none"
+    lines = [
+        f"{name} on {s.num_ipus} x {s.ipu} ({s.hosts} host{'s' if s.hosts > 1 else ''}): "
+        f"{w.mode}, micro-batch {w.micro_batch_size}, {w.optimizer}, precision {p.precision}",
+        f"plan: GA {p.gradient_accumulation}, DI {p.device_iterations}, replicas "
+        f"{p.replication_factor}, splits [{splits}] ({p.pipeline.schedule}), recompute "
+        f"{p.recompute}, AMP {p.available_memory_proportion:g}, prefetch {p.prefetch_depth}, "
+        f"I/O tiles {p.io_tiles}, 8-bit I/O {'on' if p.eight_bit_io else 'off'}, loader "
+        f"{'async' if p.async_dataloader else 'sync'} x{p.dataloader_workers}",
+        "",
+    ]
+    if result.fits:
+        lines.append("fits: yes")
+        lines.append(
+            f"throughput: {result.throughput:,.0f} samples/s "
+            f"(device alone {result.device_throughput:,.0f} samples/s)"
+        )
+    else:
+        lines.append(f"fits: NO - {result.reason}")
+        lines.append("throughput: 0 samples/s (does not fit)")
+    lines.append(
+        f"step: {result.step_time_s * 1e3:,.2f} ms for {result.samples_per_step:,} samples; "
+        f"bottleneck: {result.bottleneck}"
+    )
+    return lines
+
+
+def _memory(result: SimResult) -> list[str]:
+    if not result.memory:
+        return []
+    cols = [f"IPU{m.ipu} (stage {m.stage})" for m in result.memory]
+    width = max(18, *(len(c) + 2 for c in cols))
+    lines = ["", "Memory per IPU (MB, % of the IPU's SRAM)",
+             f"{'category':<22}" + "".join(f"{c:>{width}}" for c in cols)]
+    for cat in MEMORY_CATEGORIES:
+        cells = [
+            f"{m.categories.get(cat, 0) / MB:9.1f} {_pct(m.categories.get(cat, 0), m.limit_bytes)}"
+            for m in result.memory
+        ]
+        lines.append(f"{cat:<22}" + "".join(f"{c:>{width}}" for c in cells))
+    totals = [f"{m.total_bytes / MB:9.1f} {_pct(m.total_bytes, m.limit_bytes)}"
+              for m in result.memory]
+    limits = [f"{m.limit_bytes / MB:9.1f}       " for m in result.memory]
+    tiles = [
+        f"{m.max_tile_bytes / 1e3:6.1f} kB {_pct(m.max_tile_bytes, m.tile_limit_bytes)}"
+        for m in result.memory
+    ]
+    lines.append(f"{'total':<22}" + "".join(f"{c:>{width}}" for c in totals))
+    lines.append(f"{'limit':<22}" + "".join(f"{c:>{width}}" for c in limits))
+    tile_limit = result.memory[0].tile_limit_bytes / 1e3
+    label = f"max tile (of {tile_limit:.0f} kB)"
+    lines.append(f"{label:<22}" + "".join(f"{c:>{width}}" for c in tiles))
+    return lines
+
+
+def _time(result: SimResult) -> list[str]:
+    total = sum(result.phases.values())
+    lines = ["", "Time per step by phase", f"{'phase':<22}{'ms':>12}{'share':>9}"]
+    for phase in TIME_PHASES:
+        value = result.phases.get(phase, 0.0)
+        lines.append(f"{phase:<22}{value * 1e3:12.3f}{_pct(value, total):>9}")
+    lines.append(f"{'total':<22}{total * 1e3:12.3f}{_pct(total, total):>9}")
+    return lines
+
+
+def _stages(result: SimResult) -> list[str]:
+    if not result.stages:
+        return []
+    lines = ["", "Stages, one micro-batch (ms)",
+             f"{'stage':<7}{'blocks':<30}{'forward':>10}{'backward':>10}{'recompute':>11}"
+             f"{'inter-IPU':>11}"]
+    for st in result.stages:
+        first, last = st.blocks[0], st.blocks[-1]
+        blocks = first if first == last else f"{first} .. {last}"
+        lines.append(
+            f"{st.stage:<7}{blocks:<30}{st.forward_s * 1e3:10.3f}{st.backward_s * 1e3:10.3f}"
+            f"{st.recompute_s * 1e3:11.3f}{st.inter_ipu_s * 1e3:11.3f}"
+        )
+    return lines
+
+
+def format_result(result: SimResult, cfg: EvalConfig) -> str:
+    """The terminal report of `ipu-tune evaluate FILE`."""
+    return "\n".join(_header(result, cfg) + _memory(result) + _time(result) + _stages(result))

@@ -1,0 +1,131 @@
+"""``ipu-tune profile MODEL``: the per-block profile of a model (params, FLOPs, activations).
+
+A zoo name starts from its ``conf/model/<name>.yaml`` (``resnet101`` is the seed tutorial's
+64x64 CIFAR-10 setting); the options override it. ``--target`` profiles any importable factory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ipu_tune.config import ModelConfig
+from ipu_tune.config._load import typed
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.models import ZOO, ModelProfile, profile_model
+
+__all__ = ["build_parser", "main", "model_config", "render_table"]
+
+_CONF_MODEL = Path(__file__).resolve().parent.parent / "conf" / "model"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ipu-tune profile",
+        description="Profile a model on the meta device: parameters, FLOPs and activations "
+        "per pipeline block (per sample).",
+    )
+    p.add_argument("model", nargs="?", help=f"zoo name: {', '.join(ZOO)}")
+    p.add_argument("--target", help="dotted path of a factory returning torch.nn.Module")
+    p.add_argument(
+        "--input-shape", nargs="+", type=int, metavar="N", help="one sample, e.g. 3 224 224"
+    )
+    p.add_argument("--num-classes", type=int, metavar="N")
+    p.add_argument("--sequence-length", type=int, metavar="N", help="tokens per sample")
+    p.add_argument(
+        "--kwarg", action="append", default=[], metavar="KEY=VALUE",
+        help="keyword argument for the model builder (value parsed as YAML); repeatable",
+    )  # fmt: skip
+    p.add_argument("--ops", action="store_true", help="list every op, not just the blocks")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    return p
+
+
+def model_config(args: argparse.Namespace) -> ModelConfig:
+    """The `model:` section the options describe (a zoo name starts from its YAML)."""
+    if not args.model and not args.target:
+        raise IpuTuneError("model: missing; give a zoo name or --target dotted.path")
+    data: dict[str, Any] = {}
+    if args.model and not args.target:
+        path = _CONF_MODEL / f"{args.model}.yaml"
+        if path.is_file():
+            data = yaml.safe_load(path.read_text()) or {}
+        data["name"] = args.model
+    if args.target:
+        data["_target_"] = args.target
+        data["name"] = args.model
+    if args.input_shape:
+        data["input_shape"] = args.input_shape
+    if args.num_classes is not None:
+        data["num_classes"] = args.num_classes
+    if args.sequence_length is not None:
+        data["sequence_length"] = args.sequence_length
+    kwargs = dict(data.get("kwargs") or {})
+    for item in args.kwarg:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise IpuTuneError(f"--kwarg {item!r}: expected KEY=VALUE")
+        kwargs[key] = yaml.safe_load(value)
+    data["kwargs"] = kwargs
+    return typed(ModelConfig, data)
+
+
+def _g(flops: float) -> str:
+    return f"{flops / 1e9:.4g}"
+
+
+def render_table(prof: ModelProfile, ops: bool = False) -> str:
+    head = (
+        f"{prof.name}: input {list(prof.input_shape)} ({prof.input_kind}), "
+        f"{prof.num_classes} classes, {len(prof.ops)} ops, torch {prof.torch_version}"
+    )
+    cols = ("block", "params", "fwd GFLOP", "bwd GFLOP", "out elems", "saved elems", "peak elems")
+    rows: list[tuple[str, ...]] = []
+    for b in prof.block_stats:
+        rows.append((b.name, f"{b.parameters:,}", _g(b.forward_flops), _g(b.backward_flops),
+                     f"{b.output_elements:,}", f"{b.saved_elements:,}",
+                     f"{b.max_live_elements:,}"))  # fmt: skip
+        if ops:
+            for o in prof.ops[b.first_op : b.last_op]:
+                rows.append((f"  {o.name} [{o.kind}]", f"{o.parameters:,}", _g(o.forward_flops),
+                             _g(o.backward_flops), f"{o.output_elements:,}",
+                             f"{o.saved_elements:,}", ""))  # fmt: skip
+    total = (
+        "total", f"{prof.parameters:,}", _g(prof.forward_flops), _g(prof.backward_flops), "",
+        f"{sum(b.saved_elements for b in prof.block_stats):,}", "",
+    )  # fmt: skip
+    widths = [max(len(r[i]) for r in (cols, *rows, total)) for i in range(len(cols))]
+
+    def line(r: Sequence[str]) -> str:
+        first = r[0].ljust(widths[0])
+        return "  ".join([first, *(c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True))])
+
+    rule = "-" * len(line(cols))
+    body = [line(r) for r in rows]
+    notes = "per sample; out elems = what crosses to the next block; peak = forward working set"
+    return "\n".join([head, line(cols), rule, *body, rule, line(total), notes])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        prof = profile_model(model_config(args))
+    except IpuTuneError as exc:
+        print(f"ipu-tune: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        data = prof.to_dict()
+        data["backward_flops"] = prof.backward_flops
+        if not args.ops:
+            del data["ops"]
+        print(json.dumps(data, indent=2))
+    else:
+        print(render_table(prof, ops=args.ops))
+    return 0

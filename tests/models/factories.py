@@ -1,0 +1,80 @@
+"""Model factories named by `model._target_` in the tests (imported as tests.models.factories)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+
+def tiny_mlp(width: int = 16) -> nn.Module:
+    return nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, 4))
+
+
+class Merge(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x: Tensor, skip: Tensor) -> Tensor:
+        return self.fc(x + skip)
+
+
+class SkipNet(nn.Module):
+    """Block `a`'s output is read again in block `c`: it must cross both boundaries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+        self.c = Merge()
+        self.pipeline_blocks = ["a", "b", "c"]
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.a(x)
+        return self.c(self.b(h), h)
+
+
+def skip_net() -> nn.Module:
+    return SkipNet()
+
+
+class NeedsValues(nn.Module):
+    """Reads tensor values, which the meta device does not have."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.sum().item() > 0:
+            return self.fc(x)
+        return self.fc(-x)
+
+
+def needs_values() -> nn.Module:
+    return NeedsValues()
+
+
+class BadBlocks(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(8, 8)
+        self.second = nn.Linear(8, 2)
+        self.pipeline_blocks = ["second", "first"]  # out of execution order
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.second(self.first(x))
+
+
+def bad_blocks() -> nn.Module:
+    return BadBlocks()
+
+
+def not_a_module() -> int:
+    return 3
+
+
+def broken(**kwargs: object) -> nn.Module:
+    raise RuntimeError("factory exploded\nsecond line")
+
+
+NOT_CALLABLE = 42

@@ -1,0 +1,71 @@
+"""User mistakes in the model section raise IpuTuneError with one line."""
+
+from __future__ import annotations
+
+import pytest
+
+import ipu_tune
+from ipu_tune import IpuTuneError
+from ipu_tune.models import ZOO, profile_model
+
+from .conftest import model_cfg
+
+F = "tests.models.factories"
+
+
+def _error(**fields: object) -> str:
+    with pytest.raises(IpuTuneError) as info:
+        profile_model(model_cfg(**fields))
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_unknown_zoo_name_lists_the_zoo() -> None:
+    message = _error(name="resnet9000")
+    assert "model.name='resnet9000'" in message
+    for name in ZOO:
+        assert name in message
+
+
+def test_unknown_name_through_the_public_api() -> None:
+    with pytest.raises(IpuTuneError, match="zoo models: resnet18"):
+        ipu_tune.profile({"name": "alexnet"})
+
+
+@pytest.mark.parametrize(
+    ("target", "needle"),
+    [
+        ("no_such_package_xyz.make", "cannot import 'no_such_package_xyz'"),
+        ("nodots", "dotted path"),
+        (f"{F}.missing", "has no 'missing'"),
+        (f"{F}.NOT_CALLABLE", "int is not callable"),
+        (f"{F}.not_a_module", "returned int, not a torch.nn.Module"),
+        (f"{F}.broken", "factory failed (RuntimeError: factory exploded second line)"),
+        (f"{F}.needs_values", "cannot run forward and backward on the meta device"),
+        (f"{F}.bad_blocks", "not in execution order"),
+    ],
+)
+def test_broken_target(target: str, needle: str) -> None:
+    message = _error(_target_=target, input_shape=[8])
+    assert message.startswith("model._target_=") or "pipeline blocks" in message
+    assert needle in message
+
+
+def test_bad_kwargs_for_a_zoo_model() -> None:
+    message = _error(name="resnet18", kwargs={"depth": 3})
+    assert message.startswith("model.kwargs=") and "depth" in message
+
+
+def test_bad_input_shape() -> None:
+    assert _error(name="resnet18", input_shape=[3, 224]).startswith("model.input_shape=")
+    assert _error(name="resnet18", input_shape=[3, 0, 8]).startswith("model.input_shape=")
+
+
+def test_sequence_longer_than_bert_positions() -> None:
+    message = _error(name="bert_base", sequence_length=1024)
+    assert message.startswith("model.sequence_length=1024") and "512" in message
+
+
+def test_missing_name() -> None:
+    assert "model.name" in _error(name=None)

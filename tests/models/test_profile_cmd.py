@@ -1,0 +1,64 @@
+"""`ipu-tune profile` (ipu_tune.cli.profile_cmd.main)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ipu_tune.cli.profile_cmd import main
+
+
+def test_table_for_the_seed_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["resnet101"]) == 0
+    out = capsys.readouterr().out
+    assert "resnet101: input [3, 64, 64] (image), 10 classes" in out  # conf/model/resnet101.yaml
+    lines = out.splitlines()
+    names = [line.split()[0] for line in lines[3:-3]]
+    assert names[:2] == ["conv1", "layer1.0"] and names[-1] == "fc" and "layer3.8" in names
+    total = next(line for line in lines if line.startswith("total"))
+    assert "42,520,650" in total  # 44,549,160 - (2048 x 990 + 990) for 10 classes
+
+
+def test_json_with_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["resnet101", "--input-shape", "3", "224", "224", "--num-classes", "1000", "--json"])
+    assert rc == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["parameters"] == 44_549_160
+    assert data["forward_flops"] == pytest.approx(15.60e9, rel=0.005)
+    assert "layer3.8" in data["blocks"]
+    assert "ops" not in data
+
+
+def test_sequence_length_and_ops(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bert_base", "--sequence-length", "16", "--json", "--ops"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["input_shape"] == [16]
+    assert any(op["name"] == "encoder.layer.0.attention.self.query" for op in data["ops"])
+
+
+def test_target_and_kwarg(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        ["--target", "tests.models.factories.tiny_mlp", "--input-shape", "8", "--kwarg",
+         "width=5", "--ops"]
+    )  # fmt: skip
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "tests.models.factories.tiny_mlp" in out and "[matmul]" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["resnet9000"], "zoo models: resnet18"),
+        ([], "give a zoo name or --target"),
+        (["--target", "no_such_mod_abc.f"], "cannot import"),
+        (["resnet18", "--kwarg", "nonsense"], "expected KEY=VALUE"),
+    ],
+)
+def test_errors_are_one_line_on_stderr(argv, needle, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ipu-tune: error: ") and needle in lines[0]

@@ -1,0 +1,218 @@
+"""SearchProblem against the real profiler and simulator: validity, pins, batch, feasibility."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import optuna
+import pytest
+
+from ipu_tune.config import EvalConfig, TuneConfig
+from ipu_tune.config._validate import valid_io_tiles, validate
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.models import profile_model
+from ipu_tune.plan import plan_from_config, stage_starts
+from ipu_tune.search import SearchProblem, TrialOutcome, parse_space
+from tests.search._helpers import compose_cfg, make_problem, run_study
+
+
+def _collect(problem: SearchProblem, n: int, seed: int = 0) -> list[tuple[Any, TrialOutcome]]:
+    seen: list[tuple[Any, TrialOutcome]] = []
+    run_study(problem, n, sampler=optuna.samplers.RandomSampler(seed=seed),
+              on_outcome=lambda t, o: seen.append((t, o)))
+    return seen
+
+
+def _assert_valid(cfg: EvalConfig, problem: SearchProblem) -> None:
+    validate(cfg)
+    starts = stage_starts(plan_from_config(cfg), problem.profile)
+    assert all(a < b for a, b in itertools.pairwise(starts))
+    p = cfg.plan
+    assert valid_io_tiles(p.io_tiles)
+    assert (len(p.pipeline.splits) + 1) * p.replication_factor == cfg.system.num_ipus
+    assert not p.replicated_tensor_sharding or p.replication_factor >= 2
+
+
+@pytest.mark.parametrize("overrides", [
+    ("+experiment=seed_resnet101",),
+    ("model=resnet50", "system=pod16", "workload.micro_batch_size=16"),
+    ("+experiment=seed_mnist", "search=pareto"),
+])
+def test_every_sampled_plan_is_valid(overrides: tuple[str, ...]) -> None:
+    problem = make_problem(compose_cfg(*overrides))
+    outcomes = _collect(problem, 60)
+    structures = set()
+    for trial, out in outcomes:
+        _assert_valid(out.config, problem)
+        assert out.config == problem.config_from_params(trial.params)
+        structures.add((out.config.plan.replication_factor, tuple(out.config.plan.pipeline.splits)))
+    assert len(structures) >= 5  # the structure is searched, not stuck (MNIST has 5 in all)
+
+
+def test_pinned_knobs_are_never_searched(seed_cfg: TuneConfig) -> None:
+    cfg = compose_cfg("+experiment=seed_resnet101", "search=pareto",
+                      "plan.precision=16.32", "workload.micro_batch_size=48")
+    pins = ("plan.precision", "workload.micro_batch_size", "plan.pipeline")
+    problem = make_problem(cfg, pinned=pins)
+    names = problem.codec.param_names
+    assert not [n for n in names if n.startswith(pins)]
+    for _, out in _collect(problem, 40):
+        assert out.config.plan.precision == "16.32"
+        assert out.config.workload.micro_batch_size == 48
+        assert out.config.plan.pipeline.splits == ["layer3.8"]
+        assert out.config.plan.pipeline.schedule == "grouped"
+        assert out.config.plan.replication_factor == 1  # 2 stages on 2 IPUs
+    unpinned = make_problem(cfg)
+    assert "workload.micro_batch_size" in unpinned.codec.param_names
+
+
+def test_fixed_global_batch_derives_gradient_accumulation() -> None:
+    cfg = compose_cfg("model=resnet50", "system=pod16", "workload.micro_batch_size=16",
+                      "search.global_batch_size=1024")
+    problem = make_problem(cfg)
+    assert "plan.gradient_accumulation" not in problem.codec.param_names
+    assert "global_batch" in problem.constraint_names
+    for _, out in _collect(problem, 50):
+        p = out.config.plan
+        assert out.config.workload.micro_batch_size * p.gradient_accumulation \
+            * p.replication_factor == 1024
+        assert out.constraints[problem.constraint_names.index("global_batch")] == 0
+
+
+def test_searched_micro_batch_that_cannot_divide_the_global_batch_is_infeasible() -> None:
+    cfg = compose_cfg("+experiment=seed_resnet101", "search=pareto",
+                      "search.global_batch_size=512")
+    problem = make_problem(cfg)
+    index = problem.constraint_names.index("global_batch")
+    bad = 0
+    for _, out in _collect(problem, 60):
+        p, w = out.config.plan, out.config.workload
+        batch = w.micro_batch_size * p.gradient_accumulation * p.replication_factor
+        if batch == 512:
+            assert out.constraints[index] == 0
+        else:
+            bad += 1
+            assert out.constraints[index] > 0 and not out.feasible
+            assert "global batch 512" in out.reason
+            assert all(math.isfinite(v) for v in out.values)  # the nearest plan, simulated
+    assert bad > 0
+
+
+def test_a_global_batch_no_plan_can_reach_is_a_user_error() -> None:
+    cfg = compose_cfg("+experiment=seed_resnet101", "search.global_batch_size=100")
+    with pytest.raises(IpuTuneError, match="search.global_batch_size=100"):
+        make_problem(cfg)
+
+
+def test_out_of_memory_plans_are_infeasible_with_a_reason(seed_cfg: TuneConfig) -> None:
+    problem = make_problem(seed_cfg)
+    user = problem.warm_plans()[0]
+    assert user.label == "user"
+    out = problem.evaluate(user.config)
+    assert not out.result.fits and out.constraints[0] > 0 and not out.feasible
+    assert "IPU0" in out.reason
+    outcomes = _collect(problem, 60)
+    fitting = [o for _, o in outcomes if o.result.fits]
+    assert fitting and all(o.feasible and o.reason == "" for o in fitting)
+    assert all(o.constraints[0] > 0 and o.reason for _, o in outcomes if not o.result.fits)
+
+
+def test_constraints_reach_the_trial_and_the_best_trial_is_feasible(seed_cfg: TuneConfig) -> None:
+    problem = make_problem(seed_cfg)
+    study = run_study(problem, 30)
+    for t in study.trials:
+        assert list(t.constraints) == problem.constraint_names
+        assert t.user_attrs["constraints"] == list(t.constraints.values())
+    best = problem.best_trial(study)
+    assert best is not None and all(c <= 0 for c in best.constraints.values())
+    fitting = [t.values[0] for t in study.trials if all(c <= 0 for c in t.constraints.values())]
+    assert best.values[0] == max(fitting)
+
+
+def test_warm_start_plans_are_valid_and_start_with_the_users_plan(seed_cfg: TuneConfig) -> None:
+    problem = make_problem(seed_cfg)
+    plans = problem.warm_plans()
+    labels = [wp.label for wp in plans]
+    assert labels[0] == "user" and "balanced" in labels
+    assert any(label.startswith("rules of thumb") for label in labels)
+    user = plans[0].config
+    assert user.plan == seed_cfg.plan and user.workload == seed_cfg.workload
+    for wp in plans:
+        _assert_valid(wp.config, problem)
+        assert problem.config_from_params(wp.params) == wp.config
+    study = run_study(problem, len(plans))  # Optuna takes every enqueued value as is
+    for trial, params in zip(study.trials, problem.warm_start(), strict=True):
+        assert trial.params == params
+
+
+def test_rules_of_thumb_follow_the_seed_guide(seed_cfg: TuneConfig) -> None:
+    problem = make_problem(seed_cfg)
+    rules = next(wp.config for wp in problem.warm_plans()
+                 if wp.label == "rules of thumb, 2 stages")
+    p = rules.plan
+    assert p.precision == "16.16" and p.prefetch_depth == 3
+    assert p.eight_bit_io and p.async_dataloader and p.dataloader_workers == 16
+    # N_IO ~ 1.05 x 64 x 3x64x64 bytes / 624 KiB ~ 1.3 tiles: the smallest allowed count.
+    assert p.io_tiles == 32
+    assert p.gradient_accumulation >= 8 and p.device_iterations >= 4
+
+
+def test_latency_preset_runs_inference_and_refuses_a_pinned_train_mode() -> None:
+    problem = make_problem(compose_cfg("+experiment=seed_resnet101", "search=latency"))
+    assert problem.directions == ["minimize"]
+    for _, out in _collect(problem, 20):
+        assert out.config.workload.mode == "infer"
+        assert out.config.plan.gradient_accumulation == 1
+        assert out.values[0] == out.result.step_time_s
+    cfg = compose_cfg("+experiment=seed_resnet101", "search=latency", "workload.mode=train")
+    with pytest.raises(IpuTuneError, match="workload.mode"):
+        make_problem(cfg, pinned=["workload.mode"])
+
+
+def test_memory_preset_has_a_throughput_floor(seed_cfg: TuneConfig) -> None:
+    cfg = compose_cfg("+experiment=seed_resnet101", "search=memory")
+    problem = make_problem(cfg)
+    assert problem.constraint_names == ["memory", "throughput_floor"]
+    assert problem.throughput_floor == pytest.approx(0.5 * problem.reference_throughput())
+    assert problem.throughput_floor > 0
+    index = problem.constraint_names.index("throughput_floor")
+    for _, out in _collect(problem, 40):
+        slow = out.result.throughput < problem.throughput_floor
+        assert (out.constraints[index] > 0) == slow
+        if slow:
+            assert "below the floor" in out.reason
+    absolute = make_problem(compose_cfg("+experiment=seed_resnet101", "search=memory",
+                                        "search.throughput_floor=1234"))
+    assert absolute.throughput_floor == 1234
+
+
+def test_unknown_objective_is_a_user_error() -> None:
+    cfg = compose_cfg("+experiment=seed_resnet101", "search.objectives=[speed]")
+    with pytest.raises(IpuTuneError, match="search.objectives='speed'"):
+        make_problem(cfg)
+
+
+def test_a_knob_outside_the_space_keeps_the_users_value(seed_cfg: TuneConfig) -> None:
+    space = parse_space({"knobs": {"plan.device_iterations": {"low": 1, "high": 8}}})
+    problem = make_problem(seed_cfg, space=space)
+    assert problem.codec.param_names == ["plan.device_iterations"]
+    for _, out in _collect(problem, 10):
+        plan = out.config.plan
+        assert (plan.precision, plan.gradient_accumulation) == ("32.32", 3)
+        assert plan.pipeline.splits == ["layer3.8"]
+
+
+def test_bruteforce_sampler_enumerates_a_small_space(seed_cfg: TuneConfig) -> None:
+    space = parse_space({"knobs": {"plan.precision": None, "plan.eight_bit_io": None,
+                                   "plan.replication_factor": None,
+                                   "plan.pipeline.splits": {"step": 8}}})
+    cfg = compose_cfg("+experiment=seed_resnet101", "sampler=bruteforce")
+    problem = make_problem(cfg, space=space)
+    size = problem.codec.grid_size(distinct_splits=False)
+    assert size == len(list(problem.codec.grid(distinct_splits=False))) == 3 * 2 * (5 + 1)
+    study = run_study(problem, size + 3, warm=False)
+    seen = {tuple(sorted(t.params.items())) for t in study.trials}
+    assert len(seen) == size
+    assert profile_model(cfg.model).blocks == problem.codec.blocks

@@ -1,0 +1,181 @@
+"""Validation against the measured runs, and the fitting machinery.
+
+The tolerances are the stated ones: measured rates within 15%, execution-trace cycle counts
+within 20%, the seed's fit/out-of-memory verdicts exact. They fail when predictions drift.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.simulator import DEFAULT_CONSTANTS, FITTED, constants_from_mapping
+from ipu_tune.simulator._calibrate import (
+    POINTS_FILE,
+    Prediction,
+    default_points,
+    fit_constants,
+    load_points,
+    loss,
+    nelder_mead,
+    predict,
+)
+
+RATE_TOLERANCE = 0.15
+CYCLE_TOLERANCE = 0.20
+
+
+@pytest.fixture(scope="module")
+def predictions() -> dict[str, Prediction]:
+    return {p.point.name: p for p in predict(default_points())}
+
+
+def test_points_copied_with_provenance() -> None:
+    text = POINTS_FILE.read_text()
+    assert "shared/reference/calibration.yaml" in "".join(text.splitlines()[:3])
+    names = [p.name for p in default_points()]
+    assert len(names) == len(set(names)) == 8
+
+
+def test_seed_fp32_ga3_does_not_fit(predictions: dict[str, Prediction]) -> None:
+    r = predictions["seed_fp32_ga3"].result
+    assert not r.fits
+    assert r.throughput == 0.0
+    assert r.bottleneck == "out_of_memory"
+    assert r.reason.startswith("IPU")
+
+
+def test_seed_fp16_ga3_fits(predictions: dict[str, Prediction]) -> None:
+    r = predictions["seed_fp16_ga3"].result
+    assert r.fits, r.reason
+    assert r.throughput > 0.0
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["seed_fp16_ga8", "seed_fp16_ga8_di4", "seed_fp16_ga8_di4_8bit",
+     "seed_fp16_ga8_di4_8bit_async", "mlperf_resnet50_pod16"],
+)
+def test_measured_rates_within_15_percent(predictions: dict[str, Prediction], name: str) -> None:
+    p = predictions[name]
+    assert p.result.fits, p.result.reason
+    measured = p.point.samples_per_s
+    assert measured is not None
+    assert abs(p.result.throughput / measured - 1.0) <= RATE_TOLERANCE, (
+        f"{name}: {p.result.throughput:.0f} vs measured {measured:.0f} samples/s")
+
+
+@pytest.mark.parametrize(
+    "name", ["seed_fp16_ga3", "seed_fp16_ga8", "seed_fp16_ga8_di4", "seed_fp16_ga8_di4_8bit"]
+)
+def test_trace_cycles_within_20_percent(predictions: dict[str, Prediction], name: str) -> None:
+    p = predictions[name]
+    measured = p.point.device_cycles
+    assert measured is not None
+    # Device-only time of one call: DI x step device time + the per-call device cost.
+    r = p.result
+    device_step = sum(v for k, v in r.phases.items()
+                      if k not in ("host_preprocess", "host_overhead"))
+    plan_di = p.point.config.plan.device_iterations
+    call_cycles = (plan_di * device_step + DEFAULT_CONSTANTS.call_overhead_s) * 1.33e9
+    assert call_cycles == pytest.approx(r.extras["device_call_cycles"], rel=1e-9)
+    assert abs(call_cycles / measured - 1.0) <= CYCLE_TOLERANCE, (
+        f"{name}: {call_cycles / 1e6:.1f}M vs measured {measured / 1e6:.1f}M cycles")
+
+
+def test_every_row_within_its_stated_tolerance(predictions: dict[str, Prediction]) -> None:
+    for p in predictions.values():
+        if p.point.result is not None:
+            assert (p.memory_ratio <= 1.0) == (p.point.result == "fits"), p.point.name
+        for value in p.errors().values():
+            assert p.point.tolerance is not None
+            assert abs(value) <= p.point.tolerance, (p.point.name, p.errors())
+
+
+def test_ga_slope_matches_the_traces(predictions: dict[str, Prediction]) -> None:
+    """The trace difference GA8 - GA3 is five micro-batches through the pipeline (~7.1M
+    cycles each): the per-micro-batch slot of the simulator must match it within 20%."""
+    ga3, ga8 = predictions["seed_fp16_ga3"], predictions["seed_fp16_ga8"]
+    assert ga3.point.device_cycles and ga8.point.device_cycles
+    measured = (ga8.point.device_cycles - ga3.point.device_cycles) / 5
+    predicted = (ga8.device_cycles - ga3.device_cycles) / 5
+    assert abs(predicted / measured - 1.0) <= CYCLE_TOLERANCE
+
+
+def test_loss_is_small_with_the_default_constants(predictions: dict[str, Prediction]) -> None:
+    assert loss(predictions.values()) < 0.05
+
+
+def test_nelder_mead_finds_a_quadratic_minimum() -> None:
+    x, fx = nelder_mead(lambda v: (v[0] - 1.5) ** 2 + 3 * (v[1] + 0.5) ** 2, [0.0, 0.0],
+                        max_evals=500)
+    assert x[0] == pytest.approx(1.5, abs=1e-3)
+    assert x[1] == pytest.approx(-0.5, abs=1e-3)
+    assert fx < 1e-6
+
+
+def test_fit_recovers_perturbed_host_constants() -> None:
+    """Start from wrong host constants; a short fit on the seed's wall-clock rows brings the
+    loss down and the rates back within tolerance."""
+    rows = [p for p in default_points() if p.name.startswith("seed_fp16_ga8")]
+    wrong = DEFAULT_CONSTANTS.with_values({
+        "preprocess_s_per_sample": DEFAULT_CONSTANTS.preprocess_s_per_sample * 2.0,
+        "convert_s_per_element": DEFAULT_CONSTANTS.convert_s_per_element * 0.4,
+    })
+    fit = fit_constants(rows, base=wrong, names=["preprocess_s_per_sample",
+                                                 "convert_s_per_element"],
+                        max_evals=200, restarts=0)
+    assert fit.loss_after < fit.loss_before / 20
+    for p in fit.predictions:
+        for value in p.errors().values():
+            assert abs(value) <= RATE_TOLERANCE
+    assert fit.constants.preprocess_s_per_sample == pytest.approx(
+        DEFAULT_CONSTANTS.preprocess_s_per_sample, rel=0.25)
+
+
+def test_fit_rejects_unknown_constant() -> None:
+    with pytest.raises(IpuTuneError, match=r"calibrate.fit"):
+        fit_constants(default_points()[:1], names=["no_such_constant"])
+
+
+def test_load_points_from_csv(tmp_path: Path) -> None:
+    csv_file = tmp_path / "runs.csv"
+    csv_file.write_text(
+        "name,model.name,model.input_shape,system.num_ipus,plan.precision,"
+        "plan.gradient_accumulation,plan.pipeline.splits,samples_per_s,result\n"
+        "a,resnet101,\"[3, 64, 64]\",2,16.16,8,[layer3.8],1075,\n"
+        "b,resnet101,\"[3, 64, 64]\",2,32.32,3,[layer3.8],,out_of_memory\n"
+    )
+    rows = load_points(csv_file)
+    assert [r.name for r in rows] == ["a", "b"]
+    assert rows[0].config.plan.pipeline.splits == ["layer3.8"]
+    assert rows[0].config.plan.precision == "16.16"
+    assert rows[0].samples_per_s == 1075 and rows[0].result is None
+    assert rows[1].result == "out_of_memory" and rows[1].samples_per_s is None
+
+
+def test_load_points_rejects_rows_without_measurement(tmp_path: Path) -> None:
+    f = tmp_path / "runs.yaml"
+    f.write_text(yaml.safe_dump([{"model": {"name": "resnet101"}}]))
+    with pytest.raises(IpuTuneError, match="nothing measured"):
+        load_points(f)
+    f.write_text(yaml.safe_dump([{"model": {"name": "resnet101"}, "result": "maybe"}]))
+    with pytest.raises(IpuTuneError, match="result"):
+        load_points(f)
+
+
+def test_constants_from_mapping_overrides_and_checks() -> None:
+    c = constants_from_mapping({"call_overhead_s": 0.01})
+    assert c.call_overhead_s == 0.01
+    assert c.matmul_efficiency == DEFAULT_CONSTANTS.matmul_efficiency
+    with pytest.raises(IpuTuneError, match="unknown constant"):
+        constants_from_mapping({"nope": 1.0})
+    with pytest.raises(IpuTuneError, match="positive"):
+        constants_from_mapping({"call_overhead_s": -1.0})
+    for name, (low, high) in FITTED.items():
+        value = getattr(DEFAULT_CONSTANTS, name)
+        assert low <= value <= high and math.isfinite(value), name

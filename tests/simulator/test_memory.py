@@ -1,0 +1,230 @@
+"""Direction tests of the memory model: one phenomenon of the seeds per test."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipu_tune.config import ModelConfig
+from ipu_tune.hardware import System, make_system
+from ipu_tune.models import ModelProfile, profile_model
+from ipu_tune.plan import ExecutionPlan
+from ipu_tune.simulator import DEFAULT_CONSTANTS, MEMORY_CATEGORIES, stash_depth
+from tests.simulator.helpers import ipu_bytes, run
+
+MK2_TILE = 624 * 1024
+
+
+def _stage_params(profile: ModelProfile, lo: str, hi: str | None) -> int:
+    names = profile.blocks
+    a = names.index(lo)
+    b = names.index(hi) if hi else len(names)
+    return sum(blk.parameters for blk in profile.block_stats[a:b])
+
+
+def test_every_category_reported_per_ipu(resnet101: ModelProfile, mk2x2: System) -> None:
+    r = run(resnet101, mk2x2)
+    assert len(r.memory) == 2
+    for m in r.memory:
+        assert tuple(m.categories) == MEMORY_CATEGORIES
+        assert m.limit_bytes == 1472 * MK2_TILE and m.tile_limit_bytes == MK2_TILE
+        assert m.total_bytes == sum(m.categories.values())
+
+
+def test_fp16_halves_weights_and_activations(resnet101: ModelProfile, mk2x2: System) -> None:
+    fp16, fp32 = run(resnet101, mk2x2), run(resnet101, mk2x2, precision="32.32")
+    for ipu in (0, 1):
+        assert ipu_bytes(fp32, ipu, "weights") == 2 * ipu_bytes(fp16, ipu, "weights")
+        assert ipu_bytes(fp32, ipu, "activations") == pytest.approx(
+            2 * ipu_bytes(fp16, ipu, "activations"), rel=1e-6)
+    # Weights of stage 1 are its parameters at 2 bytes (the seed's .16 model).
+    assert ipu_bytes(fp16, 1, "weights") == 2 * _stage_params(resnet101, "layer3.8", None)
+
+
+def test_adamw_state_as_poptorch_keeps_it(resnet101: ModelProfile, mk2x2: System) -> None:
+    """poptorch AdamW with a .16 model: fp16 first moment, fp32 second moment (seed)."""
+    params = _stage_params(resnet101, "layer3.8", None)
+    fp16, fp32 = run(resnet101, mk2x2), run(resnet101, mk2x2, precision="32.32")
+    assert ipu_bytes(fp16, 1, "optimizer_state") == 6 * params
+    assert ipu_bytes(fp32, 1, "optimizer_state") == 8 * params
+
+
+def test_optimizer_state_grows_with_moments(resnet101: ModelProfile, mk2x2: System) -> None:
+    state = [ipu_bytes(run(resnet101, mk2x2, optimizer=o), 1, "optimizer_state")
+             for o in ("sgd", "momentum", "adamw")]
+    assert state[0] == 0 < state[1] < state[2]
+
+
+def test_gradient_accumulators_only_with_accumulation(resnet101: ModelProfile,
+                                                      mk2x2: System) -> None:
+    ga1 = run(resnet101, mk2x2, gradient_accumulation=1)
+    ga8, ga64 = run(resnet101, mk2x2), run(resnet101, mk2x2, gradient_accumulation=64)
+    assert ipu_bytes(ga1, 1, "gradients") == 0
+    assert ipu_bytes(ga8, 1, "gradients") == ipu_bytes(ga8, 1, "weights")
+    # More samples per weight update, no activation-memory growth (seed hands-on).
+    for cat in ("activation_stash", "recompute_checkpoints", "activations", "gradients"):
+        assert ipu_bytes(ga64, 0, cat) == ipu_bytes(ga8, 0, cat)
+
+
+def test_offloading_frees_optimizer_state(resnet101: ModelProfile, mk2x2: System) -> None:
+    on, off = run(resnet101, mk2x2), run(resnet101, mk2x2, offload_optimizer_state=True)
+    assert ipu_bytes(off, 1, "optimizer_state") == 0 < ipu_bytes(on, 1, "optimizer_state")
+    assert off.memory[1].total_bytes < on.memory[1].total_bytes
+
+
+def test_replicated_tensor_sharding_divides_state(resnet50: ModelProfile) -> None:
+    pod = make_system("mk2", 8)
+    base = ExecutionPlan(micro_batch_size=16, precision="16.16", gradient_accumulation=8,
+                               replication_factor=8, recompute="checkpoints")
+    plain = run(resnet50, pod, base)
+    rts = run(resnet50, pod, base, replicated_tensor_sharding=True)
+    assert ipu_bytes(rts, 0, "optimizer_state") == pytest.approx(
+        ipu_bytes(plain, 0, "optimizer_state") / 8, abs=1)
+
+
+@pytest.mark.parametrize("schedule,depths", [("grouped", [5, 3]), ("interleaved", [3, 3]),
+                                             ("sharded", [1, 1])])
+def test_stash_depth_by_schedule(resnet101: ModelProfile, mk2x2: System, schedule: str,
+                                 depths: list[int]) -> None:
+    """Grouped: 2N+1 on the first IPU, 2(N-1)+1 on the second; interleaved N+1 (seed 4.2)."""
+    assert [stash_depth(schedule, 2, s) for s in (0, 1)] == depths
+    r = run(resnet101, mk2x2, schedule=schedule, recompute="none")
+    saved = [sum(b.saved_elements for b in resnet101.block_stats[:16]),
+             sum(b.saved_elements for b in resnet101.block_stats[16:])]
+    for s in (0, 1):
+        assert ipu_bytes(r, s, "activation_stash") == pytest.approx(
+            depths[s] * saved[s] * 64 * 2, rel=1e-9)
+
+
+def test_grouped_stash_grows_with_pipeline_depth() -> None:
+    assert [stash_depth("grouped", n, 0) for n in (2, 4, 8)] == [5, 9, 17]
+    assert [stash_depth("interleaved", n, 0) for n in (2, 4, 8)] == [3, 5, 9]
+    assert stash_depth("grouped", 1, 0) == 1
+
+
+def test_recompute_checkpoints_stash_only_stage_inputs(resnet101: ModelProfile,
+                                                       mk2x2: System) -> None:
+    none = run(resnet101, mk2x2, recompute="none")
+    ckpt = run(resnet101, mk2x2, recompute="checkpoints")
+    block = run(resnet101, mk2x2, recompute="every_block")
+    assert ipu_bytes(ckpt, 0, "activation_stash") == 0
+    # Stage 0 stashes 5 copies of the model input (12,288 elements, fp16) instead of its
+    # activations; stage 1 stashes 3 copies of layer3.7's output.
+    assert ipu_bytes(ckpt, 0, "recompute_checkpoints") == 5 * 12288 * 64 * 2
+    assert ipu_bytes(ckpt, 1, "recompute_checkpoints") == 3 * 16384 * 64 * 2
+    for ipu in (0, 1):
+        assert ipu_bytes(ckpt, ipu) < ipu_bytes(none, ipu)
+        # Block boundaries keep more than stage inputs but one block is recomputed at a time.
+        assert ipu_bytes(block, ipu, "recompute_checkpoints") > ipu_bytes(
+            ckpt, ipu, "recompute_checkpoints")
+        assert ipu_bytes(block, ipu, "activations") < ipu_bytes(ckpt, ipu, "activations")
+    assert not none.fits and ckpt.fits
+
+
+def test_single_stage_checkpoints_save_activation_memory(resnet50: ModelProfile) -> None:
+    one = make_system("mk2", 1)
+    base = ExecutionPlan(micro_batch_size=20, precision="16.16", gradient_accumulation=10,
+                               optimizer="momentum")
+    none = run(resnet50, one, base)
+    ckpt = run(resnet50, one, base, recompute="checkpoints")
+    act = ("activations", "recompute_checkpoints", "activation_stash")
+    assert ipu_bytes(ckpt, 0, *act) < 0.6 * ipu_bytes(none, 0, *act)
+
+
+def test_available_memory_proportion_bounds_temporaries(resnet50: ModelProfile) -> None:
+    one = make_system("mk2", 1)
+    base = ExecutionPlan(micro_batch_size=20, precision="16.16", gradient_accumulation=10,
+                               recompute="checkpoints")
+    temps = []
+    for amp in (0.05, 0.15, 0.6):
+        r = run(resnet50, one, base, available_memory_proportion=amp)
+        t = ipu_bytes(r, 0, "temporaries")
+        assert 0 < t <= amp * 1472 * MK2_TILE + 1
+        temps.append(t)
+    assert temps[0] < temps[1] <= temps[2]
+
+
+def test_stream_buffers_follow_prefetch_and_input_bytes(resnet101: ModelProfile,
+                                                        mk2x2: System) -> None:
+    mb_pixels = 64 * 3 * 64 * 64
+    assert ipu_bytes(run(resnet101, mk2x2), 0, "stream_buffers") == mb_pixels * 2
+    assert ipu_bytes(run(resnet101, mk2x2, prefetch_depth=3), 0, "stream_buffers") == (
+        3 * mb_pixels * 2)
+    assert ipu_bytes(run(resnet101, mk2x2, eight_bit_io=True), 0, "stream_buffers") == mb_pixels
+    assert ipu_bytes(run(resnet101, mk2x2, precision="32.32"), 0, "stream_buffers") == (
+        mb_pixels * 4)
+    assert ipu_bytes(run(resnet101, mk2x2), 1, "stream_buffers") == 0
+
+
+def test_io_tiles_take_memory_and_must_hold_a_micro_batch(resnet101: ModelProfile,
+                                                         mk2x2: System) -> None:
+    r = run(resnet101, mk2x2, io_tiles=32)
+    # Whole tiles are reserved on every IPU of the program.
+    assert ipu_bytes(r, 0, "io_tiles") == ipu_bytes(r, 1, "io_tiles") == 32 * MK2_TILE
+    assert r.fits
+    # Seed guide 4.4.2: N_IO ~ 1.05 x bytes(micro-batch) / S_tile. MNIST at fp32, 8,192 images:
+    # 25.7 MB needs 43 tiles; 32 cannot hold it, 64 can.
+    mnist = profile_model(ModelConfig(name="mnist_cnn", input_shape=[1, 28, 28], num_classes=10))
+    one = make_system("mk2", 1)
+    infer = ExecutionPlan(mode="infer", micro_batch_size=8192, precision="32.32",
+                          available_memory_proportion=0.2)
+    few = run(mnist, one, infer, io_tiles=32)
+    enough = run(mnist, one, infer, io_tiles=64)
+    assert enough.fits, enough.reason
+    assert not few.fits
+    assert few.memory[0].total_bytes <= few.memory[0].limit_bytes
+    assert few.reason.startswith("IPU0 (stage 0): io_tiles:")
+    assert "use at least 44 I/O tiles" in few.reason
+
+
+def test_code_grows_with_ops_on_the_ipu(resnet101: ModelProfile, mk2x2: System) -> None:
+    early = run(resnet101, mk2x2, splits=("layer2.0",))
+    late = run(resnet101, mk2x2, splits=("layer4.0",))
+    assert ipu_bytes(late, 0, "code") > ipu_bytes(early, 0, "code")
+    assert ipu_bytes(late, 1, "code") < ipu_bytes(early, 1, "code")
+    train = run(resnet101, mk2x2)
+    infer = run(resnet101, mk2x2, mode="infer", gradient_accumulation=1)
+    assert ipu_bytes(infer, 0, "code") < ipu_bytes(train, 0, "code")
+
+
+def test_global_exchange_code_linear_in_replicas(resnet50: ModelProfile) -> None:
+    """Seed guide Table 4.1: global exchange code grows linearly with replicas."""
+    base = ExecutionPlan(micro_batch_size=16, precision="16.16", gradient_accumulation=8,
+                               recompute="checkpoints")
+    code = {r: ipu_bytes(run(resnet50, make_system("mk2", r), base, replication_factor=r), 0,
+                         "exchange_code") for r in (1, 2, 4, 16)}
+    step = DEFAULT_CONSTANTS.global_exchange_bytes_per_replica
+    for r in (2, 4, 16):
+        assert code[r] - code[1] == pytest.approx((r - 1) * step, abs=2)
+
+
+def test_inference_keeps_no_gradients_state_or_stash(resnet101: ModelProfile,
+                                                     mk2x2: System) -> None:
+    r = run(resnet101, mk2x2, mode="infer", gradient_accumulation=1, recompute="none")
+    for ipu in (0, 1):
+        for cat in ("gradients", "optimizer_state", "activation_stash", "recompute_checkpoints"):
+            assert ipu_bytes(r, ipu, cat) == 0
+        assert ipu_bytes(r, ipu, "weights") > 0
+
+
+def test_most_loaded_tile_decides_before_the_ipu_total(resnet101: ModelProfile) -> None:
+    """Memory is per tile: some plans fit in the IPU's total SRAM and still fail on a tile."""
+    one = make_system("mk2", 1)
+    base = ExecutionPlan(micro_batch_size=8, precision="16.16", gradient_accumulation=4,
+                               recompute="every_block")
+    tile_only = []
+    for mb in range(8, 400, 8):
+        r = run(resnet101, one, base, micro_batch_size=mb)
+        m = r.memory[0]
+        assert m.max_tile_bytes * 1472 >= m.total_bytes  # imbalance: at least the average
+        assert r.fits == (m.total_bytes <= m.limit_bytes and m.max_tile_bytes <= MK2_TILE)
+        if m.total_bytes <= m.limit_bytes and not r.fits:
+            tile_only.append(r)
+    assert tile_only, "no plan fails on its most-loaded tile alone"
+    assert "most-loaded tile" in tile_only[0].reason
+
+
+def test_reason_names_ipu_category_and_excess(resnet101: ModelProfile, mk2x2: System) -> None:
+    r = run(resnet101, mk2x2, precision="32.32", gradient_accumulation=3, recompute="none")
+    assert not r.fits
+    assert r.reason.startswith("IPU0 (stage 0)")
+    assert "activation_stash" in r.reason and " MB" in r.reason

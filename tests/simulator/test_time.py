@@ -1,0 +1,264 @@
+"""Direction tests of the time model: one phenomenon of the seeds per test."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipu_tune.hardware import HostSpec, System, make_system
+from ipu_tune.models import ModelProfile
+from ipu_tune.plan import ExecutionPlan
+from ipu_tune.simulator import DEFAULT_CONSTANTS, simulate
+from tests.simulator.helpers import matmul_profile, run
+
+ONE = make_system("mk2", 1)
+DEVICE = ("compute", "exchange", "inter_ipu", "pipeline_ramp", "weight_update", "all_reduce",
+          "streaming_memory", "host_io")
+
+
+def device_step_s(r: object) -> float:
+    return sum(r.phases[p] for p in DEVICE)  # type: ignore[attr-defined]
+
+
+def test_phases_add_up_to_the_step(resnet101: ModelProfile, mk2x2: System) -> None:
+    for changes in ({}, {"async_dataloader": True}, {"mode": "infer", "gradient_accumulation": 1}):
+        r = run(resnet101, mk2x2, **changes)
+        assert sum(r.phases.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+        assert r.throughput == pytest.approx(r.samples_per_step / r.step_time_s, rel=1e-9)
+
+
+def test_fp16_speeds_up_convolutions(resnet101: ModelProfile, mk2x2: System) -> None:
+    fp16, fp32 = run(resnet101, mk2x2), run(resnet101, mk2x2, precision="32.32")
+    assert fp32.phases["compute"] > 2.0 * fp16.phases["compute"]
+
+
+def test_large_matmuls_run_closer_to_peak_than_small() -> None:
+    """Per-compute-set overhead and too little work per tile make small ops slow."""
+    plan = ExecutionPlan(mode="infer", micro_batch_size=1, precision="16.16")
+
+    def flops_per_s(m: int, k: int, n: int) -> float:
+        r = simulate(matmul_profile(m, k, n), ONE, plan)
+        return 2.0 * m * k * n / (r.stages[0].forward_s)
+
+    peak = 250e12 * DEFAULT_CONSTANTS.matmul_efficiency
+    small, large = flops_per_s(64, 64, 64), flops_per_s(8192, 4096, 4096)
+    assert small < 0.05 * peak < 0.9 * peak < large <= peak
+
+
+def test_memory_bound_ops_scale_with_bytes() -> None:
+    plan = ExecutionPlan(mode="infer", micro_batch_size=1, precision="16.16")
+    with_norm = [simulate(matmul_profile(m, 64, 64, norm=True), ONE, plan).stages[0].forward_s
+                 - simulate(matmul_profile(m, 64, 64), ONE, plan).stages[0].forward_s
+                 for m in (1 << 18, 1 << 20)]
+    overhead = DEFAULT_CONSTANTS.compute_set_overhead_cycles / 1.33e9
+    # Beyond the fixed compute-set cost, a norm streams its bytes: 4x the elements, 4x the time.
+    assert (with_norm[1] - overhead) == pytest.approx(4 * (with_norm[0] - overhead), rel=1e-6)
+
+
+def test_gradient_accumulation_amortises_ramp_and_update(resnet101: ModelProfile,
+                                                         mk2x2: System) -> None:
+    per_sample = []
+    for ga in (3, 8, 32):
+        r = run(resnet101, mk2x2, gradient_accumulation=ga, async_dataloader=True,
+                eight_bit_io=True, dataloader_workers=64)
+        assert r.phases["pipeline_ramp"] > 0
+        assert r.phases["pipeline_ramp"] == pytest.approx(
+            run(resnet101, mk2x2, gradient_accumulation=3).phases["pipeline_ramp"])
+        per_sample.append(device_step_s(r) / r.samples_per_step)
+    assert per_sample[0] > per_sample[1] > per_sample[2]
+
+
+def test_device_iterations_amortise_the_call(resnet101: ModelProfile, mk2x2: System) -> None:
+    rates = []
+    for di in (1, 4, 16):
+        r = run(resnet101, mk2x2, device_iterations=di)
+        assert r.phases["host_overhead"] == pytest.approx(DEFAULT_CONSTANTS.call_overhead_s / di)
+        assert r.phases["compute"] == run(resnet101, mk2x2).phases["compute"]
+        rates.append(r.device_throughput)
+    assert rates[0] < rates[1] < rates[2]
+
+
+def test_eight_bit_io_cuts_transfer_and_host_work(resnet101: ModelProfile, mk2x2: System) -> None:
+    plain, eight = run(resnet101, mk2x2), run(resnet101, mk2x2, eight_bit_io=True)
+    assert eight.phases["host_io"] < plain.phases["host_io"]
+    assert eight.phases["host_preprocess"] < 0.5 * plain.phases["host_preprocess"]
+    assert eight.throughput > 2 * plain.throughput
+    fp32_in = run(resnet101, mk2x2, precision="32.32")
+    assert fp32_in.phases["host_io"] > plain.phases["host_io"]
+
+
+def test_prefetch_depth_hides_host_latency_up_to_three(resnet101: ModelProfile,
+                                                       mk2x2: System) -> None:
+    io = [run(resnet101, mk2x2, prefetch_depth=d).phases["host_io"] for d in (1, 2, 3, 4)]
+    assert io[0] > io[1] > io[2] == io[3]
+
+
+def test_io_tiles_overlap_transfers_for_grouped_or_single_ipu(resnet101: ModelProfile,
+                                                              mk2x2: System) -> None:
+    without = run(resnet101, mk2x2)
+    grouped = run(resnet101, mk2x2, io_tiles=64)
+    assert grouped.extras["io_overlap"] and grouped.phases["host_io"] < without.phases["host_io"]
+    # Fewer compute tiles: the compute itself gets slower.
+    assert grouped.phases["compute"] > without.phases["compute"]
+    inter = run(resnet101, mk2x2, io_tiles=64, schedule="interleaved")
+    assert not inter.extras["io_overlap"]
+    assert inter.phases["host_io"] == pytest.approx(
+        run(resnet101, mk2x2, schedule="interleaved").phases["host_io"])
+
+
+def test_sync_loader_adds_async_overlaps(resnet101: ModelProfile, mk2x2: System) -> None:
+    sync = run(resnet101, mk2x2, eight_bit_io=True)
+    asyn = run(resnet101, mk2x2, eight_bit_io=True, async_dataloader=True)
+    host = sync.extras["host_call_s"]
+    device = sync.extras["device_call_s"]
+    calls = sync.samples_per_step * 4
+    assert sync.throughput == pytest.approx(calls / (host + device))
+    assert asyn.throughput == pytest.approx(calls / max(host, device))
+    assert asyn.bottleneck == "host_preprocess"
+
+
+def test_loader_workers_scale_until_the_host_cores(resnet101: ModelProfile,
+                                                   mk2x2: System) -> None:
+    host = HostSpec(max_workers=8)
+    system = System(ipu=mk2x2.ipu, num_ipus=2, hosts=1, host=host)
+    rates = [run(resnet101, system, async_dataloader=True, dataloader_workers=w).throughput
+             for w in (1, 2, 8, 32)]
+    assert rates[0] < rates[1] < rates[2]
+    assert rates[3] == rates[2]
+
+
+def test_host_preprocessing_from_profile_or_host(resnet101: ModelProfile, mk2x2: System) -> None:
+    slow_host = System(ipu=mk2x2.ipu, num_ipus=2, host=HostSpec(preprocess_s_per_sample=1e-3))
+    base = run(resnet101, mk2x2, eight_bit_io=True)
+    slow = run(resnet101, slow_host, eight_bit_io=True)
+    assert base.extras["host_s_per_sample"] == pytest.approx(
+        DEFAULT_CONSTANTS.preprocess_s_per_sample)
+    assert slow.extras["host_s_per_sample"] == pytest.approx(1e-3)
+    assert slow.throughput < base.throughput
+
+
+def test_hosts_share_bandwidth_and_preprocessing(resnet50: ModelProfile) -> None:
+    plan = ExecutionPlan(micro_batch_size=16, precision="16.16", gradient_accumulation=8,
+                         replication_factor=16, recompute="checkpoints", eight_bit_io=True)
+    one_host = simulate(resnet50, make_system("mk2", 16, hosts=1), plan)
+    four_hosts = simulate(resnet50, make_system("mk2", 16, hosts=4), plan)
+    assert one_host.extras["stream_copy_s"] > four_hosts.extras["stream_copy_s"]
+    assert one_host.extras["host_call_s"] == pytest.approx(4 * four_hosts.extras["host_call_s"])
+
+
+def test_longest_stage_bounds_the_pipeline(resnet101: ModelProfile, mk2x2: System) -> None:
+    balanced = run(resnet101, mk2x2, splits=("layer3.8",))
+    lopsided = run(resnet101, mk2x2, splits=("layer1.1",))
+    for r in (balanced, lopsided):
+        slot = max(r.extras["stage_slot_s"])
+        busy = r.phases["compute"] + r.phases["exchange"] + r.phases["inter_ipu"]
+        assert busy == pytest.approx(8 * slot)
+    assert device_step_s(lopsided) > device_step_s(balanced)
+
+
+def test_schedules_grouped_interleaved_sharded(resnet101: ModelProfile, mk2x2: System) -> None:
+    grouped = run(resnet101, mk2x2)
+    inter = run(resnet101, mk2x2, schedule="interleaved")
+    sharded = run(resnet101, mk2x2, schedule="sharded")
+    assert device_step_s(grouped) < device_step_s(inter)
+    # Sharded: one stage at a time, every micro-batch through all stages, no ramp.
+    assert sharded.phases["pipeline_ramp"] == 0
+    assert sharded.phases["compute"] + sharded.phases["exchange"] + sharded.phases[
+        "inter_ipu"] == pytest.approx(8 * sum(sharded.extras["stage_slot_s"]))
+    assert device_step_s(sharded) > device_step_s(grouped)
+
+
+def test_ramp_only_for_pipelines(resnet50: ModelProfile) -> None:
+    plan = ExecutionPlan(micro_batch_size=16, precision="16.16", gradient_accumulation=8,
+                         recompute="checkpoints")
+    single = simulate(resnet50, ONE, plan)
+    four = ExecutionPlan(micro_batch_size=16, precision="16.16", gradient_accumulation=8,
+                         splits=("layer2.0", "layer3.0", "layer4.0"), recompute="checkpoints")
+    piped = simulate(resnet50, make_system("mk2", 4), four)
+    assert single.phases["pipeline_ramp"] == 0
+    assert piped.phases["pipeline_ramp"] > 0
+    # The ramp is at most N-1 full slots (seed guide 4.2: 2N half-used stages).
+    assert piped.phases["pipeline_ramp"] <= 3 * max(piped.extras["stage_slot_s"]) * (1 + 1e-9)
+
+
+def test_recompute_adds_the_forward(resnet101: ModelProfile, mk2x2: System) -> None:
+    none, ckpt = run(resnet101, mk2x2, recompute="none"), run(resnet101, mk2x2)
+    for a, b in zip(none.stages, ckpt.stages, strict=True):
+        assert a.recompute_s == 0
+        assert b.recompute_s == pytest.approx(b.forward_s)
+    assert device_step_s(ckpt) > device_step_s(none)
+
+
+def test_inter_ipu_transfers_only_between_stages(resnet101: ModelProfile, mk2x2: System) -> None:
+    r = run(resnet101, mk2x2)
+    assert r.phases["inter_ipu"] > 0
+    assert r.stages[0].inter_ipu_s > 0 and r.stages[1].inter_ipu_s > 0
+    single = run(resnet101, ONE, splits=(), micro_batch_size=16)
+    assert single.phases["inter_ipu"] == 0
+
+
+def test_weight_update_all_reduce_and_streaming(resnet50: ModelProfile) -> None:
+    plan = ExecutionPlan(micro_batch_size=16, precision="16.16", gradient_accumulation=8,
+                         recompute="checkpoints")
+    single = simulate(resnet50, ONE, plan)
+    assert single.phases["weight_update"] > 0
+    assert single.phases["all_reduce"] == 0 and single.phases["streaming_memory"] == 0
+    offload = simulate(resnet50, ONE, ExecutionPlan(**{**plan.__dict__,
+                                                       "offload_optimizer_state": True}))
+    assert offload.phases["streaming_memory"] > 0
+    ar = {}
+    for r in (2, 4, 16):
+        res = simulate(resnet50, make_system("mk2", r),
+                       ExecutionPlan(**{**plan.__dict__, "replication_factor": r}))
+        ar[r] = res.phases["all_reduce"]
+    # Ring all-reduce: 2(r-1)/r x gradient bytes.
+    assert 0 < ar[2] < ar[4] < ar[16] < 2.2 * ar[2]
+    infer = simulate(resnet50, ONE, ExecutionPlan(mode="infer", micro_batch_size=16,
+                                                  precision="16.16"))
+    assert infer.phases["weight_update"] == infer.phases["all_reduce"] == 0
+    assert all(s.backward_s == 0 for s in infer.stages)
+
+
+def test_replicated_tensor_sharding_trades_update_for_gathers(resnet50: ModelProfile) -> None:
+    base = dict(micro_batch_size=16, precision="16.16", gradient_accumulation=8,
+                recompute="checkpoints", replication_factor=8, optimizer="adamw")
+    pod = make_system("mk2", 8)
+    plain = simulate(resnet50, pod, ExecutionPlan(**base))
+    rts = simulate(resnet50, pod, ExecutionPlan(**base, replicated_tensor_sharding=True))
+    assert rts.phases["weight_update"] < plain.phases["weight_update"]
+    assert rts.extras["rts_gather_s"] > 0 == plain.extras["rts_gather_s"]
+    assert rts.phases["all_reduce"] > plain.phases["all_reduce"]
+
+
+def test_lower_available_memory_costs_cycles(resnet50: ModelProfile) -> None:
+    plan = ExecutionPlan(micro_batch_size=32, precision="16.16", gradient_accumulation=8,
+                         recompute="checkpoints")
+    times = []
+    for amp in (0.6, 0.2, 0.05):
+        r = simulate(resnet50, ONE, ExecutionPlan(**{**plan.__dict__,
+                                                     "available_memory_proportion": amp}))
+        times.append(r.phases["compute"] + r.phases["exchange"])
+    assert times[0] <= times[1] < times[2]
+
+
+def test_inference_is_forward_only_and_faster(resnet101: ModelProfile, mk2x2: System) -> None:
+    train = run(resnet101, mk2x2, gradient_accumulation=1, async_dataloader=True,
+                eight_bit_io=True, dataloader_workers=64)
+    infer = run(resnet101, mk2x2, mode="infer", gradient_accumulation=1, async_dataloader=True,
+                eight_bit_io=True, dataloader_workers=64)
+    assert infer.device_throughput > 2 * train.device_throughput
+
+
+def test_bottleneck_names_the_bounding_phase(resnet50: ModelProfile,
+                                             resnet101: ModelProfile, mk2x2: System) -> None:
+    assert run(resnet101, mk2x2).bottleneck == "host_preprocess"
+    fed = run(resnet101, mk2x2, eight_bit_io=True, async_dataloader=True, dataloader_workers=32,
+              gradient_accumulation=64, device_iterations=16)
+    assert fed.bottleneck in ("compute", "exchange")
+    offload = ExecutionPlan(micro_batch_size=4, precision="32.32", gradient_accumulation=1,
+                            offload_optimizer_state=True, device_iterations=64,
+                            eight_bit_io=True, async_dataloader=True, dataloader_workers=32)
+    assert simulate(resnet50, ONE, offload).bottleneck == "streaming_memory"
+    ramp = run(resnet101, mk2x2, gradient_accumulation=1, eight_bit_io=True,
+               async_dataloader=True, dataloader_workers=32, device_iterations=64,
+               schedule="interleaved")
+    assert ramp.bottleneck == "pipeline_ramp"
