@@ -4,8 +4,9 @@
 
 Each cold and disk figure comes from a fresh Python process (torch already imported, as in the
 tuner), so it includes what a new tuner worker pays. "cold, first in process" also pays torch's
-one-time lazy imports for meta-device kernels (~1 s here); "cold, warm process" is a second
-model traced in the same process. Targets (issue 3): ResNet-101 < 2 s cold, < 50 ms from disk.
+one-time lazy imports that its Python meta kernels trigger (torch._dynamo, sympy: timed alone on
+the next line); "cold, warm process" is a second model traced in the same process.
+Targets (issue 3): ResNet-101 < 2 s cold, < 50 ms from disk.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ from ipu_tune.models._profiler import _compute
 name, shape, classes, mode = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 cfg = ModelConfig(name=name, input_shape=shape, num_classes=classes)
 out = {}
-if mode == "cold":
+if mode == "imports":
+    t0 = time.perf_counter()
+    import torch._dynamo, torch.fx.experimental.symbolic_shapes  # noqa: E401, F401
+    out["imports"] = time.perf_counter() - t0
+elif mode == "cold":
     t0 = time.perf_counter(); prof = profile_model(cfg); out["first"] = time.perf_counter() - t0
     # Same model, different class count: a cache miss in a process that has traced before.
     other = ModelConfig(name=name, input_shape=shape, num_classes=classes + 1)
@@ -65,22 +70,25 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
     args = [a.model, json.dumps(a.input_shape), str(a.num_classes)]
-    first, warm, disk, memory = [], [], [], []
+    first, warm, disk, memory, imports = [], [], [], [], []
     info: dict[str, float] = {}
     for _ in range(a.repeats):
         with tempfile.TemporaryDirectory() as cache:
             cold = _run([*args, "cold"], cache)
             hit = _run([*args, "disk"], cache)
+            imports.append(_run([*args, "imports"], cache)["imports"])
         info = cold
         first.append(cold["first"])
         warm.append(cold["warm_process"])
         disk.append(hit["disk"])
         memory.append(hit["memory"])
-    print(f"{a.model} {a.input_shape} {a.num_classes} classes: {int(info['ops'])} ops, "
-          f"{int(info['params']):,} parameters, {info['gflop']:.2f} GFLOP forward per sample")  # fmt: skip
+    head = f"{a.model} {a.input_shape} {a.num_classes} classes: {int(info['ops'])} ops, "
+    head += f"{int(info['params']):,} parameters, {info['gflop']:.2f} GFLOP forward per sample"
+    print(head)
     print(f"{'measure':<34}{'median':>12}{'min':>12}{'max':>12}")
     rows = [
         ("cold, first in process (s)", first, 1.0),
+        ("  of which torch lazy imports (s)", imports, 1.0),
         ("cold, warm process (s)", warm, 1.0),
         ("disk cache, fresh process (ms)", disk, 1e3),
         ("in-process cache (us)", memory, 1e6),

@@ -24,11 +24,11 @@ import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ipu_tune.config import SamplerConfig, TuneConfig  # noqa: E402
-from ipu_tune.config._load import typed  # noqa: E402
-from ipu_tune.hardware import make_system  # noqa: E402
-from ipu_tune.models import profile_model  # noqa: E402
-from ipu_tune.search import SearchProblem, make_sampler, parse_space  # noqa: E402
+from ipu_tune.config import SamplerConfig, TuneConfig
+from ipu_tune.config._load import typed
+from ipu_tune.hardware import make_system
+from ipu_tune.models import profile_model
+from ipu_tune.search import SearchProblem, make_sampler, parse_space
 
 # Knobs with a handful of values each, so that brute force stays within a minute or two.
 _COMMON: dict[str, Any] = {

@@ -5,7 +5,8 @@
 `ModelProfile` of per-sample costs. Results are cached on disk and in process.
 """
 
-from ipu_tune.models._assemble import default_blocks
+from typing import Any
+
 from ipu_tune.models._profile import OP_KINDS, BlockProfile, ModelProfile, OpProfile
 from ipu_tune.models._profiler import (
     DEFAULT_SEQUENCE_LENGTH,
@@ -14,7 +15,22 @@ from ipu_tune.models._profiler import (
     clear_memory_cache,
     profile_model,
 )
-from ipu_tune.models._zoo import ZOO, ZooEntry, build_model
+
+# Names that need torch load on first use, so that a cached profile never imports it.
+_LAZY = {
+    "ZOO": "ipu_tune.models._zoo",
+    "ZooEntry": "ipu_tune.models._zoo",
+    "build_model": "ipu_tune.models._zoo",
+    "default_blocks": "ipu_tune.models._assemble",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ipu_tune.models' has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_SEQUENCE_LENGTH",

@@ -10,30 +10,38 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import sys
 import warnings
 from collections import OrderedDict
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import joblib
-import torch
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
-from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._profile import ModelProfile
-from ipu_tune.models._trace import BATCH, trace_model
-from ipu_tune.models._zoo import _one_line, build_model, resolve_target
 
 __all__ = ["DEFAULT_SEQUENCE_LENGTH", "PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
            "profile_model"]  # fmt: skip
 
 # Bump when what the profiler records changes, so that old disk entries are not reused.
-PROFILE_FORMAT = 1
+PROFILE_FORMAT = 2
 DEFAULT_SEQUENCE_LENGTH = 128  # BERT pre-training phase 1 (Devlin et al. 2019, appendix A.2)
+
+
+@cache
+def _torch_version() -> str:
+    # From the installed metadata: the cache key must not cost a torch import.
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        import torch
+
+        return str(torch.__version__)
 _MEMO_SIZE = 64
 _memo: OrderedDict[str, ModelProfile] = OrderedDict()
 _memories: dict[str, joblib.Memory] = {}
@@ -52,6 +60,8 @@ def clear_memory_cache() -> None:
 
 def _target_stamp(target: str) -> str:
     """The factory's source file state, so that editing a `_target_` model re-profiles it."""
+    from ipu_tune.models._zoo import resolve_target
+
     obj = resolve_target(target)
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
     path = getattr(module, "__file__", None)
@@ -66,74 +76,19 @@ def _target_stamp(target: str) -> str:
 
 def cache_key(cfg: ModelConfig) -> str:
     fields = dataclasses.asdict(cfg)
-    fields["torch_version"] = torch.__version__
+    fields["torch_version"] = _torch_version()
     fields["profile_format"] = PROFILE_FORMAT
     if cfg._target_:
         fields["target_stamp"] = _target_stamp(cfg._target_)
     return json.dumps(fields, sort_keys=True, default=repr)
 
 
-def _label(cfg: ModelConfig) -> str:
-    return f"model._target_={cfg._target_!r}" if cfg._target_ else f"model.name={cfg.name!r}"
-
-
-def _block_specs(model: torch.nn.Module, cfg: ModelConfig) -> tuple[list[BlockSpec], bool]:
-    declared = getattr(model, "pipeline_blocks", None)
-    if declared is None:
-        return default_blocks(model), False
-    ok = isinstance(declared, list | tuple) and all(
-        isinstance(s, str) or (isinstance(s, tuple) and len(s) == 2) for s in declared
-    )
-    if not ok:
-        raise IpuTuneError(
-            f"{_label(cfg)}: pipeline_blocks must be a list of module names or "
-            "(name, first module) pairs"
-        )
-    return list(declared), True
-
-
-def _compute(cfg: ModelConfig) -> ModelProfile:
-    with torch.device("meta"):
-        model, input_kind = build_model(cfg)
-    if any(p.device.type != "meta" for p in model.parameters()):
-        model = model.to("meta")  # a factory that pinned its device; profile it all the same
-    if input_kind == "tokens":
-        seq = cfg.sequence_length or DEFAULT_SEQUENCE_LENGTH
-        input_shape: tuple[int, ...] = (seq,)
-        example = torch.zeros(BATCH, seq, dtype=torch.long, device="meta")
-        # Token ids, attention mask and token types as int32 (the host-side BERT input set).
-        default_bytes = 4 * seq * 3
-    else:
-        input_shape = tuple(int(d) for d in cfg.input_shape)
-        example = torch.empty(BATCH, *input_shape, device="meta")
-        default_bytes = math.prod(input_shape)  # one uint8 per stored pixel value
-    try:
-        trace = trace_model(model, example)
-    except IpuTuneError:
-        raise
-    except Exception as exc:
-        raise IpuTuneError(
-            f"{_label(cfg)}: cannot run forward and backward on the meta device ({_one_line(exc)})"
-        ) from None
-    specs, strict = _block_specs(model, cfg)
-    blocks = resolve_blocks(specs, trace, strict=strict)
-    ds = cfg.dataset
-    return assemble(
-        trace,
-        blocks,
-        name=cfg._target_ or cfg.name or "model",
-        input_shape=input_shape,
-        input_kind=input_kind,
-        sample_bytes=ds.sample_bytes if ds.sample_bytes is not None else default_bytes,
-        preprocess_s_per_sample=ds.preprocess_s_per_sample,
-        torch_version=torch.__version__,
-    )
-
-
 def _cached_compute(key: str, cfg: ModelConfig) -> ModelProfile:
     """Disk-cached `_compute`; joblib hashes only `key` (which holds every field of `cfg`)."""
     del key
-    return _compute(cfg)
+    from ipu_tune.models._build import compute
+
+    return compute(cfg)
 
 
 def _disk(location: Path) -> Any | None:
@@ -162,7 +117,9 @@ def profile_model(cfg: ModelConfig) -> ModelProfile:
         return hit
     cached = _disk(cache_dir())
     if cached is None:
-        prof = _compute(cfg)
+        from ipu_tune.models._build import compute
+
+        prof = compute(cfg)
     else:
         with warnings.catch_warnings():
             # An unwritable cache only costs time; joblib reports it as a warning.

@@ -4,13 +4,13 @@ How the numbers are obtained (all from torch itself, nothing estimated):
 
 * FLOPs: the counting functions of `torch.utils.flop_counter.FlopCounterMode`
   (`flop_registry`: 2 FLOPs per multiply-accumulate for convolutions, matmuls and attention;
-  other ops count 0, as torch's counter does), applied to each aten call. Calling them directly
-  rather than entering FlopCounterMode skips its per-module bookkeeping and op decompositions
-  (ResNet-101 traces in ~0.6 s instead of ~0.8 s); tests check that the totals equal
-  FlopCounterMode's.
+  other ops count 0, as torch's counter does), applied to each aten call (`_aten.count_flops`,
+  with one correction for grouped convolutions). Calling them directly rather than entering
+  FlopCounterMode skips its per-module bookkeeping and op decompositions; tests check that the
+  totals equal FlopCounterMode's.
 * Ops: a leaf module call (no child modules) is one op; outside leaf modules every torch function
   that runs a non-view aten op is one op (residual adds, attention matmuls, softmax), named
-  ``<enclosing module>.<aten op>``. Pure view ops (reshape, flatten, transpose) are not ops.
+  ``<enclosing module>.<function>``. Pure view ops (reshape, flatten, transpose) are not ops.
 * Backward: every aten call of the backward pass runs inside an autograd node
   (`torch._C._current_autograd_node`); nodes are numbered in creation order
   (`Node._sequence_nr`), and each op owns the numbers handed out while it ran forward.
@@ -37,73 +37,25 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from torch.utils.flop_counter import conv_flop_count, flop_registry
+
+from ipu_tune.models import _aten
+from ipu_tune.models._aten import (
+    ALIAS_OPS,
+    FAST_META,
+    KIND_RANK,
+    aten_kind,
+    count_flops,
+    first_tensor,
+    matmul_view,
+    module_kind,
+)
 
 __all__ = ["BATCH", "OpRecord", "Trace", "trace_model"]
 
 BATCH = 2
 
-# Ops whose output aliases an input although their schema does not say so.
-_ALIAS_OPS = frozenset({"_unsafe_view", "lift_fresh", "alias", "_reshape_alias", "detach"})
-# Data movement and tensor creation: no arithmetic, counted as kind "other".
-_MOVE_OPS = frozenset(
-    {
-        "cat", "stack", "clone", "copy", "to_copy", "index", "index_select", "gather",
-        "scatter", "constant_pad_nd", "zeros", "zeros_like", "ones", "ones_like", "empty",
-        "empty_like", "empty_strided", "full", "full_like", "fill", "new_zeros", "new_ones",
-        "new_empty", "new_full", "arange", "slice_scatter", "select_scatter", "repeat",
-        "expand_copy", "flip", "roll", "lift_fresh_copy", "split_with_sizes_copy",
-    }
-)  # fmt: skip
-# Record kind = the highest-ranked kind among its forward aten ops (a Linear is a matmul even
-# though it also runs a view; cross-entropy is a loss although it runs a log-softmax).
-KIND_RANK = ("loss", "conv", "matmul", "embedding", "norm", "softmax", "pool", "elementwise")
-_MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "mv", "addmv"})
 _gseq: Callable[[], int] = torch._C._autograd._get_sequence_nr
 _current_node: Callable[[], Any] = torch._C._current_autograd_node
-
-
-def aten_kind(op_name: str) -> str:
-    """OP_KINDS class of one aten op (by its overload packet name)."""
-    n = op_name.strip("_")
-    if "conv" in n:
-        return "conv"
-    if n in _MATMUL_OPS or "scaled_dot_product" in n or "attention" in n:
-        return "matmul"
-    if "loss" in n:
-        return "loss"
-    if "norm" in n:
-        return "norm"
-    if "embedding" in n:
-        return "embedding"
-    if "softmax" in n:
-        return "softmax"
-    if "pool" in n:
-        return "pool"
-    if n in _MOVE_OPS:
-        return "other"
-    return "elementwise"
-
-
-# Leaf module classes whose kind is clear from the class, whatever aten ops they lower to
-# (an adaptive average pool runs as a mean on some backends).
-_MODULE_KINDS = (
-    ((nn.modules.conv._ConvNd,), "conv"),
-    ((nn.Linear, nn.Bilinear), "matmul"),
-    ((nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm), "norm"),
-    ((nn.Embedding, nn.EmbeddingBag), "embedding"),
-    ((nn.Softmax, nn.LogSoftmax), "softmax"),
-    ((nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AvgPoolNd,
-      nn.modules.pooling._AdaptiveAvgPoolNd, nn.modules.pooling._AdaptiveMaxPoolNd), "pool"),
-    ((nn.modules.loss._Loss,), "loss"),
-)  # fmt: skip
-
-
-def module_kind(module: nn.Module) -> str | None:
-    for classes, kind in _MODULE_KINDS:
-        if isinstance(module, classes):
-            return kind
-    return None
 
 
 @dataclass
@@ -163,31 +115,6 @@ def _storage_elements(t: Tensor) -> int:
     return int(t.untyped_storage().nbytes()) // max(1, t.element_size())
 
 
-def _first_tensor(out: Any) -> Tensor | None:
-    for leaf in tree_leaves(out):
-        if isinstance(leaf, Tensor):
-            return leaf
-    return None
-
-
-def _matmul_view(name: str, args: tuple[Any, ...], out: Any, flops: int) -> tuple[int, int, int]:
-    """(m for the batch, k, n) of a conv (im2col view) or matmul aten call."""
-    n_ = name.strip("_")
-    res = _first_tensor(out)
-    if "conv" in n_ and res is not None and res.dim() >= 3:
-        m = res.shape[0] * int(torch.Size(res.shape[2:]).numel())
-        n = int(res.shape[1])
-        # K = C_in/groups * kernel area; derived from the FLOP count so that grouped and
-        # transposed convolutions also satisfy 2*m*k*n = FLOPs.
-        return m, round(flops / (2 * m * n)) if m * n else 0, n
-    mats = [a for a in args if isinstance(a, Tensor) and a.dim() >= 2]
-    if len(mats) >= 2:
-        a, b = mats[-2], mats[-1]
-        batch = int(torch.Size(a.shape[:-2]).numel())
-        return batch * int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1])
-    return 0, 0, 0
-
-
 class _Tracer:
     def __init__(self, model: nn.Module) -> None:
         self.records: list[OpRecord] = []
@@ -229,7 +156,7 @@ class _Tracer:
         assert self.ctx is not None
         rec_index = self.ctx.record
         if rec_index is not None:
-            res = _first_tensor(out)
+            res = first_tensor(out)
             self.records[rec_index].output_elements = res.numel() if res is not None else 0
         elif self.pending_saved and self.records:
             self.records[-1].saved_elements += self.pending_saved
@@ -284,7 +211,7 @@ class _Tracer:
             return
         op_name = func._overloadpacket.__name__
         outs = [t for t in tree_leaves(out) if isinstance(t, Tensor)]
-        if not flops and (not outs or func.is_view or op_name in _ALIAS_OPS):
+        if not flops and (not outs or func.is_view or op_name in ALIAS_OPS):
             return
         idx = self._record(op_name)
         rec = self.records[idx]
@@ -297,7 +224,7 @@ class _Tracer:
             rec.kind = kind
         rec.forward_flops += flops
         if kind in ("conv", "matmul") and flops > rec.mm[0]:
-            rec.mm = (flops, *_matmul_view(op_name, args, out, flops))
+            rec.mm = (flops, *matmul_view(op_name, args, out, flops))
         read: set[int] = set()
         for t in tree_leaves(args):
             if not isinstance(t, Tensor):
@@ -354,142 +281,20 @@ class _DispatchRecorder(TorchDispatchMode):
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
-        # torch wraps __torch_dispatch__ of dispatch modes in `torch._disable_dynamo`, whose first
-        # call imports torch._dynamo (~1.2 s, most of a cold profile). Nothing here is compiled.
+        # torch wraps every mode's __torch_dispatch__ in `torch._disable_dynamo`, a per-call
+        # wrapper (and an import of torch._dynamo on first use). Nothing is compiled here.
         return False
 
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
         kwargs = kwargs or {}
-        fast = _FAST_META.get(func) if FAST_META_KERNELS and not kwargs else None
+        fast = FAST_META.get(func) if _aten.FAST_META_KERNELS and not kwargs else None
         out = fast(*args) if fast is not None else None
         if out is None:
             out = func(*args, **kwargs)
         self.tracer.on_aten(func, args, out, count_flops(func, args, kwargs, out))
         return out
-
-
-# On the meta device only shapes, dtypes and strides exist. torch's meta kernel for training
-# BatchNorm is its Python decomposition (~30 elementwise prims per call, forward and backward),
-# two thirds of the time of tracing a ResNet; these give the same outputs' metadata directly.
-# Autograd's saved tensors are decided above this level, so nothing recorded changes (tested).
-FAST_META_KERNELS = True
-
-
-def _bn_stat(x: Tensor, c: int) -> Tensor:
-    return torch.empty(c, dtype=x.dtype, device=x.device)
-
-
-def _fast_bn(*args: Any) -> Any:
-    x, w, _, _, _, training = args[:6]
-    if not training or w is None or x.dtype != torch.float32 or x.device.type != "meta":
-        return None
-    c = x.shape[1]
-    return torch.empty_like(x), _bn_stat(x, c), _bn_stat(x, c)
-
-
-def _fast_bn_backward(*args: Any) -> Any:
-    x, w = args[1], args[2]
-    train, mask = args[7], args[9]
-    if not train or w is None or x.dtype != torch.float32 or x.device.type != "meta":
-        return None
-    return (
-        torch.empty_like(x) if mask[0] else None,
-        torch.empty_like(w) if mask[1] else None,
-        torch.empty_like(w) if mask[2] else None,
-    )
-
-
-def _fast_mean(*args: Any) -> Any:
-    # Global average pooling (ResNet's avgpool lowers to mean over H, W); torch's meta kernel
-    # for mean is a Python reference whose first call imports torch._dynamo (~1 s).
-    x, dims = args[0], args[1]
-    keepdim = args[2] if len(args) > 2 else False
-    if len(args) > 3 or x.dtype != torch.float32 or not x.is_contiguous() or dims is None:
-        return None
-    axes = {d % x.dim() for d in dims}
-    shape = [1 if i in axes else n for i, n in enumerate(x.shape) if keepdim or i not in axes]
-    return torch.empty(shape, dtype=x.dtype, device=x.device)
-
-
-def _fast_mm(*args: Any) -> Any:
-    # mm / addmm (every nn.Linear): their meta kernels are Python decompositions too.
-    a, b = args[-2], args[-1]
-    if a.dtype != torch.float32 or b.dtype != torch.float32 or a.dim() != 2 or b.dim() != 2:
-        return None
-    return torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
-
-
-def _fast_addmm(*args: Any) -> Any:
-    return _fast_mm(*args[1:3]) if len(args) == 3 else None
-
-
-def _fast_softmax(*args: Any) -> Any:
-    x, _, half_to_float = args
-    if x.dtype != torch.float32 or half_to_float or not x.is_contiguous():
-        return None
-    return torch.empty_like(x)
-
-
-def _fast_nll_loss(*args: Any) -> Any:
-    x, reduction = args[0], args[3]
-    if x.dtype != torch.float32 or reduction == 0:
-        return None
-    return torch.empty((), dtype=x.dtype, device=x.device), torch.empty((), dtype=x.dtype,
-                                                                        device=x.device)
-
-
-def _fast_nll_loss_backward(*args: Any) -> Any:
-    x = args[1]
-    if x.dtype != torch.float32 or not x.is_contiguous():
-        return None
-    return torch.empty_like(x)
-
-
-def _fast_softmax_backward(*args: Any) -> Any:
-    grad, out = args[0], args[1]
-    if grad.dtype != torch.float32 or not grad.is_contiguous() or not out.is_contiguous():
-        return None
-    return torch.empty_like(grad)
-
-
-_FAST_META: dict[Any, Callable[..., Any]] = {
-    torch.ops.aten.nll_loss_forward.default: _fast_nll_loss,
-    torch.ops.aten.nll_loss_backward.default: _fast_nll_loss_backward,
-    torch.ops.aten._log_softmax_backward_data.default: _fast_softmax_backward,
-    torch.ops.aten._softmax_backward_data.default: _fast_softmax_backward,
-    torch.ops.aten._softmax.default: _fast_softmax,
-    torch.ops.aten._log_softmax.default: _fast_softmax,
-    torch.ops.aten.mean.dim: _fast_mean,
-    torch.ops.aten.mm.default: _fast_mm,
-    torch.ops.aten.addmm.default: _fast_addmm,
-    torch.ops.aten.native_batch_norm.default: _fast_bn,
-    torch.ops.aten.native_batch_norm_backward.default: _fast_bn_backward,
-}
-
-
-def count_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
-    """FLOPs of one aten call by the counting functions of torch's FlopCounterMode.
-
-    One correction: torch's `conv_backward_flop` sizes the weight gradient of a grouped
-    convolution as if it were dense (it passes the batch as the input-channel count and never
-    divides by `groups`), 32x too much for ResNeXt's 3x3s. The weight gradient has exactly the
-    forward pass's multiply-accumulates (Chetlur et al. 2014, "cuDNN", section 2), so it is
-    counted with the forward formula, which does honour groups through the weight shape.
-    """
-    packet = func._overloadpacket
-    count = flop_registry.get(packet)
-    if count is None:
-        return 0
-    if packet is torch.ops.aten.convolution_backward and args[9] != 1 and args[10][1]:
-        grad_out, x, w, transposed = args[0], args[1], args[2], args[7]
-        mask = [args[10][0], False, args[10][2]]
-        rest = (*args[:10], mask, *args[11:])
-        dgrad = int(count(*rest, **kwargs, out_val=out))
-        wgrad = conv_flop_count(list(x.shape), list(w.shape), list(grad_out.shape), transposed)
-        return dgrad + int(wgrad)
-    return int(count(*args, **kwargs, out_val=out))
 
 
 _DUNDER_INPLACE = {"iadd": "add_", "isub": "sub_", "imul": "mul_", "itruediv": "div_"}
@@ -540,7 +345,7 @@ def logits_of(out: Any) -> Tensor:
     logits = getattr(out, "logits", None)
     if isinstance(logits, Tensor):
         return logits
-    first = _first_tensor(out)
+    first = first_tensor(out)
     if first is None:
         raise TypeError(f"the model returned {type(out).__name__} without a tensor")
     return first

@@ -165,12 +165,14 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> go.Figure:
     shown = timeline.micro_batches_shown
     per_step = timeline.micro_batches_per_step
     elided = "" if shown == per_step else f" (first {shown} of {per_step} micro-batches)"
+    span = "One step" if timeline.steps == 1 else f"One call ({timeline.steps} steps)"
+    simulated = step_time_s * timeline.steps
     fig.update_layout(
         barmode="overlay",
         bargap=0.25,
         title=(
-            f"One step, {timeline.schedule} schedule{elided}: trace {timeline.total_s * 1e3:.2f}"
-            f" ms, simulated step {step_time_s * 1e3:.2f} ms"
+            f"{span}, {timeline.schedule} schedule{elided}: trace {timeline.total_s * 1e3:.2f}"
+            f" ms, simulated {simulated * 1e3:.2f} ms"
         ),
         xaxis_title="ms",
         yaxis={

@@ -169,7 +169,9 @@ def _checkpoint_lines(blocks: list[str]) -> list[str]:
 
 def _recompute_lines(plan: ExecutionPlan, profile: ModelProfile | None, facts: Facts) -> list[str]:
     if plan.recompute == "none" or not plan.training:
-        return [f"# Recomputation: none. {facts.category_sentence('activation_stash')}"]
+        # What recomputation would shrink: the pipeline's stash, or one stage's activations.
+        held = "activation_stash" if plan.stages > 1 else "activations"
+        return [f"# Recomputation: none. {facts.category_sentence(held)}"]
     pipelined = plan.stages > 1
     # PopART RecomputationType: 1 Standard, 3 Pipeline (recompute each stage's forward from its
     # stashed input, i.e. checkpoints at the stage boundaries), 4 RecomputeAll.

@@ -186,7 +186,8 @@ def render_report(
         page.note("importances", imp)
     else:
         page.figure("importances", imp)
-    if not results.empty and {"throughput", "peak_memory_bytes", "fits"} <= set(results.columns):
+    needed = ["throughput", "peak_memory_bytes", "fits"]
+    if set(needed) <= set(results.columns) and not results.dropna(subset=needed[:2]).empty:
         page.heading("Trials", "Every finished trial: throughput against peak memory per IPU.")
         page.figure("trials", trials_figure(results))
     page.heading(

@@ -6,6 +6,7 @@ Kept apart from `_poptorch.py` (the options themselves) so each file stays short
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from typing import Any
 
@@ -147,7 +148,7 @@ def model_lines(cfg: EvalConfig) -> list[str]:
         return [
             f"from {module} import {fn} as build_model",
             "",
-            f"model = build_model(**{kwargs!r})",
+            f"model = build_model({_kwargs(kwargs)})",
         ]
     # The ipu-tune zoo builds the very module it profiled, so the split names below exist.
     out = [
@@ -165,8 +166,27 @@ def model_lines(cfg: EvalConfig) -> list[str]:
         )
     return [
         *out,
-        f"model, _input_kind = build_model(ModelConfig(**{_plain(_model_dict(cfg))!r}))",
+        f"model, _input_kind = build_model(ModelConfig({_kwargs(_model_dict(cfg))}))",
     ]
+
+
+def _literal(value: Any) -> str:
+    """Python literal of a JSON-like value, strings in double quotes (ruff's style)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _kwargs(values: dict[str, Any]) -> str:
+    """Call arguments `a=1, b="x"`; `**{...}` when a key is not a Python name."""
+    plain = _plain(values)
+    if all(k.isidentifier() and not keyword.iskeyword(k) for k in plain):
+        return ", ".join(f"{k}={_literal(v)}" for k, v in plain.items())
+    return "**" + _literal(plain)
 
 
 def _model_dict(cfg: EvalConfig) -> dict[str, Any]:

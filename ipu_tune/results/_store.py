@@ -32,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage import redact
@@ -155,13 +156,24 @@ class ResultsStore:
                 _sqlite_pragmas(self._engine)
             else:
                 self._engine = create_engine(url, pool_pre_ping=True)
-            _metadata.create_all(self._engine, checkfirst=True)
+            self._create_table()
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             raise IpuTuneError(
                 f"results store {redact(url)!r}: cannot open "
                 f"({detail[0] if detail else type(exc).__name__})"
             ) from None
+
+    def _create_table(self, attempts: int = 5) -> None:
+        # Workers starting together race on CREATE TABLE; the loser sees "already exists"
+        # and finds the table on its next check.
+        for attempt in range(attempts):
+            try:
+                _metadata.create_all(self._engine, checkfirst=True)
+                return
+            except (OperationalError, ProgrammingError, IntegrityError):
+                if attempt == attempts - 1:
+                    raise
 
     def _insert(self, rows: list[dict[str, Any]]) -> None:
         if not rows:

@@ -6,17 +6,20 @@ execution trace shows a pipelined run, so that the ramp, the longest stage and t
 visible at a glance. It is a stylised schedule, not a second simulator: the lanes add up the
 simulator's own numbers.
 
-Schedules (seed memory/performance guide, section 4.2; seed pipelining tutorial):
-- pipelined (`grouped`, `interleaved`): micro-batch m runs the forward of stage s in pipeline
-  cycle m + s and its backward in cycle m + 2N - 1 - s, so the first stage keeps the longest
+Schedules (seed memory/performance guide, section 4.2; seed pipelining tutorial), with slot
+lengths as the simulator's pipeline model (`ipu_tune.simulator._pipeline`) counts them, so the
+trace adds up to the simulated step:
+- pipelined (`grouped`, `interleaved`): micro-batch m runs the forward of stage s in slot
+  m + s and its backward in slot m + 2(N-1) - s, so the first stage keeps the longest
   activation FIFO and "2N stages are always under-utilised during the ramp up and ramp down".
-  Cycles end on a sync (BSP), so a cycle lasts as long as its busiest IPU.
-  `grouped` runs every forward of a cycle, then every backward; a ramp cycle only lasts as long
-  as the work present. `interleaved` alternates backward and forward on each IPU and "a backward
-  pass ... is always executed at every stage", so every cycle costs the full forward+backward
-  slot, ramp included (why grouped "is generally faster").
+  Slots end on a sync (BSP): a full slot lasts as long as the longest stage, a ramp slot as
+  long as the longest pass present. `grouped` runs each IPU's forward then its backward;
+  `interleaved` runs a forward phase then a backward phase on every IPU in every slot, ramp
+  included ("a backward pass ... is always executed at every stage"), which is why grouped
+  "is generally faster".
 - `sharded` (`poptorch.ShardedExecution`): one stage at a time, one micro-batch at a time.
-Inference has forwards only; a step is the micro-batches of one device-iterations call.
+Inference has forwards only, and its trace spans one call (`device_iterations` micro-batches),
+since the pipeline fills once per call.
 Host time the simulator could not hide (host I/O, preprocessing, per-call overhead) comes first
 on a host lane, as a StreamCopy before the model code in the seed's Fig. 4.6; the weight update,
 gradient all-reduce and streaming-memory traffic come last on every IPU lane.
@@ -31,7 +34,7 @@ from ipu_tune.simulator._result import SimResult, StageTime
 
 __all__ = ["SEGMENT_KINDS", "Segment", "Timeline", "build_timeline"]
 
-# Kinds of segment, in legend order, with the phase of SimResult.phases they come from (if any).
+# Kinds of segment in legend order; the last six are SimResult.phases drawn as they are.
 SEGMENT_KINDS = (
     "forward",
     "backward",
@@ -47,6 +50,7 @@ SEGMENT_KINDS = (
 _HOST_PHASES = ("host_overhead", "host_preprocess", "host_io")
 _TAIL_PHASES = ("all_reduce", "streaming_memory", "weight_update")
 HOST_LANE = "Host"
+_Part = tuple[str, float]  # (segment kind, seconds)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class Timeline:
     ramp_up_s: tuple[float, float]  # (start, end); equal ends when there is no ramp
     ramp_down_s: tuple[float, float]
     total_s: float  # end of the last segment
+    # Simulated steps the trace spans: 1 weight update (train); one call of `device_iterations`
+    # micro-batches (infer, where a step is one micro-batch and the ramp is paid per call).
+    steps: int = 1
 
 
 def _lane(stage: int) -> str:
@@ -81,72 +88,97 @@ def _lane(stage: int) -> str:
 def _micro_batches(plan: ExecutionPlan) -> int:
     # Train: one weight update consumes `gradient_accumulation` micro-batches per replica.
     # Infer: one call streams `device_iterations` micro-batches through the pipeline.
-    return max(1, plan.gradient_accumulation if plan.training else plan.device_iterations)
+    per_step = plan.gradient_accumulation if plan.training else plan.device_iterations
+    return max(1, per_step)
+
+
+def _stage_parts(st: StageTime, training: bool) -> tuple[list[_Part], list[_Part]]:
+    """(forward parts, backward parts) of one micro-batch on one stage.
+
+    `inter_ipu_s` holds both IPU-Link copies of a training micro-batch: activations forward
+    and their gradients back, the same tensor (so half each); inference only sends forward.
+    """
+    link = st.inter_ipu_s / 2 if training else st.inter_ipu_s
+    fwd = [("forward", st.forward_s), ("inter_ipu", link)]
+    bwd = [("recompute", st.recompute_s), ("backward", st.backward_s), ("inter_ipu", link)]
+    return fwd, (bwd if training else [])
+
+
+def _total(parts: list[_Part]) -> float:
+    return sum(d for _, d in parts)
 
 
 def _pipelined(
     stages: tuple[StageTime, ...], n: int, training: bool, interleaved: bool, t0: float
 ) -> tuple[list[Segment], float, tuple[float, float], tuple[float, float]]:
-    """Synchronous pipeline cycles; returns segments, end time and the two ramp windows."""
+    """Synchronous pipeline slots; returns segments, end time and the two ramp windows.
+
+    Slot lengths follow the simulator's pipeline model (`ipu_tune.simulator._pipeline`), so
+    the trace adds up to its step: a ramp slot lasts as long as the longest pass present, a
+    full slot as long as the longest stage, and an interleaved slot always holds a forward
+    phase and a backward phase of the longest passes.
+    """
     depth = len(stages)
-    # Virtual stages: forwards 0..N-1, then (training) backwards N-1..0 (seed tutorial figure).
-    virtual = 2 * depth if training else depth
-    cycles = n + virtual - 1
-    slot = max(s.forward_s + s.inter_ipu_s + s.recompute_s + s.backward_s for s in stages)
+    parts = [_stage_parts(st, training) for st in stages]
+    f = [_total(fp) for fp, _ in parts]
+    b = [_total(bp) for _, bp in parts]
+    # Micro-batch m: forward of stage s in slot m + s; the last stage runs its backward right
+    # after its forward, so the backward of stage s comes in slot m + 2(N-1) - s.
+    delay = 2 * (depth - 1) if training else 0
+    cycles = n + depth - 1 + (depth - 1 if training else 0)
+    ramp = depth - 1
     segments: list[Segment] = []
-    cycle_starts: list[float] = []
+    starts: list[float] = []
     t = t0
     for c in range(cycles):
-        cycle_starts.append(t)
-        busiest = 0.0
-        for s, st in enumerate(stages):
-            fwd_mb = c - s
-            bwd_mb = c - (virtual - 1 - s)
-            has_f = 0 <= fwd_mb < n
-            has_b = training and 0 <= bwd_mb < n
-            work: list[tuple[str, float, int]] = []
-            f_part = [("forward", st.forward_s, fwd_mb), ("inter_ipu", st.inter_ipu_s, fwd_mb)]
-            b_part = [("recompute", st.recompute_s, bwd_mb), ("backward", st.backward_s, bwd_mb)]
-            if interleaved:
-                # Backward of the older micro-batch first, then the new forward: F and B alternate.
-                work = (b_part if has_b else []) + (f_part if has_f else [])
-            else:
-                work = (f_part if has_f else []) + (b_part if has_b else [])
+        starts.append(t)
+        if interleaved and training:
+            length = max(f) + max(b)
+        elif c < ramp:  # ramp-up: only the forwards of the first c + 1 stages
+            length = max(f[: c + 1])
+        elif training and c >= n + ramp:  # ramp-down: only the backwards of the first stages
+            length = max(b[: n + delay - c])
+        else:
+            length = max(fi + bi for fi, bi in zip(f, b, strict=True))
+        for s, (fwd, bwd) in enumerate(parts):
             x = t
-            for kind, dur, mb in work:
-                if dur > 0:
-                    segments.append(Segment(_lane(s), kind, x, dur, mb))
-                    x += dur
-            busiest = max(busiest, x - t)
-        t += slot if interleaved else busiest
-    cycle_starts.append(t)
-    # Cycles where some virtual stage idles: the first `virtual - 1` and the last `virtual - 1`.
-    up_end = min(virtual - 1, n)
-    down_start = max(n, up_end)
-    ramp_up = (cycle_starts[0], cycle_starts[up_end])
-    ramp_down = (cycle_starts[down_start], cycle_starts[cycles])
-    return segments, t, ramp_up, ramp_down
+            if 0 <= c - s < n:
+                for kind, dur in fwd:
+                    if dur > 0:
+                        segments.append(Segment(_lane(s), kind, x, dur, c - s))
+                        x += dur
+            mb = c - (delay - s)
+            if training and 0 <= mb < n:
+                # Interleaved: every IPU syncs between the forward and the backward phase.
+                x = t + max(f) if interleaved else x
+                for kind, dur in bwd:
+                    if dur > 0:
+                        segments.append(Segment(_lane(s), kind, x, dur, mb))
+                        x += dur
+            assert x <= t + length + 1e-12
+        t += length
+    starts.append(t)
+    up = (starts[0], starts[min(ramp, cycles)])
+    down = (starts[max(cycles - ramp, 0)], starts[cycles]) if depth > 1 else (t, t)
+    return segments, t, up, down
 
 
 def _sharded(
     stages: tuple[StageTime, ...], n: int, training: bool, t0: float
 ) -> tuple[list[Segment], float]:
     """One stage at a time (seed pipelining tutorial, "Sharded execution (sequential)")."""
+    parts = [_stage_parts(st, training) for st in stages]
+    order = [(s, fwd) for s, (fwd, _) in enumerate(parts)]
+    if training:
+        order += [(s, parts[s][1]) for s in reversed(range(len(stages)))]
     segments: list[Segment] = []
     t = t0
     for mb in range(n):
-        for s, st in enumerate(stages):
-            for kind, dur in (("forward", st.forward_s), ("inter_ipu", st.inter_ipu_s)):
+        for s, passes in order:
+            for kind, dur in passes:
                 if dur > 0:
                     segments.append(Segment(_lane(s), kind, t, dur, mb))
                     t += dur
-        if training:
-            for s in reversed(range(len(stages))):
-                st = stages[s]
-                for kind, dur in (("recompute", st.recompute_s), ("backward", st.backward_s)):
-                    if dur > 0:
-                        segments.append(Segment(_lane(s), kind, t, dur, mb))
-                        t += dur
     return segments, t
 
 
@@ -165,9 +197,11 @@ def build_timeline(
     n = min(per_step, max_micro_batches)
     segments: list[Segment] = []
 
+    # SimResult.phases are per step; an inference trace spans one call of many steps.
+    steps = 1 if plan.training else plan.device_iterations
     t = 0.0
     for phase in _HOST_PHASES:
-        dur = float(result.phases.get(phase, 0.0))
+        dur = float(result.phases.get(phase, 0.0)) * steps
         if dur > 0:
             segments.append(Segment(HOST_LANE, phase, t, dur))
             t += dur
@@ -202,4 +236,5 @@ def build_timeline(
         ramp_up_s=ramp_up,
         ramp_down_s=ramp_down,
         total_s=total,
+        steps=steps,
     )

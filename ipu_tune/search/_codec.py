@@ -113,7 +113,8 @@ class Codec:
         self.cut_step = int(self.split_search.step or 1) if self.split_search else 1
 
     # -- structure -------------------------------------------------------------------------
-    def _replication_options(self, spec: KnobSpec | None, pinned: frozenset[str]) -> tuple[int, ...]:
+    def _replication_options(self, spec: KnobSpec | None,
+                             pinned: frozenset[str]) -> tuple[int, ...]:
         n, ipus, p = len(self.blocks), self.num_ipus, self.base.plan
         if self.split_search is None:
             options = [ipus // (len(p.pipeline.splits) + 1)]
@@ -203,7 +204,7 @@ class Codec:
             return list(range(int(spec.low), int(spec.high) + 1))
         if spec.step is None:
             raise IpuTuneError(f"{spec.key}: a float range needs a step to be enumerated")
-        count = int(math.floor((spec.high - spec.low) / spec.step + 1e-9)) + 1
+        count = math.floor((spec.high - spec.low) / spec.step + 1e-9) + 1
         return [round(spec.low + i * spec.step, 12) for i in range(count)]
 
     def grid(self, distinct_splits: bool = True) -> Iterator[dict[str, Any]]:
@@ -220,7 +221,9 @@ class Codec:
             if self.split_search is not None and stages > 1:
                 cut_sets = (itertools.combinations_with_replacement(cuts, stages - 1)
                             if distinct_splits else itertools.product(cuts, repeat=stages - 1))
-            scheds = self._values(self.schedule_spec) if self.schedule_spec and stages > 1 else [None]
+            scheds: list[Any] = [None]
+            if self.schedule_spec is not None and stages > 1:
+                scheds = self._values(self.schedule_spec)
             rtss = self._values(self.rts_spec) if self.rts_spec and r >= 2 else [None]
             for cs in cut_sets:
                 for sched in scheds:
@@ -346,10 +349,10 @@ class Codec:
                 params[cut_param(i, stages)] = cut
         elif self.split_search is None and splits != list(self.base.plan.pipeline.splits):
             return None
-        for key, spec, active in ((_SCHEDULE, self.schedule_spec, stages > 1),
-                                  (_RTS, self.rts_spec, r >= 2)):
-            if spec is not None and active:
-                ok, value = self._fit(spec, get_key(cfg, key), exact)
+        for key, cond_spec, active in ((_SCHEDULE, self.schedule_spec, stages > 1),
+                                       (_RTS, self.rts_spec, r >= 2)):
+            if cond_spec is not None and active:
+                ok, value = self._fit(cond_spec, get_key(cfg, key), exact)
                 if not ok:
                     return None
                 params[key] = value

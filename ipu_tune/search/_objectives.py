@@ -82,8 +82,8 @@ def count_changes(cfg: EvalConfig, user: EvalConfig) -> int:
         if key == "plan.pipeline.schedule" and not (cfg.plan.pipeline.splits
                                                     and user.plan.pipeline.splits):
             continue
-        if isinstance(a, list | tuple):
-            a, b = list(a), list(b)  # type: ignore[arg-type]
+        if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+            a, b = list(a), list(b)
         if a != b:
             n += 1
     return n

@@ -182,14 +182,15 @@ def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
         raise _fail(source, f"knobs.{key}", f"expected a mapping, got {spec!r}")
     unknown = [k for k in spec if k not in _SPEC_KEYS]
     if unknown:
-        raise _fail(source, f"knobs.{key}.{unknown[0]}", "unknown; allowed: " + ", ".join(_SPEC_KEYS))
+        raise _fail(source, f"knobs.{key}.{unknown[0]}",
+                    "unknown; allowed: " + ", ".join(_SPEC_KEYS))
     if kind == _SPLITS:
         if set(spec) - {"step"}:
             raise _fail(source, f"knobs.{key}", "takes only `step` (blocks between cuts)")
-        step = _number(source, f"knobs.{key}.step", spec["step"], integer=True)
-        if step < 1:
-            raise _fail(source, f"knobs.{key}.step", f"{int(step)}: must be >= 1")
-        return KnobSpec(key, kind, step=step)
+        cut_step = _number(source, f"knobs.{key}.step", spec["step"], integer=True)
+        if cut_step < 1:
+            raise _fail(source, f"knobs.{key}.step", f"{int(cut_step)}: must be >= 1")
+        return KnobSpec(key, kind, step=cut_step)
     if "choices" in spec:
         if set(spec) - {"choices"}:
             raise _fail(source, f"knobs.{key}", "give either choices or a range, not both")
@@ -222,7 +223,7 @@ def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
     log = spec.get("log", False)
     if not isinstance(log, bool):
         raise _fail(source, f"knobs.{key}.log", f"{log!r}: must be true or false")
-    step = None
+    step: float | None = None
     if "step" in spec:
         step = _number(source, f"knobs.{key}.step", spec["step"], integer)
         if step <= 0:
@@ -272,7 +273,8 @@ def parse_space(data: object, source: str = "<mapping>", name: str = "custom") -
     if ratio is not None:
         ratio = _number(source, "constraints.throughput_floor_ratio", ratio, integer=False)
         if not 0 < ratio <= 1:
-            raise _fail(source, "constraints.throughput_floor_ratio", f"{ratio!r}: must be in (0, 1]")
+            raise _fail(source, "constraints.throughput_floor_ratio",
+                        f"{ratio!r}: must be in (0, 1]")
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise _fail(source, "description", "must be a string")

@@ -79,12 +79,14 @@ def simulator_block_cycles(profile: ModelProfile, system: System,
         costs = block_costs(profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
                             plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles,
                             plan.training, DEFAULT_CONSTANTS)
+        def span(prefix: Sequence[float], b: int) -> float:
+            return float(prefix[b + 1] - prefix[b])
+
         out = []
         for b in range(len(profile.block_stats)):
-            fwd = (costs.span(costs.fwd_compute, b, b + 1)
-                   + costs.span(costs.fwd_exchange, b, b + 1))
-            bwd = (costs.span(costs.bwd_compute, b, b + 1)
-                   + costs.span(costs.bwd_exchange, b, b + 1)) if plan.training else 0.0
+            fwd = span(costs.fwd_compute, b) + span(costs.fwd_exchange, b)
+            bwd = (span(costs.bwd_compute, b) + span(costs.bwd_exchange, b)
+                   if plan.training else 0.0)
             extra = fwd if plan.training and plan.recompute != "none" else 0.0
             out.append(fwd + bwd + extra)
         return tuple(out)
@@ -157,7 +159,8 @@ def stage_loads(model: StageCostModel, starts: Sequence[int]) -> list[float]:
     """Time weight of every stage of a split (for balance comparisons)."""
     n = len(model.profile.block_stats)
     ends = [*starts[1:], n]
-    return [sum(model.block_time(b) for b in range(s, e)) for s, e in zip(starts, ends, strict=True)]
+    return [sum(model.block_time(b) for b in range(s, e))
+            for s, e in zip(starts, ends, strict=True)]
 
 
 def balanced_split(
@@ -192,13 +195,13 @@ def balanced_split(
         for j in range(k, n - (stages - k) + 1):
             params = saved = saved_max = inner = live_max = 0
             for i in range(j - 1, k - 2, -1):  # grow the stage backwards from block j-1
-                b = blocks[i]
-                params += b.parameters
-                saved += b.saved_elements
-                saved_max = max(saved_max, b.saved_elements)
-                live_max = max(live_max, b.max_live_elements)
+                blk = blocks[i]
+                params += blk.parameters
+                saved += blk.saved_elements
+                saved_max = max(saved_max, blk.saved_elements)
+                live_max = max(live_max, blk.max_live_elements)
                 if i < j - 1:
-                    inner += b.output_elements
+                    inner += blk.output_elements
                 prev = best[k - 1][i]
                 if prev[0] == inf:
                     continue

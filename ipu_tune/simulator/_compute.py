@@ -23,6 +23,7 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -57,7 +58,6 @@ class ProfileArrays:
     params: np.ndarray
     saved_el: np.ndarray
     param_ops: np.ndarray
-    ops: np.ndarray
     out_el: np.ndarray  # block outputs (recompute checkpoints at block boundaries)
     # Per block: outputs of the blocks before it plus its own saved and live elements, the
     # liveness peak while its recomputed forward and backward run (`peak_block`).
@@ -73,6 +73,9 @@ _PROFILE_CACHE: OrderedDict[int, tuple[ModelProfile, ProfileArrays]] = OrderedDi
 _COST_CACHE: OrderedDict[tuple[object, ...], tuple[ModelProfile, BlockCosts]] = OrderedDict()
 _PROFILE_CACHE_SIZE = 16
 _COST_CACHE_SIZE = 512
+# Trials may run in threads (Optuna n_jobs); the caches are only memoisation, so a lock around
+# their bookkeeping is all the thread safety they need.
+_LOCK = threading.Lock()
 
 
 def _prefix(values: np.ndarray) -> np.ndarray:
@@ -85,10 +88,11 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
     """The profile as arrays, cached on the profile object's identity (kept alive here, so
     the id cannot be reused while cached; hashing a frozen profile would cost O(ops))."""
     key = id(profile)
-    hit = _PROFILE_CACHE.get(key)
-    if hit is not None and hit[0] is profile:
-        _PROFILE_CACHE.move_to_end(key)
-        return hit[1]
+    with _LOCK:
+        hit = _PROFILE_CACHE.get(key)
+        if hit is not None and hit[0] is profile:
+            _PROFILE_CACHE.move_to_end(key)
+            return hit[1]
     ops = profile.ops
     blocks = profile.block_stats
     out_pre = _prefix(np.array([b.output_elements for b in blocks], dtype=float))
@@ -112,7 +116,6 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         params=_prefix(np.array([b.parameters for b in profile.block_stats], dtype=float)),
         saved_el=_prefix(np.array([b.saved_elements for b in profile.block_stats], dtype=float)),
         param_ops=_prefix(np.bincount(block, weights=has_params.astype(float), minlength=nb)),
-        ops=_prefix(np.bincount(block, minlength=nb).astype(float)),
         out_el=out_pre,
         peak_key=out_pre[:-1] + own,
         out_el_block=tuple(b.output_elements for b in profile.block_stats),
@@ -120,9 +123,10 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         saved_block=tuple(b.saved_elements for b in profile.block_stats),
         n_blocks=nb,
     )
-    _PROFILE_CACHE[key] = (profile, arrays)
-    if len(_PROFILE_CACHE) > _PROFILE_CACHE_SIZE:
-        _PROFILE_CACHE.popitem(last=False)
+    with _LOCK:
+        _PROFILE_CACHE[key] = (profile, arrays)
+        if len(_PROFILE_CACHE) > _PROFILE_CACHE_SIZE:
+            _PROFILE_CACHE.popitem(last=False)
     return arrays
 
 
@@ -138,17 +142,14 @@ def peak_block(a: ProfileArrays, lo: int, hi: int) -> int:
 class BlockCosts:
     """Cycles and code-relevant counts per block as prefix sums (length blocks + 1)."""
 
-    fwd_compute: np.ndarray  # arithmetic / SRAM streaming cycles
-    fwd_exchange: np.ndarray  # compute-set overhead + weight exchange cycles
-    bwd_compute: np.ndarray
-    bwd_exchange: np.ndarray
-    fwd_sets: np.ndarray  # compute sets (code size grows with them)
-    bwd_sets: np.ndarray
+    fwd_compute: list[float]  # arithmetic / SRAM streaming cycles
+    fwd_exchange: list[float]  # compute-set overhead + weight exchange cycles
+    bwd_compute: list[float]
+    bwd_exchange: list[float]
+    fwd_sets: list[float]  # compute sets (code size grows with them)
+    bwd_sets: list[float]
     temp_block: tuple[float, ...]  # largest conv/matmul temporary of the block (bytes)
     max_passes: int  # most serial passes of any conv/matmul (AMP)
-
-    def span(self, arr: np.ndarray, lo: int, hi: int) -> float:
-        return float(arr[hi] - arr[lo])
 
 
 def block_costs(
@@ -162,15 +163,17 @@ def block_costs(
     c: SimConstants,
 ) -> BlockCosts:
     key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c)
-    hit = _COST_CACHE.get(key)
-    if hit is not None and hit[0] is profile:
-        _COST_CACHE.move_to_end(key)
-        return hit[1]
+    with _LOCK:
+        hit = _COST_CACHE.get(key)
+        if hit is not None and hit[0] is profile:
+            _COST_CACHE.move_to_end(key)
+            return hit[1]
     costs = _block_costs(profile_arrays(profile), ipu, micro_batch, fp16, amp, compute_tiles,
                          training, c)
-    _COST_CACHE[key] = (profile, costs)
-    if len(_COST_CACHE) > _COST_CACHE_SIZE:
-        _COST_CACHE.popitem(last=False)
+    with _LOCK:
+        _COST_CACHE[key] = (profile, costs)
+        if len(_COST_CACHE) > _COST_CACHE_SIZE:
+            _COST_CACHE.popitem(last=False)
     return costs
 
 
@@ -236,13 +239,15 @@ def _block_costs(
 
     nb = a.n_blocks
 
-    def per_block(x: np.ndarray) -> np.ndarray:
-        return _prefix(np.bincount(a.block, weights=x, minlength=nb))
+    def per_block(x: np.ndarray) -> list[float]:
+        # Python lists: a stage sums two elements, and list indexing beats numpy scalars.
+        out: list[float] = _prefix(np.bincount(a.block, weights=x, minlength=nb)).tolist()
+        return out
 
     temp_block = np.zeros(nb)
     np.maximum.at(temp_block, a.block, temp)
     if not training:
-        zeros = np.zeros(nb + 1)
+        zeros = [0.0] * (nb + 1)
         bwd_c = bwd_x = bwd_s = zeros
     else:
         bwd_c, bwd_x, bwd_s = per_block(bwd_compute), per_block(bwd_exchange), per_block(bwd_sets)

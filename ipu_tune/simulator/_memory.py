@@ -15,6 +15,9 @@ Sources per category:
 - recompute_checkpoints: `checkpoints` stashes only each stage's input (a single-stage program
   has no stage boundary and keeps block boundaries, as MLPerf ResNet-50 places its checkpoints);
   `every_block` stashes block boundaries (seed guide 4.2 "pipelining comes with recomputation").
+  Recomputing block by block, the micro-batch in its backward peaks at the block whose own
+  activations plus the checkpoints still held before it are largest (the backward frees
+  checkpoints last to first; PopVision liveness: tensors never live at once share memory).
 - activations: the live activations of one micro-batch (plus the recomputed ones of the stage
   or block during its backward).
 - temporaries: the largest conv/matmul scratch, capped by AMP x SRAM (`_compute.py`).
@@ -27,14 +30,12 @@ Per tile: always-live code spreads unevenly, variables evenly (constants give th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ipu_tune.hardware import IpuSpec
 from ipu_tune.simulator._constants import SimConstants, state_bytes_per_param
+from ipu_tune.simulator._stages import StageShape
 
-__all__ = ["StageMemoryInput", "stage_memory", "stash_depth"]
+__all__ = ["stage_memory", "stash_depth"]
 
-MB = 1e6
 
 
 def stash_depth(schedule: str, stages: int, stage: int) -> int:
@@ -46,27 +47,12 @@ def stash_depth(schedule: str, stages: int, stage: int) -> int:
     return 2 * (stages - stage) + 1
 
 
-@dataclass(frozen=True)
-class StageMemoryInput:
-    stage: int
-    stages: int
-    params: float
-    saved_el: float  # per sample, all blocks of the stage
-    input_el: float  # per sample, what enters the stage
-    boundary_el: float  # per sample, outputs of the stage's blocks but the last (checkpoints)
-    max_live_el: float
-    # Recomputing block by block, at the liveness peak: checkpoints of the blocks before the
-    # peak block, and that block's recomputed saved + transient elements.
-    peak_checkpoint_el: float
-    peak_block_el: float
-    temp_bytes: float
-    compute_sets: float
-    io_bytes_per_micro_batch: float  # input stream of one micro-batch (stage 0 only)
-
-
 def stage_memory(
-    x: StageMemoryInput,
+    x: StageShape,
     *,
+    temp_bytes: float,
+    compute_sets: float,
+    io_bytes_per_micro_batch: float,
     ipu: IpuSpec,
     c: SimConstants,
     training: bool,
@@ -75,6 +61,7 @@ def stage_memory(
     gradient_accumulation: int,
     micro_batch: int,
     schedule: str,
+    stages: int,
     recompute: str,
     offload: bool,
     rts: bool,
@@ -93,14 +80,14 @@ def stage_memory(
             grads = x.params * wb
         per_param = state_bytes_per_param(optimizer, fp16)
         opt = 0.0 if offload else x.params * per_param / (replicas if rts else 1)
-        depth = stash_depth(schedule, x.stages, x.stage)
+        depth = stash_depth(schedule, stages, x.stage)
         if recompute == "none":
-            if x.stages > 1:
+            if stages > 1:
                 stash = depth * x.saved_el * b * wb
                 live = x.max_live_el
             else:
                 live = x.saved_el + x.max_live_el
-        elif recompute == "checkpoints" and x.stages > 1:
+        elif recompute == "checkpoints" and stages > 1:
             checkpoints = depth * x.input_el * b * wb
             live = x.saved_el + x.max_live_el
         else:  # every_block, or checkpoints of a single-stage program
@@ -110,14 +97,14 @@ def stage_memory(
     else:
         live = x.max_live_el
     activations = live * b * wb
-    sets = x.compute_sets
+    sets = compute_sets
     code = c.vertex_code_bytes + c.code_bytes_per_compute_set * sets
     exchange = (
         c.exchange_code_bytes_per_compute_set * sets
         + c.host_exchange_code_bytes
         + c.global_exchange_bytes_per_replica * replicas
     )
-    streams = prefetch_depth * x.io_bytes_per_micro_batch
+    streams = prefetch_depth * io_bytes_per_micro_batch
     io = float(io_tiles * ipu.sram_bytes_per_tile)
     cats = {
         "code": code,
@@ -128,7 +115,7 @@ def stage_memory(
         "activation_stash": stash,
         "recompute_checkpoints": checkpoints,
         "activations": activations,
-        "temporaries": x.temp_bytes,
+        "temporaries": temp_bytes,
         "stream_buffers": streams,
         "io_tiles": io,
     }
@@ -141,5 +128,5 @@ def stage_memory(
     ) / compute_tiles
     if io_tiles:
         # An I/O tile holds its share of the micro-batch in transfer (seed guide 4.4.2).
-        max_tile = max(max_tile, c.io_tile_overhead * x.io_bytes_per_micro_batch / io_tiles)
+        max_tile = max(max_tile, c.io_tile_overhead * io_bytes_per_micro_batch / io_tiles)
     return {k: round(v) for k, v in cats.items()}, round(max_tile)

@@ -17,42 +17,27 @@ streaming-memory path at every weight update (seed guide 4.4.4).
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from typing import Any
 
 from ipu_tune.hardware import System
 from ipu_tune.models._profile import ModelProfile
-from ipu_tune.plan import ExecutionPlan, stage_starts
+from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import _host
-from ipu_tune.simulator._compute import block_costs, peak_block, profile_arrays
+from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._constants import (
     DEFAULT_CONSTANTS,
     OPTIMIZER_STATE,
     SimConstants,
     state_bytes_per_param,
 )
-from ipu_tune.simulator._memory import StageMemoryInput, stage_memory, stash_depth
+from ipu_tune.simulator._memory import stage_memory, stash_depth
 from ipu_tune.simulator._pipeline import StageParts, pipeline_step
 from ipu_tune.simulator._result import TIME_PHASES, IpuMemory, SimResult, StageTime
+from ipu_tune.simulator._stages import stage_shapes
 
 __all__ = ["simulate"]
 
 MB = 1e6
-_STARTS: OrderedDict[tuple[int, tuple[str, ...]], tuple[ModelProfile, tuple[int, ...]]] = (
-    OrderedDict()
-)
-
-
-def _starts(profile: ModelProfile, plan: ExecutionPlan) -> tuple[int, ...]:
-    key = (id(profile), plan.splits)
-    hit = _STARTS.get(key)
-    if hit is not None and hit[0] is profile:
-        return hit[1]
-    starts = stage_starts(plan, profile)
-    _STARTS[key] = (profile, starts)
-    if len(_STARTS) > 1024:
-        _STARTS.popitem(last=False)
-    return starts
 
 
 def simulate(
@@ -76,67 +61,53 @@ def simulate(
     compute_tiles = ipu.tiles - plan.io_tiles
     recompute = training and plan.recompute != "none"
 
-    starts = _starts(profile, plan)
-    arr = profile_arrays(profile)
+    shapes = stage_shapes(profile, plan)
     costs = block_costs(
         profile, ipu, b, fp16, plan.available_memory_proportion, compute_tiles, training, c
     )
-    bounds = [*starts, arr.n_blocks]
     link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
     mb_in_bytes = _host.input_bytes_per_sample(profile, plan) * b
+    fc, fx, fs = costs.fwd_compute, costs.fwd_exchange, costs.fwd_sets
+    bc, bx, bs = costs.bwd_compute, costs.bwd_exchange, costs.bwd_sets
 
     parts: list[StageParts] = []
     memory: list[IpuMemory] = []
     stage_times: list[StageTime] = []
     wu_s = allreduce_s = stream_mem_s = rts_s = 0.0
-    for s in range(n):
-        lo, hi = bounds[s], bounds[s + 1]
-        in_el = float(profile.input_elements if lo == 0 else arr.out_el_block[lo - 1])
-        out_el = float(arr.out_el_block[hi - 1])
-        f_comp = costs.span(costs.fwd_compute, lo, hi) / clock
-        f_exch = costs.span(costs.fwd_exchange, lo, hi) / clock
-        send = (out_el * b * wb / link_bw + c.sync_latency_s) if s < n - 1 else 0.0
+    for x in shapes:
+        s, lo, hi = x.stage, x.lo, x.hi
+        f_comp = (fc[hi] - fc[lo]) / clock
+        f_exch = (fx[hi] - fx[lo]) / clock
+        send = (x.output_el * b * wb / link_bw + c.sync_latency_s) if s < n - 1 else 0.0
+        sets = fs[hi] - fs[lo]
         if training:
-            b_comp = costs.span(costs.bwd_compute, lo, hi) / clock
-            b_exch = costs.span(costs.bwd_exchange, lo, hi) / clock
-            back = (in_el * b * wb / link_bw + c.sync_latency_s) if s > 0 else 0.0
-            p = StageParts(f_comp, f_exch, send, b_comp, b_exch, back,
-                           f_comp if recompute else 0.0, f_exch if recompute else 0.0)
+            b_comp = (bc[hi] - bc[lo]) / clock
+            b_exch = (bx[hi] - bx[lo]) / clock
+            back = (x.input_el * b * wb / link_bw + c.sync_latency_s) if s > 0 else 0.0
+            if recompute:
+                p = StageParts(f_comp, f_exch, send, b_comp, b_exch, back, f_comp, f_exch)
+                sets += sets
+            else:
+                p = StageParts(f_comp, f_exch, send, b_comp, b_exch, back)
+            sets += bs[hi] - bs[lo]
         else:
             p = StageParts(f_comp, f_exch, send)
         parts.append(p)
         stage_times.append(StageTime(
             stage=s,
-            blocks=(profile.block_stats[lo].name, profile.block_stats[hi - 1].name),
+            blocks=(x.first_block, x.last_block),
             forward_s=f_comp + f_exch,
             backward_s=p.b_compute + p.b_exchange,
             recompute_s=p.r_compute + p.r_exchange,
             inter_ipu_s=p.f_link + p.b_link,
         ))
-
-        fwd_sets = costs.span(costs.fwd_sets, lo, hi)
-        sets = fwd_sets
-        if training:
-            sets += costs.span(costs.bwd_sets, lo, hi) + (fwd_sets if recompute else 0.0)
-        params = float(arr.params[hi] - arr.params[lo])
-        peak = peak_block(arr, lo, hi)
         cats, max_tile = stage_memory(
-            StageMemoryInput(
-                stage=s,
-                stages=n,
-                params=params,
-                saved_el=float(arr.saved_el[hi] - arr.saved_el[lo]),
-                input_el=in_el,
-                boundary_el=float(arr.out_el[hi - 1] - arr.out_el[lo]),
-                max_live_el=float(max(arr.max_live_block[lo:hi])),
-                peak_checkpoint_el=float(arr.out_el[peak] - arr.out_el[lo]),
-                peak_block_el=float(arr.saved_block[peak] + arr.max_live_block[peak]),
-                temp_bytes=max(costs.temp_block[lo:hi]),
-                compute_sets=sets,
-                io_bytes_per_micro_batch=mb_in_bytes if s == 0 else 0.0,
-            ),
+            x,
+            temp_bytes=max(costs.temp_block[lo:hi]),
+            compute_sets=sets,
+            io_bytes_per_micro_batch=mb_in_bytes if s == 0 else 0.0,
             ipu=ipu, c=c, training=training, fp16=fp16, optimizer=plan.optimizer,
-            gradient_accumulation=g, micro_batch=b, schedule=plan.schedule,
+            gradient_accumulation=g, micro_batch=b, schedule=plan.schedule, stages=n,
             recompute=plan.recompute, offload=plan.offload_optimizer_state,
             rts=plan.replicated_tensor_sharding, replicas=r,
             prefetch_depth=plan.prefetch_depth, io_tiles=plan.io_tiles,
@@ -149,7 +120,7 @@ def simulate(
         if training:
             shard = r if plan.replicated_tensor_sharding else 1
             spec = OPTIMIZER_STATE[plan.optimizer]
-            param_ops = float(arr.param_ops[hi] - arr.param_ops[lo])
+            params, param_ops = x.params, x.param_ops
             touched = (params / shard) * (2 + spec.moments + (1 if g > 1 else 0))
             wu_s = max(wu_s, (touched * c.weight_update_cycles_per_element / compute_tiles
                               + param_ops * c.compute_set_overhead_cycles) / clock)

@@ -92,6 +92,8 @@ def test_matmul_view_reproduces_the_flops(profile_of) -> None:
 def test_saved_elements_follow_autograd(profile_of) -> None:
     prof = profile_of(_target_=TINY_MLP, input_shape=[8], kwargs={"width": 16})
     assert [op.name for op in prof.ops] == ["0", "1", "2", "loss"]
+    # No pipeline_blocks attribute: the top-level children (a Sequential's items) are blocks.
+    assert prof.blocks == ["0", "1", "2"]
     assert [op.kind for op in prof.ops] == ["matmul", "elementwise", "matmul", "loss"]
     # Linear saves its input (8); ReLU its output (16), which the next Linear reuses; the loss
     # keeps its log-softmax (4).
@@ -181,3 +183,35 @@ def test_meta_device_allocates_nothing(profile_of) -> None:
     # A model far larger than this machine's memory profiles in well under a second on meta.
     prof = profile_of(name="bert_base", sequence_length=128, kwargs={"vocab_size": 2_000_000_000})
     assert prof.parameters > 2_000_000_000 * 768
+
+
+def test_fast_meta_kernels_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipu_tune.models import _aten
+    from ipu_tune.models._build import compute as _compute
+
+    cfg = model_cfg(name="resnet18", input_shape=[3, 32, 32])
+    fast = _compute(cfg)
+    monkeypatch.setattr(_aten, "FAST_META_KERNELS", False)
+    assert _compute(cfg) == fast
+
+
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last])
+def test_fast_batch_norm_metadata_equals_torch(fmt: torch.memory_format) -> None:
+    from ipu_tune.models._aten import FAST_META
+
+    x = torch.empty(2, 4, 5, 5, device="meta").to(memory_format=fmt)
+    w, b, rm, rv = (torch.empty(4, device="meta") for _ in range(4))
+    fwd = torch.ops.aten.native_batch_norm.default
+    args = (x, w, b, rm, rv, True, 0.1, 1e-5)
+    bwd = torch.ops.aten.native_batch_norm_backward.default
+    for func, call in (
+        (fwd, args),
+        (bwd, (torch.empty_like(x), x, w, rm, rv, w, w, True, 1e-5, [True, True, False])),
+    ):
+        ours, theirs = FAST_META[func](*call), func(*call)
+        assert len(ours) == len(theirs)
+        for a, t in zip(ours, theirs, strict=True):
+            if t is None:
+                assert a is None
+            else:
+                assert (a.shape, a.stride(), a.dtype) == (t.shape, t.stride(), t.dtype)

@@ -216,6 +216,22 @@ def test_a_plan_that_does_not_fit_shows_why(single: Any) -> None:
     assert "memory" in figures(text)  # the overflow against the SRAM limit is the point
 
 
+def test_a_study_without_completed_trials_still_reports() -> None:
+    study = optuna.create_study(direction="maximize")
+
+    def invalid(trial: optuna.Trial) -> float:
+        split = trial.suggest_categorical("split", ["no.such.block", "conv1"])
+        bad = {"model": MODEL, "system": {"num_ipus": 2}, "plan": {"pipeline": {"splits": [split]}}}
+        return ipu_tune.evaluate(bad).throughput  # raises: not a block / the first block
+
+    study.optimize(invalid, n_trials=3, catch=(ipu_tune.IpuTuneError,))
+    frame = pd.DataFrame([row_from_trial(study.study_name, t) for t in study.trials])
+    assert set(frame["state"]) == {"FAIL"}
+    text = render_report(study=study, results=frame, best_config=None, best_result=None, title="x")
+    assert not figures(text)
+    assert 'data-note="no-feasible-plan"' in text and 'data-note="history"' in text
+
+
 def test_importances_need_two_completed_trials(tmp_path: Path) -> None:
     study, frame, cfg, result = run_study(1)
     text = render_report(study=study, results=frame, best_config=cfg, best_result=result, title="1")
@@ -314,6 +330,19 @@ def test_timeline_respects_dependencies(schedule: str) -> None:
         assert tl.ramp_up_s[0] == tl.ramp_up_s[1]
     else:
         assert tl.ramp_up_s[1] > tl.ramp_up_s[0] and tl.ramp_down_s[1] > tl.ramp_down_s[0]
+
+
+@pytest.mark.parametrize("stages", [1, 2, 4])
+@pytest.mark.parametrize("schedule", ["grouped", "interleaved", "sharded"])
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_trace_adds_up_to_the_simulated_time(stages: int, schedule: str, mode: str) -> None:
+    result, plan = _simulate(
+        stages, schedule=schedule, mode=mode, device_iterations=4, recompute="checkpoints"
+    )
+    tl = build_timeline(result, plan)
+    # Train: one weight update; infer: one call of device_iterations micro-batches.
+    assert tl.steps == (1 if mode == "train" else 4)
+    assert tl.total_s == pytest.approx(result.step_time_s * tl.steps, rel=1e-9)
 
 
 def test_interleaved_trace_is_not_shorter_than_grouped() -> None:

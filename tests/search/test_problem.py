@@ -102,7 +102,7 @@ def test_searched_micro_batch_that_cannot_divide_the_global_batch_is_infeasible(
 
 def test_a_global_batch_no_plan_can_reach_is_a_user_error() -> None:
     cfg = compose_cfg("+experiment=seed_resnet101", "search.global_batch_size=100")
-    with pytest.raises(IpuTuneError, match="search.global_batch_size=100"):
+    with pytest.raises(IpuTuneError, match=r"search.global_batch_size=100"):
         make_problem(cfg)
 
 
@@ -167,7 +167,7 @@ def test_latency_preset_runs_inference_and_refuses_a_pinned_train_mode() -> None
         assert out.config.plan.gradient_accumulation == 1
         assert out.values[0] == out.result.step_time_s
     cfg = compose_cfg("+experiment=seed_resnet101", "search=latency", "workload.mode=train")
-    with pytest.raises(IpuTuneError, match="workload.mode"):
+    with pytest.raises(IpuTuneError, match=r"workload.mode"):
         make_problem(cfg, pinned=["workload.mode"])
 
 
@@ -190,7 +190,7 @@ def test_memory_preset_has_a_throughput_floor(seed_cfg: TuneConfig) -> None:
 
 def test_unknown_objective_is_a_user_error() -> None:
     cfg = compose_cfg("+experiment=seed_resnet101", "search.objectives=[speed]")
-    with pytest.raises(IpuTuneError, match="search.objectives='speed'"):
+    with pytest.raises(IpuTuneError, match=r"search.objectives='speed'"):
         make_problem(cfg)
 
 

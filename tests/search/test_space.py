@@ -44,7 +44,7 @@ def test_a_path_works_as_well_as_a_name(tmp_path: Path) -> None:
 
 
 def test_unknown_space_name_lists_the_presets() -> None:
-    with pytest.raises(IpuTuneError, match="search.space='nope'.*throughput"):
+    with pytest.raises(IpuTuneError, match=r"search.space='nope'.*throughput"):
         load_space("nope")
 
 
@@ -108,7 +108,7 @@ def test_space_files_are_loaded_safely(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     path = tmp_path / "evil.yaml"
     path.write_text(f"knobs: !!python/object/apply:os.system ['touch {marker}']\n")
-    with pytest.raises(IpuTuneError, match="not valid YAML"):
+    with pytest.raises(IpuTuneError, match=r"not valid YAML"):
         load_space(path)
     assert not marker.exists()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from ipu_tune.models import profile_model
 from ipu_tune.plan import plan_from_config
 from ipu_tune.search import StageCostModel, balanced_split, cuts_to_starts, even_split, stage_loads
+from ipu_tune.search._splits import simulator_block_cycles
 from ipu_tune.search._warm import balanced_config
 from tests.search._helpers import compose_cfg, make_problem
 
@@ -105,3 +107,15 @@ def test_stage_memory_estimate_follows_the_stash_depths_of_the_seed_guide() -> N
     last = grouped.stage_memory_bytes(1, 3, 3, 4)
     assert first > last  # the same blocks cost more on the first IPU (9 vs 3 stashed)
     assert interleaved.stage_memory_bytes(1, 3, 0, 4) == interleaved.stage_memory_bytes(1, 3, 3, 4)
+
+
+def test_planner_times_blocks_with_the_simulators_own_costs() -> None:
+    cfg = compose_cfg("+experiment=seed_resnet101")
+    problem = make_problem(cfg)
+    plan = plan_from_config(cfg)
+    cycles = simulator_block_cycles(problem.profile, problem.system, plan)
+    assert cycles is not None and len(cycles) == len(problem.profile.blocks)
+    assert all(c > 0 for c in cycles)
+    recompute = simulator_block_cycles(problem.profile, problem.system,
+                                       dataclasses.replace(plan, recompute="checkpoints"))
+    assert recompute is not None and sum(recompute) > sum(cycles)

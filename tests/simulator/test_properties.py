@@ -14,7 +14,7 @@ from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import SimResult, simulate
 
-SETTINGS = settings(max_examples=40, deadline=None,
+SETTINGS = settings(max_examples=40, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

@@ -1,0 +1,81 @@
+"""What each pipeline stage holds: per-stage sums of the profile, cached per split list.
+
+These depend only on the profile and the splits (not on micro-batch, precision or any other
+knob), so a study computes them once per distinct split list.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ipu_tune.models._profile import ModelProfile
+from ipu_tune.plan import ExecutionPlan, stage_starts
+from ipu_tune.simulator._compute import _LOCK, peak_block, profile_arrays
+
+__all__ = ["StageShape", "stage_shapes"]
+
+
+@dataclass(frozen=True)
+class StageShape:
+    """Per-sample element counts of one stage's blocks [lo, hi)."""
+
+    stage: int
+    lo: int
+    hi: int
+    first_block: str
+    last_block: str
+    params: float
+    param_ops: float  # ops with parameters (weight-update compute sets)
+    saved_el: float  # activations kept for backward, all blocks
+    input_el: float  # what enters the stage (model input or the previous block's output)
+    output_el: float  # what leaves it over the IPU-Links
+    boundary_el: float  # outputs of its blocks but the last (block-boundary checkpoints)
+    max_live_el: float  # largest transient of one block
+    # Recomputing block by block, at the liveness peak: checkpoints of the blocks before the
+    # peak block, and that block's own saved + transient elements (`peak_block`).
+    peak_checkpoint_el: float
+    peak_block_el: float
+
+
+_CACHE: OrderedDict[tuple[int, tuple[str, ...]], tuple[ModelProfile, tuple[StageShape, ...]]] = (
+    OrderedDict()
+)
+_CACHE_SIZE = 1024
+
+
+def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape, ...]:
+    """The stages of `plan.splits`; raises `IpuTuneError` for splits that are not blocks."""
+    key = (id(profile), plan.splits)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    starts = stage_starts(plan, profile)
+    a = profile_arrays(profile)
+    bounds = [*starts, a.n_blocks]
+    shapes = []
+    for s in range(len(starts)):
+        lo, hi = bounds[s], bounds[s + 1]
+        peak = peak_block(a, lo, hi)
+        shapes.append(StageShape(
+            stage=s,
+            lo=lo,
+            hi=hi,
+            first_block=profile.block_stats[lo].name,
+            last_block=profile.block_stats[hi - 1].name,
+            params=float(a.params[hi] - a.params[lo]),
+            param_ops=float(a.param_ops[hi] - a.param_ops[lo]),
+            saved_el=float(a.saved_el[hi] - a.saved_el[lo]),
+            input_el=float(profile.input_elements if lo == 0 else a.out_el_block[lo - 1]),
+            output_el=float(a.out_el_block[hi - 1]),
+            boundary_el=float(a.out_el[hi - 1] - a.out_el[lo]),
+            max_live_el=float(max(a.max_live_block[lo:hi])),
+            peak_checkpoint_el=float(a.out_el[peak] - a.out_el[lo]),
+            peak_block_el=float(a.saved_block[peak] + a.max_live_block[peak]),
+        ))
+    out = tuple(shapes)
+    with _LOCK:
+        _CACHE[key] = (profile, out)
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return out

@@ -1,0 +1,111 @@
+"""The main command as a user runs it: tune, resume, sweep, evaluate the export, list, report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import REPO, run_cli
+
+
+def test_main_command_tunes_resumes_and_exports(tmp_path: Path) -> None:
+    first = run_cli(["model=resnet101", "search=throughput", "study.n_trials=12"], cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    out_dir = tmp_path / "results" / "resnet101-mk2x2-throughput"
+    for name in ("best.yaml", "poptorch_options.py", "report.html"):
+        assert (out_dir / name).is_file(), name
+    assert "best:" in first.stdout and "samples/s" in first.stdout
+    assert "12 finished trials (12 run now)" in first.stdout
+
+    again = run_cli(["model=resnet101", "search=throughput", "study.n_trials=12"], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "12 finished trials (0 run now)" in again.stdout
+
+    evaluated = run_cli(["evaluate", str(out_dir / "best.yaml"), "--json"], cwd=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads(evaluated.stdout)
+    best = yaml.safe_load((out_dir / "best.yaml").read_text())
+    assert result["fits"] is True
+    assert result["throughput"] == pytest.approx(best["ipu_tune"]["throughput"])
+
+    readable = run_cli(["evaluate", str(out_dir / "best.yaml")], cwd=tmp_path)
+    assert readable.returncode == 0 and "bottleneck" in readable.stdout.lower()
+
+    listing = run_cli(["studies"], cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "resnet101-mk2x2-throughput" in listing.stdout and "12" in listing.stdout
+
+    (out_dir / "report.html").unlink()
+    rebuilt = run_cli(["report", "resnet101-mk2x2-throughput"], cwd=tmp_path)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert (out_dir / "report.html").is_file()
+
+    table = tmp_path / "table.parquet"
+    exported = run_cli(["export", "resnet101-mk2x2-throughput", "--output", str(table)],
+                       cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert len(pd.read_parquet(table)) == 12
+
+
+def test_multirun_sweeps_systems(tmp_path: Path) -> None:
+    proc = run_cli(["-m", "system.num_ipus=2,4", "study.n_trials=4", "study.progress_bar=false"],
+                   cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    for n in (2, 4):
+        assert (tmp_path / "results" / f"resnet101-mk2x{n}-throughput" / "best.yaml").is_file()
+
+
+def test_credentials_never_leave_the_url(tmp_path: Path, pg_url: str) -> None:
+    secret = "Sup3rS3cret"
+    url = pg_url.replace("postgres@", f"postgres:{secret}@")  # trust auth ignores it
+    proc = run_cli([f"study.storage={url}", "study.name=creds", "study.n_trials=6"],
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+    for path in (tmp_path / "results").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    dump = subprocess.run(
+        [sys.executable, "-c", (
+            "import sys, optuna, pandas as pd, sqlalchemy as sa;"
+            "e = sa.create_engine(sys.argv[1]);"
+            "print(pd.read_sql('select * from ipu_tune_results', e).to_csv());"
+            "s = optuna.load_study(study_name='creds', storage=sys.argv[1]);"
+            "print(s.user_attrs, s.system_attrs, [t.user_attrs for t in s.trials])"
+        ), pg_url], capture_output=True, text=True, cwd=REPO,
+    )
+    assert dump.returncode == 0, dump.stderr
+    assert "creds" in dump.stdout and secret not in dump.stdout
+    listing = run_cli(["studies", "--storage", url], cwd=tmp_path)
+    assert listing.returncode == 0 and secret not in listing.stdout + listing.stderr
+
+
+def test_search_space_files_cannot_instantiate(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    space = tmp_path / "evil.yaml"
+    space.write_text(
+        "knobs:\n"
+        f"  precision: {{_target_: os.system, command: 'touch {marker}'}}\n"
+        f"_target_: os.system\ncommand: touch {marker}\n"
+        "!!python/object/apply:os.system ['touch pwned2']: 1\n"
+    )
+    proc = run_cli([f"search.space={space}", "study.n_trials=2"], cwd=tmp_path)
+    assert proc.returncode == 2
+    assert not marker.exists() and not (tmp_path / "pwned2").exists()
+    assert proc.stderr.count("\n") == 1 and "evil.yaml" in proc.stderr
+
+
+def test_target_only_in_the_model_section(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    proc = run_cli([f"+plan._target_=os.system", "study.n_trials=1"], cwd=tmp_path)
+    assert proc.returncode == 2 and "_target_" in proc.stderr
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"plan: {{_target_: os.system, command: 'touch {marker}'}}\n")
+    proc = run_cli(["evaluate", str(cfg)], cwd=tmp_path)
+    assert proc.returncode == 2 and not marker.exists()
