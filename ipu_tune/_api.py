@@ -12,7 +12,13 @@ from ipu_tune.errors import IpuTuneError
 from ipu_tune.hardware import make_system
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import plan_from_config, stage_starts
-from ipu_tune.simulator import SimResult, simulate
+from ipu_tune.simulator import (
+    DEFAULT_CONSTANTS,
+    SimConstants,
+    SimResult,
+    constants_from_mapping,
+    simulate,
+)
 
 __all__ = ["evaluate", "evaluate_config", "profile"]
 
@@ -25,14 +31,24 @@ def profile(model: Mapping[str, Any] | ModelConfig) -> ModelProfile:
     return profile_model(cfg)
 
 
-def evaluate_config(cfg: EvalConfig) -> SimResult:
+def evaluate_config(cfg: EvalConfig, constants: SimConstants = DEFAULT_CONSTANTS) -> SimResult:
     prof = profile_model(cfg.model)
     plan = plan_from_config(cfg)
     stage_starts(plan, prof)  # split names checked against the model before simulating
     system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
-    return simulate(prof, system, plan)
+    return simulate(prof, system, plan, constants)
 
 
-def evaluate(config: str | Path | Mapping[str, Any] | EvalConfig) -> SimResult:
-    """Simulate one plan. `config` is a YAML path or a mapping of the DESIGN.md schema."""
-    return evaluate_config(load_config(config))
+def evaluate(
+    config: str | Path | Mapping[str, Any] | EvalConfig,
+    constants: SimConstants | Mapping[str, float] | None = None,
+) -> SimResult:
+    """Simulate one plan. `config` is a YAML path or a mapping of the DESIGN.md schema;
+    `constants` optionally replaces fitted simulator constants (e.g. `ipu-tune calibrate`)."""
+    if constants is None:
+        sim_constants = DEFAULT_CONSTANTS
+    elif isinstance(constants, SimConstants):
+        sim_constants = constants
+    else:
+        sim_constants = constants_from_mapping(constants)
+    return evaluate_config(load_config(config), sim_constants)

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import ipu_tune
+from ipu_tune.__main__ import main
+from ipu_tune.simulator import DEFAULT_CONSTANTS
+
+PLAN = {
+    "system": {"ipu": "mk2", "num_ipus": 2},
+    "plan": {"precision": "16.16", "gradient_accumulation": 8, "device_iterations": 4,
+             "recompute": "checkpoints", "pipeline": {"splits": ["layer3.8"]},
+             "eight_bit_io": True, "async_dataloader": True, "dataloader_workers": 8},
+}
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_json_matches_the_python_api(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text(yaml.safe_dump(PLAN))
+    out = json.loads(_run(["evaluate", str(cfg), "--json"], capsys))
+    assert out == json.loads(json.dumps(ipu_tune.evaluate(PLAN).to_dict()))
+    assert out["fits"] is True and len(out["memory_per_ipu"]) == 2
+
+
+def test_refitted_constants_apply(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text(yaml.safe_dump(PLAN))
+    slow = tmp_path / "constants.yaml"
+    slow.write_text(yaml.safe_dump({"matmul_efficiency": DEFAULT_CONSTANTS.matmul_efficiency / 4}))
+    base = json.loads(_run(["evaluate", str(cfg), "--json"], capsys))
+    refit = json.loads(_run(["evaluate", str(cfg), "--json", "--constants", str(slow)], capsys))
+    assert refit["device_throughput"] < base["device_throughput"]
+    api = ipu_tune.evaluate(PLAN, constants={"matmul_efficiency":
+                                             DEFAULT_CONSTANTS.matmul_efficiency / 4})
+    assert api.device_throughput == pytest.approx(refit["device_throughput"])
+
+
+def test_readable_breakdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text(yaml.safe_dump(PLAN))
+    out = _run(["evaluate", str(cfg)], capsys).lower()
+    for word in ("weights", "optimizer_state", "compute", "bottleneck", "samples/s"):
+        assert word in out, word
