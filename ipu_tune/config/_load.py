@@ -29,8 +29,28 @@ def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
     return IpuTuneError(f"{key}: {msg}" if key else msg)
 
 
+def _reject_targets(node: Any, path: str = "") -> None:
+    """Only `model._target_` may name a factory; anywhere else it is refused, not ignored."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else str(key)
+            if key == "_target_" and path != "model":
+                raise IpuTuneError(
+                    f"{where}={value!r}: only model._target_ may name a factory to instantiate"
+                )
+            _reject_targets(value, where)
+    elif isinstance(node, list):
+        for item in node:
+            _reject_targets(item, path)
+
+
 def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
     """Merge `cfg` over the schema's defaults and return the dataclass instance."""
+    plain = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else cfg
+    root = "model" if schema.__name__ == "ModelConfig" else ""
+    if root:
+        plain = {k: v for k, v in plain.items() if k != "_target_"}
+    _reject_targets(plain, root)
     try:
         base = OmegaConf.structured(schema)
         merged = OmegaConf.merge(base, cfg)

@@ -1,6 +1,8 @@
 """Results: the per-trial table, best-config export, PopTorch snippet and HTML report."""
 
 from ipu_tune.results._export import atomic_write, best_yaml_text, export_table
+from ipu_tune.results._poptorch import poptorch_snippet
+from ipu_tune.results._report import write_report
 from ipu_tune.results._store import PLAN_COLUMNS, TABLE_NAME, ResultsStore, row_from_trial
 
 __all__ = [
@@ -10,5 +12,7 @@ __all__ = [
     "atomic_write",
     "best_yaml_text",
     "export_table",
+    "poptorch_snippet",
     "row_from_trial",
+    "write_report",
 ]

@@ -21,6 +21,7 @@ def atomic_write(path: Path, text: str | bytes) -> Path:
     data = text.encode() if isinstance(text, str) else text
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.chmod(tmp, 0o644)  # mkstemp makes owner-only files; exports are for everyone
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

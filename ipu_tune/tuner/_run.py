@@ -16,7 +16,13 @@ from ipu_tune.errors import IpuTuneError
 from ipu_tune.hardware import make_system
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import plan_from_config, stage_starts
-from ipu_tune.results import ResultsStore, atomic_write, best_yaml_text
+from ipu_tune.results import (
+    ResultsStore,
+    atomic_write,
+    best_yaml_text,
+    poptorch_snippet,
+    write_report,
+)
 from ipu_tune.search import SearchProblem
 from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
@@ -139,16 +145,12 @@ def export_study(
             "simulator_version": SIMULATOR_VERSION,
             "evaluate": evaluate_cmd,
         }
-        from ipu_tune.results._poptorch import poptorch_snippet
-
         exports["best"] = atomic_write(best_path, best_yaml_text(to_plain_dict(best_cfg),
                                                                  provenance))
         profile = profile_model(best_cfg.model)
         exports["poptorch"] = atomic_write(
             out_dir / "poptorch_options.py", poptorch_snippet(best_cfg, best_result, profile)
         )
-    from ipu_tune.results._report import write_report
-
     exports["report"] = write_report(
         out_dir / "report.html",
         study=study,
