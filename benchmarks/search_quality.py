@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ipu_tune.config import SamplerConfig, TuneConfig
+from ipu_tune.config import CONF_DIR, SamplerConfig, TuneConfig
 from ipu_tune.config._load import typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
@@ -115,7 +116,9 @@ def exhaustive(problem: SearchProblem) -> tuple[float, int, float, float]:
 
 
 def search(problem: SearchProblem, sampler: str, seed: int, trials: int, warm: bool) -> float:
-    params = {"multivariate": True, "group": True} if sampler == "tpe" else {}
+    # The shipped presets' settings (conf/sampler/<name>.yaml), seeded per run.
+    preset = yaml.safe_load((CONF_DIR / "sampler" / f"{sampler}.yaml").read_text())
+    params = preset.get("params") or {}
     study = optuna.create_study(
         directions=problem.directions,
         sampler=make_sampler(SamplerConfig(name=sampler, seed=seed, params=params)),

@@ -8,6 +8,7 @@ processes on one machine through a kernel lock; many machines share a PostgreSQL
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = ["DEFAULT_JOURNAL", "StorageTarget", "open_storage", "redact", "resolv
 
 DEFAULT_JOURNAL = "ipu_tune.journal"
 _JOURNAL_PREFIX = "journal:///"
+_SCHEMA_RACE_ATTEMPTS = 6
 
 
 @dataclass(frozen=True)
@@ -96,14 +98,20 @@ def open_storage(target: StorageTarget) -> BaseStorage:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "it is corrupted or not an Optuna journal"
             ) from None
-    try:
-        return RDBStorage(target.location, engine_kwargs=_engine_kwargs(target.location))
-    except Exception as exc:
-        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        raise IpuTuneError(
-            f"study.storage={target.display!r}: cannot open "
-            f"({detail[0] if detail else type(exc).__name__})"
-        ) from None
+    for attempt in range(_SCHEMA_RACE_ATTEMPTS):
+        try:
+            return RDBStorage(target.location, engine_kwargs=_engine_kwargs(target.location))
+        except Exception as exc:
+            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            first = detail[0] if detail else type(exc).__name__
+            # Workers starting together on a new database race to create Optuna's schema; the
+            # loser finds it complete on the next try.
+            racing = "already exists" in first or "duplicate key" in first
+            if racing and attempt < _SCHEMA_RACE_ATTEMPTS - 1:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise IpuTuneError(f"study.storage={target.display!r}: cannot open ({first})") from None
+    raise AssertionError("unreachable")
 
 
 def _silence() -> None:

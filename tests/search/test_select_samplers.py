@@ -57,6 +57,7 @@ def test_multi_objective_best_is_the_compromise_of_the_feasible_front() -> None:
     assert best is not None and best.number == 1
 
 
+@pytest.mark.filterwarnings("ignore:Constraints have been set")  # CMA-ES ignores them
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
 def test_every_sampler_preset_builds_and_runs(name: str) -> None:
     cfg = compose_cfg("+experiment=seed_mnist", f"sampler={name}")
