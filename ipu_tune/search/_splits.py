@@ -73,7 +73,7 @@ def simulator_block_cycles(profile: ModelProfile, system: System,
     simulator's per-block costs are unavailable (the planner then falls back to FLOPs).
     """
     try:
-        from ipu_tune.simulator._compute import block_costs
+        from ipu_tune.simulator import block_costs
         from ipu_tune.simulator._constants import DEFAULT_CONSTANTS
 
         costs = block_costs(profile, system.ipu, plan.micro_batch_size, plan.model_fp16,

@@ -21,6 +21,7 @@ from ipu_tune.simulator._constants import (
     SimConstants,
     constants_from_mapping,
 )
+from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._memory import stash_depth
 from ipu_tune.simulator._result import (
     MEMORY_CATEGORIES,
@@ -41,6 +42,7 @@ __all__ = [
     "OPTIMIZER_STATE",
     "SIMULATOR_VERSION",
     "TIME_PHASES",
+    "block_costs",
     "CalibrationPoint",
     "FitResult",
     "IpuMemory",

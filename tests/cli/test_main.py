@@ -109,3 +109,32 @@ def test_target_only_in_the_model_section(tmp_path: Path) -> None:
     cfg.write_text(f"plan: {{_target_: os.system, command: 'touch {marker}'}}\n")
     proc = run_cli(["evaluate", str(cfg)], cwd=tmp_path)
     assert proc.returncode == 2 and not marker.exists()
+
+
+def test_seed_ladder_from_the_command_line(tmp_path: Path) -> None:
+    """The seed session automated: `fit` makes the out-of-memory plan fit; `throughput` beats
+    the hand-tuned plan the session ends with."""
+    import ipu_tune
+
+    fit = run_cli(["+experiment=seed_resnet101", "search=fit", "study.n_trials=30",
+                   "study.progress_bar=false"], cwd=tmp_path, timeout=300)
+    assert fit.returncode == 0, fit.stderr
+    fit_best = tmp_path / "results" / "resnet101-mk2x2-fit" / "best.yaml"
+    start = yaml.safe_load(fit_best.read_text())
+    assert ipu_tune.evaluate(fit_best).fits
+    assert start["workload"]["micro_batch_size"] == 64
+
+    fast = run_cli(["+experiment=seed_resnet101", "search=throughput", "study.n_trials=60",
+                    "study.progress_bar=false"], cwd=tmp_path, timeout=300)
+    assert fast.returncode == 0, fast.stderr
+    found = ipu_tune.evaluate(tmp_path / "results" / "resnet101-mk2x2-throughput" / "best.yaml")
+    hand = ipu_tune.evaluate({
+        "model": {"name": "resnet101", "input_shape": [3, 64, 64], "num_classes": 10},
+        "workload": {"micro_batch_size": 64, "optimizer": "adamw"},
+        "system": {"ipu": "mk2", "num_ipus": 2},
+        "plan": {"precision": "16.16", "gradient_accumulation": 8, "device_iterations": 4,
+                 "pipeline": {"splits": ["layer3.8"]}, "recompute": "checkpoints",
+                 "eight_bit_io": True, "async_dataloader": True},
+    })
+    assert hand.fits and found.fits
+    assert found.throughput > hand.throughput
