@@ -9,7 +9,9 @@ __all__ = ["main"]
 
 
 def _commands() -> dict[str, Callable[[Sequence[str]], int]]:
-    from ipu_tune.cli import evaluate_cmd, profile_cmd, studies_cmd
+    import ipu_tune.cli.evaluate_cmd as evaluate_cmd
+    import ipu_tune.cli.profile_cmd as profile_cmd
+    import ipu_tune.cli.studies_cmd as studies_cmd
 
     commands: dict[str, Callable[[Sequence[str]], int]] = {
         "evaluate": evaluate_cmd.main,
@@ -18,12 +20,9 @@ def _commands() -> dict[str, Callable[[Sequence[str]], int]]:
         "report": studies_cmd.report_main,
         "export": studies_cmd.export_main,
     }
-    try:
-        from ipu_tune.cli import calibrate_cmd
+    import ipu_tune.cli.calibrate_cmd as calibrate_cmd
 
-        commands["calibrate"] = calibrate_cmd.main
-    except ImportError:
-        pass
+    commands["calibrate"] = calibrate_cmd.main
     return commands
 
 

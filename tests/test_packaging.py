@@ -24,8 +24,10 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
     # Dependencies from this interpreter's site-packages, but not its editable ipu_tune.
     (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],

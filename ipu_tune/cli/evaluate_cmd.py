@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 import yaml
 
@@ -14,7 +14,6 @@ from ipu_tune.cli._common import fail
 from ipu_tune.config import load_config
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import DEFAULT_CONSTANTS, constants_from_mapping
-
 
 __all__ = ["main"]
 

@@ -16,6 +16,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
@@ -43,7 +44,7 @@ def pinned_keys(overrides: Sequence[str]) -> frozenset[str]:
     return frozenset(k for k in keys if k.startswith(("plan.", "workload.")))
 
 
-def _check_groups(parsed: list) -> None:  # type: ignore[type-arg]
+def _check_groups(parsed: list[Override]) -> None:
     for o in parsed:
         group = o.key_or_group
         if group not in GROUPS or o.is_delete():
@@ -85,10 +86,10 @@ def preflight(argv: Sequence[str]) -> None:
         raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
     _check_groups(parsed)
     choices = [
-        [f"{o.input_line.split('=', 1)[0]}={v}" for v in o.sweep_string_iterator()]
+        [f"{raw.split('=', 1)[0]}={v}" for v in o.sweep_string_iterator()]
         if o.is_sweep_override()
-        else [o.input_line]
-        for o in parsed
+        else [raw]
+        for o, raw in zip(parsed, overrides, strict=True)
     ]
     from ipu_tune.tuner._run import _prepare
 

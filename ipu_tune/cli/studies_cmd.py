@@ -25,8 +25,10 @@ __all__ = ["export_main", "list_main", "report_main"]
 
 
 def _storage_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--storage", default=None,
-                        help="storage URL or journal file (default: <results-dir>/ipu_tune.journal)")
+    parser.add_argument(
+        "--storage", default=None,
+        help="storage URL or journal file (default: <results-dir>/ipu_tune.journal)",
+    )
     parser.add_argument("--results-dir", default="results", help="default: results")
 
 

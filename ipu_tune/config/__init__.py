@@ -39,7 +39,7 @@ __all__ = [
     "TuneConfig",
     "WorkloadConfig",
     "group_options",
-    "register",
     "load_config",
+    "register",
     "to_plain_dict",
 ]

@@ -46,7 +46,7 @@ def _reject_targets(node: Any, path: str = "") -> None:
 
 def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
     """Merge `cfg` over the schema's defaults and return the dataclass instance."""
-    plain = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else cfg
+    plain: Any = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else cfg
     root = "model" if schema.__name__ == "ModelConfig" else ""
     if root:
         plain = {k: v for k, v in plain.items() if k != "_target_"}

@@ -98,7 +98,9 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
             f"({p.replication_factor}) = {stages * p.replication_factor}",
         )
     if w.mode == "infer" and p.gradient_accumulation != 1:
-        raise bad_value("plan.gradient_accumulation", p.gradient_accumulation, "must be 1 for infer")
+        raise bad_value(
+            "plan.gradient_accumulation", p.gradient_accumulation, "must be 1 for infer"
+        )
     return cfg
 
 

@@ -14,6 +14,7 @@ from ipu_tune.simulator._calibrate import (
     load_points,
     predict,
 )
+from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._constants import (
     DEFAULT_CONSTANTS,
     FITTED,
@@ -21,7 +22,6 @@ from ipu_tune.simulator._constants import (
     SimConstants,
     constants_from_mapping,
 )
-from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._memory import stash_depth
 from ipu_tune.simulator._result import (
     MEMORY_CATEGORIES,
@@ -42,13 +42,13 @@ __all__ = [
     "OPTIMIZER_STATE",
     "SIMULATOR_VERSION",
     "TIME_PHASES",
-    "block_costs",
     "CalibrationPoint",
     "FitResult",
     "IpuMemory",
     "SimConstants",
     "SimResult",
     "StageTime",
+    "block_costs",
     "constants_from_mapping",
     "default_points",
     "fit_constants",

@@ -64,7 +64,8 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
                 f"study.storage={redact(storage)!r}: not a storage URL; allowed: a journal file "
                 "(*.journal), sqlite:///FILE, postgresql://USER@HOST/DB"
             ) from None
-        return StorageTarget("rdb", storage, storage if url.drivername else storage)
+        del url  # parsed only to reject what is not a URL
+        return StorageTarget("rdb", storage, storage)
     results = "sqlite:///" + str(Path(path).with_name("results.db"))
     return StorageTarget("journal", path, results)
 

@@ -61,7 +61,7 @@ def open_study(
         study_name=name,
         storage=storage,
         sampler=problem.sampler(),
-        directions=problem.directions,
+        directions=wanted,
         load_if_exists=True,
     )
     if list(study.directions) != wanted:
@@ -71,16 +71,16 @@ def open_study(
             f"{list(problem.directions)}; choose another study.name"
         )
     meta = study.user_attrs.get(_META)
-    created = meta is None
     mine = _metadata(cfg, problem, pinned)
-    if created:
+    if meta is None:
         study.set_user_attr(_META, mine)
-    elif meta.get("model") != mine["model"]:
+        return study, True
+    if meta.get("model") != mine["model"]:
         raise IpuTuneError(
             f"study.name={name!r}: the stored study tunes model {meta.get('model')!r}, not "
             f"{mine['model']!r}; choose another study.name"
         )
-    return study, created
+    return study, False
 
 
 def recover_stale_trials(study: optuna.Study) -> list[int]:

@@ -103,7 +103,7 @@ def test_search_space_files_cannot_instantiate(tmp_path: Path) -> None:
 
 def test_target_only_in_the_model_section(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
-    proc = run_cli([f"+plan._target_=os.system", "study.n_trials=1"], cwd=tmp_path)
+    proc = run_cli(["+plan._target_=os.system", "study.n_trials=1"], cwd=tmp_path)
     assert proc.returncode == 2 and "_target_" in proc.stderr
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"plan: {{_target_: os.system, command: 'touch {marker}'}}\n")

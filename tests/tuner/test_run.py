@@ -78,5 +78,5 @@ def test_trial_of_a_dead_worker_is_failed_and_retried(tmp_path: Path) -> None:
 
 def test_a_study_of_another_model_is_refused(tmp_path: Path) -> None:
     run(_cfg(tmp_path, 2, "study.name=shared"))
-    with pytest.raises(ipu_tune.IpuTuneError, match="study.name='shared'"):
+    with pytest.raises(ipu_tune.IpuTuneError, match=r"study\.name='shared'"):
         run(_cfg(tmp_path, 2, "study.name=shared", "model=resnet50"))
