@@ -17,6 +17,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     Float,
@@ -74,9 +75,9 @@ _table = Table(
     Column("values", String(1000)),
     Column("throughput", Float),
     Column("fits", Boolean),
-    Column("peak_memory_bytes", Integer),
+    Column("peak_memory_bytes", BigInteger),  # bytes exceed 2**31 on infeasible plans
     Column("memory_per_ipu", String(2000)),
-    Column("memory_limit_bytes", Integer),
+    Column("memory_limit_bytes", BigInteger),
     Column("bottleneck", String(64)),
     Column("reason", String(1000)),
     *[Column(name, type_) for name, type_ in PLAN_COLUMNS],

@@ -70,7 +70,13 @@ def test_export_parquet_and_csv(tmp_path: Path) -> None:
 def test_store_on_postgres(pg_url: str) -> None:
     store = ResultsStore(pg_url)
     study = _study_with_attrs(4)
-    assert store.sync(study) == 4
+    big = study.ask()
+    big.set_user_attr("result", {"memory_per_ipu": [3_000_000_000], "fits": False,
+                                 "memory_limit_bytes": 940_572_672})
+    study.tell(big, 0.0)  # an infeasible plan: peak bytes beyond a 32-bit integer
+    assert store.sync(study) == 5
     assert store.sync(study) == 0
-    assert len(store.frame("s")) == 4
+    frame = store.frame("s")
+    assert len(frame) == 5
+    assert frame["peak_memory_bytes"].max() == 3_000_000_000
     store.close()
