@@ -24,10 +24,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 _CHILD = r"""
 import json, sys, time
-import torch  # the tuner has torch loaded before it profiles
+import torch  # torch's own import is not counted: any torch program pays it
 from ipu_tune.config import ModelConfig
 from ipu_tune.models import clear_memory_cache, profile_model
-from ipu_tune.models._profiler import _compute
+from ipu_tune.models._build import compute as _compute
 
 name, shape, classes, mode = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 cfg = ModelConfig(name=name, input_shape=shape, num_classes=classes)

@@ -109,7 +109,11 @@ def load_config(source: str | Path | Mapping[str, Any] | EvalConfig) -> EvalConf
 
 
 def to_plain_dict(cfg: Any) -> dict[str, Any]:
-    """A dataclass config as plain JSON/YAML-ready containers (lists, not tuples)."""
-    out = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    """A dataclass config as plain JSON/YAML-ready containers (lists, not tuples).
+
+    `dataclasses.asdict`, not OmegaConf: the tuner calls this once per trial and OmegaConf's
+    structured round trip costs ~20 ms.
+    """
+    out = dataclasses.asdict(cfg)
     assert isinstance(out, dict)
-    return out  # type: ignore[return-value]
+    return out

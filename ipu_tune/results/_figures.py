@@ -8,6 +8,7 @@ own `optuna.visualization` figures.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Container, Sequence
 
 import optuna
@@ -307,11 +308,14 @@ def importances_figure(study: optuna.Study) -> go.Figure | str:
     # PED-ANOVA: Optuna's default evaluator, needs no scikit-learn and is fast on 500 trials.
     evaluator = optuna.importance.PedAnovaImportanceEvaluator()
     try:
-        if len(study.directions) == 1:
-            return optuna.visualization.plot_param_importances(study, evaluator=evaluator)
-        # Multi-objective: importance for reaching the Pareto front (PED-ANOVA's own rule);
-        # Optuna's plot would rank each objective as if lower were better.
-        scores = optuna.importance.get_param_importances(study, evaluator=evaluator)
+        with warnings.catch_warnings():
+            # PED-ANOVA warns for knobs with few trials per value; the ranking still stands.
+            warnings.simplefilter("ignore", UserWarning)
+            if len(study.directions) == 1:
+                return optuna.visualization.plot_param_importances(study, evaluator=evaluator)
+            # Multi-objective: importance for reaching the Pareto front (PED-ANOVA's own rule);
+            # Optuna's plot would rank each objective as if lower were better.
+            scores = optuna.importance.get_param_importances(study, evaluator=evaluator)
     except (ValueError, RuntimeError, ZeroDivisionError) as exc:  # e.g. a single distinct value
         return f"Parameter importances could not be computed: {exc}"
     names = list(scores)[::-1]  # most important on top

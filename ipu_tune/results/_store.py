@@ -123,7 +123,7 @@ def row_from_trial(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
         "model": model.get("name") or model.get("_target_"),
         "ipu": system.get("ipu"),
         "num_ipus": system.get("num_ipus"),
-        "simulator_version": attrs.get("simulator_version"),
+        "simulator_version": result.get("simulator_version"),
         "started_at": trial.datetime_start.isoformat() if trial.datetime_start else None,
         "finished_at": trial.datetime_complete.isoformat() if trial.datetime_complete else None,
         "extra": {"constraints": attrs.get("constraints")},
@@ -140,6 +140,9 @@ def _sqlite_pragmas(engine: Engine) -> None:
         # WAL lets readers and one writer proceed together; busy timeout waits out other writers.
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL survives a killed process (only power loss may drop the last commits,
+        # and those rows are rebuilt from the study by `sync`).
+        cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA busy_timeout=60000")
         cur.close()
 

@@ -2,7 +2,7 @@
 
 Order per trial (what a kill at any point leaves behind):
 1. ask -> the trial is RUNNING and tagged with its worker (a resume fails and retries it);
-2. simulate, store config/result/constraints as user attributes;
+2. simulate, store constraints, config and result as user attributes;
 3. tell -> COMPLETE (a kill before this leaves it RUNNING: failed and retried on resume);
 4. append the results row (a kill before this is repaired by `ResultsStore.sync`).
 """
@@ -80,11 +80,9 @@ def work(
                 study.tell(trial, state=TrialState.FAIL)
                 break
             trial.set_user_attr("worker", worker)
-            outcome = problem.run_trial(trial)
-            trial.set_user_attr("constraints", [float(c) for c in outcome.constraints])
+            outcome = problem.run_trial(trial)  # also stores "constraints" on the trial
             trial.set_user_attr("config", to_plain_dict(outcome.config))
             trial.set_user_attr("result", _summary(outcome.result))
-            trial.set_user_attr("simulator_version", SIMULATOR_VERSION)
             frozen = study.tell(trial, [float(v) for v in outcome.values])
             store.append(study.study_name, frozen)
             ran += 1
@@ -113,4 +111,5 @@ def _summary(result: object) -> dict[str, object]:
     for k, v in out.items():
         if isinstance(v, float) and not math.isfinite(v):
             out[k] = None
+    out["simulator_version"] = SIMULATOR_VERSION
     return out
