@@ -7,6 +7,7 @@ from ipu_tune.tuner import RunSummary
 __all__ = ["format_summary"]
 
 MB = 1e6
+_LABELS = {"best": "best plan", "poptorch": "PopTorch options", "report": "report"}
 
 
 def format_summary(s: RunSummary) -> str:
@@ -27,7 +28,9 @@ def format_summary(s: RunSummary) -> str:
             f"({100 * b / r.memory_limit_bytes:.0f}%)"
             for i, b in enumerate(r.memory_per_ipu)
         )
-        lines.append(f"memory: {mem}")
+        replicas = c.plan.replication_factor
+        per = f" (each of {replicas} replicas)" if replicas > 1 else ""
+        lines.append(f"memory per IPU{per}: {mem}")
         p = c.plan
         lines.append(
             f"plan: precision {p.precision}, micro-batch {c.workload.micro_batch_size}, "
@@ -38,6 +41,6 @@ def format_summary(s: RunSummary) -> str:
             f"{p.prefetch_depth}, I/O tiles {p.io_tiles}, 8-bit I/O {p.eight_bit_io}, async "
             f"loader {p.async_dataloader} x{p.dataloader_workers}"
         )
-    for label, path in s.exports.items():
-        lines.append(f"{label}: {path}")
+    for key, path in s.exports.items():
+        lines.append(f"{_LABELS.get(key, key)}: {path}")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import ipu_tune
 from tests.conftest import REPO
 from tests.tuner._inspect import study_state
 
@@ -29,24 +30,47 @@ def _start(results: Path, n_trials: int) -> subprocess.Popen[str]:
     )
 
 
+def _exports_are_whole(out_dir: Path) -> None:
+    """Exports are written atomically: present means complete."""
+    best = out_dir / "best.yaml"
+    if best.exists():
+        assert ipu_tune.evaluate(best).fits
+    report = out_dir / "report.html"
+    if report.exists():
+        assert report.read_text().rstrip().endswith("</html>")
+
+
 @pytest.mark.slow
 def test_sigkill_at_twenty_moments_loses_nothing(tmp_path: Path) -> None:
+    # Profile once so that the runs below start in about a second (a kill during the first,
+    # cold profile would leave no cache, and every run would die in start-up).
+    ipu_tune.profile({"name": "resnet101", "input_shape": [3, 64, 64], "num_classes": 10})
     results = tmp_path / "results"
     rng = random.Random(7)
     finished_before: set[int] = set()
+    moments: list[str] = []
     for kill in range(20):
         # Budgets grow so some runs are killed mid-trials and some during the final export.
-        proc = _start(results, n_trials=15 * (kill + 1))
+        budget = 15 * (kill + 1)
+        proc = _start(results, n_trials=budget)
         time.sleep(rng.uniform(1.5, 4.5))
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         if not (results / "ipu_tune.journal").exists():
-            continue  # killed before the study existed
+            moments.append("start-up")
+            continue
         state = study_state(results, NAME)
         assert finished_before <= state["complete"], f"kill {kill} lost finished trials"
         numbers = state["numbers"]
         assert len(numbers) == len(set(numbers))
+        if state["running"] or len(state["complete"]) < budget:  # type: ignore[arg-type]
+            moments.append("trials")
+        else:
+            moments.append("export")
+        _exports_are_whole(results / NAME)
         finished_before = set(state["complete"])  # type: ignore[arg-type]
+    # The kills must have hit both the trial loop and the exports at the end of a run.
+    assert moments.count("trials") >= 3 and moments.count("export") >= 2, moments
 
     total = 15 * 20 + 5
     done = subprocess.run(
