@@ -84,7 +84,8 @@ def work(
             trial.set_user_attr("config", to_plain_dict(outcome.config))
             trial.set_user_attr("result", _summary(outcome.result))
             frozen = study.tell(trial, [float(v) for v in outcome.values])
-            store.append(study.study_name, frozen)
+            if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
+                store.append(study.study_name, frozen)
             ran += 1
             if on_trial is not None:
                 on_trial(trial.number)
