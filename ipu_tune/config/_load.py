@@ -15,7 +15,7 @@ from ipu_tune.config._schema import EvalConfig
 from ipu_tune.config._validate import validate
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["load_config", "omegaconf_error", "to_plain_dict", "typed"]
+__all__ = ["load_config", "omegaconf_error", "read_yaml", "to_plain_dict", "typed"]
 
 T = TypeVar("T")
 
@@ -61,17 +61,23 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
     return obj
 
 
-def _read_yaml(path: Path) -> Mapping[str, Any]:
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file with `safe_load` (it never constructs objects); one-line errors that
+    name `what` ("config file", "space file") and the path."""
     try:
         text = path.read_text()
     except OSError as exc:
-        raise IpuTuneError(f"config file {str(path)!r}: cannot be read ({exc.strerror})") from None
+        raise IpuTuneError(f"{what} {str(path)!r}: cannot be read ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise IpuTuneError(f"config file {str(path)!r}: not valid YAML{where}") from None
+        raise IpuTuneError(f"{what} {str(path)!r}: not valid YAML{where}") from None
+
+
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    data = read_yaml(path, "config file")
     if data is None:
         data = {}
     if not isinstance(data, Mapping):

@@ -32,9 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ipu_tune.config._hydra import SPACES_DIR
+from ipu_tune.config._load import read_yaml
 from ipu_tune.config._schema import PRECISIONS, RECOMPUTE, SCHEDULES
 from ipu_tune.config._validate import is_power_of_two, valid_io_tiles
 from ipu_tune.errors import IpuTuneError
@@ -126,16 +125,7 @@ def load_space(name_or_path: str | Path) -> SearchSpace:
                 + ", ".join(space_names())
                 + " (or a path to a .yaml file)"
             )
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise IpuTuneError(f"space file {str(path)!r}: cannot be read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise IpuTuneError(f"space file {str(path)!r}: not valid YAML{where}") from None
+    data = read_yaml(path, "space file")
     return parse_space(data, source=str(path), name=path.stem)
 
 
