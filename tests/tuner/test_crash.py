@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,12 @@ def _start(results: Path, n_trials: int) -> subprocess.Popen[str]:
     )
 
 
+def _wait(ready: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not ready() and time.monotonic() < end:
+        time.sleep(0.01)
+
+
 def _exports_are_whole(out_dir: Path) -> None:
     """Exports are written atomically: present means complete."""
     best = out_dir / "best.yaml"
@@ -49,30 +56,48 @@ def test_sigkill_at_twenty_moments_loses_nothing(tmp_path: Path) -> None:
     rng = random.Random(7)
     finished_before: set[int] = set()
     moments: list[str] = []
+    journal = results / "ipu_tune.journal"
+    best_yaml = results / NAME / "best.yaml"
+    budget = 0
     for kill in range(20):
-        # Budgets grow so some runs are killed mid-trials and some during the final export.
-        budget = 15 * (kill + 1)
+        # Aim each kill: start-up, the trial loop (once trials are being written), or the
+        # export at the end of the run (once best.yaml is being replaced); then classify
+        # where it landed from what the storage holds.
+        aim = ("start-up", "trials", "trials", "export", "trials")[kill % 5]
+        budget += 60
+        size_before = journal.stat().st_size if journal.exists() else 0
+        mtime_before = best_yaml.stat().st_mtime_ns if best_yaml.exists() else 0
         proc = _start(results, n_trials=budget)
-        time.sleep(rng.uniform(1.5, 4.5))
+        if aim == "start-up":
+            time.sleep(rng.uniform(0.1, 0.8))
+        elif aim == "trials":
+            _wait(lambda s=size_before: journal.exists() and journal.stat().st_size > s + 4000)
+            time.sleep(rng.uniform(0.0, 0.4))
+        else:
+            _wait(lambda m=mtime_before: best_yaml.exists() and best_yaml.stat().st_mtime_ns > m)
+            time.sleep(rng.uniform(0.0, 0.3))
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
-        if not (results / "ipu_tune.journal").exists():
+        if not journal.exists():
             moments.append("start-up")
             continue
         state = study_state(results, NAME)
         assert finished_before <= state["complete"], f"kill {kill} lost finished trials"
         numbers = state["numbers"]
         assert len(numbers) == len(set(numbers))
-        if state["running"] or len(state["complete"]) < budget:  # type: ignore[arg-type]
+        if len(state["complete"]) == len(finished_before):  # type: ignore[arg-type]
+            moments.append("start-up")
+        elif state["running"] or len(state["complete"]) < budget:  # type: ignore[arg-type]
             moments.append("trials")
         else:
             moments.append("export")
         _exports_are_whole(results / NAME)
         finished_before = set(state["complete"])  # type: ignore[arg-type]
+        budget = len(finished_before)
     # The kills must have hit both the trial loop and the exports at the end of a run.
     assert moments.count("trials") >= 3 and moments.count("export") >= 2, moments
 
-    total = 15 * 20 + 5
+    total = budget + 25
     done = subprocess.run(
         [sys.executable, "-m", "ipu_tune", f"results_dir={results}", f"study.name={NAME}",
          f"study.n_trials={total}", "study.progress_bar=false"],
