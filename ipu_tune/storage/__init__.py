@@ -1,5 +1,6 @@
 """Where studies live: storage URLs, the default journal file, and opening them safely."""
 
+from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._open import (
     DEFAULT_JOURNAL,
@@ -11,6 +12,7 @@ from ipu_tune.storage._open import (
 
 __all__ = [
     "DEFAULT_JOURNAL",
+    "ClaimLock",
     "FlockLock",
     "StorageTarget",
     "open_storage",

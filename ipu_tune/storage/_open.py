@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 
 __all__ = ["DEFAULT_JOURNAL", "StorageTarget", "open_storage", "redact", "resolve_storage"]
@@ -34,6 +35,16 @@ class StorageTarget:
     kind: str  # "journal" | "rdb"
     location: str  # file path (journal) or SQLAlchemy URL (rdb)
     results_url: str  # SQLAlchemy URL of the results table
+
+    @property
+    def claims(self) -> ClaimLock:
+        """The claim lock of a storage on this machine's disk; a no-op for database servers."""
+        if self.kind == "journal":
+            return ClaimLock(self.location + ".claims")
+        url = make_url(self.location)
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return ClaimLock(str(url.database) + ".claims")
+        return ClaimLock(None)
 
     @property
     def display(self) -> str:

@@ -83,7 +83,8 @@ def _worker_entry(cfg: TuneConfig, pinned: frozenset[str], index: int) -> int:
                               sampler=prep.problem.sampler())
     store = ResultsStore(prep.target.results_url)
     try:
-        return work(study, prep.problem, store, cfg.study.n_trials, cfg.study.timeout_s,
+        return work(study, prep.problem, store, prep.target.claims, cfg.study.n_trials,
+                    cfg.study.timeout_s,
                     progress=cfg.study.progress_bar and index == 0)
     finally:
         store.close()
@@ -96,12 +97,13 @@ def run(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> RunSummary:
     store = ResultsStore(prep.target.results_url)
     try:
         study, created = open_study(prep.name, storage, cfg, prep.problem, pinned)
-        retried = recover_stale_trials(study)
+        retried = recover_stale_trials(study, prep.target.claims)
         store.sync(study)
         if created and cfg.search.warm_start:
             enqueue_warm_start(study, prep.problem, cfg.study.n_trials)
         if cfg.study.workers == 1:
-            ran = work(study, prep.problem, store, cfg.study.n_trials, cfg.study.timeout_s,
+            ran = work(study, prep.problem, store, prep.target.claims, cfg.study.n_trials,
+                       cfg.study.timeout_s,
                        progress=cfg.study.progress_bar)
         else:
             counts = Parallel(n_jobs=cfg.study.workers, backend="loky")(

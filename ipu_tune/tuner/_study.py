@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.study import StudyDirection
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.config import TuneConfig, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.search import SearchProblem
+from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import is_alive_here
 
 __all__ = [
@@ -24,6 +26,9 @@ __all__ = [
 ]
 
 META_KEY = "ipu_tune"
+# A claim (`ask` + tag) takes milliseconds; an untagged RUNNING trial older than this on a
+# shared database server belongs to a dead worker.
+_CLAIM_AGE_S = 60.0
 _META = META_KEY
 
 
@@ -83,18 +88,35 @@ def open_study(
     return study, False
 
 
-def recover_stale_trials(study: optuna.Study) -> list[int]:
-    """Fail RUNNING trials whose worker on this host is dead, and enqueue them again.
+def _is_stale(trial: FrozenTrial, claims: ClaimLock) -> bool:
+    worker = trial.user_attrs.get("worker")
+    if isinstance(worker, str):
+        return is_alive_here(worker) is False
+    # Untagged: its worker died between `ask` and the tag (no live worker is mid-claim while
+    # we hold the claim lock), or, on a shared database server, it is older than any claim.
+    if claims.local:
+        return True
+    started = trial.datetime_start
+    return started is not None and (datetime.now() - started).total_seconds() > _CLAIM_AGE_S
+
+
+def recover_stale_trials(study: optuna.Study, claims: ClaimLock) -> list[int]:
+    """Fail RUNNING trials whose worker is dead, and enqueue them again.
 
     Only the worker whose FAIL lands first enqueues the retry, so concurrent resumes do not
     duplicate it.
     """
+    with claims.recovering():
+        return _recover(study, claims)
+
+
+def _recover(study: optuna.Study, claims: ClaimLock) -> list[int]:
     storage = study._storage
     retried: list[int] = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = t.user_attrs.get("worker")
-        if not isinstance(worker, str) or is_alive_here(worker) is not False:
+        if not _is_stale(t, claims):
             continue
+        worker = t.user_attrs.get("worker", "untagged")
         try:
             storage.set_trial_system_attr(t._trial_id, "fail_reason", f"worker died: {worker}")
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)

@@ -1,7 +1,8 @@
 """One worker's trial loop: exact totals across workers, attributes before tell, then a row.
 
 Order per trial (what a kill at any point leaves behind):
-1. ask -> the trial is RUNNING and tagged with its worker (a resume fails and retries it);
+1. ask and tag the trial with its worker, under the shared claim lock (a resume fails and
+   retries a RUNNING trial of a dead worker, tagged or not);
 2. simulate, store constraints, config and result as user attributes;
 3. tell -> COMPLETE (a kill before this leaves it RUNNING: failed and retried on resume);
 4. append the results row (a kill before this is repaired by `ResultsStore.sync`).
@@ -22,6 +23,7 @@ from ipu_tune.config import to_plain_dict
 from ipu_tune.results import ResultsStore
 from ipu_tune.search import SearchProblem
 from ipu_tune.simulator import SIMULATOR_VERSION
+from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import this_worker
 
 __all__ = ["count_done", "work"]
@@ -49,6 +51,7 @@ def work(
     study: optuna.Study,
     problem: SearchProblem,
     store: ResultsStore,
+    claims: ClaimLock,
     n_trials: int,
     timeout_s: float | None = None,
     progress: bool = False,
@@ -73,13 +76,14 @@ def work(
             )
             if len(busy) >= n_trials:
                 break
-            trial = study.ask()
+            with claims.claiming():
+                trial = study.ask()
+                trial.set_user_attr("worker", worker)
             if _rank(study, trial.number) >= n_trials:
                 # Another worker took the last slot between our check and ask.
                 trial.set_user_attr("surplus", True)
                 study.tell(trial, state=TrialState.FAIL)
                 break
-            trial.set_user_attr("worker", worker)
             outcome = problem.run_trial(trial)  # also stores "constraints" on the trial
             trial.set_user_attr("config", to_plain_dict(outcome.config))
             trial.set_user_attr("result", _summary(outcome.result))

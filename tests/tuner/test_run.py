@@ -80,3 +80,14 @@ def test_a_study_of_another_model_is_refused(tmp_path: Path) -> None:
     run(_cfg(tmp_path, 2, "study.name=shared"))
     with pytest.raises(ipu_tune.IpuTuneError, match=r"study\.name='shared'"):
         run(_cfg(tmp_path, 2, "study.name=shared", "model=resnet50"))
+
+
+def test_trial_killed_between_ask_and_tag_is_recovered(tmp_path: Path) -> None:
+    summary = run(_cfg(tmp_path, 3))
+    study = _study(tmp_path, summary.study_name)
+    untagged = study.ask({"x_unused": optuna.distributions.FloatDistribution(0, 1)})
+    resumed = run(_cfg(tmp_path, 4))
+    assert resumed.retried == (untagged.number,)
+    study = _study(tmp_path, summary.study_name)
+    assert not study.get_trials(states=(TrialState.RUNNING,))
+    assert resumed.n_complete == 4
