@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ipu_tune.config import SystemConfig
 from ipu_tune.errors import bad_value
 
-__all__ = ["HOST", "IPUS", "HostSpec", "IpuSpec", "System", "make_system"]
+__all__ = ["HOST", "IPUS", "HostSpec", "IpuSpec", "System", "make_system", "system_from_config"]
 
 KIB = 1024
 GB = 1e9
@@ -133,3 +134,8 @@ def make_system(ipu: str, num_ipus: int, hosts: int = 1, host: HostSpec = HOST) 
     if not 1 <= hosts <= num_ipus:
         raise bad_value("system.hosts", hosts, f"must be in 1..system.num_ipus={num_ipus}")
     return System(ipu=IPUS[ipu], num_ipus=num_ipus, hosts=hosts, host=host)
+
+
+def system_from_config(cfg: SystemConfig) -> System:
+    """The `system:` section of a config as a `System`."""
+    return make_system(cfg.ipu, cfg.num_ipus, cfg.hosts)

@@ -2,18 +2,10 @@
 
 `simulate(profile, system, plan)` is pure (frozen dataclasses in, a frozen `SimResult` out; no
 I/O, logging or randomness). Its free constants are fitted to measured runs
-(`calibration_points.yaml`) and kept in `DEFAULT_CONSTANTS`; pass `constants=` to apply a
-refitted set (`python -m ipu_tune calibrate`, `fit_constants`, `constants_from_mapping`).
+by `ipu_tune.calibration` (a client of this package) and kept in `DEFAULT_CONSTANTS`; pass
+`constants=` to apply a refitted set (`python -m ipu_tune calibrate`, `constants_from_mapping`).
 """
 
-from ipu_tune.simulator._calibrate import (
-    CalibrationPoint,
-    FitResult,
-    default_points,
-    fit_constants,
-    load_points,
-    predict,
-)
 from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._constants import (
     DEFAULT_CONSTANTS,
@@ -42,18 +34,12 @@ __all__ = [
     "OPTIMIZER_STATE",
     "SIMULATOR_VERSION",
     "TIME_PHASES",
-    "CalibrationPoint",
-    "FitResult",
     "IpuMemory",
     "SimConstants",
     "SimResult",
     "StageTime",
     "block_costs",
     "constants_from_mapping",
-    "default_points",
-    "fit_constants",
-    "load_points",
-    "predict",
     "simulate",
     "stash_depth",
 ]

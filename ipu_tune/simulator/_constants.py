@@ -1,9 +1,9 @@
 """Free constants of the simulator, with their provenance.
 
 Two kinds live here. *Fitted* constants (`FITTED`) have no public figure; they were settled by
-least squares in log space against the measured runs of `calibration_points.yaml` (the seed
+least squares in log space against the measured runs of `ipu_tune/calibration/points.yaml` (the seed
 ResNet-101 tutorial ladder and its execution traces, the pipelining tutorial, MLPerf ResNet-50)
-with `ipu_tune.simulator.fit_constants` (`python -m ipu_tune calibrate` refits them from a
+with `ipu_tune.calibration.fit_constants` (`python -m ipu_tune calibrate` refits them from a
 user's own measurements). *Read/estimate* constants cite their source and are not fitted.
 
 Current fit (`python -m ipu_tune calibrate`, Nelder-Mead from the previous values, profiles of
@@ -38,7 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SimConstants:
-    # ---- fitted (calibration_points.yaml; see FITTED) -------------------------------------
+    # ---- fitted (calibration/points.yaml; see FITTED) -------------------------------------
     # Fraction of the precision's peak FLOP rate a large convolution/matmul sustains on the AMP
     # units (seed guide 4.6: fp16 halves the cycles of the arithmetic; reference: FP16 peak).
     matmul_efficiency: float = 0.456

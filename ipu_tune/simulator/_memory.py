@@ -31,11 +31,11 @@ Per tile: always-live code spreads unevenly, variables evenly (constants give th
 from __future__ import annotations
 
 from ipu_tune.hardware import IpuSpec
+from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import SimConstants, state_bytes_per_param
 from ipu_tune.simulator._stages import StageShape
 
 __all__ = ["stage_memory", "stash_depth"]
-
 
 
 def stash_depth(schedule: str, stages: int, stage: int) -> int:
@@ -49,27 +49,30 @@ def stash_depth(schedule: str, stages: int, stage: int) -> int:
 
 def stage_memory(
     x: StageShape,
+    plan: ExecutionPlan,
+    ipu: IpuSpec,
+    c: SimConstants,
     *,
     temp_bytes: float,
     compute_sets: float,
     io_bytes_per_micro_batch: float,
-    ipu: IpuSpec,
-    c: SimConstants,
-    training: bool,
-    fp16: bool,
-    optimizer: str,
-    gradient_accumulation: int,
-    micro_batch: int,
-    schedule: str,
-    stages: int,
-    recompute: str,
-    offload: bool,
-    rts: bool,
-    replicas: int,
-    prefetch_depth: int,
-    io_tiles: int,
 ) -> tuple[dict[str, int], int]:
-    """Bytes by category and the most-loaded tile's bytes."""
+    """Bytes by category of the IPU running stage `x` of `plan`, and its most-loaded tile's
+    bytes. `temp_bytes`/`compute_sets` come from the stage's block costs,
+    `io_bytes_per_micro_batch` is the stage's host input (0 but for the first stage)."""
+    training = plan.training
+    fp16 = plan.model_fp16
+    optimizer = plan.optimizer
+    gradient_accumulation = plan.gradient_accumulation
+    micro_batch = plan.micro_batch_size
+    schedule = plan.schedule
+    stages = plan.stages
+    recompute = plan.recompute
+    offload = plan.offload_optimizer_state
+    rts = plan.replicated_tensor_sharding
+    replicas = plan.replication_factor
+    prefetch_depth = plan.prefetch_depth
+    io_tiles = plan.io_tiles
     wb = 2.0 if fp16 else 4.0
     b = float(micro_batch)
     weights = x.params * wb

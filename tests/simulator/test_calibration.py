@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ipu_tune.errors import IpuTuneError
-from ipu_tune.simulator import DEFAULT_CONSTANTS, FITTED, constants_from_mapping
-from ipu_tune.simulator._calibrate import (
+from ipu_tune.calibration import (
     POINTS_FILE,
     Prediction,
     default_points,
@@ -24,6 +22,8 @@ from ipu_tune.simulator._calibrate import (
     nelder_mead,
     predict,
 )
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.simulator import DEFAULT_CONSTANTS, FITTED, constants_from_mapping
 
 RATE_TOLERANCE = 0.15
 CYCLE_TOLERANCE = 0.20
