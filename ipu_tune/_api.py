@@ -9,7 +9,7 @@ from typing import Any
 from ipu_tune.config import EvalConfig, ModelConfig, load_config
 from ipu_tune.config._load import typed
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.hardware import make_system
+from ipu_tune.hardware import system_from_config
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import plan_from_config, stage_starts
 from ipu_tune.simulator import (
@@ -35,7 +35,7 @@ def evaluate_config(cfg: EvalConfig, constants: SimConstants = DEFAULT_CONSTANTS
     prof = profile_model(cfg.model)
     plan = plan_from_config(cfg)
     stage_starts(plan, prof)  # split names checked against the model before simulating
-    system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+    system = system_from_config(cfg.system)
     return simulate(prof, system, plan, constants)
 
 

@@ -27,7 +27,8 @@ class ExecutionPlan:
     replication_factor: int = 1
     splits: tuple[str, ...] = ()  # block names beginning stages 2..N
     schedule: str = "grouped"
-    recompute: str = "none"
+    recompute: str = "auto"
+    partials: str = "float"
     available_memory_proportion: float = 0.6
     offload_optimizer_state: bool = False
     replicated_tensor_sharding: bool = False
@@ -36,6 +37,7 @@ class ExecutionPlan:
     eight_bit_io: bool = False
     async_dataloader: bool = False
     dataloader_workers: int = 1
+    host_instances: int = 1
 
     @property
     def training(self) -> bool:
@@ -77,6 +79,7 @@ def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
         splits=tuple(p.pipeline.splits),
         schedule=p.pipeline.schedule,
         recompute=p.recompute,
+        partials=p.partials,
         available_memory_proportion=p.available_memory_proportion,
         offload_optimizer_state=p.offload_optimizer_state,
         replicated_tensor_sharding=p.replicated_tensor_sharding,
@@ -85,6 +88,7 @@ def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
         eight_bit_io=p.eight_bit_io,
         async_dataloader=p.async_dataloader,
         dataloader_workers=p.dataloader_workers,
+        host_instances=p.host_instances,
     )
 
 

@@ -13,7 +13,7 @@ from ipu_tune.cli._common import fail
 from ipu_tune.config import TuneConfig
 from ipu_tune.config._load import typed
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.hardware import make_system
+from ipu_tune.hardware import system_from_config
 from ipu_tune.models import profile_model
 from ipu_tune.results import ResultsStore, export_table
 from ipu_tune.search import SearchProblem
@@ -95,7 +95,7 @@ def report_main(argv: Sequence[str]) -> int:
     try:
         study, target, cfg = _load(args)
         profile = profile_model(cfg.model)
-        system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+        system = system_from_config(cfg.system)
         pinned = frozenset(study.user_attrs[META_KEY].get("pinned", []))
         problem = SearchProblem(cfg, profile, system, pinned=pinned)
         store = ResultsStore(target.results_url)

@@ -15,7 +15,8 @@ MODES = ("train", "infer")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lamb")
 IPUS = ("mk1", "mk2", "bow")
 SCHEDULES = ("grouped", "interleaved", "sharded")
-RECOMPUTE = ("none", "checkpoints", "every_block")
+RECOMPUTE = ("auto", "none", "checkpoints", "every_block")
+PARTIALS = ("float", "half")
 
 
 @dataclass
@@ -51,10 +52,19 @@ class WorkloadConfig:
 
 
 @dataclass
+class HostConfig:
+    """One host server; None takes the preset (`ipu_tune.hardware.HOST`)."""
+
+    cpu_cores: Optional[int] = None  # noqa: UP045
+    network_bytes_per_s: Optional[float] = None  # noqa: UP045  (server to its IPU-Machines)
+
+
+@dataclass
 class SystemConfig:
     ipu: str = "mk2"
     num_ipus: int = 1
-    hosts: int = 1
+    hosts: int = 1  # host servers
+    host: HostConfig = field(default_factory=HostConfig)
 
 
 @dataclass
@@ -70,7 +80,8 @@ class PlanConfig:
     device_iterations: int = 1
     replication_factor: int = 1
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    recompute: str = "none"
+    recompute: str = "auto"
+    partials: str = "float"
     available_memory_proportion: float = 0.6
     offload_optimizer_state: bool = False
     replicated_tensor_sharding: bool = False
@@ -79,6 +90,7 @@ class PlanConfig:
     eight_bit_io: bool = False
     async_dataloader: bool = False
     dataloader_workers: int = 1
+    host_instances: int = 1
 
 
 @dataclass

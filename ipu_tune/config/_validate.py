@@ -6,6 +6,7 @@ from ipu_tune.config._schema import (
     IPUS,
     MODES,
     OPTIMIZERS,
+    PARTIALS,
     PRECISIONS,
     RECOMPUTE,
     SCHEDULES,
@@ -64,6 +65,11 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     _at_least("system.hosts", s.hosts, 1)
     if s.hosts > s.num_ipus:
         raise bad_value("system.hosts", s.hosts, f"at most system.num_ipus={s.num_ipus}")
+    if s.host.cpu_cores is not None:
+        _at_least("system.host.cpu_cores", s.host.cpu_cores, 1)
+    if s.host.network_bytes_per_s is not None and not s.host.network_bytes_per_s > 0:
+        raise bad_value("system.host.network_bytes_per_s", s.host.network_bytes_per_s,
+                        "must be > 0")
 
     _choice("plan.precision", p.precision, PRECISIONS)
     _at_least("plan.gradient_accumulation", p.gradient_accumulation, 1)
@@ -76,6 +82,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")
     _choice("plan.recompute", p.recompute, RECOMPUTE)
+    _choice("plan.partials", p.partials, PARTIALS)
     if not 0.0 < p.available_memory_proportion <= 1.0:
         raise bad_value(
             "plan.available_memory_proportion", p.available_memory_proportion, "must be in (0, 1]"
@@ -88,6 +95,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     if not valid_io_tiles(p.io_tiles):
         raise bad_value("plan.io_tiles", p.io_tiles, "allowed: 0 or an even number in 32..192")
     _at_least("plan.dataloader_workers", p.dataloader_workers, 1)
+    _check_instances(p.host_instances, s.hosts, p.replication_factor, check_layout)
 
     stages = len(p.pipeline.splits) + 1
     if check_layout and stages * p.replication_factor != s.num_ipus:
@@ -102,6 +110,19 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
             "plan.gradient_accumulation", p.gradient_accumulation, "must be 1 for infer"
         )
     return cfg
+
+
+def _check_instances(instances: int, hosts: int, replicas: int, check_layout: bool) -> None:
+    """PopRun instances: a power of two, spread evenly over the servers (at least one each),
+    each feeding the same number of replicas (PopRun splits replicas evenly)."""
+    if not is_power_of_two(instances):
+        raise bad_value("plan.host_instances", instances, "must be a power of two (1, 2, 4, ...)")
+    if instances < hosts or instances % hosts:
+        raise bad_value("plan.host_instances", instances,
+                        f"must be a multiple of system.hosts={hosts} (one or more per server)")
+    if check_layout and replicas % instances:
+        raise bad_value("plan.host_instances", instances,
+                        f"must divide plan.replication_factor={replicas}")
 
 
 def check_pinned_layout(cfg: EvalConfig, pinned: frozenset[str]) -> None:

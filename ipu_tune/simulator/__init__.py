@@ -14,7 +14,8 @@ from ipu_tune.simulator._constants import (
     SimConstants,
     constants_from_mapping,
 )
-from ipu_tune.simulator._memory import stash_depth
+from ipu_tune.simulator._collectives import ReplicaLayout, replica_layout
+from ipu_tune.simulator._memory import recompute_mode, stash_depth
 from ipu_tune.simulator._result import (
     MEMORY_CATEGORIES,
     TIME_PHASES,
@@ -25,7 +26,7 @@ from ipu_tune.simulator._result import (
 from ipu_tune.simulator._simulate import simulate
 
 # Bump when the physics or the constants change (results stores keep it with each trial).
-SIMULATOR_VERSION = "1.0.0"
+SIMULATOR_VERSION = "2.0.0"
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -35,11 +36,14 @@ __all__ = [
     "SIMULATOR_VERSION",
     "TIME_PHASES",
     "IpuMemory",
+    "ReplicaLayout",
     "SimConstants",
     "SimResult",
     "StageTime",
     "block_costs",
     "constants_from_mapping",
+    "recompute_mode",
+    "replica_layout",
     "simulate",
     "stash_depth",
 ]

@@ -12,6 +12,9 @@ Sources per category:
   tensor sharding (seed guide 4.7).
 - activation_stash: grouped schedule stashes 2(N-s)+1 micro-batches on stage s (s=0 first
   IPU), interleaved N+1 (seed guide 4.2), sharded 1.
+- recompute: `auto` is PopTorch's default (`recompute_mode`): PopART pipeline recomputation
+  (`autoRecomputation = RecomputationType::Pipeline`) when the plan has more than one stage,
+  none otherwise (graphcore/poptorch Compiler.cpp; framework-apis.md 1.3-1.4).
 - recompute_checkpoints: `checkpoints` stashes only each stage's input (a single-stage program
   has no stage boundary and keeps block boundaries, as MLPerf ResNet-50 places its checkpoints);
   `every_block` stashes block boundaries (seed guide 4.2 "pipelining comes with recomputation").
@@ -35,7 +38,18 @@ from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import SimConstants, state_bytes_per_param
 from ipu_tune.simulator._stages import StageShape
 
-__all__ = ["stage_memory", "stash_depth"]
+__all__ = ["recompute_mode", "stage_memory", "stash_depth"]
+
+
+def recompute_mode(plan: ExecutionPlan) -> str:
+    """The recomputation a plan runs: `none`, `checkpoints` or `every_block`; `auto` resolves
+    as PopTorch does (pipeline recomputation, i.e. `checkpoints` at stage boundaries, when
+    pipelined; none for one stage or inference)."""
+    if not plan.training:
+        return "none"
+    if plan.recompute == "auto":
+        return "checkpoints" if plan.stages > 1 else "none"
+    return plan.recompute
 
 
 def stash_depth(schedule: str, stages: int, stage: int) -> int:
@@ -67,7 +81,7 @@ def stage_memory(
     micro_batch = plan.micro_batch_size
     schedule = plan.schedule
     stages = plan.stages
-    recompute = plan.recompute
+    recompute = recompute_mode(plan)
     offload = plan.offload_optimizer_state
     rts = plan.replicated_tensor_sharding
     replicas = plan.replication_factor

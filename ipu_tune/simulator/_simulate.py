@@ -21,10 +21,10 @@ from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import _host
-from ipu_tune.simulator._collectives import UpdateTimes, update_times
+from ipu_tune.simulator._collectives import UpdateTimes, replica_layout, update_times
 from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
-from ipu_tune.simulator._memory import stage_memory, stash_depth
+from ipu_tune.simulator._memory import recompute_mode, stage_memory, stash_depth
 from ipu_tune.simulator._pipeline import StageParts, StepCore, pipeline_step
 from ipu_tune.simulator._result import TIME_PHASES, IpuMemory, SimResult, StageTime
 from ipu_tune.simulator._stages import StageShape, stage_shapes
@@ -47,6 +47,7 @@ def simulate(
     costs = block_costs(
         profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
         plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles, plan.training, c,
+        plan.partials == "half",
     )
     mb_in_bytes = _host.input_bytes_per_sample(profile, plan) * plan.micro_batch_size
     stages = _stages(shapes, costs, system, plan, c, mb_in_bytes)
@@ -84,7 +85,7 @@ def _stages(
     wb = 2.0 if plan.model_fp16 else 4.0
     b = plan.micro_batch_size
     n = plan.stages
-    recompute = training and plan.recompute != "none"
+    recompute = recompute_mode(plan) != "none"
     link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
     fc, fx, fs = costs.fwd_compute, costs.fwd_exchange, costs.fwd_sets
     bc, bx, bs = costs.bwd_compute, costs.bwd_exchange, costs.bwd_sets
@@ -135,7 +136,7 @@ class CallTime:
 
     call_s: float
     device_call_s: float
-    host_call_s: float
+    host_call_s: float  # the data pipeline (CPU) or the network, whichever is slower
     host_exposed_s: float  # host time not overlapped with the device
     call_cost_s: float  # per-call device cost
     ramp_s: float  # pipeline ramp per step
@@ -143,6 +144,7 @@ class CallTime:
     stream_copy_s: float  # one micro-batch's copy
     host_s_per_sample: float
     io_overlap: bool
+    io_call_s: float  # the servers' network time of one call's input
 
 
 def _call_time(
@@ -152,18 +154,18 @@ def _call_time(
     training = plan.training
     g = plan.gradient_accumulation if training else 1
     di = plan.device_iterations
-    copy_s = _host.stream_copy_s(mb_in_bytes, system, plan, c)
+    copy_s = _host.stream_copy_s(mb_in_bytes, system, plan, c, core.slot)
     overlap = _host.io_overlaps(plan)
     exposed_copy = max(0.0, copy_s - core.slot) if overlap else copy_s
     ramp = core.ramp if training else core.ramp / di
     host_io = g * exposed_copy
-    device_step = core.compute + core.exchange + core.inter_ipu + ramp + host_io + (
-        update.weight_update_s + update.all_reduce_s + update.streaming_memory_s)
+    device_step = core.compute + core.exchange + core.inter_ipu + ramp + host_io + update.total_s
     call_cost = _host.call_overhead_s(system, c)
     device_call = di * device_step + call_cost
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
-    workers = _host.workers_per_host(system, plan)
-    host_call = (plan.samples_per_call / system.hosts) * per_sample / workers
+    io_call = _host.io_call_s(mb_in_bytes * plan.samples_per_call / plan.micro_batch_size,
+                              system)
+    host_call = max(_host.cpu_call_s(plan.samples_per_call, per_sample, system, plan), io_call)
     if plan.async_dataloader:
         call = max(host_call, device_call)
         host_exposed = max(0.0, host_call - device_call)
@@ -171,7 +173,7 @@ def _call_time(
         call = host_call + device_call
         host_exposed = host_call
     return CallTime(call, device_call, host_call, host_exposed, call_cost, ramp, host_io,
-                    copy_s, per_sample, overlap)
+                    copy_s, per_sample, overlap, io_call)
 
 
 def _phases(core: StepCore, update: UpdateTimes, call: CallTime, di: int) -> dict[str, float]:
@@ -182,7 +184,8 @@ def _phases(core: StepCore, update: UpdateTimes, call: CallTime, di: int) -> dic
     phases["inter_ipu"] = core.inter_ipu
     phases["pipeline_ramp"] = call.ramp_s
     phases["weight_update"] = update.weight_update_s
-    phases["all_reduce"] = update.all_reduce_s
+    phases["all_reduce_pod"] = update.all_reduce_pod_s
+    phases["all_reduce_gw"] = update.all_reduce_gw_s
     phases["streaming_memory"] = update.streaming_memory_s
     phases["host_io"] = call.host_io_s
     phases["host_preprocess"] = call.host_exposed_s / di
@@ -219,6 +222,10 @@ def _extras(
         "stage_slot_s": [p.slot if training else p.forward for p, _, _ in stages],
         "amp_max_passes": costs.max_passes,
         "rts_gather_s": update.rts_gather_s,
+        "io_call_s": call.io_call_s,
+        "host_instances": _host.host_instances(system, plan),
+        "recompute": recompute_mode(plan),
+        "pods": replica_layout(system, plan).pods,
         "simulator_constants": "default" if c is DEFAULT_CONSTANTS else "custom",
     }
 

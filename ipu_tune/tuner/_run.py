@@ -13,7 +13,7 @@ from ipu_tune._api import evaluate_config
 from ipu_tune.config import EvalConfig, TuneConfig, load_config, to_plain_dict
 from ipu_tune.config._validate import check_pinned_layout, validate
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.hardware import make_system
+from ipu_tune.hardware import system_from_config
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import plan_from_config, stage_starts
 from ipu_tune.results import (
@@ -69,7 +69,7 @@ def _prepare(cfg: TuneConfig, pinned: frozenset[str]) -> _Prepared:
     profile = profile_model(cfg.model)
     stage_starts(plan_from_config(cfg), profile)
     check_pinned_layout(cfg, pinned)
-    system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+    system = system_from_config(cfg.system)
     problem = SearchProblem(cfg, profile, system, pinned=pinned)
     name = cfg.study.name or default_study_name(cfg)
     target = resolve_storage(cfg.study.storage, cfg.results_dir)
