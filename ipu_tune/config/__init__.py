@@ -11,6 +11,7 @@ from ipu_tune.config._load import load_config, to_plain_dict
 from ipu_tune.config._schema import (
     DatasetConfig,
     EvalConfig,
+    HostConfig,
     ModelConfig,
     PipelineConfig,
     PlanConfig,
@@ -29,6 +30,7 @@ __all__ = [
     "SPACES_DIR",
     "DatasetConfig",
     "EvalConfig",
+    "HostConfig",
     "ModelConfig",
     "PipelineConfig",
     "PlanConfig",

@@ -6,6 +6,7 @@ by `ipu_tune.calibration` (a client of this package) and kept in `DEFAULT_CONSTA
 `constants=` to apply a refitted set (`python -m ipu_tune calibrate`, `constants_from_mapping`).
 """
 
+from ipu_tune.simulator._collectives import ReplicaLayout, replica_layout
 from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._constants import (
     DEFAULT_CONSTANTS,
@@ -14,7 +15,6 @@ from ipu_tune.simulator._constants import (
     SimConstants,
     constants_from_mapping,
 )
-from ipu_tune.simulator._collectives import ReplicaLayout, replica_layout
 from ipu_tune.simulator._memory import recompute_mode, stash_depth
 from ipu_tune.simulator._result import (
     MEMORY_CATEGORIES,

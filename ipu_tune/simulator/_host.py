@@ -67,14 +67,15 @@ def stream_copy_s(
     slot_s: float,
 ) -> float:
     """Device seconds one micro-batch's stream copy takes: the exposed share of the transfer
-    latency (depth 1 exposes it, 2 half, 3 or more hides it), the PCIe leg, and the network
-    leg (hidden up to one slot of `slot_s` when prefetched, seed guide 4.4.1)."""
+    latency (depth 1 exposes it, 2 half, 3 or more hides it) plus the bytes over the narrowest
+    bandwidth of the path; prefetched (depth 2 or more), the network leg runs ahead during the
+    previous micro-batch's slot `slot_s` and only its excess shows (seed guide 4.4.1)."""
     exposed = max(0.0, 1.0 - (plan.prefetch_depth - 1) / 2.0)
+    pcie = bytes_per_micro_batch / system.ipu.host_link_bytes_per_s
     network = bytes_per_micro_batch / _network_bytes_per_s(system, plan)
     if plan.prefetch_depth > 1:
-        network = max(0.0, network - slot_s)
-    return (c.stream_latency_s * exposed
-            + bytes_per_micro_batch / system.ipu.host_link_bytes_per_s + network)
+        network -= slot_s
+    return c.stream_latency_s * exposed + max(pcie, network)
 
 
 def io_call_s(bytes_per_call: float, system: System) -> float:
