@@ -139,6 +139,8 @@ def _pipelined(
             length = max(f[: c + 1])
         elif training and c >= n + ramp:  # ramp-down: only the backwards of the first stages
             length = max(b[: n + delay - c])
+        elif not training and c >= n:  # drain: only the forwards of the last stages
+            length = max(f[c - n + 1:])
         else:
             length = max(fi + bi for fi, bi in zip(f, b, strict=True))
         for s, (fwd, bwd) in enumerate(parts):
