@@ -46,6 +46,9 @@ class ReplicaLayout:
     machine_hops: int  # sync hops across the ring of machines
 
 
+SINGLE = ReplicaLayout(1, 1, 1, 0)
+
+
 def replica_layout(system: System, plan: ExecutionPlan) -> ReplicaLayout:
     m = system.machine
     n = plan.stages
@@ -67,6 +70,7 @@ class UpdateTimes:
     all_reduce_gw_s: float = 0.0
     streaming_memory_s: float = 0.0
     rts_gather_s: float = 0.0
+    pods: int = 1  # PODs the replicas span
 
     @property
     def total_s(self) -> float:
@@ -82,7 +86,7 @@ def update_times(
 ) -> UpdateTimes:
     if not plan.training:
         return NO_UPDATE
-    layout = replica_layout(system, plan)
+    layout = replica_layout(system, plan) if plan.replication_factor > 1 else SINGLE
     wu = pod = gw = sm = rts = 0.0
     for x in shapes:
         wu = max(wu, _weight_update_s(x, system, plan, c))
@@ -91,7 +95,7 @@ def update_times(
         if p + g > pod + gw:
             pod, gw = p, g
         rts = max(rts, gather)
-    return UpdateTimes(wu, pod, gw, sm, rts)
+    return UpdateTimes(wu, pod, gw, sm, rts, layout.pods)
 
 
 def _weight_update_s(x: StageShape, system: System, plan: ExecutionPlan,

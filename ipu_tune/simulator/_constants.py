@@ -1,17 +1,24 @@
 """Free constants of the simulator, with their provenance.
 
-Two kinds live here. *Fitted* constants (`FITTED`) have no public figure; they were settled by
-least squares in log space against the measured runs of `ipu_tune/calibration/points.yaml` (the seed
-ResNet-101 tutorial ladder and its execution traces, the pipelining tutorial, MLPerf ResNet-50)
+Two kinds live here. *Fitted* constants (`FITTED`, seven) have no public figure; they were
+settled by least squares in log space against the measured runs of
+`ipu_tune/calibration/points.yaml` (the seed ResNet-101 tutorial ladder and its execution
+traces, the pipelining tutorial, MLPerf ResNet-50 on a Mk2 POD16, a Mk2 POD64 and a Bow POD16)
 with `ipu_tune.calibration.fit_constants` (`python -m ipu_tune calibrate` refits them from a
-user's own measurements). *Read/estimate* constants cite their source and are not fitted.
+user's own measurements). *Read/estimate* constants cite their source and are not fitted; the
+topology and host figures (IPU-Machines, IPU-Link domains, GW-Links, servers) live in
+`ipu_tune.hardware` with theirs.
 
-Current fit (`python -m ipu_tune calibrate`, Nelder-Mead from the previous values, profiles of
-`ipu_tune.models` PROFILE_FORMAT 1): loss 0.0102 over the 8 rows; the seed ladder's rates and
-traces within 2.4%, MLPerf ResNet-50 within 0.1%, the MNIST tutorial +21% (it also returns every
-micro-batch's output, which the schema does not model). Memory constants are estimates chosen
-inside the window the seed's fit / out-of-memory verdicts and MLPerf leave (most-loaded IPU or
-tile at 76% for fp16 GA3, 112% for fp32 GA3, 89% for MLPerf ResNet-50).
+Current fit (simulator 2.0.0: float partials at half the FP16.16 rate, transfers as latency +
+bytes over bandwidth, hierarchical collectives; Nelder-Mead, 2 rounds of 1,200 evaluations from
+the 1.0.0 values, profiles of `ipu_tune.models` PROFILE_FORMAT 1): loss 0.0129 over the 10 rows;
+the seed ladder's rates within 2.6% and traces within 1.5%, MLPerf ResNet-50 within 3.4%
+(POD16 +0.3%, POD64 +3.4%, Bow POD16 -3.4%), the MNIST tutorial +21% (it also returns every
+micro-batch's output, which the schema does not model). `stream_latency_s` sits at its lower
+bound: the measured traces leave no room for a per-transfer latency beyond ~1 us. Memory
+constants are estimates chosen inside the window the seed's fit / out-of-memory verdicts and
+MLPerf leave (most-loaded IPU or tile at 76% for fp16 GA3, 112% for fp32 GA3, 89-93% for MLPerf
+ResNet-50).
 
 A `SimConstants` is frozen and hashable so that `simulate(..., constants=...)` can key its
 caches on it; `constants_from_mapping` builds one from a YAML mapping (unknown keys rejected).

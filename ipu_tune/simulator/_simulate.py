@@ -21,7 +21,7 @@ from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import _host
-from ipu_tune.simulator._collectives import UpdateTimes, replica_layout, update_times
+from ipu_tune.simulator._collectives import UpdateTimes, update_times
 from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
 from ipu_tune.simulator._memory import recompute_mode, stage_memory, stash_depth
@@ -225,7 +225,7 @@ def _extras(
         "io_call_s": call.io_call_s,
         "host_instances": _host.host_instances(system, plan),
         "recompute": recompute_mode(plan),
-        "pods": replica_layout(system, plan).pods,
+        "pods": -(-(plan.replication_factor * n) // system.machine.ipu_link_domain_ipus),
         "simulator_constants": "default" if c is DEFAULT_CONSTANTS else "custom",
     }
 
