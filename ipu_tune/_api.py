@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config import EvalConfig, ModelConfig, load_config
-from ipu_tune.config._load import typed
+from ipu_tune.config import EvalConfig, ModelConfig, load_config, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.hardware import make_system
 from ipu_tune.models import ModelProfile, profile_model

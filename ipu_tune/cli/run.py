@@ -23,9 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ipu_tune.cli._common import fail
 from ipu_tune.cli._summary import format_summary
-from ipu_tune.config import CONF_DIR, TuneConfig, group_options
-from ipu_tune.config._hydra import GROUPS
-from ipu_tune.config._load import omegaconf_error, typed
+from ipu_tune.config import CONF_DIR, GROUPS, TuneConfig, group_options, omegaconf_error, typed
 from ipu_tune.errors import IpuTuneError
 
 __all__ = ["hydra_main", "pinned_keys", "preflight"]

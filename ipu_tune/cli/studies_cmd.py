@@ -10,16 +10,15 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.cli._common import fail
-from ipu_tune.config import TuneConfig
-from ipu_tune.config._load import typed
+from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
+from ipu_tune.records import TrialRecord, study_meta
 from ipu_tune.results import ResultsStore, export_table
 from ipu_tune.search import SearchProblem
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
 from ipu_tune.tuner import export_study
-from ipu_tune.tuner._study import META_KEY
 
 __all__ = ["export_main", "list_main", "report_main"]
 
@@ -50,11 +49,10 @@ def list_main(argv: Sequence[str]) -> int:
         return fail(str(exc))
     print(f"{'study':40} {'model':14} {'system':9} {'trials':>6} {'best':>12}")
     for s in summaries:
-        meta = s.user_attrs.get(META_KEY, {})
+        meta = study_meta(s) or {}
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        feasible = [t for t in trials
-                    if all(c <= 0 for c in t.user_attrs.get("constraints", [1.0]))]
+        feasible = [t for t in trials if TrialRecord.of(t).feasible]
         objective = (meta.get("objectives") or ["value"])[0]
         best = ""
         if feasible and s.directions:
@@ -76,7 +74,7 @@ def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneCo
         raise IpuTuneError(
             f"study={args.study!r}: not in the storage; stored: {', '.join(names) or 'none'}"
         ) from None
-    meta = study.user_attrs.get(META_KEY)
+    meta = study_meta(study)
     if not meta or "config" not in meta:
         raise IpuTuneError(f"study={args.study!r}: was not created by ipu-tune")
     cfg = typed(TuneConfig, meta["config"])
@@ -96,7 +94,7 @@ def report_main(argv: Sequence[str]) -> int:
         study, target, cfg = _load(args)
         profile = profile_model(cfg.model)
         system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
-        pinned = frozenset(study.user_attrs[META_KEY].get("pinned", []))
+        pinned = frozenset((study_meta(study) or {}).get("pinned", []))
         problem = SearchProblem(cfg, profile, system, pinned=pinned)
         store = ResultsStore(target.results_url)
         try:

@@ -10,8 +10,14 @@ import optuna
 from joblib import Parallel, delayed
 
 from ipu_tune._api import evaluate_config
-from ipu_tune.config import EvalConfig, TuneConfig, load_config, to_plain_dict
-from ipu_tune.config._validate import check_pinned_layout, validate
+from ipu_tune.config import (
+    EvalConfig,
+    TuneConfig,
+    check_pinned_layout,
+    load_config,
+    to_plain_dict,
+    validate,
+)
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.hardware import make_system
 from ipu_tune.models import ModelProfile, profile_model
@@ -97,7 +103,7 @@ def run(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> RunSummary:
     store = ResultsStore(prep.target.results_url)
     try:
         study, created = open_study(prep.name, storage, cfg, prep.problem, pinned)
-        retried = recover_stale_trials(study, prep.target.claims)
+        retried = recover_stale_trials(study, storage, prep.target.claims)
         store.sync(study)
         if created and cfg.search.warm_start:
             enqueue_warm_start(study, prep.problem, cfg.study.n_trials)

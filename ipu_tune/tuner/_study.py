@@ -6,13 +6,13 @@ from datetime import datetime
 from typing import Any
 
 import optuna
-from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.config import TuneConfig, to_plain_dict
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.records import STUDY_META_KEY, TrialRecord, fail_trial, study_meta, write_study_meta
 from ipu_tune.search import SearchProblem
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import is_alive_here
@@ -25,11 +25,10 @@ __all__ = [
     "recover_stale_trials",
 ]
 
-META_KEY = "ipu_tune"
+META_KEY = STUDY_META_KEY
 # A claim (`ask` + tag) takes milliseconds; an untagged RUNNING trial older than this on a
 # shared database server belongs to a dead worker.
 _CLAIM_AGE_S = 60.0
-_META = META_KEY
 
 
 def default_study_name(cfg: TuneConfig) -> str:
@@ -75,10 +74,10 @@ def open_study(
             f"study.name={name!r}: the stored study optimises {have}, this search wants "
             f"{list(problem.directions)}; choose another study.name"
         )
-    meta = study.user_attrs.get(_META)
+    meta = study_meta(study)
     mine = _metadata(cfg, problem, pinned)
     if meta is None:
-        study.set_user_attr(_META, mine)
+        write_study_meta(study, mine)
         return study, True
     if meta.get("model") != mine["model"]:
         raise IpuTuneError(
@@ -89,8 +88,8 @@ def open_study(
 
 
 def _is_stale(trial: FrozenTrial, claims: ClaimLock) -> bool:
-    worker = trial.user_attrs.get("worker")
-    if isinstance(worker, str):
+    worker = TrialRecord.of(trial).worker
+    if worker is not None:
         return is_alive_here(worker) is False
     # Untagged: its worker died between `ask` and the tag (no live worker is mid-claim while
     # we hold the claim lock), or, on a shared database server, it is older than any claim.
@@ -100,30 +99,27 @@ def _is_stale(trial: FrozenTrial, claims: ClaimLock) -> bool:
     return started is not None and (datetime.now() - started).total_seconds() > _CLAIM_AGE_S
 
 
-def recover_stale_trials(study: optuna.Study, claims: ClaimLock) -> list[int]:
+def recover_stale_trials(study: optuna.Study, storage: BaseStorage,
+                         claims: ClaimLock) -> list[int]:
     """Fail RUNNING trials whose worker is dead, and enqueue them again.
 
-    Only the worker whose FAIL lands first enqueues the retry, so concurrent resumes do not
-    duplicate it.
+    `storage` is the storage `study` was opened with. Only the worker whose FAIL lands first
+    enqueues the retry, so concurrent resumes do not duplicate it.
     """
     with claims.recovering():
-        return _recover(study, claims)
+        return _recover(study, storage, claims)
 
 
-def _recover(study: optuna.Study, claims: ClaimLock) -> list[int]:
-    storage = study._storage
+def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> list[int]:
     retried: list[int] = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if not _is_stale(t, claims):
             continue
-        worker = t.user_attrs.get("worker", "untagged")
-        try:
-            storage.set_trial_system_attr(t._trial_id, "fail_reason", f"worker died: {worker}")
-            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        except (UpdateFinishedTrialError, RuntimeError):  # another worker failed it first
-            continue
+        worker = TrialRecord.of(t).worker or "untagged"
+        if not fail_trial(storage, study, t, f"worker died: {worker}"):
+            continue  # another worker failed it first
         if t.params:
-            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
+            study.enqueue_trial(t.params, user_attrs=TrialRecord.retry_attrs(t.number))
         retried.append(t.number)
     return retried
 

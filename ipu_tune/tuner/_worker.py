@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 from tqdm import tqdm
 
 from ipu_tune.config import to_plain_dict
+from ipu_tune.records import TrialRecord
 from ipu_tune.results import ResultsStore
 from ipu_tune.search import SearchProblem
 from ipu_tune.simulator import SIMULATOR_VERSION
@@ -78,15 +79,14 @@ def work(
                 break
             with claims.claiming():
                 trial = study.ask()
-                trial.set_user_attr("worker", worker)
+                TrialRecord.tag_worker(trial, worker)
             if _rank(study, trial.number) >= n_trials:
                 # Another worker took the last slot between our check and ask.
-                trial.set_user_attr("surplus", True)
+                TrialRecord.tag_surplus(trial)
                 study.tell(trial, state=TrialState.FAIL)
                 break
-            outcome = problem.run_trial(trial)  # also stores "constraints" on the trial
-            trial.set_user_attr("config", to_plain_dict(outcome.config))
-            trial.set_user_attr("result", _summary(outcome.result))
+            outcome = problem.run_trial(trial)  # also records the constraints on the trial
+            TrialRecord.write_plan(trial, to_plain_dict(outcome.config), _summary(outcome.result))
             frozen = study.tell(trial, [float(v) for v in outcome.values])
             if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
                 store.append(study.study_name, frozen)
