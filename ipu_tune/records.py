@@ -19,6 +19,7 @@ attributes before) are handled here and nowhere else.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +28,14 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from ipu_tune.simulator import SIMULATOR_VERSION, IpuMemory, SimResult, StageTime
+
 __all__ = [
     "STUDY_META_KEY",
     "TrialRecord",
     "fail_trial",
     "native_constraints",
+    "result_payload",
     "study_meta",
     "user_attr_constraints",
     "write_study_meta",
@@ -48,6 +52,65 @@ _CHANGES = "changes"
 _SURPLUS = "surplus"
 _RETRY_OF = "retry_of"
 _FAIL_REASON = "fail_reason"  # Optuna's own system attribute for failed trials
+_DETAIL = "detail"  # inside ``result``: the whole SimResult, for the exports
+
+# The figures of ``result`` the results row and the study listing read.
+_ROW_FIGURES = ("fits", "throughput", "memory_per_ipu", "memory_limit_bytes", "bottleneck",
+                "reason", "step_time_s", "device_throughput")
+
+
+def _finite(value: Any) -> Any:
+    """JSON-ready: non-finite floats become None (not every storage keeps NaN/inf)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def result_payload(result: SimResult) -> dict[str, Any]:
+    """What a trial keeps of its simulated result: the row's figures, the simulator version
+    and the whole result (``detail``), so the exports need not simulate the best plan again."""
+    d = result.to_dict()
+    out: dict[str, Any] = _finite({k: d.get(k) for k in _ROW_FIGURES})
+    out["simulator_version"] = SIMULATOR_VERSION
+    out[_DETAIL] = _finite(d)
+    return out
+
+
+def _sim_result(detail: Mapping[str, Any]) -> SimResult | None:
+    """The SimResult of a stored ``detail`` (None: missing or not finite)."""
+    try:
+        if detail["step_time_s"] is None:
+            return None
+        return SimResult(
+            fits=bool(detail["fits"]),
+            throughput=float(detail["throughput"]),
+            step_time_s=float(detail["step_time_s"]),
+            phases={str(k): float(v) for k, v in detail["phases"].items()},
+            bottleneck=str(detail["bottleneck"]),
+            memory=tuple(
+                IpuMemory(ipu=int(m["ipu"]), stage=int(m["stage"]),
+                          categories={str(k): int(v) for k, v in m["categories"].items()},
+                          limit_bytes=int(m["limit_bytes"]),
+                          max_tile_bytes=int(m["max_tile_bytes"]),
+                          tile_limit_bytes=int(m["tile_limit_bytes"]))
+                for m in detail["memory"]),
+            stages=tuple(
+                StageTime(stage=int(t["stage"]), blocks=tuple(t["blocks"]),
+                          forward_s=float(t["forward_s"]), backward_s=float(t["backward_s"]),
+                          recompute_s=float(t["recompute_s"]),
+                          inter_ipu_s=float(t["inter_ipu_s"]))
+                for t in detail["stages"]),
+            reason=str(detail.get("reason") or ""),
+            samples_per_step=int(detail.get("samples_per_step") or 0),
+            device_throughput=float(detail.get("device_throughput") or 0.0),
+            extras=dict(detail.get("extras") or {}),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def native_constraints() -> bool:
@@ -90,6 +153,12 @@ class TrialRecord:
             surplus=bool(a.get(_SURPLUS, False)),
             retry_of=int(retry) if isinstance(retry, int) else None,
         )
+
+    def sim_result(self) -> SimResult | None:
+        """The trial's SimResult as stored (None: an older trial without the whole result, or
+        a plan that could not be simulated)."""
+        detail = self.result.get(_DETAIL)
+        return _sim_result(detail) if isinstance(detail, Mapping) else None
 
     # -- writing (on a live trial, before `tell`) ------------------------------------------
     @staticmethod

@@ -9,10 +9,10 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from ipu_tune.case import build_system
 from ipu_tune.cli._common import fail
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.records import TrialRecord, study_meta
 from ipu_tune.results import ResultsStore, export_table
@@ -93,7 +93,7 @@ def report_main(argv: Sequence[str]) -> int:
     try:
         study, target, cfg = _load(args)
         profile = profile_model(cfg.model)
-        system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+        system = build_system(cfg)
         pinned = frozenset((study_meta(study) or {}).get("pinned", []))
         problem = SearchProblem(cfg, profile, system, pinned=pinned)
         store = ResultsStore(target.results_url)

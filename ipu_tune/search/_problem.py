@@ -16,11 +16,12 @@ from typing import Any
 import optuna
 
 from ipu_tune import simulator
+from ipu_tune.case import build_case
 from ipu_tune.config import EvalConfig, TuneConfig, validate
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
-from ipu_tune.plan import ExecutionPlan, plan_from_config, stage_starts
+from ipu_tune.plan import ExecutionPlan
 from ipu_tune.records import TrialRecord
 from ipu_tune.search._codec import Codec
 from ipu_tune.search._objectives import (
@@ -99,9 +100,7 @@ class SearchProblem:
     # -- simulation --------------------------------------------------------------------------
     def _check(self, cfg: EvalConfig) -> ExecutionPlan:
         validate(cfg)
-        plan = plan_from_config(cfg)
-        stage_starts(plan, self.profile)
-        return plan
+        return build_case(cfg, self.profile, self.system).plan
 
     def simulate(self, cfg: EvalConfig) -> SimResult:
         """Simulate a full config of this problem (cached; raises IpuTuneError if invalid)."""
