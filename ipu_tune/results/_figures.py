@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from optuna.trial import TrialState
 
-from ipu_tune.simulator._result import MEMORY_CATEGORIES, TIME_PHASES, SimResult
+from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
 from ._timeline import HOST_LANE, SEGMENT_KINDS, Timeline
 
