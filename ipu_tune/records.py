@@ -11,7 +11,8 @@ can always be rebuilt from the study):
 - ``surplus``: claimed past `study.n_trials` by a racing worker (failed at once);
 - ``retry_of``: the number of the dead worker's trial it repeats.
 
-The study carries ``ipu_tune``: its model, system, search, objectives, pins and whole config.
+The study carries ``ipu_tune`` (`StudyMeta`): its model, system, search, objectives, pins and
+whole config.
 
 Optuna-version differences (constraints native on the trial since Optuna 5, in system
 attributes before) are handled here and nowhere else.
@@ -32,13 +33,12 @@ from ipu_tune.simulator import SIMULATOR_VERSION, IpuMemory, SimResult, StageTim
 
 __all__ = [
     "STUDY_META_KEY",
+    "StudyMeta",
     "TrialRecord",
     "fail_trial",
     "native_constraints",
     "result_payload",
-    "study_meta",
     "user_attr_constraints",
-    "write_study_meta",
 ]
 
 STUDY_META_KEY = "ipu_tune"
@@ -236,11 +236,34 @@ def fail_trial(storage: optuna.storages.BaseStorage, study: optuna.Study, trial:
     return True
 
 
-def study_meta(study: optuna.Study | Any) -> dict[str, Any] | None:
-    """The ``ipu_tune`` study attribute (None: the study was not created by ipu-tune)."""
-    meta = study.user_attrs.get(STUDY_META_KEY)
-    return meta if isinstance(meta, dict) else None
+@dataclass(frozen=True)
+class StudyMeta:
+    """What a study created by ipu-tune carries (its ``ipu_tune`` user attribute)."""
 
+    model: str | None
+    ipu: str | None
+    num_ipus: int | None
+    search: str | None
+    objectives: list[str]
+    pinned: list[str]
+    config: Mapping[str, Any] | None  # the whole TuneConfig (storage URL removed)
 
-def write_study_meta(study: optuna.Study, meta: Mapping[str, Any]) -> None:
-    study.set_user_attr(STUDY_META_KEY, dict(meta))
+    @classmethod
+    def of(cls, study: optuna.Study | Any) -> StudyMeta | None:
+        """The study's metadata (None: not created by ipu-tune). Also takes a StudySummary."""
+        raw = study.user_attrs.get(STUDY_META_KEY)
+        if not isinstance(raw, Mapping):
+            return None
+        config = raw.get("config")
+        return cls(model=raw.get("model"), ipu=raw.get("ipu"), num_ipus=raw.get("num_ipus"),
+                   search=raw.get("search"), objectives=list(raw.get("objectives") or []),
+                   pinned=list(raw.get("pinned") or []),
+                   config=config if isinstance(config, Mapping) else None)
+
+    def write(self, study: optuna.Study) -> None:
+        study.set_user_attr(STUDY_META_KEY, {
+            "model": self.model, "ipu": self.ipu, "num_ipus": self.num_ipus,
+            "search": self.search, "objectives": list(self.objectives),
+            "pinned": list(self.pinned),
+            "config": dict(self.config) if self.config is not None else None,
+        })

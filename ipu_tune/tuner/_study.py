@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage
@@ -12,20 +11,18 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.config import TuneConfig, to_plain_dict
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.records import STUDY_META_KEY, TrialRecord, fail_trial, study_meta, write_study_meta
+from ipu_tune.records import StudyMeta, TrialRecord, fail_trial
 from ipu_tune.search import SearchProblem
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import is_alive_here
 
 __all__ = [
-    "META_KEY",
     "default_study_name",
     "enqueue_warm_start",
     "open_study",
     "recover_stale_trials",
 ]
 
-META_KEY = STUDY_META_KEY
 # A claim (`ask` + tag) takes milliseconds; an untagged RUNNING trial older than this on a
 # shared database server belongs to a dead worker.
 _CLAIM_AGE_S = 60.0
@@ -36,19 +33,19 @@ def default_study_name(cfg: TuneConfig) -> str:
     return f"{model}-{cfg.system.ipu}x{cfg.system.num_ipus}-{cfg.search.name}"
 
 
-def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> dict[str, Any]:
+def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> StudyMeta:
     # The whole config rides along so that reports and exports can be rebuilt later.
     plain = to_plain_dict(cfg)
     plain["study"]["storage"] = None  # never keep credentials in the study
-    return {
-        "model": cfg.model.name or cfg.model._target_,
-        "ipu": cfg.system.ipu,
-        "num_ipus": cfg.system.num_ipus,
-        "search": cfg.search.name,
-        "objectives": list(problem.objective_names),
-        "pinned": sorted(pinned),
-        "config": plain,
-    }
+    return StudyMeta(
+        model=cfg.model.name or cfg.model._target_,
+        ipu=cfg.system.ipu,
+        num_ipus=cfg.system.num_ipus,
+        search=cfg.search.name,
+        objectives=list(problem.objective_names),
+        pinned=sorted(pinned),
+        config=plain,
+    )
 
 
 def open_study(
@@ -74,15 +71,15 @@ def open_study(
             f"study.name={name!r}: the stored study optimises {have}, this search wants "
             f"{list(problem.directions)}; choose another study.name"
         )
-    meta = study_meta(study)
+    meta = StudyMeta.of(study)
     mine = _metadata(cfg, problem, pinned)
     if meta is None:
-        write_study_meta(study, mine)
+        mine.write(study)
         return study, True
-    if meta.get("model") != mine["model"]:
+    if meta.model != mine.model:
         raise IpuTuneError(
-            f"study.name={name!r}: the stored study tunes model {meta.get('model')!r}, not "
-            f"{mine['model']!r}; choose another study.name"
+            f"study.name={name!r}: the stored study tunes model {meta.model!r}, not "
+            f"{mine.model!r}; choose another study.name"
         )
     return study, False
 
