@@ -105,3 +105,23 @@ def test_no_knob_key_is_written_by_hand_where_it_derives_from_the_declarations()
         found = subprocess.run(["git", "grep", "-l", "-F", f'"{k.key}"', "--", *_DERIVED],
                                cwd=ROOT, capture_output=True, text=True).stdout.split()
         assert {(f, k.key) for f in found} <= _ARITHMETIC, (k.key, found)
+
+
+def test_run_summary_names_every_labelled_knob_with_its_value() -> None:
+    import ipu_tune
+    from ipu_tune.cli._summary import format_summary
+    from ipu_tune.tuner import RunSummary
+
+    cfg = EvalConfig()
+    cfg.system.num_ipus = 2
+    cfg.plan.pipeline.splits = ["layer3.8"]
+    cfg.plan.host_instances = 2
+    cfg.plan.partials = "half"
+    result = ipu_tune.evaluate_config(cfg)
+    text = format_summary(RunSummary("s", "j", 1, 1, (), 0, cfg, result))
+    plan_line = next(line for line in text.splitlines() if line.startswith("plan: "))
+    for k in KNOBS:
+        if k.label:
+            assert f"{k.label} " in plan_line, k.key
+    assert "splits ['layer3.8']" in plan_line and "instances 2" in plan_line
+    assert "partials half" in plan_line and "AMP 0.6" in plan_line
