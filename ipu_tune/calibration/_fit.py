@@ -1,6 +1,6 @@
 """Fitting the simulator's free constants to measured runs (least squares in log space,
-Nelder-Mead). A client of the simulator: it builds each row's case (profile, system, plan) from
-its config and calls the public `simulate`.
+Nelder-Mead). A client of the simulator: it builds each row's case (profile, system, plan) with
+`ipu_tune.case.build_case`, as the API and the tuner do, and calls the public `simulate`.
 
 The loss sums, per row, weight x log(predicted / measured)^2 for rates and cycles, and a hinge
 on the memory ratio (most-loaded IPU or tile over its limit) when the prediction contradicts
@@ -15,10 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ipu_tune.calibration._points import CalibrationPoint
+from ipu_tune.case import Case, build_case
 from ipu_tune.errors import bad_value
-from ipu_tune.hardware import System, system_from_config
-from ipu_tune.models import ModelProfile, profile_model
-from ipu_tune.plan import ExecutionPlan, plan_from_config, stage_starts
 from ipu_tune.simulator import DEFAULT_CONSTANTS, FITTED, SimConstants, SimResult, simulate
 
 __all__ = [
@@ -34,9 +32,7 @@ __all__ = [
 @dataclass(frozen=True)
 class _Case:
     point: CalibrationPoint
-    profile: ModelProfile
-    system: System
-    plan: ExecutionPlan
+    case: Case
 
 
 @dataclass(frozen=True)
@@ -58,21 +54,14 @@ class Prediction:
 
 
 def _cases(points: Sequence[CalibrationPoint]) -> list[_Case]:
-    cases = []
-    for p in points:
-        cfg = p.config
-        profile = profile_model(cfg.model)
-        plan = plan_from_config(cfg)
-        stage_starts(plan, profile)
-        system = system_from_config(cfg.system)
-        cases.append(_Case(p, profile, system, plan))
-    return cases
+    return [_Case(p, build_case(p.config)) for p in points]
 
 
 def _predict(cases: Sequence[_Case], constants: SimConstants) -> list[Prediction]:
     out = []
     for case in cases:
-        r = simulate(case.profile, case.system, case.plan, constants)
+        c = case.case
+        r = simulate(c.profile, c.system, c.plan, constants)
         ratio = max(
             max(m.total_bytes / m.limit_bytes, m.max_tile_bytes / m.tile_limit_bytes)
             for m in r.memory

@@ -14,6 +14,7 @@ nearest plan, marked infeasible by the `global_batch` constraint.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -24,34 +25,37 @@ import optuna
 
 from ipu_tune.config import EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.models._profile import ModelProfile
-from ipu_tune.search._objectives import get_key
+from ipu_tune.knobs import KNOBS, get_key, set_key
+from ipu_tune.models import ModelProfile
 from ipu_tune.search._space import KnobSpec, SearchSpace
 from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
 
 __all__ = ["R_PARAM", "Codec", "is_pinned", "set_key"]
 
-R_PARAM = "plan.replication_factor"
-_SPLITS = "plan.pipeline.splits"
-_SCHEDULE = "plan.pipeline.schedule"
-_RTS = "plan.replicated_tensor_sharding"
+
+
+def _only(**attrs: str) -> str:
+    """The key of the one knob of `ipu_tune.knobs` with these attributes."""
+    (key,) = [k.key for k in KNOBS if all(getattr(k, a) == v for a, v in attrs.items())]
+    return key
+
+
+R_PARAM = _only(draw="replicas")
+_INSTANCES = _only(draw="instances")
+_SPLITS = _only(draw="splits")
+_SCHEDULE = _only(condition="pipelined")
+_RTS = _only(condition="replicated")
+# Global-batch arithmetic: global = micro-batch x GA x replicas.
 _GA = "plan.gradient_accumulation"
 _MB = "workload.micro_batch_size"
 # Knobs that only matter when training (optimiser state, backward pass, accumulation).
-_TRAIN_ONLY = (_GA, "plan.offload_optimizer_state", _RTS, "plan.recompute")
+_TRAIN_ONLY = tuple(k.key for k in KNOBS if k.training_only)
+_IMAGE_ONLY = tuple(k.key for k in KNOBS if k.image_only)
 
 
 def is_pinned(key: str, pinned: frozenset[str]) -> bool:
     """A key is pinned by itself or by a pinned parent node (``plan.pipeline``)."""
     return any(key == p or key.startswith(p + ".") for p in pinned)
-
-
-def set_key(cfg: EvalConfig, key: str, value: Any) -> None:
-    *parents, leaf = key.split(".")
-    node: Any = cfg
-    for part in parents:
-        node = getattr(node, part)
-    setattr(node, leaf, list(value) if isinstance(value, tuple) else value)
 
 
 def eval_part(cfg: EvalConfig) -> EvalConfig:
@@ -62,6 +66,16 @@ def eval_part(cfg: EvalConfig) -> EvalConfig:
 
 def _power_of_two_divisors(n: int) -> list[int]:
     return [1 << k for k in range(n.bit_length()) if n % (1 << k) == 0]
+
+
+def fit_instances(drawn: int, replicas: int, hosts: int) -> int:
+    """PopRun instances as drawn, fitted to the plan: at most one per replica (so a power of
+    two dividing the replicas) and spread evenly over the servers (below `hosts`, the
+    simulator runs one per server)."""
+    value = min(drawn, replicas)
+    if value > hosts and value % hosts:
+        value = 1 << (hosts.bit_length() - 1)
+    return value
 
 
 @dataclass(frozen=True)
@@ -90,7 +104,8 @@ class Codec:
             for key in _TRAIN_ONLY:
                 searched.pop(key, None)
         if profile.input_kind != "image":
-            searched.pop("plan.eight_bit_io", None)  # 8-bit I/O is for pixels (seed session)
+            for key in _IMAGE_ONLY:
+                searched.pop(key, None)
 
         self.target_global_batch = cfg.search.global_batch_size
         if self.target_global_batch is None and space.keep_global_batch:
@@ -107,6 +122,11 @@ class Codec:
         r_spec = searched.pop(R_PARAM, None)
         self.schedule_spec = searched.pop(_SCHEDULE, None)
         self.rts_spec = searched.pop(_RTS, None)
+        inst = searched.get(_INSTANCES)
+        if inst is not None and not inst.is_range and not inst.choices:
+            # null in the space file: every power of two up to the IPUs (fitted at decode).
+            searched[_INSTANCES] = dataclasses.replace(
+                inst, choices=tuple(_power_of_two_divisors(self.num_ipus)))
         self.knobs: dict[str, KnobSpec] = searched  # drawn unconditionally
         self.base = base
         self.r_options = self._replication_options(r_spec, pinned)
@@ -280,6 +300,9 @@ class Codec:
                 cfg.plan.pipeline.splits = [self.blocks[b] for b in cuts_to_starts(cuts, n)[1:]]
         if stages > 1 and self.schedule_spec is not None and _SCHEDULE in params:
             cfg.plan.pipeline.schedule = params[_SCHEDULE]
+        if _INSTANCES in self.knobs and _INSTANCES in params:
+            cfg.plan.host_instances = fit_instances(int(params[_INSTANCES]), r,
+                                                    cfg.system.hosts)
         if r < 2:
             cfg.plan.replicated_tensor_sharding = False
         elif self.rts_spec is not None and _RTS in params:

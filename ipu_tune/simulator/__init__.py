@@ -14,6 +14,7 @@ from ipu_tune.simulator._constants import (
     OPTIMIZER_STATE,
     SimConstants,
     constants_from_mapping,
+    state_bytes_per_param,
 )
 from ipu_tune.simulator._memory import recompute_mode, stash_depth
 from ipu_tune.simulator._result import (
@@ -46,4 +47,5 @@ __all__ = [
     "replica_layout",
     "simulate",
     "stash_depth",
+    "state_bytes_per_param",
 ]
