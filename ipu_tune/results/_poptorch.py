@@ -14,9 +14,9 @@ import keyword
 import textwrap
 
 from ipu_tune.config import EvalConfig
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, plan_from_config
-from ipu_tune.simulator._result import SimResult
+from ipu_tune.simulator import SimResult
 
 from ._snippet_parts import Facts, input_lines, model_lines, optimizer_lines
 

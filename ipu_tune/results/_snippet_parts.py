@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 from ipu_tune.config import EvalConfig
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator._result import SimResult
+from ipu_tune.simulator import SimResult
 
 __all__ = ["Facts", "input_lines", "model_lines", "optimizer_lines"]
 
