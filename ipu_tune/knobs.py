@@ -141,11 +141,10 @@ PLAN_KNOBS: tuple[Knob, ...] = (
          condition="pipelined"),
     # PopART's autoRecomputation: `auto` = PopTorch's default (Pipeline when pipelined, else
     # none; poptorch Compiler.cpp), none = NoRecompute, checkpoints = Pipeline (Standard for
-    # one stage), every_block = the same plus a recomputationCheckpoint at every block. The
-    # search draws the explicit values (`auto` is always one of them).
+    # one stage), every_block = the same plus a recomputationCheckpoint at every block.
     Knob("plan.recompute", "recompute", str, "auto", "str16", "recompute", "recompute",
          "categorical", domain=("auto", "none", "checkpoints", "every_block"),
-         search_domain=("none", "checkpoints", "every_block"), training_only=True),
+         training_only=True),
     Knob("plan.available_memory_proportion", "available_memory_proportion", float, 0.6,
          "float", "AMP", "AMP", "float", low=0.0, high=1.0),
     Knob("plan.offload_optimizer_state", "offload_optimizer_state", bool, False, "bool",
