@@ -7,7 +7,13 @@ ConfigStore); everything inward of the entry points receives these typed objects
 """
 
 from ipu_tune.config._hydra import CONF_DIR, SPACES_DIR, group_options, register
-from ipu_tune.config._load import load_config, to_plain_dict
+from ipu_tune.config._load import (
+    check_trusted,
+    load_config,
+    read_text,
+    read_yaml,
+    to_plain_dict,
+)
 from ipu_tune.config._schema import (
     DatasetConfig,
     EvalConfig,
@@ -21,11 +27,13 @@ from ipu_tune.config._schema import (
     TuneConfig,
     WorkloadConfig,
 )
+from ipu_tune.config._validate import LIMITS, check_name
 
 register()
 
 __all__ = [
     "CONF_DIR",
+    "LIMITS",
     "SPACES_DIR",
     "DatasetConfig",
     "EvalConfig",
@@ -38,8 +46,12 @@ __all__ = [
     "SystemConfig",
     "TuneConfig",
     "WorkloadConfig",
+    "check_name",
+    "check_trusted",
     "group_options",
     "load_config",
+    "read_text",
+    "read_yaml",
     "register",
     "to_plain_dict",
 ]
