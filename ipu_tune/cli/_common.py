@@ -6,8 +6,21 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Sequence
 
-__all__ = ["EXIT_FAULT", "EXIT_USAGE", "TRUST_HELP", "disk_error", "fail", "print_out"]
+from ipu_tune.errors import IpuTuneError
+
+__all__ = [
+    "EXIT_FAULT",
+    "EXIT_USAGE",
+    "TRUST_HELP",
+    "check_target_typed",
+    "disk_error",
+    "fail",
+    "fail_on_disk_error",
+    "print_out",
+    "split_trust_flag",
+]
 
 EXIT_USAGE = 2
 EXIT_FAULT = 1
@@ -35,6 +48,51 @@ def disk_error(exc: BaseException) -> str | None:
                     "space and run the same command again to resume")
         cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
     return None
+
+
+_TRUST_KEY = "trust_remote_code"
+_TRUE = ("true", "yes", "1")
+_FALSE = ("false", "no", "0")
+
+
+def split_trust_flag(argv: Sequence[str]) -> tuple[list[str], bool]:
+    """Take `trust_remote_code=true` (also with + or ++, or `--trust-remote-code`) out of the
+    tuner's arguments: it is a decision of this run, not a key of the stored config."""
+    rest: list[str] = []
+    trusted = False
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if arg == "--trust-remote-code":
+            trusted = True
+        elif eq and key.lstrip("+") == _TRUST_KEY:
+            if value.lower() not in _TRUE + _FALSE:
+                raise IpuTuneError(f"{_TRUST_KEY}={value!r}: allowed: true, false")
+            trusted = value.lower() in _TRUE
+        else:
+            rest.append(arg)
+    return rest, trusted
+
+
+def check_target_typed(target: str | None, overrides: Sequence[str], trusted: bool) -> None:
+    """A `model._target_` typed on the command line is the user's choice; one that comes from a
+    config file (a user config dir, a shared experiment) runs only with trust_remote_code=true."""
+    if not target or trusted:
+        return
+    typed = any(o.partition("=")[0].lstrip("+~") == "model._target_" for o in overrides)
+    if not typed:
+        raise IpuTuneError(
+            f"model._target_={target[:80]!r}: named in a config file, not on the command line; "
+            f"code named in a file runs only with {_TRUST_KEY}=true"
+        )
+
+
+def fail_on_disk_error(exc: BaseException) -> int:
+    """Call inside `except`: one line and exit 1 for a full/read-only disk, else re-raise."""
+    message = disk_error(exc)
+    if message is None:
+        raise exc
+    print("ipu-tune: error: " + message, file=sys.stderr)
+    return EXIT_FAULT
 
 
 def print_out(text: str) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.cli._common import fail
+from ipu_tune.cli._common import TRUST_HELP, fail
 from ipu_tune.config import TuneConfig
 from ipu_tune.config._load import typed
 from ipu_tune.errors import IpuTuneError
@@ -91,9 +91,15 @@ def report_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("study")
     _storage_args(parser)
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
         study, target, cfg = _load(args)
+        if cfg.model._target_ and not args.trust_remote_code:
+            raise IpuTuneError(
+                f"model._target_={cfg.model._target_[:80]!r} of study {args.study!r}: code named "
+                "in a stored study runs only with --trust-remote-code"
+            )
         profile = profile_model(cfg.model)
         system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
         pinned = frozenset(study.user_attrs[META_KEY].get("pinned", []))
