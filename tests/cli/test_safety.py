@@ -60,7 +60,8 @@ def test_search_name_dotdot_is_refused(
 
 
 def test_newline_in_study_name_is_refused(tmp_path: Path) -> None:
-    proc = run_cli(["study.name=a\nplan: {x: 1}", "study.n_trials=1"], cwd=tmp_path)
+    proc = run_cli(["study.name='a\nipu_tune: x'", "study.n_trials=1", "model=mnist_cnn"],
+                   cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "study.name=" in proc.stderr
     assert list(tmp_path.iterdir()) == []
@@ -260,3 +261,15 @@ def test_one_block_model_on_two_ipus_is_a_result(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert (tmp_path / "results" / "one" / "best.yaml").is_file()
+
+
+def test_query_password_of_a_working_storage_appears_nowhere(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/s.db?password=s3cret"
+    proc = run_cli([f"study.storage='{url}'", "model=mnist_cnn", "study.name=pw",
+                    "study.n_trials=2", "study.progress_bar=false"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "s3cret" not in proc.stdout + proc.stderr
+    assert "password=***" in proc.stdout
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert b"s3cret" not in path.read_bytes(), path
