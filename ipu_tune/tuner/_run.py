@@ -20,7 +20,8 @@ from ipu_tune.results import (
     ResultsStore,
     atomic_write,
     best_yaml_text,
-    poptorch_snippet,
+    poprun_provenance,
+    write_exports,
     write_report,
 )
 from ipu_tune.search import SearchProblem
@@ -125,7 +126,7 @@ def export_study(
     ran: int = 0,
     retried: tuple[int, ...] = (),
 ) -> RunSummary:
-    """Write best.yaml, the PopTorch snippet and report.html under results/<study>/."""
+    """Write best.yaml, the framework programs and report.html under results/<study>/."""
     out_dir = Path(cfg.results_dir) / study.study_name
     best = problem.best_trial(study)
     exports: dict[str, Path] = {}
@@ -146,13 +147,12 @@ def export_study(
             "bottleneck": best_result.bottleneck,
             "simulator_version": SIMULATOR_VERSION,
             "evaluate": evaluate_cmd,
+            **poprun_provenance(best_cfg),
         }
         exports["best"] = atomic_write(best_path, best_yaml_text(to_plain_dict(best_cfg),
                                                                  provenance))
         profile = profile_model(best_cfg.model)
-        exports["poptorch"] = atomic_write(
-            out_dir / "poptorch_options.py", poptorch_snippet(best_cfg, best_result, profile)
-        )
+        exports.update(write_exports(out_dir, best_cfg, best_result, profile))
     exports["report"] = write_report(
         out_dir / "report.html",
         study=study,
