@@ -90,7 +90,5 @@ def compile_problems(xp: ExportPlan, framework: str = "poptorch") -> list[str]:
             f"{xp.replicas} replicas do not split evenly among {xp.host_instances} instances"
         )
     if xp.host_instances % xp.hosts_used:
-        out.append(
-            f"{xp.host_instances} instances do not split evenly among {xp.hosts_used} hosts"
-        )
+        out.append(f"{xp.host_instances} instances do not split evenly among {xp.hosts_used} hosts")
     return out

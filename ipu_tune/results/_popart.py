@@ -20,6 +20,7 @@ from ._source import docstring, knob, wrap
 
 __all__ = ["popart_snippet"]
 
+
 def _replication_lines(xp: ExportPlan, facts: Facts) -> list[str]:
     r = xp.replicas
     local = [

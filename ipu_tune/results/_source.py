@@ -50,7 +50,9 @@ def wrap(lines: list[str]) -> list[str]:
             # One argument per line: `f(a, b=1)` -> `f(\n    a,\n    b=1,\n)`.
             head, _, args = body[:-1].partition("(")
             out.append(f"{indent}{head}(")
-            out += [f"{indent}    {arg}," for arg in _top_level_args(args)]
+            for arg in _top_level_args(args):
+                inner = wrap([f"{indent}    {arg}"])  # a nested call may need wrapping too
+                out += [*inner[:-1], inner[-1] + ","]
             out.append(f"{indent})")
         else:
             out.append(line)

@@ -76,8 +76,7 @@ def _system_lines(xp: ExportPlan, facts: Facts) -> list[str]:
     if p.io_tiles:
         out += knob(
             f"{p.io_tiles} I/O tiles for host transfers ({cite('tf_io_tiles')}); overlap needs a"
-            " single IPU or the Grouped pipeline schedule. "
-            + facts.category_sentence("io_tiles"),
+            " single IPU or the Grouped pipeline schedule. " + facts.category_sentence("io_tiles"),
             f"cfg.io_tiles.num_io_tiles = {p.io_tiles}",
             "cfg.io_tiles.place_ops_on_io_tiles = True",
         )
