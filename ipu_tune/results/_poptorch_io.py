@@ -81,7 +81,8 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
         "        self.model = model",
         "        self.criterion = criterion",
         "",
-        "    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None):",
+        # No `X | None` annotations: the Poplar SDK's Python may predate 3.10.
+        "    def forward(self, x, labels=None):",
         f"        out = {logits}",
         "        if labels is None:",
         "            return out",

@@ -309,3 +309,36 @@ def test_any_valid_plan_gives_a_program_with_its_values(
             log.built.clear()  # no profile: no checkpoint names to compare
         check_poptorch(cfg, source, log, popdist_env)
     assert "No simulated result" in source
+
+
+ZOO_SHAPES = {"bert_base": None, "bert_large": None, "mnist_cnn": [1, 28, 28]}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["resnet18", "resnet34", "resnet50", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
+     "resnext50", "vit_b_16", "vit_b16", "bert_base", "bert_large", "mnist_cnn"],
+)  # fmt: skip
+def test_every_zoo_model_is_built_by_its_public_constructor(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model: dict[str, Any] = {"name": name, "num_classes": 10}
+    if name.startswith("bert"):
+        model = {"name": name, "sequence_length": 128, "num_classes": 30522}
+    else:
+        model["input_shape"] = ZOO_SHAPES.get(name) or [3, 32, 32]
+    blocks = ipu_tune.profile(model).blocks
+    split = blocks[len(blocks) // 2]
+    cfg = make_config(
+        {"model": model, "system": {"num_ipus": 2},
+         "plan": {"gradient_accumulation": 4, "recompute": "every_block",
+                  "pipeline": {"splits": [split]}}}
+    )  # fmt: skip
+    source = poptorch_snippet(cfg, None, _profile(cfg))
+    log, namespace = run_export(monkeypatch, source)
+    built = log.built[0] if log.built else namespace["model"].model  # mnist: defined in the file
+    assert "ipu_tune" not in source.replace("ipu-tune", "")
+    ((args, kwargs),) = log.calls("poptorch.BeginBlock")
+    assert args[0] is built.get_submodule(module_path(cfg, split)) and kwargs == {"ipu_id": 1}
+    hooked = {n for n, m in built.named_modules() if m._forward_hooks}
+    assert hooked == {module_path(cfg, b) for b in blocks[:-1]}
