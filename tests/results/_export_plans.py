@@ -52,7 +52,7 @@ PIPELINED_BERT: dict[str, Any] = {
 # ResNet-50 data-parallel on an IPU-POD16: 2 servers, 4 PopRun instances, 16 replicas.
 MULTI_HOST: dict[str, Any] = {
     "model": {"name": "resnet50", "input_shape": [3, 224, 224], "num_classes": 1000},
-    "workload": {"mode": "train", "micro_batch_size": 16, "optimizer": "sgd"},
+    "workload": {"mode": "train", "micro_batch_size": 8, "optimizer": "sgd"},
     "system": {"ipu": "mk2", "num_ipus": 16, "hosts": 2},
     "plan": {
         "precision": "16.16", "gradient_accumulation": 8, "device_iterations": 16,
