@@ -342,3 +342,12 @@ def test_every_zoo_model_is_built_by_its_public_constructor(
     assert args[0] is built.get_submodule(module_path(cfg, split)) and kwargs == {"ipu_id": 1}
     hooked = {n for n, m in built.named_modules() if m._forward_hooks}
     assert hooked == {module_path(cfg, b) for b in blocks[:-1]}
+
+
+def test_a_plan_poptorch_would_reject_says_so_in_the_header() -> None:
+    bert = PLANS["pipelined-bert"]
+    cfg = make_config({**bert, "plan": {**bert["plan"], "gradient_accumulation": 2}})
+    doc = " ".join((ast.get_docstring(ast.parse(poptorch_snippet(cfg))) or "").split())
+    assert "WARNING, PopTorch will reject this plan at compile time" in doc
+    assert "gradient accumulation 2 < 4 pipeline stages" in doc
+    assert "WARNING" not in poptorch_snippet(make_config(bert))
