@@ -44,6 +44,7 @@ _CITATIONS: dict[str, str] = {
     "popart_io": f'{_POPART}, "Overlapping IO with compute" > "Configuring IO tiles"',
     "popart_rts": f'{_POPART}, "Tensor locations" > "Replicated tensor sharding"',
     "popart_session": f'{_POPART}, "Executing graphs" > "Session options"',
+    "popart_dataflow": f'{_POPART}, "Executing graphs"',
     "tf_replication": f'{_TF}, "Training a model" > "Replicated graphs"',
     "tf_pipeline": f'{_TF}, "Training a model" > "Pipelined training"; {_TF_NOTE}, 3.3.3'
     ' "Pipeline scheduling"',

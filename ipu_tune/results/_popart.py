@@ -108,9 +108,11 @@ def _training_lines(xp: ExportPlan, facts: Facts) -> list[str]:
             f"{why}. {facts.recompute_sentence()}",
             f"opts.autoRecomputation = popart.RecomputationType.{mode}",
         )
-    if xp.recompute in ("checkpoints", "every_block"):
+    if xp.recompute == "every_block" or (xp.recompute == "checkpoints" and xp.stages > 1):
         where = "each stage boundary" if xp.recompute == "checkpoints" else "each block's output"
         out.append(f"# Mark checkpoints with builder.checkpointOutput(...) at {where}.")
+    elif xp.recompute == "checkpoints":
+        out.append("# One stage: Standard recomputation picks its checkpoints itself.")
     offload, rts = p.offload_optimizer_state, p.replicated_tensor_sharding
     out += [
         f"# Optimizer state in streaming memory: {offload} ({cite('offload')})."
@@ -155,8 +157,8 @@ def _io_lines(xp: ExportPlan, facts: Facts) -> list[str]:
     out = [
         *knob(
             f"Batches per step {p.device_iterations}: pass BATCHES_PER_STEP to"
-            " popart.DataFlow(BATCHES_PER_STEP, anchors) (the device iterations of one"
-            f" session.run; {cite('device_iterations')}). {facts.phase_sentence('host_overhead')}",
+            " popart.DataFlow(BATCHES_PER_STEP, anchors), the device iterations of one"
+            f" session.run ({cite('popart_dataflow')}). {facts.phase_sentence('host_overhead')}",
             f"BATCHES_PER_STEP = {p.device_iterations}",
         ),
         *knob(
