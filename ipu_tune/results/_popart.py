@@ -220,5 +220,12 @@ def popart_snippet(cfg: EvalConfig, result: SimResult | None = None) -> str:
         *_memory_lines(xp, facts),
         *_io_lines(xp, facts),
         f"# Precision {p.precision}: the ONNX graph's tensor types ({cite('precision')}).",
+        f"# 8-bit I/O {p.eight_bit_io}: "
+        + (
+            "declare the image input as UINT8 and cast and normalise in the graph"
+            f" ({cite('eight_bit')})."
+            if p.eight_bit_io
+            else f"inputs arrive as {'FLOAT16' if p.input_fp16 else 'FLOAT'}."
+        ),
     ]
     return "\n".join(wrap(lines)) + "\n"

@@ -171,6 +171,16 @@ def _keras_lines(cfg: EvalConfig, xp: ExportPlan, facts: Facts) -> list[str]:
             f"STEPS_PER_EXECUTION = {steps_per_execution(xp)}",
         ),
         f"MICRO_BATCH_SIZE = {p.micro_batch_size}  # batch the dataset with drop_remainder=True",
+        f"# Host input: tf.data with num_parallel_calls={p.dataloader_workers} in its map and"
+        " .prefetch(), so preprocessing overlaps the device. "
+        + facts.phase_sentence("host_preprocess"),
+        f"# 8-bit I/O {p.eight_bit_io}: "
+        + (
+            "feed uint8 pixels and cast and normalise in the model's first layer"
+            f" ({cite('eight_bit')})."
+            if p.eight_bit_io
+            else f"inputs arrive as {'float16' if p.input_fp16 else 'float32'}."
+        ),
     ]
 
 
