@@ -178,12 +178,17 @@ def _bert_lines(cfg: EvalConfig, name: str) -> list[str]:
 
 
 def _mnist_lines(cfg: EvalConfig) -> list[str]:
-    from ipu_tune.models._mnist import ConvLayer, MnistCnn
+    import torch
 
+    from ipu_tune.models import build_model
+
+    with torch.device("meta"):  # only its classes are wanted: no weights
+        model = build_model(cfg.model)[0]
+    classes = (type(model.get_submodule("layer1")), type(model))
     c, h, w = (int(v) for v in cfg.model.input_shape)
     kwargs = {"in_channels": c, "height": h, "width": w, "num_classes": cfg.model.num_classes,
               **_plain(dict(cfg.model.kwargs))}  # fmt: skip
-    source = [inspect.getsource(ConvLayer), inspect.getsource(MnistCnn)]
+    source = [inspect.getsource(cls) for cls in classes]
     return [
         "# mnist_cnn: the CNN of the PopTorch pipelining tutorial (blocks layer1..layer4).",
         "",

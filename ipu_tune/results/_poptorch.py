@@ -141,10 +141,10 @@ def _checkpoint_lines(names: list[str]) -> list[str]:
         "    module.register_forward_hook(hook)",
         "",
         "",
-        "CHECKPOINTS = [",
+        "checkpoints = [",
         *(f"    {literal(n)}," for n in names),
         "]",
-        "for name in CHECKPOINTS:",
+        "for name in checkpoints:",
         "    checkpoint_outputs(model.get_submodule(name))",
     ]
 
