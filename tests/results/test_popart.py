@@ -6,6 +6,8 @@ import ast
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ipu_tune
 from ipu_tune.config import EvalConfig
@@ -15,6 +17,7 @@ from ipu_tune.results._model_source import module_path
 from ._export_plans import PLANS, host_instances, install_frameworks, make_config, stages
 from ._framework_api import POPART_API, POPDIST_API
 from ._recorder import Log, run_source
+from .test_poptorch import configs
 
 S = "popart.SessionOptions"
 
@@ -129,3 +132,17 @@ def test_recompute_and_schedule_variants(
     source = popart_snippet(cfg)
     log = install_frameworks(monkeypatch, False)
     check_popart(cfg, source, log, run_source(source, "popart_options.py"), False)
+
+
+_SLOW = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=_SLOW)
+@given(cfg=configs(), popdist=st.booleans())
+def test_any_valid_plan_gives_session_options_with_its_values(
+    cfg: EvalConfig, popdist: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = popart_snippet(cfg)
+    with monkeypatch.context() as patch:
+        log = install_frameworks(patch, popdist)
+        check_popart(cfg, source, log, run_source(source, "popart_options.py"), popdist)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ipu_tune
 from ipu_tune.config import EvalConfig
@@ -14,6 +16,7 @@ from ipu_tune.results import tf_snippet
 from ._export_plans import PLANS, host_instances, install_frameworks, make_config, stages
 from ._framework_api import POPDIST_API, TF_API, TF_KWARGS
 from ._recorder import Log, Recorder, run_source
+from .test_poptorch import configs
 
 CFG = "tensorflow.python.ipu.config.IPUConfig"
 OPS = "tensorflow.python.ipu.pipelining_ops"
@@ -118,3 +121,17 @@ def test_single_stage_accumulation_uses_the_gradient_accumulation_options(
         "offload_weight_update_variables": cfg.plan.offload_optimizer_state,
         "replicated_optimizer_state_sharding": cfg.plan.replicated_tensor_sharding,
     }
+
+
+_SLOW = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=_SLOW)
+@given(cfg=configs(), popdist=st.booleans())
+def test_any_valid_plan_gives_an_ipu_config_with_its_values(
+    cfg: EvalConfig, popdist: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tf_snippet(cfg)
+    with monkeypatch.context() as patch:
+        log, namespace = run_tf(patch, source, popdist)
+        check_tf(cfg, source, log, namespace, popdist)
