@@ -25,8 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ipu_tune.config import CONF_DIR, SamplerConfig, TuneConfig
-from ipu_tune.config._load import typed
+from ipu_tune.config import CONF_DIR, SamplerConfig, TuneConfig, typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem, make_sampler, parse_space

@@ -20,8 +20,7 @@ from pathlib import Path
 import optuna
 from hydra import compose, initialize_config_dir
 
-from ipu_tune.config import CONF_DIR, TuneConfig
-from ipu_tune.config._load import typed
+from ipu_tune.config import CONF_DIR, TuneConfig, typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem

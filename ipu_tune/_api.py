@@ -6,18 +6,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config import EvalConfig, ModelConfig, load_config
-from ipu_tune.config._load import typed
+from ipu_tune.case import build_case, simulate_case
+from ipu_tune.config import EvalConfig, ModelConfig, load_config, typed
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.hardware import make_system
 from ipu_tune.models import ModelProfile, profile_model
-from ipu_tune.plan import plan_from_config, stage_starts
 from ipu_tune.simulator import (
     DEFAULT_CONSTANTS,
     SimConstants,
     SimResult,
     constants_from_mapping,
-    simulate,
 )
 
 __all__ = ["evaluate", "evaluate_config", "profile"]
@@ -32,11 +29,8 @@ def profile(model: Mapping[str, Any] | ModelConfig) -> ModelProfile:
 
 
 def evaluate_config(cfg: EvalConfig, constants: SimConstants = DEFAULT_CONSTANTS) -> SimResult:
-    prof = profile_model(cfg.model)
-    plan = plan_from_config(cfg)
-    stage_starts(plan, prof)  # split names checked against the model before simulating
-    system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
-    return simulate(prof, system, plan, constants)
+    """Simulate one validated config (its case built by `ipu_tune.case.build_case`)."""
+    return simulate_case(build_case(cfg), constants)
 
 
 def evaluate(

@@ -8,14 +8,20 @@ the checks that need the model profile (split names exist and are in order).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import bad_value
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.knobs import KNOBS, get_key, knob_by_field
+from ipu_tune.models import ModelProfile
 
 __all__ = ["ExecutionPlan", "plan_from_config", "stage_starts"]
 
+_SPLITS_KEY = knob_by_field("splits").key
 
+
+# The fields are the knobs of `ipu_tune.knobs` (same names, types and defaults), spelled out so
+# that mypy types the simulator's input; tests/config/test_knobs.py checks they match.
 @dataclass(frozen=True)
 class ExecutionPlan:
     mode: str = "train"  # train | infer
@@ -36,6 +42,8 @@ class ExecutionPlan:
     eight_bit_io: bool = False
     async_dataloader: bool = False
     dataloader_workers: int = 1
+    host_instances: int = 1  # PopRun instances (inert until the simulator models them)
+    partials: str = "float"  # partials type of matmuls/convolutions (inert as well)
 
     @property
     def training(self) -> bool:
@@ -65,27 +73,12 @@ class ExecutionPlan:
 
 
 def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
-    w, p = cfg.workload, cfg.plan
-    return ExecutionPlan(
-        mode=w.mode,
-        micro_batch_size=w.micro_batch_size,
-        optimizer=w.optimizer,
-        precision=p.precision,
-        gradient_accumulation=p.gradient_accumulation,
-        device_iterations=p.device_iterations,
-        replication_factor=p.replication_factor,
-        splits=tuple(p.pipeline.splits),
-        schedule=p.pipeline.schedule,
-        recompute=p.recompute,
-        available_memory_proportion=p.available_memory_proportion,
-        offload_optimizer_state=p.offload_optimizer_state,
-        replicated_tensor_sharding=p.replicated_tensor_sharding,
-        prefetch_depth=p.prefetch_depth,
-        io_tiles=p.io_tiles,
-        eight_bit_io=p.eight_bit_io,
-        async_dataloader=p.async_dataloader,
-        dataloader_workers=p.dataloader_workers,
-    )
+    """The plan of a config: every knob's value, lists made tuples (the plan is hashable)."""
+    values: dict[str, Any] = {}
+    for k in KNOBS:
+        value = get_key(cfg, k.key)
+        values[k.field] = tuple(value) if k.type is tuple else value
+    return ExecutionPlan(**values)
 
 
 def stage_starts(plan: ExecutionPlan, profile: ModelProfile) -> tuple[int, ...]:
@@ -100,14 +93,14 @@ def stage_starts(plan: ExecutionPlan, profile: ModelProfile) -> tuple[int, ...]:
         if split not in names:
             hint = ", ".join(names[1:6]) + (", ..." if len(names) > 6 else "")
             raise bad_value(
-                "plan.pipeline.splits", split, f"not a block of {profile.name}; blocks: {hint}"
+                _SPLITS_KEY, split, f"not a block of {profile.name}; blocks: {hint}"
             )
         index = names.index(split)
         if index == 0:
-            raise bad_value("plan.pipeline.splits", split, "the first block always begins stage 1")
+            raise bad_value(_SPLITS_KEY, split, "the first block always begins stage 1")
         if index <= starts[-1]:
             raise bad_value(
-                "plan.pipeline.splits", list(plan.splits), "must follow the model's block order"
+                _SPLITS_KEY, list(plan.splits), "must follow the model's block order"
             )
         starts.append(index)
     return tuple(starts)

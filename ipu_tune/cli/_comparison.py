@@ -39,16 +39,14 @@ def _plan_highlights(s: RunSummary) -> str:
         f"DI {p.device_iterations}",
         f"recompute {p.recompute}",
     ]
-    instances = getattr(p, "host_instances", 1)
-    if instances > 1:
-        parts.append(f"{instances} instances")
+    if p.host_instances > 1:
+        parts.append(f"{p.host_instances} instances")
     return ", ".join(parts)
 
 
 def _row(s: RunSummary) -> dict[str, Any]:
     r = s.best_result
-    objectives: dict[str, float] = dict(getattr(s, "objectives", {}) or {})
-    best = "; ".join(_objective(k, v) for k, v in objectives.items())
+    best = "; ".join(_objective(k, v) for k, v in s.objectives.items())
     return {
         "study": s.study_name,
         "trials": s.n_complete,

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from ipu_tune.knobs import KNOBS, get_key
+from ipu_tune.results import poprun_command
 from ipu_tune.tuner import RunSummary
 
 __all__ = ["format_summary"]
 
 MB = 1e6
-_LABELS = {"best": "best plan", "poptorch": "PopTorch options", "report": "report"}
+_LABELS = {
+    "best": "best plan",
+    "poptorch": "PopTorch program",
+    "popart": "PopART options",
+    "tensorflow": "TensorFlow 2 config",
+    "report": "report",
+}
+
+
+def _show(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return str(list(value))
+    return str(value)
 
 
 def format_summary(s: RunSummary) -> str:
@@ -31,16 +47,11 @@ def format_summary(s: RunSummary) -> str:
         replicas = c.plan.replication_factor
         per = f" (each of {replicas} replicas)" if replicas > 1 else ""
         lines.append(f"memory per IPU{per}: {mem}")
-        p = c.plan
-        lines.append(
-            f"plan: precision {p.precision}, micro-batch {c.workload.micro_batch_size}, "
-            f"GA {p.gradient_accumulation}, DI {p.device_iterations}, replicas "
-            f"{p.replication_factor}, splits {list(p.pipeline.splits)} ({p.pipeline.schedule}), "
-            f"recompute {p.recompute}, AMP {p.available_memory_proportion:g}, offload "
-            f"{p.offload_optimizer_state}, RTS {p.replicated_tensor_sharding}, prefetch "
-            f"{p.prefetch_depth}, I/O tiles {p.io_tiles}, 8-bit I/O {p.eight_bit_io}, async "
-            f"loader {p.async_dataloader} x{p.dataloader_workers}"
-        )
+        lines.append("plan: " + ", ".join(
+            f"{k.label} {_show(get_key(c, k.key))}" for k in KNOBS if k.label))
+        command = poprun_command(c, "python poptorch_options.py")
+        if command is not None:
+            lines.append(f"PopRun (host names are placeholders for your servers): {command}")
     for key, path in s.exports.items():
         lines.append(f"{_LABELS.get(key, key)}: {path}")
     return "\n".join(lines)

@@ -21,7 +21,7 @@ __all__ = ["format_fit", "main"]
 
 def format_fit(fit: object) -> str:
     """The YAML text of a `FitResult`: the constants, then the per-row errors as comments."""
-    from ipu_tune.simulator._calibrate import FitResult
+    from ipu_tune.simulator import FitResult
 
     assert isinstance(fit, FitResult)
     lines = [
@@ -56,7 +56,7 @@ def main(argv: Sequence[str]) -> int:
                         help="objective evaluations per Nelder-Mead round (default 3000)")
     args = parser.parse_args(list(argv))
     try:
-        from ipu_tune.simulator._calibrate import default_points, fit_constants, load_points
+        from ipu_tune.simulator import default_points, fit_constants, load_points
 
         points = []
         for file in args.files:

@@ -15,8 +15,7 @@ from typing import Any
 
 import yaml
 
-from ipu_tune.config import ModelConfig
-from ipu_tune.config._load import typed
+from ipu_tune.config import ModelConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import ZOO, ModelProfile, profile_model
 

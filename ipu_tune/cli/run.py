@@ -22,11 +22,11 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from ipu_tune.cli._common import fail
+from ipu_tune.cli._comparison import format_comparison
 from ipu_tune.cli._summary import format_summary
-from ipu_tune.config import CONF_DIR, TuneConfig, group_options
-from ipu_tune.config._hydra import GROUPS
-from ipu_tune.config._load import omegaconf_error, typed
+from ipu_tune.config import CONF_DIR, GROUPS, TuneConfig, group_options, omegaconf_error, typed
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.tuner import Prepared, RunSummary, prepare, run
 
 __all__ = ["hydra_main", "pinned_keys", "preflight"]
 
@@ -35,6 +35,10 @@ _NO_RUN_FLAGS = {"-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", 
                  "--shell-completion", "-cp", "--config-path", "-cn", "--config-name",
                  "-cd", "--config-dir", "--resolve", "-p", "--package", "--experimental-rerun"}
 _MAX_SWEEP_CHECKS = 256
+# The runs the preflight checked, handed to the Hydra task (one per composed config).
+_PREPARED: list[Prepared] = []
+# The summaries of this command's runs (several under `-m`), for the closing comparison table.
+_SUMMARIES: list[RunSummary] = []
 
 
 def pinned_keys(overrides: Sequence[str]) -> frozenset[str]:
@@ -91,26 +95,30 @@ def preflight(argv: Sequence[str]) -> None:
         else [raw]
         for o, raw in zip(parsed, overrides, strict=True)
     ]
-    from ipu_tune.tuner._run import _prepare
-
+    _PREPARED.clear()
     for combo in itertools.islice(itertools.product(*choices), _MAX_SWEEP_CHECKS):
         cfg = _compose(list(combo))
-        _prepare(cfg, pinned_keys(list(combo)))
+        _PREPARED.append(prepare(cfg, pinned_keys(list(combo))))
+
+
+def _prepared(cfg: TuneConfig, pinned: frozenset[str]) -> Prepared | TuneConfig:
+    """The preflight's preparation of this run (so it is not prepared twice), else `cfg`."""
+    return next((p for p in _PREPARED if p.cfg == cfg and p.pinned == pinned), cfg)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _task(cfg: DictConfig) -> None:
-    from ipu_tune.tuner import run
-
     try:
         tune_cfg = typed(TuneConfig, cfg)
-        summary = run(tune_cfg, pinned_keys(HydraConfig.get().overrides.task))
+        pinned = pinned_keys(HydraConfig.get().overrides.task)
+        summary = run(_prepared(tune_cfg, pinned), pinned)
     except IpuTuneError as exc:
         sys.exit(fail(str(exc)))
     except KeyboardInterrupt:
         print("ipu-tune: interrupted; run the same command again to resume", file=sys.stderr)
         sys.exit(130)
     print(format_summary(summary))
+    _SUMMARIES.append(summary)
 
 
 def hydra_main(argv: Sequence[str]) -> int:
@@ -119,6 +127,9 @@ def hydra_main(argv: Sequence[str]) -> int:
     except IpuTuneError as exc:
         return fail(str(exc))
     sys.argv = [sys.argv[0], *argv]
+    _SUMMARIES.clear()
     _task()
+    if {"-m", "--multirun"} & set(argv) and _SUMMARIES:
+        print(format_comparison(_SUMMARIES))  # one table comparing the sweep's runs
     return 0
 

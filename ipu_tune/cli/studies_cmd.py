@@ -9,17 +9,16 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from ipu_tune.case import build_system
 from ipu_tune.cli._common import fail
-from ipu_tune.config import TuneConfig
-from ipu_tune.config._load import typed
+from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
+from ipu_tune.records import StudyMeta, TrialRecord
 from ipu_tune.results import ResultsStore, export_table
 from ipu_tune.search import SearchProblem
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
 from ipu_tune.tuner import export_study
-from ipu_tune.tuner._study import META_KEY
 
 __all__ = ["export_main", "list_main", "report_main"]
 
@@ -50,18 +49,18 @@ def list_main(argv: Sequence[str]) -> int:
         return fail(str(exc))
     print(f"{'study':40} {'model':14} {'system':9} {'trials':>6} {'best':>12}")
     for s in summaries:
-        meta = s.user_attrs.get(META_KEY, {})
+        meta = StudyMeta.of(s)
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        feasible = [t for t in trials
-                    if all(c <= 0 for c in t.user_attrs.get("constraints", [1.0]))]
-        objective = (meta.get("objectives") or ["value"])[0]
+        feasible = [t for t in trials if TrialRecord.of(t).feasible]
+        objective = (meta.objectives if meta and meta.objectives else ["value"])[0]
         best = ""
         if feasible and s.directions:
             pick = max if s.directions[0].name == "MAXIMIZE" else min
             best = f"{pick(t.values[0] for t in feasible if t.values):.6g}"
-        system = f"{meta.get('ipu', '?')}x{meta.get('num_ipus', '?')}"
-        print(f"{s.study_name:40} {meta.get('model', '?')!s:14} {system:9} {len(trials):>6} "
+        system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
+        model = meta.model if meta else "?"
+        print(f"{s.study_name:40} {model!s:14} {system:9} {len(trials):>6} "
               f"{best:>12} {objective if best else ''}")
     return 0
 
@@ -76,10 +75,10 @@ def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneCo
         raise IpuTuneError(
             f"study={args.study!r}: not in the storage; stored: {', '.join(names) or 'none'}"
         ) from None
-    meta = study.user_attrs.get(META_KEY)
-    if not meta or "config" not in meta:
+    meta = StudyMeta.of(study)
+    if meta is None or meta.config is None:
         raise IpuTuneError(f"study={args.study!r}: was not created by ipu-tune")
-    cfg = typed(TuneConfig, meta["config"])
+    cfg = typed(TuneConfig, dict(meta.config))
     cfg.results_dir = args.results_dir
     return study, target, cfg
 
@@ -95,8 +94,9 @@ def report_main(argv: Sequence[str]) -> int:
     try:
         study, target, cfg = _load(args)
         profile = profile_model(cfg.model)
-        system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
-        pinned = frozenset(study.user_attrs[META_KEY].get("pinned", []))
+        system = build_system(cfg)
+        meta = StudyMeta.of(study)
+        pinned = frozenset(meta.pinned if meta else [])
         problem = SearchProblem(cfg, profile, system, pinned=pinned)
         store = ResultsStore(target.results_url)
         try:

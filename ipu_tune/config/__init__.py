@@ -6,8 +6,8 @@ ConfigStore); everything inward of the entry points receives these typed objects
 `DictConfig`.
 """
 
-from ipu_tune.config._hydra import CONF_DIR, SPACES_DIR, group_options, register
-from ipu_tune.config._load import load_config, to_plain_dict
+from ipu_tune.config._hydra import CONF_DIR, GROUPS, SPACES_DIR, group_options, register
+from ipu_tune.config._load import load_config, omegaconf_error, read_yaml, to_plain_dict, typed
 from ipu_tune.config._schema import (
     DatasetConfig,
     EvalConfig,
@@ -21,11 +21,13 @@ from ipu_tune.config._schema import (
     TuneConfig,
     WorkloadConfig,
 )
+from ipu_tune.config._validate import check_pinned_layout, validate
 
 register()
 
 __all__ = [
     "CONF_DIR",
+    "GROUPS",
     "SPACES_DIR",
     "DatasetConfig",
     "EvalConfig",
@@ -38,8 +40,13 @@ __all__ = [
     "SystemConfig",
     "TuneConfig",
     "WorkloadConfig",
+    "check_pinned_layout",
     "group_options",
     "load_config",
+    "omegaconf_error",
+    "read_yaml",
     "register",
     "to_plain_dict",
+    "typed",
+    "validate",
 ]

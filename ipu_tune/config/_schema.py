@@ -10,12 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional  # noqa: UP035  (OmegaConf needs typing generics)
 
-PRECISIONS = ("32.32", "16.32", "16.16")
-MODES = ("train", "infer")
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lamb")
 IPUS = ("mk1", "mk2", "bow")
-SCHEDULES = ("grouped", "interleaved", "sharded")
-RECOMPUTE = ("none", "checkpoints", "every_block")
 
 
 @dataclass
@@ -43,6 +38,9 @@ class ModelConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
 
 
+# WorkloadConfig, PipelineConfig and PlanConfig spell out the knobs of `ipu_tune.knobs` (names,
+# types, defaults) so that Hydra and mypy see typed fields; tests/config/test_knobs.py checks
+# they match the declarations.
 @dataclass
 class WorkloadConfig:
     mode: str = "train"
@@ -79,6 +77,8 @@ class PlanConfig:
     eight_bit_io: bool = False
     async_dataloader: bool = False
     dataloader_workers: int = 1
+    host_instances: int = 1
+    partials: str = "float"
 
 
 @dataclass

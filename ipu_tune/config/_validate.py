@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
-from ipu_tune.config._schema import (
-    IPUS,
-    MODES,
-    OPTIMIZERS,
-    PRECISIONS,
-    RECOMPUTE,
-    SCHEDULES,
-    EvalConfig,
-)
+from ipu_tune.config._schema import IPUS, EvalConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.knobs import (
+    PLAN_KNOBS,
+    WORKLOAD_KNOBS,
+    Knob,
+    get_key,
+    is_power_of_two,
+    valid_io_tiles,
+)
 
 __all__ = ["check_pinned_layout", "is_power_of_two", "valid_io_tiles", "validate"]
-
-
-def is_power_of_two(n: int) -> bool:
-    return n >= 1 and (n & (n - 1)) == 0
-
-
-def valid_io_tiles(n: int) -> bool:
-    # Poplar's numIOTiles: 0, or an even number 32..192 (shared/reference/ipu-hardware.md).
-    return n == 0 or (32 <= n <= 192 and n % 2 == 0)
 
 
 def _choice(key: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise bad_value(key, value, "allowed: " + ", ".join(choices))
+
+
+def _check_knobs(cfg: EvalConfig, knobs: tuple[Knob, ...]) -> None:
+    for k in knobs:
+        value = get_key(cfg, k.key)
+        message = k.problem(value)
+        if message is not None:
+            raise bad_value(k.key, list(value) if isinstance(value, list) else value, message)
 
 
 def _at_least(key: str, value: float, low: float) -> None:
@@ -54,9 +53,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     if m.dataset.preprocess_s_per_sample is not None:
         _at_least("model.dataset.preprocess_s_per_sample", m.dataset.preprocess_s_per_sample, 0.0)
 
-    _choice("workload.mode", w.mode, MODES)
-    _at_least("workload.micro_batch_size", w.micro_batch_size, 1)
-    _choice("workload.optimizer", w.optimizer, OPTIMIZERS)
+    _check_knobs(cfg, WORKLOAD_KNOBS)
 
     _choice("system.ipu", s.ipu, IPUS)
     if not is_power_of_two(s.num_ipus):
@@ -65,29 +62,13 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     if s.hosts > s.num_ipus:
         raise bad_value("system.hosts", s.hosts, f"at most system.num_ipus={s.num_ipus}")
 
-    _choice("plan.precision", p.precision, PRECISIONS)
-    _at_least("plan.gradient_accumulation", p.gradient_accumulation, 1)
-    _at_least("plan.device_iterations", p.device_iterations, 1)
-    if not is_power_of_two(p.replication_factor):
-        raise bad_value(
-            "plan.replication_factor", p.replication_factor, "must be a power of two (1, 2, 4, ...)"
-        )
-    _choice("plan.pipeline.schedule", p.pipeline.schedule, SCHEDULES)
+    _check_knobs(cfg, PLAN_KNOBS)
     if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")
-    _choice("plan.recompute", p.recompute, RECOMPUTE)
-    if not 0.0 < p.available_memory_proportion <= 1.0:
-        raise bad_value(
-            "plan.available_memory_proportion", p.available_memory_proportion, "must be in (0, 1]"
-        )
     if p.replicated_tensor_sharding and p.replication_factor < 2:
         raise bad_value(
             "plan.replicated_tensor_sharding", True, "needs plan.replication_factor >= 2"
         )
-    _at_least("plan.prefetch_depth", p.prefetch_depth, 1)
-    if not valid_io_tiles(p.io_tiles):
-        raise bad_value("plan.io_tiles", p.io_tiles, "allowed: 0 or an even number in 32..192")
-    _at_least("plan.dataloader_workers", p.dataloader_workers, 1)
 
     stages = len(p.pipeline.splits) + 1
     if check_layout and stages * p.replication_factor != s.num_ipus:

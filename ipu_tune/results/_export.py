@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import KNOBS
 
 __all__ = ["atomic_write", "best_yaml_text", "export_table", "typed_table"]
 
@@ -51,7 +52,7 @@ def best_yaml_text(config: Mapping[str, Any], provenance: Mapping[str, Any]) -> 
 
 
 # Store columns held as JSON text (lists) and ISO 8601 text (times) in the SQL table.
-_LIST_COLUMNS = ("values", "memory_per_ipu", "pipeline_splits")
+_LIST_COLUMNS = ("values", "memory_per_ipu", *(k.column for k in KNOBS if k.sql == "json"))
 _TIME_COLUMNS = ("started_at", "finished_at")
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from optuna.trial import TrialState
 
-from ipu_tune.simulator._result import MEMORY_CATEGORIES, TIME_PHASES, SimResult
+from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
 from ._timeline import HOST_LANE, SEGMENT_KINDS, Timeline
 
@@ -273,7 +273,7 @@ def light_study(study: optuna.Study) -> optuna.Study:
             user_attrs={},
             system_attrs={},
             intermediate_values=t.intermediate_values,
-            trial_id=t._trial_id,
+            trial_id=t.number,  # ignored: `add_trials` gives each copy its own id
         )
         for t in study.get_trials(deepcopy=False)
         if t.state.is_finished()

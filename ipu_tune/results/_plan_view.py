@@ -7,7 +7,6 @@ TensorFlow programs and the PopRun line cannot disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.plan import ExecutionPlan, plan_from_config
@@ -50,19 +49,13 @@ class ExportPlan:
         return self.stages > 1 and self.plan.schedule != "sharded"
 
 
-def _knob(cfg: EvalConfig, name: str, default: Any) -> Any:
-    value = getattr(cfg.plan, name, None)
-    return default if value is None else value
-
-
 def export_plan(cfg: EvalConfig) -> ExportPlan:
     plan = plan_from_config(cfg)
     return ExportPlan(
         plan=plan,
-        recompute=str(cfg.plan.recompute),
-        # Before `plan.partials` existed the snippet followed the model precision.
-        partials=str(_knob(cfg, "partials", "half" if plan.model_fp16 else "float")),
-        host_instances=int(_knob(cfg, "host_instances", 1)),
+        recompute=plan.recompute,
+        partials=plan.partials,
+        host_instances=plan.host_instances,
         hosts=int(cfg.system.hosts),
         num_ipus=int(cfg.system.num_ipus),
         ipu=str(cfg.system.ipu),

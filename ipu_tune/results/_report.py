@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.plan import plan_from_config
-from ipu_tune.simulator._result import SimResult
+from ipu_tune.simulator import SimResult
 
 from ._figures import (
     history_figure,
@@ -165,8 +165,13 @@ def render_report(
     best_result: SimResult | None,
     title: str,
     top_n: int = 50,
+    snippet: str | None = None,
 ) -> str:
-    """The report's HTML text (see `write_report`)."""
+    """The report's HTML text (see `write_report`).
+
+    `snippet` is the PopTorch snippet written beside best.yaml (built once by the exporter);
+    when None it is built here from the best config and result.
+    """
     page = _Page()
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(_summary(study, results, best_result))
@@ -197,7 +202,8 @@ def render_report(
     page.add(f'<div class="table-wrap">{top_trials_table(results, top_n)}</div>')
     if best_config is not None:
         page.heading("PopTorch options", "The snippet written beside best.yaml.")
-        snippet = poptorch_snippet(best_config, best_result)
+        if snippet is None:
+            snippet = poptorch_snippet(best_config, best_result)
         page.add(f"<details><summary>show</summary><pre>{html.escape(snippet)}</pre></details>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -215,14 +221,18 @@ def write_report(
     best_config: EvalConfig | None,
     best_result: SimResult | None,
     title: str,
+    snippet: str | None = None,
 ) -> Path:
-    """Write the HTML report atomically (temporary file + `os.replace`); returns `path`."""
+    """Write the HTML report atomically (temporary file + `os.replace`); returns `path`.
+
+    `snippet`: the text of the written poptorch_options.py, embedded as it is."""
     text = render_report(
         study=study,
         results=results,
         best_config=best_config,
         best_result=best_result,
         title=title,
+        snippet=snippet,
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,9 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    inspect,
     select,
+    text,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -36,33 +38,25 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import KNOBS
+from ipu_tune.records import TrialRecord
 from ipu_tune.storage import redact
 
 __all__ = ["PLAN_COLUMNS", "TABLE_NAME", "ResultsStore", "row_from_trial"]
 
 TABLE_NAME = "ipu_tune_results"
 
-# Plan knob columns, in the order of the config schema.
-PLAN_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("mode", String(16)),
-    ("micro_batch_size", Integer),
-    ("optimizer", String(16)),
-    ("precision", String(8)),
-    ("gradient_accumulation", Integer),
-    ("device_iterations", Integer),
-    ("replication_factor", Integer),
-    ("pipeline_splits", String(2000)),
-    ("pipeline_schedule", String(16)),
-    ("recompute", String(16)),
-    ("available_memory_proportion", Float),
-    ("offload_optimizer_state", Boolean),
-    ("replicated_tensor_sharding", Boolean),
-    ("prefetch_depth", Integer),
-    ("io_tiles", Integer),
-    ("eight_bit_io", Boolean),
-    ("async_dataloader", Boolean),
-    ("dataloader_workers", Integer),
-)
+_SQL_TYPES: dict[str, Any] = {
+    "str8": String(8),
+    "str16": String(16),
+    "int": Integer,
+    "float": Float,
+    "bool": Boolean,
+    "json": String(2000),  # a JSON list (pipeline splits)
+}
+
+# Plan knob columns, in the order of `ipu_tune.knobs`.
+PLAN_COLUMNS: tuple[tuple[str, Any], ...] = tuple((k.column, _SQL_TYPES[k.sql]) for k in KNOBS)
 
 _metadata = MetaData()
 _table = Table(
@@ -94,12 +88,8 @@ _table = Table(
 
 def row_from_trial(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
     """The results row of a finished trial, from the attributes the tuner stored on it."""
-    attrs = trial.user_attrs
-    result: Mapping[str, Any] = attrs.get("result", {})
-    config: Mapping[str, Any] = attrs.get("config", {})
-    workload = config.get("workload", {})
-    plan = config.get("plan", {})
-    pipeline = plan.get("pipeline", {})
+    record = TrialRecord.of(trial)
+    result, config = record.result, record.config
     system = config.get("system", {})
     model = config.get("model", {})
     memory = list(result.get("memory_per_ipu", []))
@@ -115,23 +105,25 @@ def row_from_trial(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
         "memory_limit_bytes": result.get("memory_limit_bytes"),
         "bottleneck": result.get("bottleneck"),
         "reason": result.get("reason"),
-        "mode": workload.get("mode"),
-        "micro_batch_size": workload.get("micro_batch_size"),
-        "optimizer": workload.get("optimizer"),
-        "pipeline_splits": json.dumps(list(pipeline.get("splits", []))),
-        "pipeline_schedule": pipeline.get("schedule"),
         "model": model.get("name") or model.get("_target_"),
         "ipu": system.get("ipu"),
         "num_ipus": system.get("num_ipus"),
         "simulator_version": result.get("simulator_version"),
         "started_at": trial.datetime_start.isoformat() if trial.datetime_start else None,
         "finished_at": trial.datetime_complete.isoformat() if trial.datetime_complete else None,
-        "extra": {"constraints": attrs.get("constraints")},
+        "extra": {"constraints": record.constraints},
     }
-    for name, _ in PLAN_COLUMNS:
-        if name not in row:
-            row[name] = plan.get(name)
+    for k in KNOBS:
+        value = _lookup(config, k.key)
+        row[k.column] = json.dumps(list(value or [])) if k.sql == "json" else value
     return row
+
+
+def _lookup(config: Mapping[str, Any], key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
 
 
 def _sqlite_pragmas(engine: Engine) -> None:
@@ -174,10 +166,22 @@ class ResultsStore:
         for attempt in range(attempts):
             try:
                 _metadata.create_all(self._engine, checkfirst=True)
+                self._add_missing_columns()
                 return
             except (OperationalError, ProgrammingError, IntegrityError):
                 if attempt == attempts - 1:
                     raise
+
+    def _add_missing_columns(self) -> None:
+        """Add the columns of knobs declared after the table was made (nullable, so old rows
+        read as unknown); a racing worker's ALTER makes ours fail, and the retry finds it."""
+        have = {c["name"] for c in inspect(self._engine).get_columns(TABLE_NAME)}
+        with self._engine.begin() as conn:
+            for column in _table.columns:
+                if column.name not in have:
+                    kind = column.type.compile(dialect=self._engine.dialect)
+                    conn.execute(
+                        text(f'ALTER TABLE {TABLE_NAME} ADD COLUMN "{column.name}" {kind}'))
 
     def _insert(self, rows: list[dict[str, Any]]) -> None:
         if not rows:

@@ -9,6 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from ipu_tune.knobs import KNOBS
+
 __all__ = ["SORT_JS", "top_trials_table"]
 
 # (column of the results table, header). Missing columns are skipped, so older tables still work.
@@ -18,33 +20,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("fits", "fits"),
     ("peak_memory_bytes", "peak MiB/IPU"),
     ("bottleneck", "bottleneck"),
-    ("precision", "precision"),
-    ("micro_batch_size", "micro-batch"),
-    ("gradient_accumulation", "grad. acc."),
-    ("device_iterations", "device it."),
-    ("replication_factor", "replicas"),
-    ("pipeline_splits", "pipeline splits"),
-    ("pipeline_schedule", "schedule"),
-    ("recompute", "recompute"),
-    ("available_memory_proportion", "AMP"),
-    ("offload_optimizer_state", "offload opt."),
-    ("replicated_tensor_sharding", "RTS"),
-    ("prefetch_depth", "prefetch"),
-    ("io_tiles", "I/O tiles"),
-    ("eight_bit_io", "8-bit I/O"),
-    ("async_dataloader", "async loader"),
-    ("dataloader_workers", "workers"),
+    *((k.column, k.header) for k in KNOBS if k.header),
 )
 
-_BOOL_COLUMNS = frozenset(
-    {
-        "fits",
-        "offload_optimizer_state",
-        "replicated_tensor_sharding",
-        "eight_bit_io",
-        "async_dataloader",
-    }
-)
+_BOOL_COLUMNS = frozenset({"fits", *(k.column for k in KNOBS if k.type is bool)})
+_LIST_COLUMNS = frozenset(k.column for k in KNOBS if k.type is tuple)
 
 # Sorts on each cell's data-v (numeric when both parse as numbers); a second click reverses.
 SORT_JS = """
@@ -74,7 +54,7 @@ def _cell(column: str, value: Any) -> tuple[str, str]:
     """(sort key, display text) of one cell."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "", ""
-    if column == "pipeline_splits":
+    if column in _LIST_COLUMNS:
         splits = json.loads(value) if isinstance(value, str) else list(value)
         return str(len(splits)), ", ".join(splits) or "-"
     if column == "peak_memory_bytes":

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator._result import SimResult, StageTime
+from ipu_tune.simulator import SimResult, StageTime
 
 __all__ = ["SEGMENT_KINDS", "Segment", "Timeline", "build_timeline"]
 

@@ -24,34 +24,36 @@ import optuna
 
 from ipu_tune.config import EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.models._profile import ModelProfile
-from ipu_tune.search._objectives import get_key
+from ipu_tune.knobs import KNOBS, get_key, set_key
+from ipu_tune.models import ModelProfile
 from ipu_tune.search._space import KnobSpec, SearchSpace
 from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
 
 __all__ = ["R_PARAM", "Codec", "is_pinned", "set_key"]
 
-R_PARAM = "plan.replication_factor"
-_SPLITS = "plan.pipeline.splits"
-_SCHEDULE = "plan.pipeline.schedule"
-_RTS = "plan.replicated_tensor_sharding"
+
+
+def _only(**attrs: str) -> str:
+    """The key of the one knob of `ipu_tune.knobs` with these attributes."""
+    (key,) = [k.key for k in KNOBS if all(getattr(k, a) == v for a, v in attrs.items())]
+    return key
+
+
+R_PARAM = _only(draw="replicas")
+_SPLITS = _only(draw="splits")
+_SCHEDULE = _only(condition="pipelined")
+_RTS = _only(condition="replicated")
+# Global-batch arithmetic: global = micro-batch x GA x replicas.
 _GA = "plan.gradient_accumulation"
 _MB = "workload.micro_batch_size"
 # Knobs that only matter when training (optimiser state, backward pass, accumulation).
-_TRAIN_ONLY = (_GA, "plan.offload_optimizer_state", _RTS, "plan.recompute")
+_TRAIN_ONLY = tuple(k.key for k in KNOBS if k.training_only)
+_IMAGE_ONLY = tuple(k.key for k in KNOBS if k.image_only)
 
 
 def is_pinned(key: str, pinned: frozenset[str]) -> bool:
     """A key is pinned by itself or by a pinned parent node (``plan.pipeline``)."""
     return any(key == p or key.startswith(p + ".") for p in pinned)
-
-
-def set_key(cfg: EvalConfig, key: str, value: Any) -> None:
-    *parents, leaf = key.split(".")
-    node: Any = cfg
-    for part in parents:
-        node = getattr(node, part)
-    setattr(node, leaf, list(value) if isinstance(value, tuple) else value)
 
 
 def eval_part(cfg: EvalConfig) -> EvalConfig:
@@ -90,7 +92,8 @@ class Codec:
             for key in _TRAIN_ONLY:
                 searched.pop(key, None)
         if profile.input_kind != "image":
-            searched.pop("plan.eight_bit_io", None)  # 8-bit I/O is for pixels (seed session)
+            for key in _IMAGE_ONLY:
+                searched.pop(key, None)
 
         self.target_global_batch = cfg.search.global_batch_size
         if self.target_global_batch is None and space.keep_global_batch:

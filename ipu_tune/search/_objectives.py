@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import KNOBS, get_key, knob
 from ipu_tune.simulator import SimResult
 
 __all__ = [
@@ -43,32 +44,8 @@ DIRECTIONS = {
 # Throughput scale of the `changes` tie-break (any positive value orders plans the same).
 _CHANGES_THROUGHPUT_SCALE = 1000.0
 
-# What counts as one change in the `fit` search (DESIGN.md config keys).
-CHANGE_KEYS = (
-    "workload.micro_batch_size",
-    "plan.precision",
-    "plan.gradient_accumulation",
-    "plan.device_iterations",
-    "plan.replication_factor",
-    "plan.pipeline.splits",
-    "plan.pipeline.schedule",
-    "plan.recompute",
-    "plan.available_memory_proportion",
-    "plan.offload_optimizer_state",
-    "plan.replicated_tensor_sharding",
-    "plan.prefetch_depth",
-    "plan.io_tiles",
-    "plan.eight_bit_io",
-    "plan.async_dataloader",
-    "plan.dataloader_workers",
-)
-
-
-def get_key(cfg: EvalConfig, key: str) -> object:
-    node: object = cfg
-    for part in key.split("."):
-        node = getattr(node, part)
-    return node
+# What counts as one change in the `fit` search (declared per knob in `ipu_tune.knobs`).
+CHANGE_KEYS = tuple(k.key for k in KNOBS if k.change)
 
 
 def count_changes(cfg: EvalConfig, user: EvalConfig) -> int:
@@ -79,7 +56,7 @@ def count_changes(cfg: EvalConfig, user: EvalConfig) -> int:
     n = 0
     for key in CHANGE_KEYS:
         a, b = get_key(cfg, key), get_key(user, key)
-        if key == "plan.pipeline.schedule" and not (cfg.plan.pipeline.splits
+        if knob(key).condition == "pipelined" and not (cfg.plan.pipeline.splits
                                                     and user.plan.pipeline.splits):
             continue
         if isinstance(a, list | tuple) and isinstance(b, list | tuple):

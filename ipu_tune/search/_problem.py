@@ -16,12 +16,13 @@ from typing import Any
 import optuna
 
 from ipu_tune import simulator
-from ipu_tune.config import EvalConfig, TuneConfig
-from ipu_tune.config._validate import validate
+from ipu_tune.case import build_case
+from ipu_tune.config import EvalConfig, TuneConfig, validate
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System
-from ipu_tune.models._profile import ModelProfile
-from ipu_tune.plan import ExecutionPlan, plan_from_config, stage_starts
+from ipu_tune.models import ModelProfile
+from ipu_tune.plan import ExecutionPlan
+from ipu_tune.records import TrialRecord
 from ipu_tune.search._codec import Codec
 from ipu_tune.search._objectives import (
     DIRECTIONS,
@@ -99,9 +100,7 @@ class SearchProblem:
     # -- simulation --------------------------------------------------------------------------
     def _check(self, cfg: EvalConfig) -> ExecutionPlan:
         validate(cfg)
-        plan = plan_from_config(cfg)
-        stage_starts(plan, self.profile)
-        return plan
+        return build_case(cfg, self.profile, self.system).plan
 
     def simulate(self, cfg: EvalConfig) -> SimResult:
         """Simulate a full config of this problem (cached; raises IpuTuneError if invalid)."""
@@ -147,15 +146,10 @@ class SearchProblem:
         params = self.codec.suggest(trial)
         decoded = self.codec.decode(params)
         outcome = self.evaluate(decoded.config, decoded.note)
-        # Optuna >= 5 keeps constraints on the trial itself; every sampler reads them there.
-        if hasattr(trial, "set_constraint"):
-            for name, value in zip(self.constraint_names, outcome.constraints, strict=True):
-                trial.set_constraint(name, value)
-        trial.set_user_attr("constraints", [float(c) for c in outcome.constraints])
-        if outcome.reason:
-            trial.set_user_attr("infeasible_reason", outcome.reason)
-        if "changes" in self.objective_names:
-            trial.set_user_attr("changes", count_changes(decoded.config, self.codec.user))
+        TrialRecord.write_constraints(trial, self.constraint_names, outcome.constraints)
+        changes = (count_changes(decoded.config, self.codec.user)
+                   if "changes" in self.objective_names else None)
+        TrialRecord.write_outcome(trial, outcome.reason, changes)
         return outcome
 
     def sampler(self) -> optuna.samplers.BaseSampler:

@@ -13,6 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.config import SamplerConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.records import native_constraints, user_attr_constraints
 
 __all__ = ["SAMPLERS", "AskTellBruteForceSampler", "make_sampler"]
 
@@ -41,10 +42,6 @@ SAMPLERS: dict[str, type[optuna.samplers.BaseSampler]] = {
     "bruteforce": AskTellBruteForceSampler,
 }
 _SINGLE_OBJECTIVE = ("cmaes",)
-
-
-def _constraints_from_user_attrs(trial: FrozenTrial) -> Sequence[float]:
-    return [float(c) for c in trial.user_attrs.get("constraints", [1.0])]
 
 
 def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.BaseSampler:
@@ -76,8 +73,8 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
             raise bad_value(f"sampler.params.{key}", value,
                             f"not a {cls.__name__} argument; allowed: " + ", ".join(allowed))
         kwargs[key] = value
-    if not hasattr(optuna.trial.Trial, "set_constraint") and "constraints_func" in accepted:
-        kwargs["constraints_func"] = _constraints_from_user_attrs
+    if not native_constraints() and "constraints_func" in accepted:
+        kwargs["constraints_func"] = user_attr_constraints
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
         try:

@@ -20,30 +20,13 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ipu_tune.records import TrialRecord
+
 __all__ = ["best_trial", "is_feasible", "pareto_front"]
 
 
-def _constraint_values(trial: FrozenTrial) -> list[float] | None:
-    values: list[float] = []
-    found = False
-    native = getattr(trial, "constraints", None)
-    if isinstance(native, dict) and native:
-        values += [float(v) for v in native.values()]
-        found = True
-    old = trial.system_attrs.get("constraints")
-    if isinstance(old, list | tuple):
-        values += [float(v) for v in old]
-        found = True
-    attr = trial.user_attrs.get("constraints")
-    if isinstance(attr, list | tuple):
-        values += [float(v) for v in attr]
-        found = True
-    return values if found else None
-
-
 def is_feasible(trial: FrozenTrial) -> bool:
-    values = _constraint_values(trial)
-    return values is not None and all(v <= 0 for v in values)
+    return TrialRecord.of(trial).feasible
 
 
 def _signed(trial: FrozenTrial, signs: Sequence[float]) -> tuple[float, ...]:

@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config._hydra import SPACES_DIR
-from ipu_tune.config._load import read_yaml
-from ipu_tune.config._schema import PRECISIONS, RECOMPUTE, SCHEDULES
-from ipu_tune.config._validate import is_power_of_two, valid_io_tiles
+from ipu_tune.config import SPACES_DIR, read_yaml
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import KNOBS as _ALL_KNOBS
+from ipu_tune.knobs import Knob, is_power_of_two, knob, valid_io_tiles
 
 __all__ = [
     "FIXABLE_KEYS",
@@ -50,33 +49,23 @@ __all__ = [
 ]
 
 
-# Poplar's numIOTiles: 0 or even 32..192; the seed guide recommends sweeping powers of two
-# (shared/seeds/ipu-memory-performance-guide-ch4.txt, 4.4.2), 192 is the largest allowed.
-IO_TILE_CHOICES = (0, 32, 64, 128, 192)
-
-# knob key -> (value type, natural domain or None when a range must be given, lowest value)
 _INT, _FLOAT, _CAT, _BOOL, _SPLITS, _REPL = "int", "float", "cat", "bool", "splits", "replicas"
+
+
+def _kind(k: Knob) -> str:
+    if k.draw == "categorical":
+        return _BOOL if k.type is bool else _CAT
+    return {"int": _INT, "float": _FLOAT, "replicas": _REPL, "splits": _SPLITS}[k.draw]
+
+
+# knob key -> (value type, natural domain or None when a range must be given, lowest value);
+# derived from `ipu_tune.knobs` (the knobs a space file may search).
 KNOBS: dict[str, tuple[str, tuple[Any, ...] | None, float]] = {
-    "workload.micro_batch_size": (_INT, None, 1),
-    "plan.precision": (_CAT, PRECISIONS, 0),
-    "plan.gradient_accumulation": (_INT, None, 1),
-    "plan.device_iterations": (_INT, None, 1),
-    "plan.replication_factor": (_REPL, (), 1),
-    "plan.pipeline.splits": (_SPLITS, (), 1),
-    "plan.pipeline.schedule": (_CAT, SCHEDULES, 0),
-    "plan.recompute": (_CAT, RECOMPUTE, 0),
-    "plan.available_memory_proportion": (_FLOAT, None, 0.0),
-    "plan.offload_optimizer_state": (_BOOL, (False, True), 0),
-    "plan.replicated_tensor_sharding": (_BOOL, (False, True), 0),
-    "plan.prefetch_depth": (_INT, None, 1),
-    "plan.io_tiles": (_CAT, IO_TILE_CHOICES, 0),
-    "plan.eight_bit_io": (_BOOL, (False, True), 0),
-    "plan.async_dataloader": (_BOOL, (False, True), 0),
-    "plan.dataloader_workers": (_INT, None, 1),
+    k.key: (_kind(k), k.natural, k.low) for k in _ALL_KNOBS if k.draw
 }
 
 # Keys a space may fix: every knob plus workload keys that are not searched.
-FIXABLE_KEYS = frozenset(KNOBS) | {"workload.mode", "workload.optimizer"}
+FIXABLE_KEYS = frozenset(k.key for k in _ALL_KNOBS)
 _TOP_KEYS = ("description", "knobs", "fixed", "constraints")
 _CONSTRAINT_KEYS = ("keep_global_batch", "throughput_floor_ratio")
 _SPEC_KEYS = ("low", "high", "step", "log", "choices")
@@ -145,7 +134,7 @@ def _check_choice(source: str, key: str, kind: str, domain: tuple[Any, ...] | No
                   low: float, value: Any) -> None:
     where = f"knobs.{key}.choices"
     if kind in (_CAT, _BOOL) and domain:
-        if key == "plan.io_tiles":
+        if knob(key).rule == "io_tiles":
             if isinstance(value, bool) or not isinstance(value, int) or not valid_io_tiles(value):
                 raise _fail(source, where, f"{value!r}: allowed 0 or an even number in 32..192")
         elif value not in domain or isinstance(value, bool) != isinstance(domain[0], bool):
@@ -187,7 +176,7 @@ def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
         choices = spec["choices"]
         if not isinstance(choices, list) or not choices:
             raise _fail(source, f"knobs.{key}.choices", "must be a non-empty list")
-        if key == "plan.precision":
+        if knob(key).type is str:
             # An unquoted 16.16 reads as a float in YAML; take it as the string it spells.
             choices = [str(v) if isinstance(v, float) else v for v in choices]
         for value in choices:
@@ -208,8 +197,9 @@ def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
     if low < lowest or (kind == _FLOAT and low <= 0):
         raise _fail(source, f"knobs.{key}.low", f"{spec['low']!r}: must be "
                     + ("> 0" if kind == _FLOAT else f">= {lowest:g}"))
-    if key == "plan.available_memory_proportion" and high > 1.0:
-        raise _fail(source, f"knobs.{key}.high", f"{spec['high']!r}: must be <= 1")
+    upper = knob(key).high
+    if upper is not None and high > upper:
+        raise _fail(source, f"knobs.{key}.high", f"{spec['high']!r}: must be <= {upper:g}")
     log = spec.get("log", False)
     if not isinstance(log, bool):
         raise _fail(source, f"knobs.{key}.log", f"{log!r}: must be true or false")

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ipu_tune.hardware import System
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator import stash_depth
+from ipu_tune.simulator import stash_depth, state_bytes_per_param
 
 __all__ = [
     "StageCostModel",
@@ -33,10 +33,6 @@ __all__ = [
     "simulator_block_cycles",
     "stage_loads",
 ]
-
-# States the optimiser keeps per parameter (PyTorch/PopTorch optimiser definitions).
-_OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2, "lamb": 2}
-
 
 def cut_param(index: int, stages: int) -> str:
     """Optuna parameter name of the `index`-th cut (1-based) of an S-stage pipeline."""
@@ -73,8 +69,7 @@ def simulator_block_cycles(profile: ModelProfile, system: System,
     simulator's per-block costs are unavailable (the planner then falls back to FLOPs).
     """
     try:
-        from ipu_tune.simulator import block_costs
-        from ipu_tune.simulator._constants import DEFAULT_CONSTANTS
+        from ipu_tune.simulator import DEFAULT_CONSTANTS, block_costs
 
         costs = block_costs(profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
                             plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles,
@@ -133,9 +128,8 @@ class StageCostModel:
         per_param = float(act)  # weights
         if p.training:
             per_param += act  # gradient accumulator
-            states = _OPTIMIZER_STATES.get(p.optimizer, 2)
-            # The seed's AdamW with a .16 model keeps the first moment in fp16, the second in fp32.
-            state_bytes: float = (2 + 4) if (states == 2 and p.model_fp16) else states * 4
+            # The simulator's optimizer-state rule (moments, fp32 second moment).
+            state_bytes = state_bytes_per_param(p.optimizer, p.model_fp16)
             if p.offload_optimizer_state:
                 state_bytes = 0
             elif p.replicated_tensor_sharding and p.replication_factor > 1:

@@ -30,18 +30,30 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.hardware import System
+from ipu_tune.models import ModelProfile
 from ipu_tune.plan import plan_from_config
-from ipu_tune.search._codec import R_PARAM, set_key
+from ipu_tune.search._codec import R_PARAM, Codec, set_key
 from ipu_tune.search._objectives import get_key, memory_constraint
 from ipu_tune.search._space import KnobSpec
 from ipu_tune.search._splits import StageCostModel, balanced_split, simulator_block_cycles
+from ipu_tune.simulator import SimResult
 
-if TYPE_CHECKING:
-    from ipu_tune.search._problem import SearchProblem
+
+class SearchProblem(Protocol):
+    """What the warm start reads of `ipu_tune.search.SearchProblem` (no import back: the
+    problem imports this module)."""
+
+    codec: Codec
+    profile: ModelProfile
+    system: System
+    objective_names: list[str]
+
+    def simulate(self, cfg: EvalConfig) -> SimResult: ...
 
 __all__ = [
     "WarmPlan",

@@ -21,6 +21,7 @@ from ipu_tune.simulator._constants import (
     OPTIMIZER_STATE,
     SimConstants,
     constants_from_mapping,
+    state_bytes_per_param,
 )
 from ipu_tune.simulator._memory import stash_depth
 from ipu_tune.simulator._result import (
@@ -56,4 +57,5 @@ __all__ = [
     "predict",
     "simulate",
     "stash_depth",
+    "state_bytes_per_param",
 ]

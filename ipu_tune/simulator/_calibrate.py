@@ -23,7 +23,7 @@ import yaml
 from ipu_tune.config import EvalConfig, load_config
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System, make_system
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, FITTED, SimConstants
 from ipu_tune.simulator._result import SimResult

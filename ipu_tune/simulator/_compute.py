@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ipu_tune.hardware import IpuSpec
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models import ModelProfile
 from ipu_tune.simulator._constants import SimConstants
 
 __all__ = ["BlockCosts", "ProfileArrays", "block_costs", "peak_block", "profile_arrays"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ipu_tune.hardware import System
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import SimConstants
 

@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from ipu_tune.hardware import System
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import _host
 from ipu_tune.simulator._compute import block_costs

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, stage_starts
 from ipu_tune.simulator._compute import _LOCK, peak_block, profile_arrays
 

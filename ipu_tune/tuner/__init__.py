@@ -1,13 +1,15 @@
 """The tuner: an Optuna study in persistent storage, its workers, and the end-of-run exports."""
 
-from ipu_tune.tuner._run import RunSummary, export_study, run
+from ipu_tune.tuner._run import Prepared, RunSummary, export_study, prepare, run
 from ipu_tune.tuner._study import default_study_name, open_study, recover_stale_trials
 
 __all__ = [
+    "Prepared",
     "RunSummary",
     "default_study_name",
     "export_study",
     "open_study",
+    "prepare",
     "recover_stale_trials",
     "run",
 ]

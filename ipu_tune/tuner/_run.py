@@ -9,13 +9,17 @@ from pathlib import Path
 import optuna
 from joblib import Parallel, delayed
 
-from ipu_tune._api import evaluate_config
-from ipu_tune.config import EvalConfig, TuneConfig, load_config, to_plain_dict
-from ipu_tune.config._validate import check_pinned_layout, validate
+from ipu_tune.case import Case, build_case
+from ipu_tune.config import (
+    EvalConfig,
+    TuneConfig,
+    check_pinned_layout,
+    load_config,
+    to_plain_dict,
+    validate,
+)
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.hardware import make_system
-from ipu_tune.models import ModelProfile, profile_model
-from ipu_tune.plan import plan_from_config, stage_starts
+from ipu_tune.records import TrialRecord
 from ipu_tune.results import (
     ResultsStore,
     atomic_write,
@@ -35,7 +39,7 @@ from ipu_tune.tuner._study import (
 )
 from ipu_tune.tuner._worker import count_done, work
 
-__all__ = ["RunSummary", "export_study", "run"]
+__all__ = ["Prepared", "RunSummary", "export_study", "prepare", "run"]
 
 
 @dataclass(frozen=True)
@@ -49,36 +53,42 @@ class RunSummary:
     best_config: EvalConfig | None
     best_result: SimResult | None
     exports: dict[str, Path] = field(default_factory=dict)
+    objectives: dict[str, float] = field(default_factory=dict)  # the best trial's values
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class Prepared:
+    """A checked run: the config, its study name and storage, the case and the search."""
+
     cfg: TuneConfig
+    pinned: frozenset[str]
     name: str
     target: StorageTarget
-    profile: ModelProfile
+    case: Case  # the user's starting plan (stages x replicas need not match the system)
     problem: SearchProblem
 
 
-def _prepare(cfg: TuneConfig, pinned: frozenset[str]) -> _Prepared:
-    """Every check that needs no writing: config, model, starting plan, search space."""
+def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
+    """Every check that needs no writing: config, model, starting plan, search space.
+
+    Raises `IpuTuneError` on the first problem; `run(prepare(...))` then tunes.
+    """
     validate(cfg, check_layout=False)
     if cfg.study.n_trials < 1:
         raise IpuTuneError(f"study.n_trials={cfg.study.n_trials}: must be >= 1")
     if cfg.study.workers < 1:
         raise IpuTuneError(f"study.workers={cfg.study.workers}: must be >= 1")
-    profile = profile_model(cfg.model)
-    stage_starts(plan_from_config(cfg), profile)
+    case = build_case(cfg)
     check_pinned_layout(cfg, pinned)
-    system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
-    problem = SearchProblem(cfg, profile, system, pinned=pinned)
+    problem = SearchProblem(cfg, case.profile, case.system, pinned=pinned)
     name = cfg.study.name or default_study_name(cfg)
     target = resolve_storage(cfg.study.storage, cfg.results_dir)
-    return _Prepared(cfg, name, target, profile, problem)
+    return Prepared(cfg, frozenset(pinned), name, target, case, problem)
 
 
 def _worker_entry(cfg: TuneConfig, pinned: frozenset[str], index: int) -> int:
-    prep = _prepare(cfg, pinned)
+    # A loky worker is a fresh process: it prepares its own problem (the same public path).
+    prep = prepare(cfg, pinned)
     storage = open_storage(prep.target)
     study = optuna.load_study(study_name=prep.name, storage=storage,
                               sampler=prep.problem.sampler())
@@ -91,14 +101,18 @@ def _worker_entry(cfg: TuneConfig, pinned: frozenset[str], index: int) -> int:
         store.close()
 
 
-def run(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> RunSummary:
-    """Tune: create or resume the study, reach `study.n_trials` finished trials, export."""
-    prep = _prepare(cfg, pinned)
+def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> RunSummary:
+    """Tune: create or resume the study, reach `study.n_trials` finished trials, export.
+
+    `cfg` is a config (prepared here) or the result of `prepare` (not prepared again).
+    """
+    prep = cfg if isinstance(cfg, Prepared) else prepare(cfg, pinned)
+    cfg, pinned = prep.cfg, prep.pinned
     storage = open_storage(prep.target)
     store = ResultsStore(prep.target.results_url)
     try:
         study, created = open_study(prep.name, storage, cfg, prep.problem, pinned)
-        retried = recover_stale_trials(study, prep.target.claims)
+        retried = recover_stale_trials(study, storage, prep.target.claims)
         store.sync(study)
         if created and cfg.search.warm_start:
             enqueue_warm_start(study, prep.problem, cfg.study.n_trials)
@@ -132,9 +146,12 @@ def export_study(
     exports: dict[str, Path] = {}
     best_cfg: EvalConfig | None = None
     best_result: SimResult | None = None
+    snippet: str | None = None
     if best is not None:
-        best_cfg = load_config(best.user_attrs["config"])
-        best_result = evaluate_config(best_cfg)
+        record = TrialRecord.of(best)
+        best_cfg = load_config(dict(record.config))
+        # The result stored with the trial; only a study older than that is simulated again.
+        best_result = record.sim_result() or problem.simulate(best_cfg)
         best_path = out_dir / "best.yaml"
         evaluate_cmd = f"python -m ipu_tune evaluate {shlex.quote(str(best_path))}"
         provenance = {
@@ -151,8 +168,9 @@ def export_study(
         }
         exports["best"] = atomic_write(best_path, best_yaml_text(to_plain_dict(best_cfg),
                                                                  provenance))
-        profile = profile_model(best_cfg.model)
-        exports.update(write_exports(out_dir, best_cfg, best_result, profile))
+        # Built once: the files and the report's copy of the PopTorch program are the same text.
+        exports.update(write_exports(out_dir, best_cfg, best_result, problem.profile))
+        snippet = exports["poptorch"].read_text()
     exports["report"] = write_report(
         out_dir / "report.html",
         study=study,
@@ -160,6 +178,7 @@ def export_study(
         best_config=best_cfg,
         best_result=best_result,
         title=f"ipu-tune: {study.study_name}",
+        snippet=snippet,
     )
     return RunSummary(
         study_name=study.study_name,
@@ -171,4 +190,7 @@ def export_study(
         best_config=best_cfg,
         best_result=best_result,
         exports=exports,
+        objectives=dict(zip(problem.objective_names, best.values or [], strict=False))
+        if best is not None
+        else {},
     )

@@ -3,33 +3,29 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import optuna
-from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.config import TuneConfig, to_plain_dict
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.records import StudyMeta, TrialRecord, fail_trial
 from ipu_tune.search import SearchProblem
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import is_alive_here
 
 __all__ = [
-    "META_KEY",
     "default_study_name",
     "enqueue_warm_start",
     "open_study",
     "recover_stale_trials",
 ]
 
-META_KEY = "ipu_tune"
 # A claim (`ask` + tag) takes milliseconds; an untagged RUNNING trial older than this on a
 # shared database server belongs to a dead worker.
 _CLAIM_AGE_S = 60.0
-_META = META_KEY
 
 
 def default_study_name(cfg: TuneConfig) -> str:
@@ -37,19 +33,19 @@ def default_study_name(cfg: TuneConfig) -> str:
     return f"{model}-{cfg.system.ipu}x{cfg.system.num_ipus}-{cfg.search.name}"
 
 
-def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> dict[str, Any]:
+def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> StudyMeta:
     # The whole config rides along so that reports and exports can be rebuilt later.
     plain = to_plain_dict(cfg)
     plain["study"]["storage"] = None  # never keep credentials in the study
-    return {
-        "model": cfg.model.name or cfg.model._target_,
-        "ipu": cfg.system.ipu,
-        "num_ipus": cfg.system.num_ipus,
-        "search": cfg.search.name,
-        "objectives": list(problem.objective_names),
-        "pinned": sorted(pinned),
-        "config": plain,
-    }
+    return StudyMeta(
+        model=cfg.model.name or cfg.model._target_,
+        ipu=cfg.system.ipu,
+        num_ipus=cfg.system.num_ipus,
+        search=cfg.search.name,
+        objectives=list(problem.objective_names),
+        pinned=sorted(pinned),
+        config=plain,
+    )
 
 
 def open_study(
@@ -75,22 +71,22 @@ def open_study(
             f"study.name={name!r}: the stored study optimises {have}, this search wants "
             f"{list(problem.directions)}; choose another study.name"
         )
-    meta = study.user_attrs.get(_META)
+    meta = StudyMeta.of(study)
     mine = _metadata(cfg, problem, pinned)
     if meta is None:
-        study.set_user_attr(_META, mine)
+        mine.write(study)
         return study, True
-    if meta.get("model") != mine["model"]:
+    if meta.model != mine.model:
         raise IpuTuneError(
-            f"study.name={name!r}: the stored study tunes model {meta.get('model')!r}, not "
-            f"{mine['model']!r}; choose another study.name"
+            f"study.name={name!r}: the stored study tunes model {meta.model!r}, not "
+            f"{mine.model!r}; choose another study.name"
         )
     return study, False
 
 
 def _is_stale(trial: FrozenTrial, claims: ClaimLock) -> bool:
-    worker = trial.user_attrs.get("worker")
-    if isinstance(worker, str):
+    worker = TrialRecord.of(trial).worker
+    if worker is not None:
         return is_alive_here(worker) is False
     # Untagged: its worker died between `ask` and the tag (no live worker is mid-claim while
     # we hold the claim lock), or, on a shared database server, it is older than any claim.
@@ -100,30 +96,27 @@ def _is_stale(trial: FrozenTrial, claims: ClaimLock) -> bool:
     return started is not None and (datetime.now() - started).total_seconds() > _CLAIM_AGE_S
 
 
-def recover_stale_trials(study: optuna.Study, claims: ClaimLock) -> list[int]:
+def recover_stale_trials(study: optuna.Study, storage: BaseStorage,
+                         claims: ClaimLock) -> list[int]:
     """Fail RUNNING trials whose worker is dead, and enqueue them again.
 
-    Only the worker whose FAIL lands first enqueues the retry, so concurrent resumes do not
-    duplicate it.
+    `storage` is the storage `study` was opened with. Only the worker whose FAIL lands first
+    enqueues the retry, so concurrent resumes do not duplicate it.
     """
     with claims.recovering():
-        return _recover(study, claims)
+        return _recover(study, storage, claims)
 
 
-def _recover(study: optuna.Study, claims: ClaimLock) -> list[int]:
-    storage = study._storage
+def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> list[int]:
     retried: list[int] = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if not _is_stale(t, claims):
             continue
-        worker = t.user_attrs.get("worker", "untagged")
-        try:
-            storage.set_trial_system_attr(t._trial_id, "fail_reason", f"worker died: {worker}")
-            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        except (UpdateFinishedTrialError, RuntimeError):  # another worker failed it first
-            continue
+        worker = TrialRecord.of(t).worker or "untagged"
+        if not fail_trial(storage, study, t, f"worker died: {worker}"):
+            continue  # another worker failed it first
         if t.params:
-            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number})
+            study.enqueue_trial(t.params, user_attrs=TrialRecord.retry_attrs(t.number))
         retried.append(t.number)
     return retried
 

@@ -10,7 +10,6 @@ Order per trial (what a kill at any point leaves behind):
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -20,9 +19,9 @@ from optuna.trial import TrialState
 from tqdm import tqdm
 
 from ipu_tune.config import to_plain_dict
+from ipu_tune.records import TrialRecord, result_payload
 from ipu_tune.results import ResultsStore
 from ipu_tune.search import SearchProblem
-from ipu_tune.simulator import SIMULATOR_VERSION
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import this_worker
 
@@ -78,15 +77,15 @@ def work(
                 break
             with claims.claiming():
                 trial = study.ask()
-                trial.set_user_attr("worker", worker)
+                TrialRecord.tag_worker(trial, worker)
             if _rank(study, trial.number) >= n_trials:
                 # Another worker took the last slot between our check and ask.
-                trial.set_user_attr("surplus", True)
+                TrialRecord.tag_surplus(trial)
                 study.tell(trial, state=TrialState.FAIL)
                 break
-            outcome = problem.run_trial(trial)  # also stores "constraints" on the trial
-            trial.set_user_attr("config", to_plain_dict(outcome.config))
-            trial.set_user_attr("result", _summary(outcome.result))
+            outcome = problem.run_trial(trial)  # also records the constraints on the trial
+            TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
+                                  result_payload(outcome.result))
             frozen = study.tell(trial, [float(v) for v in outcome.values])
             if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
                 store.append(study.study_name, frozen)
@@ -105,16 +104,3 @@ def work(
             bar.set_postfix_str(_best_label(study, problem))
             bar.close()
     return ran
-
-
-def _summary(result: object) -> dict[str, object]:
-    """The part of a SimResult the results row and the listing need (finite, JSON-ready)."""
-    d = result.to_dict()  # type: ignore[attr-defined]
-    keep = ("fits", "throughput", "memory_per_ipu", "memory_limit_bytes", "bottleneck",
-            "reason", "step_time_s", "device_throughput")
-    out = {k: d.get(k) for k in keep}
-    for k, v in out.items():
-        if isinstance(v, float) and not math.isfinite(v):
-            out[k] = None
-    out["simulator_version"] = SIMULATOR_VERSION
-    return out

@@ -91,3 +91,33 @@ def test_trial_killed_between_ask_and_tag_is_recovered(tmp_path: Path) -> None:
     study = _study(tmp_path, summary.study_name)
     assert not study.get_trials(states=(TrialState.RUNNING,))
     assert resumed.n_complete == 4
+
+
+def test_report_embeds_the_written_poptorch_snippet(tmp_path: Path) -> None:
+    # every_block lists a checkpoint per block only when the snippet sees the profile: the
+    # report once rebuilt it without one and showed a different text than the file.
+    import html
+    import re
+
+    from ipu_tune.tuner import prepare
+
+    pinned = frozenset({"plan.recompute", "plan.pipeline.splits"})
+    cfg = _cfg(tmp_path, 3, "system.num_ipus=2", "plan.recompute=every_block",
+               "plan.pipeline.splits=[layer3.8]")
+    summary = run(prepare(cfg, pinned))
+    written = summary.exports["poptorch"].read_text()
+    page = summary.exports["report"].read_text()
+    shown = re.search(r"<details><summary>show</summary><pre>(.*?)</pre></details>", page, re.S)
+    assert shown is not None
+    assert html.unescape(shown.group(1)) == written
+    assert "checkpoints = [" in written and '"layer4.0"' in written  # every block listed
+
+
+def test_export_takes_the_result_stored_with_the_best_trial(tmp_path: Path) -> None:
+    from ipu_tune.records import TrialRecord
+
+    summary = run(_cfg(tmp_path, 6))
+    best = _study(tmp_path, summary.study_name).trials[summary.best_trial]  # type: ignore[index]
+    stored = TrialRecord.of(best).sim_result()
+    assert stored is not None and summary.best_result is not None
+    assert stored.to_dict() == summary.best_result.to_dict()

@@ -1,0 +1,48 @@
+"""The case: what one validated config asks the simulator about, built in one place.
+
+`build_case(cfg)` profiles the model, builds the IPU system, turns the config into an
+`ExecutionPlan` and checks its splits against the model (stage starts). The Python API, the
+tuner, the CLI and calibration all build their cases here, so a config means the same thing
+everywhere (data flows config -> profile -> plan -> simulate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.hardware import System, make_system
+from ipu_tune.models import ModelProfile, profile_model
+from ipu_tune.plan import ExecutionPlan, plan_from_config, stage_starts
+from ipu_tune.simulator import DEFAULT_CONSTANTS, SimConstants, SimResult, simulate
+
+__all__ = ["Case", "build_case", "build_system", "simulate_case"]
+
+
+@dataclass(frozen=True)
+class Case:
+    profile: ModelProfile
+    system: System
+    plan: ExecutionPlan
+    stage_starts: tuple[int, ...]  # block index at which each pipeline stage begins
+
+
+def build_system(cfg: EvalConfig) -> System:
+    """The IPU system of the config's `system:` section."""
+    return make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+
+
+def build_case(cfg: EvalConfig, profile: ModelProfile | None = None,
+               system: System | None = None) -> Case:
+    """The case of a validated config; `profile`/`system` reuse ones already built for it.
+
+    Raises `IpuTuneError` when a split is not a block of the model or is out of order.
+    """
+    prof = profile if profile is not None else profile_model(cfg.model)
+    plan = plan_from_config(cfg)
+    starts = stage_starts(plan, prof)  # split names checked against the model first
+    return Case(prof, system if system is not None else build_system(cfg), plan, starts)
+
+
+def simulate_case(case: Case, constants: SimConstants = DEFAULT_CONSTANTS) -> SimResult:
+    return simulate(case.profile, case.system, case.plan, constants)

@@ -1,0 +1,198 @@
+"""The plan knobs: one declaration each, from which everything else about a knob derives.
+
+A knob is one setting of the execution plan (DESIGN.md *Configuration file*). Its entry below
+says where it lives in the config (`key`), its `ExecutionPlan` field, its type, allowed values
+and default, its results-store column and table header, whether it counts as a change for
+the `changes` objective, and how the search draws it. The config schema, `ExecutionPlan` and
+`plan_from_config`, the config checks, the search-space checks and codec, the change count,
+the results store, the report table and the run summary all read this table. Adding a knob is
+one entry here plus its physics in the simulator.
+
+This module imports nothing of ipu_tune: every layer may read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "DRAWS",
+    "KNOBS",
+    "PLAN_KNOBS",
+    "SQL_TYPES",
+    "WORKLOAD_KNOBS",
+    "Knob",
+    "get_key",
+    "is_power_of_two",
+    "knob",
+    "knob_by_field",
+    "set_key",
+    "valid_io_tiles",
+]
+
+# How a knob is drawn by the search (`search_spaces/*.yaml` specs, `ipu_tune.search`):
+# - categorical: choices; null in a space file draws `search_domain`
+# - int / float: a range {low, high, step | log} (or choices)
+# - replicas: powers of two dividing system.num_ipus (null) or choices
+# - splits: one cut per stage boundary ({step})
+# - "": never searched (fixed by the user or a preset's `fixed:`)
+DRAWS = ("categorical", "int", "float", "replicas", "splits", "")
+
+# SQL column types of the results store (mapped to SQLAlchemy in `ipu_tune.results`).
+SQL_TYPES = ("str8", "str16", "int", "float", "bool", "json")
+
+
+def is_power_of_two(n: int) -> bool:
+    return n >= 1 and (n & (n - 1)) == 0
+
+
+def valid_io_tiles(n: int) -> bool:
+    # Poplar's numIOTiles: 0, or an even number 32..192 (shared/reference/ipu-hardware.md).
+    return n == 0 or (32 <= n <= 192 and n % 2 == 0)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One plan knob (see the module docstring)."""
+
+    key: str  # dotted config key, e.g. plan.precision
+    field: str  # ExecutionPlan field name
+    type: type  # python type of one value (tuple: a list of block names)
+    default: Any
+    sql: str  # one of SQL_TYPES
+    header: str  # column header of the report's table ("" = not shown)
+    label: str  # label in the run summary ("" = not shown)
+    draw: str  # one of DRAWS
+    domain: tuple[Any, ...] | None = None  # allowed values (None: a range from `low`)
+    low: float = 0  # lowest allowed value of a number (inclusive; float knobs: exclusive 0)
+    high: float | None = None  # highest allowed value of a float range (inclusive)
+    # Values drawn when a space file gives null (None: `domain`; () for splits and replicas,
+    # whose domains follow from the model and system).
+    search_domain: tuple[Any, ...] | None = None
+    change: bool = True  # counts as one change for the `changes` objective
+    training_only: bool = False  # moot for inference: never searched there
+    image_only: bool = False  # only for pixel inputs: never searched for token inputs
+    rule: str = ""  # an extra check: power_of_two | io_tiles
+    # When the search draws it: "" always, "pipelined" with >= 2 stages, "replicated" with
+    # >= 2 replicas (moot otherwise).
+    condition: str = ""
+
+    @property
+    def column(self) -> str:
+        """Results-store column (the key below its section, dots as underscores)."""
+        return self.key.split(".", 1)[1].replace(".", "_")
+
+    @property
+    def natural(self) -> tuple[Any, ...] | None:
+        """The values a null spec in a space file stands for (None: a range must be given)."""
+        if self.draw in ("replicas", "splits"):
+            return ()
+        return self.search_domain if self.search_domain is not None else self.domain
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with `value` for this knob, in the words of `bad_value` (None: ok)."""
+        if self.rule == "power_of_two":
+            return None if is_power_of_two(value) else "must be a power of two (1, 2, 4, ...)"
+        if self.rule == "io_tiles":
+            return None if valid_io_tiles(value) else "allowed: 0 or an even number in 32..192"
+        if self.type is float:
+            upper = self.high if self.high is not None else float("inf")
+            if not self.low < value <= upper:
+                return f"must be in ({self.low:g}, {upper:g}]"
+            return None
+        if self.domain is not None and self.type is str:
+            return None if value in self.domain else "allowed: " + ", ".join(self.domain)
+        if self.type is int and value < self.low:
+            return f"must be >= {self.low:g}"
+        return None
+
+
+_BOOL = (False, True)
+_IO_TILE_CHOICES = (0, 32, 64, 128, 192)  # seed guide 4.4.2: powers of two, 192 the largest
+
+WORKLOAD_KNOBS: tuple[Knob, ...] = (
+    Knob("workload.mode", "mode", str, "train", "str16", "", "", "",
+         domain=("train", "infer"), change=False),
+    Knob("workload.micro_batch_size", "micro_batch_size", int, 64, "int", "micro-batch",
+         "micro-batch", "int", low=1),
+    Knob("workload.optimizer", "optimizer", str, "adamw", "str16", "", "", "",
+         domain=("sgd", "momentum", "adam", "adamw", "lamb"), change=False),
+)
+
+PLAN_KNOBS: tuple[Knob, ...] = (
+    # "<input>.<model>" as in the seed tutorial
+    Knob("plan.precision", "precision", str, "32.32", "str8", "precision", "precision",
+         "categorical", domain=("32.32", "16.32", "16.16")),
+    Knob("plan.gradient_accumulation", "gradient_accumulation", int, 1, "int", "grad. acc.",
+         "GA", "int", low=1, training_only=True),
+    Knob("plan.device_iterations", "device_iterations", int, 1, "int", "device it.", "DI",
+         "int", low=1),
+    Knob("plan.replication_factor", "replication_factor", int, 1, "int", "replicas",
+         "replicas", "replicas", low=1, rule="power_of_two"),
+    # block names beginning stages 2..N
+    Knob("plan.pipeline.splits", "splits", tuple, (), "json", "pipeline splits", "splits",
+         "splits"),
+    Knob("plan.pipeline.schedule", "schedule", str, "grouped", "str16", "schedule",
+         "schedule", "categorical", domain=("grouped", "interleaved", "sharded"),
+         condition="pipelined"),
+    # `auto` is accepted but not drawn until the simulator gives it physics (issue 10).
+    Knob("plan.recompute", "recompute", str, "none", "str16", "recompute", "recompute",
+         "categorical", domain=("none", "checkpoints", "every_block", "auto"),
+         search_domain=("none", "checkpoints", "every_block"), training_only=True),
+    Knob("plan.available_memory_proportion", "available_memory_proportion", float, 0.6,
+         "float", "AMP", "AMP", "float", low=0.0, high=1.0),
+    Knob("plan.offload_optimizer_state", "offload_optimizer_state", bool, False, "bool",
+         "offload opt.", "offload", "categorical", domain=_BOOL, training_only=True),
+    Knob("plan.replicated_tensor_sharding", "replicated_tensor_sharding", bool, False, "bool",
+         "RTS", "RTS", "categorical", domain=_BOOL, training_only=True, condition="replicated"),
+    Knob("plan.prefetch_depth", "prefetch_depth", int, 1, "int", "prefetch", "prefetch", "int",
+         low=1),
+    Knob("plan.io_tiles", "io_tiles", int, 0, "int", "I/O tiles", "I/O tiles", "categorical",
+         domain=_IO_TILE_CHOICES, rule="io_tiles"),
+    # 8-bit I/O is for pixels (seed session)
+    Knob("plan.eight_bit_io", "eight_bit_io", bool, False, "bool", "8-bit I/O", "8-bit I/O",
+         "categorical", domain=_BOOL, image_only=True),
+    Knob("plan.async_dataloader", "async_dataloader", bool, False, "bool", "async loader",
+         "async loader", "categorical", domain=_BOOL),
+    Knob("plan.dataloader_workers", "dataloader_workers", int, 1, "int", "workers",
+         "loader workers", "int", low=1),
+    # PopRun host instances (one process per instance; seed: poprun --num-instances).
+    Knob("plan.host_instances", "host_instances", int, 1, "int", "instances", "instances",
+         "int", low=1),
+    # Precision of matmul/conv partial sums (PopTorch setPartialsType).
+    Knob("plan.partials", "partials", str, "float", "str8", "partials", "partials",
+         "categorical", domain=("float", "half")),
+)
+
+# Every knob, in schema order (workload first, as the store's columns).
+KNOBS: tuple[Knob, ...] = WORKLOAD_KNOBS + PLAN_KNOBS
+
+_BY_KEY: Mapping[str, Knob] = {k.key: k for k in KNOBS}
+_BY_FIELD: Mapping[str, Knob] = {k.field: k for k in KNOBS}
+
+
+def knob(key: str) -> Knob:
+    """The knob of a dotted config key (KeyError when there is none)."""
+    return _BY_KEY[key]
+
+
+def knob_by_field(name: str) -> Knob:
+    """The knob of an `ExecutionPlan` field (KeyError when there is none)."""
+    return _BY_FIELD[name]
+
+
+def get_key(node: Any, key: str) -> Any:
+    """The value at dotted `key` of a config (``plan.pipeline.splits``)."""
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def set_key(node: Any, key: str, value: Any) -> None:
+    """Set dotted `key` of a config (tuples are stored as the lists OmegaConf expects)."""
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = getattr(node, part)
+    setattr(node, leaf, list(value) if isinstance(value, tuple) else value)

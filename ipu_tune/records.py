@@ -1,0 +1,269 @@
+"""What ipu-tune keeps on an Optuna trial and study: the only place their attribute names appear.
+
+A finished trial carries (user attributes, written before `tell`, so a trial and its results row
+can always be rebuilt from the study):
+
+- ``worker``: the worker that claimed it (host:pid:start, see `ipu_tune.tuner`);
+- ``config``: the full plan it stands for (plain dict of the config schema);
+- ``result``: the simulated figures the results row and the exports need (JSON-ready);
+- ``constraints``: one value per constraint, <= 0 feasible (also native on Optuna >= 5);
+- ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
+- ``surplus``: claimed past `study.n_trials` by a racing worker (failed at once);
+- ``retry_of``: the number of the dead worker's trial it repeats.
+
+The study carries ``ipu_tune`` (`StudyMeta`): its model, system, search, objectives, pins and
+whole config.
+
+Optuna-version differences (constraints native on the trial since Optuna 5, in system
+attributes before) are handled here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import FrozenTrial, TrialState
+
+from ipu_tune.simulator import SIMULATOR_VERSION, IpuMemory, SimResult, StageTime
+
+__all__ = [
+    "STUDY_META_KEY",
+    "StudyMeta",
+    "TrialRecord",
+    "fail_trial",
+    "native_constraints",
+    "result_payload",
+    "user_attr_constraints",
+]
+
+STUDY_META_KEY = "ipu_tune"
+
+_WORKER = "worker"
+_CONFIG = "config"
+_RESULT = "result"
+_CONSTRAINTS = "constraints"
+_REASON = "infeasible_reason"
+_CHANGES = "changes"
+_SURPLUS = "surplus"
+_RETRY_OF = "retry_of"
+_FAIL_REASON = "fail_reason"  # Optuna's own system attribute for failed trials
+_DETAIL = "detail"  # inside ``result``: the whole SimResult, for the exports
+
+# The figures of ``result`` the results row and the study listing read.
+_ROW_FIGURES = ("fits", "throughput", "memory_per_ipu", "memory_limit_bytes", "bottleneck",
+                "reason", "step_time_s", "device_throughput")
+
+
+def _finite(value: Any) -> Any:
+    """JSON-ready: non-finite floats become None (not every storage keeps NaN/inf)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def result_payload(result: SimResult) -> dict[str, Any]:
+    """What a trial keeps of its simulated result: the row's figures, the simulator version
+    and the whole result (``detail``), so the exports need not simulate the best plan again."""
+    d = result.to_dict()
+    out: dict[str, Any] = _finite({k: d.get(k) for k in _ROW_FIGURES})
+    out["simulator_version"] = SIMULATOR_VERSION
+    out[_DETAIL] = _finite(d)
+    return out
+
+
+def _sim_result(detail: Mapping[str, Any]) -> SimResult | None:
+    """The SimResult of a stored ``detail`` (None: missing or not finite)."""
+    try:
+        if detail["step_time_s"] is None:
+            return None
+        return SimResult(
+            fits=bool(detail["fits"]),
+            throughput=float(detail["throughput"]),
+            step_time_s=float(detail["step_time_s"]),
+            phases={str(k): float(v) for k, v in detail["phases"].items()},
+            bottleneck=str(detail["bottleneck"]),
+            memory=tuple(
+                IpuMemory(ipu=int(m["ipu"]), stage=int(m["stage"]),
+                          categories={str(k): int(v) for k, v in m["categories"].items()},
+                          limit_bytes=int(m["limit_bytes"]),
+                          max_tile_bytes=int(m["max_tile_bytes"]),
+                          tile_limit_bytes=int(m["tile_limit_bytes"]))
+                for m in detail["memory"]),
+            stages=tuple(
+                StageTime(stage=int(t["stage"]), blocks=tuple(t["blocks"]),
+                          forward_s=float(t["forward_s"]), backward_s=float(t["backward_s"]),
+                          recompute_s=float(t["recompute_s"]),
+                          inter_ipu_s=float(t["inter_ipu_s"]))
+                for t in detail["stages"]),
+            reason=str(detail.get("reason") or ""),
+            samples_per_step=int(detail.get("samples_per_step") or 0),
+            device_throughput=float(detail.get("device_throughput") or 0.0),
+            extras=dict(detail.get("extras") or {}),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def native_constraints() -> bool:
+    """Optuna >= 5 keeps constraints on the trial (`Trial.set_constraint`)."""
+    return hasattr(optuna.trial.Trial, "set_constraint")
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """ipu-tune's view of one trial's attributes (read with `of`, written with the `tag_*`/`write_*`
+    functions)."""
+
+    worker: str | None
+    config: Mapping[str, Any]
+    result: Mapping[str, Any]
+    constraints: list[float] | None  # as ipu-tune stored them (None: not stored)
+    feasible: bool = False  # every constraint, from any Optuna version's record, <= 0
+    reason: str = ""
+    changes: int | None = None
+    surplus: bool = False
+    retry_of: int | None = None
+
+    @classmethod
+    def of(cls, trial: FrozenTrial) -> TrialRecord:
+        a = trial.user_attrs
+        worker = a.get(_WORKER)
+        changes = a.get(_CHANGES)
+        retry = a.get(_RETRY_OF)
+        stored = a.get(_CONSTRAINTS)
+        every = _constraint_values(trial)
+        return cls(
+            worker=worker if isinstance(worker, str) else None,
+            config=a.get(_CONFIG) or {},
+            result=a.get(_RESULT) or {},
+            constraints=[float(c) for c in stored] if isinstance(stored, list | tuple) else None,
+            # A trial without any constraint record is not trusted as feasible.
+            feasible=every is not None and all(v <= 0 for v in every),
+            reason=str(a.get(_REASON) or ""),
+            changes=int(changes) if isinstance(changes, int) else None,
+            surplus=bool(a.get(_SURPLUS, False)),
+            retry_of=int(retry) if isinstance(retry, int) else None,
+        )
+
+    def sim_result(self) -> SimResult | None:
+        """The trial's SimResult as stored (None: an older trial without the whole result, or
+        a plan that could not be simulated)."""
+        detail = self.result.get(_DETAIL)
+        return _sim_result(detail) if isinstance(detail, Mapping) else None
+
+    # -- writing (on a live trial, before `tell`) ------------------------------------------
+    @staticmethod
+    def tag_worker(trial: optuna.Trial, worker: str) -> None:
+        trial.set_user_attr(_WORKER, worker)
+
+    @staticmethod
+    def tag_surplus(trial: optuna.Trial) -> None:
+        trial.set_user_attr(_SURPLUS, True)
+
+    @staticmethod
+    def write_constraints(trial: optuna.Trial, names: Sequence[str],
+                          values: Sequence[float]) -> None:
+        if native_constraints():  # every sampler reads them there
+            for name, value in zip(names, values, strict=True):
+                trial.set_constraint(name, value)
+        trial.set_user_attr(_CONSTRAINTS, [float(c) for c in values])
+
+    @staticmethod
+    def write_outcome(trial: optuna.Trial, reason: str = "", changes: int | None = None) -> None:
+        if reason:
+            trial.set_user_attr(_REASON, reason)
+        if changes is not None:
+            trial.set_user_attr(_CHANGES, changes)
+
+    @staticmethod
+    def write_plan(trial: optuna.Trial, config: Mapping[str, Any],
+                   result: Mapping[str, Any]) -> None:
+        trial.set_user_attr(_CONFIG, dict(config))
+        trial.set_user_attr(_RESULT, dict(result))
+
+    @staticmethod
+    def retry_attrs(number: int) -> dict[str, Any]:
+        """User attributes of the trial enqueued to repeat trial `number`."""
+        return {_RETRY_OF: number}
+
+
+def user_attr_constraints(trial: FrozenTrial) -> list[float]:
+    """The constraints a sampler's `constraints_func` reads on Optuna < 5 (1.0: unknown)."""
+    return [float(c) for c in trial.user_attrs.get(_CONSTRAINTS, [1.0])]
+
+
+def _constraint_values(trial: FrozenTrial) -> list[float] | None:
+    values: list[float] = []
+    found = False
+    native = getattr(trial, "constraints", None)
+    if isinstance(native, dict) and native:
+        values += [float(v) for v in native.values()]
+        found = True
+    old = trial.system_attrs.get(_CONSTRAINTS)  # Optuna < 5 samplers' constraints_func
+    if isinstance(old, list | tuple):
+        values += [float(v) for v in old]
+        found = True
+    attr = trial.user_attrs.get(_CONSTRAINTS)
+    if isinstance(attr, list | tuple):
+        values += [float(v) for v in attr]
+        found = True
+    return values if found else None
+
+
+def fail_trial(storage: optuna.storages.BaseStorage, study: optuna.Study, trial: FrozenTrial,
+               reason: str) -> bool:
+    """Mark a RUNNING trial of a dead worker FAILED through the storage's public API.
+
+    `storage` is the one the study was opened with. Returns False when another process
+    finished or failed the trial first.
+    """
+    trial_id = storage.get_trial_id_from_study_id_trial_number(
+        storage.get_study_id_from_name(study.study_name), trial.number)
+    try:
+        storage.set_trial_system_attr(trial_id, _FAIL_REASON, reason)
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+    except (UpdateFinishedTrialError, RuntimeError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class StudyMeta:
+    """What a study created by ipu-tune carries (its ``ipu_tune`` user attribute)."""
+
+    model: str | None
+    ipu: str | None
+    num_ipus: int | None
+    search: str | None
+    objectives: list[str]
+    pinned: list[str]
+    config: Mapping[str, Any] | None  # the whole TuneConfig (storage URL removed)
+
+    @classmethod
+    def of(cls, study: optuna.Study | Any) -> StudyMeta | None:
+        """The study's metadata (None: not created by ipu-tune). Also takes a StudySummary."""
+        raw = study.user_attrs.get(STUDY_META_KEY)
+        if not isinstance(raw, Mapping):
+            return None
+        config = raw.get("config")
+        return cls(model=raw.get("model"), ipu=raw.get("ipu"), num_ipus=raw.get("num_ipus"),
+                   search=raw.get("search"), objectives=list(raw.get("objectives") or []),
+                   pinned=list(raw.get("pinned") or []),
+                   config=config if isinstance(config, Mapping) else None)
+
+    def write(self, study: optuna.Study) -> None:
+        study.set_user_attr(STUDY_META_KEY, {
+            "model": self.model, "ipu": self.ipu, "num_ipus": self.num_ipus,
+            "search": self.search, "objectives": list(self.objectives),
+            "pinned": list(self.pinned),
+            "config": dict(self.config) if self.config is not None else None,
+        })
