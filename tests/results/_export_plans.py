@@ -15,7 +15,6 @@ import pytest
 from torch import nn
 
 from ipu_tune.config import EvalConfig, ModelConfig, load_config
-from ipu_tune.config._schema import PlanConfig
 from ipu_tune.models import build_model
 
 from ._recorder import Log, install
@@ -46,7 +45,7 @@ PIPELINED_BERT: dict[str, Any] = {
         "pipeline": {"splits": ["encoder.layer.3", "encoder.layer.7", "encoder.layer.11"],
                      "schedule": "grouped"},
         "recompute": "every_block", "available_memory_proportion": 0.3,
-        "offload_optimizer_state": True, "prefetch_depth": 3,
+        "offload_optimizer_state": True, "prefetch_depth": 3, "partials": "half",
     },
 }  # fmt: skip
 # ResNet-50 data-parallel on an IPU-POD16: 2 servers, 4 PopRun instances, 16 replicas.
@@ -58,25 +57,18 @@ MULTI_HOST: dict[str, Any] = {
         "precision": "16.16", "gradient_accumulation": 8, "device_iterations": 16,
         "replication_factor": 16, "replicated_tensor_sharding": True, "prefetch_depth": 3,
         "io_tiles": 64, "host_instances": 4, "async_dataloader": True, "dataloader_workers": 8,
+        "partials": "half", "recompute": "auto",
     },
 }  # fmt: skip
 PLANS = {"default-study": DEFAULT_STUDY, "pipelined-bert": PIPELINED_BERT, "multi-host": MULTI_HOST}
 
 
 def make_config(raw: dict[str, Any]) -> EvalConfig:
-    raw = copy.deepcopy(raw)
-    # Until the schema has plan.host_instances, the knob rides on the loaded config.
-    extra = {}
-    if "host_instances" not in PlanConfig.__dataclass_fields__:
-        extra["host_instances"] = raw["plan"].pop("host_instances", 1)
-    cfg = load_config(raw)
-    for key, value in extra.items():
-        setattr(cfg.plan, key, value)
-    return cfg
+    return load_config(copy.deepcopy(raw))
 
 
 def host_instances(cfg: EvalConfig) -> int:
-    return int(getattr(cfg.plan, "host_instances", 1) or 1)
+    return int(cfg.plan.host_instances)
 
 
 def stages(cfg: EvalConfig) -> int:

@@ -69,7 +69,7 @@ def check_popart(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], pop
     assert float(log.only_set(f"{S}.matmulOptions")["availableMemoryProportion"]) == (
         p.available_memory_proportion
     )
-    partials = getattr(p, "partials", None) or ("half" if p.precision.endswith("16") else "float")
+    partials = p.partials
     assert log.only_set(f"{S}.partialsTypeMatMuls") == partials == amp["partialsType"]
     assert log.only_set(f"{S}.defaultBufferingDepth") == p.prefetch_depth
     assert ns["BATCHES_PER_STEP"] == p.device_iterations

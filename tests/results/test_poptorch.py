@@ -15,7 +15,6 @@ from torch import nn
 
 import ipu_tune
 from ipu_tune.config import EvalConfig
-from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import ModelProfile
 from ipu_tune.results import poptorch_snippet
 from ipu_tune.results._model_source import module_access, module_path
@@ -86,7 +85,7 @@ def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) ->
     assert accumulation == ([((p.gradient_accumulation,), {})] if training else [])
     amp = log.only_call("poptorch.Options.setAvailableMemoryProportion")[0][0]
     assert amp == {f"IPU{i}": p.available_memory_proportion for i in range(n_stages)}
-    partials = getattr(p, "partials", None) or ("half" if p.precision.endswith("16") else "float")
+    partials = p.partials
     expected_type = torch.half if partials == "half" else torch.float
     assert log.only_call("poptorch.Options.Precision.setPartialsType")[0] == (expected_type,)
     popart = {args[0]: args[1] for args, _ in log.calls("poptorch.Options._Popart.set")}
@@ -200,10 +199,7 @@ def test_recompute_auto_leaves_poptorchs_default(monkeypatch: pytest.MonkeyPatch
     source = poptorch_snippet(make_config(raw))
     log, _ = run_export(monkeypatch, source)
     assert ((("autoRecomputation", 0), {})) in log.calls("poptorch.Options._Popart.set")
-    try:
-        cfg = make_config({**raw, "plan": {**raw["plan"], "recompute": "auto"}})
-    except IpuTuneError:
-        pytest.skip("plan.recompute: auto arrives with the knob declarations")
+    cfg = make_config({**raw, "plan": {**raw["plan"], "recompute": "auto"}})
     log, _ = run_export(monkeypatch, poptorch_snippet(cfg))
     assert "autoRecomputation" not in [a[0] for a, _ in log.calls("poptorch.Options._Popart.set")]
 
@@ -275,7 +271,8 @@ def configs(draw: st.DrawFn) -> EvalConfig:
         "precision": draw(st.sampled_from(["32.32", "16.32", "16.16"])),
         "gradient_accumulation": 1 if mode == "infer" else draw(st.integers(4, 256)),
         "device_iterations": draw(st.integers(4, 1000)),
-        "recompute": draw(st.sampled_from(["none", "checkpoints", "every_block"])),
+        "recompute": draw(st.sampled_from(["auto", "none", "checkpoints", "every_block"])),
+        "partials": draw(st.sampled_from(["float", "half"])),
         "available_memory_proportion": draw(st.sampled_from([0.05, 0.25, 0.6, 1.0])),
         "offload_optimizer_state": draw(st.booleans()),
         "replicated_tensor_sharding": replicas > 1 and draw(st.booleans()),

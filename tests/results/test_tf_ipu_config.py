@@ -48,7 +48,7 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
     else:
         assert log.only_set(f"{CFG}.auto_select_ipus") == n * p.replication_factor
         assert log.calls("tensorflow.python.ipu.ipu_strategy.IPUStrategy")
-    partials = getattr(p, "partials", None) or ("half" if p.precision.endswith("16") else "float")
+    partials = p.partials
     for kind in ("matmuls", "convolutions"):
         options = log.only_set(f"{CFG}.{kind}.poplar_options")
         assert float(options["availableMemoryProportion"]) == p.available_memory_proportion
