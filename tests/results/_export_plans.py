@@ -30,7 +30,7 @@ DEFAULT_STUDY: dict[str, Any] = {
         "recompute": "checkpoints", "available_memory_proportion": 0.85,
         "offload_optimizer_state": False, "replicated_tensor_sharding": True,
         "prefetch_depth": 3, "io_tiles": 32, "eight_bit_io": True, "async_dataloader": True,
-        "dataloader_workers": 21,
+        "dataloader_workers": 21, "host_instances": 1, "partials": "float",
     },
 }  # fmt: skip
 # BERT-Base pipelined over 4 IPUs, recomputation at every block, optimizer state offloaded.
