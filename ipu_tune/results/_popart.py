@@ -29,7 +29,7 @@ def _replication_lines(xp: ExportPlan, facts: Facts) -> list[str]:
     ]
     reason = (
         f"Replicas {r}: data-parallel copies of the graph ({cite('popart_replication')};"
-        f" {cite('replication')}). {facts.phase_sentence('all_reduce')}"
+        f" {cite('replication')}). {facts.all_reduce_sentence()}"
     )
     if xp.host_instances <= 1:
         return knob(reason, *local)

@@ -47,7 +47,7 @@ def _options_lines(xp: ExportPlan, facts: Facts) -> list[str]:
             "opts = poptorch.Options()",
             *knob(
                 f"Replication factor {p.replication_factor}: data-parallel copies of the"
-                f" model ({cite('replication')}). {facts.phase_sentence('all_reduce')}",
+                f" model ({cite('replication')}). {facts.all_reduce_sentence()}",
                 f"opts.replicationFactor({p.replication_factor})",
             ),
         ]

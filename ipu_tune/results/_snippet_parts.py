@@ -7,7 +7,7 @@ notes: the reasons cite public Graphcore documentation (`_docs.cite`).
 from __future__ import annotations
 
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator import SimResult
+from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
 from ._docs import cite
 
@@ -25,6 +25,8 @@ class Facts:
 
     def _ms(self, phase: str) -> float:
         assert self.r is not None
+        if phase not in TIME_PHASES:  # a renamed phase must not read as 0 ms
+            raise KeyError(f"{phase!r} is not a simulator time phase: {TIME_PHASES}")
         return float(self.r.phases.get(phase, 0.0)) * 1e3
 
     def summary(self) -> str:
@@ -50,6 +52,18 @@ class Facts:
         tail = "; it is the bottleneck" if self.r.bottleneck == phase else ""
         return f"Simulated {phase}: {ms:.3f} ms of the {step:.2f} ms step ({share:.0f}%){tail}."
 
+    def all_reduce_sentence(self) -> str:
+        """The gradient all-reduce over IPU-Links inside a POD and over GW-Links between PODs."""
+        if self.r is None:
+            return ""
+        pod, gw = self._ms("all_reduce_pod"), self._ms("all_reduce_gw")
+        step = self.r.step_time_s * 1e3
+        share = 100.0 * (pod + gw) / step if step > 0 else 0.0
+        return (
+            f"Simulated gradient all-reduce: {pod:.3f} ms inside the POD (IPU-Links) +"
+            f" {gw:.3f} ms between PODs (GW-Links) of the {step:.2f} ms step ({share:.0f}%)."
+        )
+
     def ga_sentence(self) -> str:
         if self.r is None:
             return ""
@@ -74,6 +88,8 @@ class Facts:
         return f"Simulated headroom: {left:.0f} MiB on the fullest IPU (IPU{room.ipu})."
 
     def category_sentence(self, category: str) -> str:
+        if category not in MEMORY_CATEGORIES:  # a renamed category must not read as 0 MiB
+            raise KeyError(f"{category!r} is not a simulator memory category")
         if self.r is None or not self.r.memory:
             return ""
         top = max(self.r.memory, key=lambda m: m.categories.get(category, 0))

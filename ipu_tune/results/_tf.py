@@ -44,7 +44,7 @@ def _system_lines(xp: ExportPlan, facts: Facts) -> list[str]:
     select = knob(
         f"{ipus} IPUs: {xp.stages} per replica x {p.replication_factor} replicas; Keras"
         " replicates a model over the IPUs it does not use itself"
-        f" ({cite('tf_replication')}). {facts.phase_sentence('all_reduce')}",
+        f" ({cite('tf_replication')}). {facts.all_reduce_sentence()}",
         f"cfg.auto_select_ipus = {ipus}",
     )
     if xp.host_instances > 1:
