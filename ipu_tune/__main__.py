@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
+from ipu_tune import interrupts
+
+interrupts.install()  # before anything slow: Ctrl-C during start-up is one line
+
 __all__ = ["main"]
 
 
@@ -30,12 +34,18 @@ COMMAND_NAMES = ("evaluate", "profile", "studies", "report", "export", "calibrat
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    interrupts.install()
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in COMMAND_NAMES:
-        sys.exit(_commands()[args[0]](args[1:]))
-    from ipu_tune.cli.run import hydra_main
+    try:
+        if args and args[0] in COMMAND_NAMES:
+            sys.exit(_commands()[args[0]](args[1:]))
+        from ipu_tune.cli.run import hydra_main
 
-    sys.exit(hydra_main(args))
+        code = hydra_main(args)
+        interrupts.check()  # a signal during the last, deferred steps
+    except KeyboardInterrupt as exc:
+        code = interrupts.report(exc)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -111,9 +111,6 @@ def _task(cfg: DictConfig) -> None:
         summary = run(_prepared(tune_cfg, pinned), pinned)
     except IpuTuneError as exc:
         sys.exit(fail(str(exc)))
-    except KeyboardInterrupt:
-        print("ipu-tune: interrupted; run the same command again to resume", file=sys.stderr)
-        sys.exit(130)
     print(format_summary(summary))
 
 

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.exceptions import ExperimentalWarning
+from optuna.storages import (
+    BaseStorage,
+    JournalStorage,
+    RDBStorage,
+    RetryHeartbeatStaleTrialCallback,
+)
 from optuna.storages.journal import JournalFileBackend
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -23,11 +31,24 @@ from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 
-__all__ = ["DEFAULT_JOURNAL", "StorageTarget", "open_storage", "redact", "resolve_storage"]
+__all__ = [
+    "DEFAULT_JOURNAL",
+    "HEARTBEAT_GRACE_S",
+    "HEARTBEAT_INTERVAL_S",
+    "StorageTarget",
+    "open_storage",
+    "redact",
+    "resolve_storage",
+]
 
 DEFAULT_JOURNAL = "ipu_tune.journal"
 _JOURNAL_PREFIX = "journal:///"
 _SCHEMA_RACE_ATTEMPTS = 6
+_SCHEMA_RACES = ("already exists", "duplicate key", "UNIQUE constraint")
+# A worker on a database server records a heartbeat this often; a RUNNING trial without one for
+# the grace period belongs to a dead worker (any host). Optuna's own mechanism.
+HEARTBEAT_INTERVAL_S = 2
+HEARTBEAT_GRACE_S = 10
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,8 @@ class StorageTarget:
         url = make_url(self.location)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             return ClaimLock(str(url.database) + ".claims")
+        if url.get_backend_name() == "postgresql":
+            return ClaimLock(None, self.location)
         return ClaimLock(None)
 
     @property
@@ -110,15 +133,41 @@ def open_storage(target: StorageTarget) -> BaseStorage:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "it is corrupted or not an Optuna journal"
             ) from None
+    # Workers starting together on a new SQLite file would race to create Optuna's schema
+    # ("UNIQUE constraint failed: alembic_version"): one at a time under the file's lock.
+    local = target.claims
+    with local.recovering() if local.local else nullcontext():
+        return _open_rdb(target)
+
+
+def _rdb_kwargs(url: str) -> dict[str, Any]:
+    """Heartbeats on a database server: a worker that dies on another host (no PID to check)
+    stops beating, and after the grace period the next worker fails its trial and retries it."""
+    if make_url(url).get_backend_name() == "sqlite":
+        return {}  # one machine: dead workers are found by PID (tuner's recovery)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
+    return {
+        "heartbeat_interval": HEARTBEAT_INTERVAL_S,
+        "grace_period": HEARTBEAT_GRACE_S,
+        "heartbeat_stale_trial_callback": retry,
+    }
+
+
+def _open_rdb(target: StorageTarget) -> BaseStorage:
     for attempt in range(_SCHEMA_RACE_ATTEMPTS):
         try:
-            return RDBStorage(target.location, engine_kwargs=_engine_kwargs(target.location))
+            with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                return RDBStorage(target.location, engine_kwargs=_engine_kwargs(target.location),
+                                  **_rdb_kwargs(target.location))
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             first = detail[0] if detail else type(exc).__name__
             # Workers starting together on a new database race to create Optuna's schema; the
             # loser finds it complete on the next try.
-            racing = "already exists" in first or "duplicate key" in first
+            racing = any(s in first for s in _SCHEMA_RACES)
             if racing and attempt < _SCHEMA_RACE_ATTEMPTS - 1:
                 time.sleep(0.2 * (attempt + 1))
                 continue
