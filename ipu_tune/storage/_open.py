@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from optuna.storages import (
     RetryHeartbeatStaleTrialCallback,
 )
 from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -155,13 +157,37 @@ def _rdb_kwargs(url: str) -> dict[str, Any]:
     }
 
 
+class _BeatingRDBStorage(RDBStorage):
+    """An RDB storage whose trials beat from the moment they run.
+
+    Optuna ignores a RUNNING trial that never beat; a worker killed before its heartbeat
+    thread's first beat would leave it RUNNING forever. So the claim itself (a new trial, or
+    an enqueued one taken) records the first heartbeat.
+    """
+
+    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        trial_id = super().create_new_trial(study_id, template_trial)
+        if template_trial is None or template_trial.state == TrialState.RUNNING:
+            self.record_heartbeat(trial_id)
+        return trial_id
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState,
+                               values: Sequence[float] | None = None) -> bool:
+        taken = super().set_trial_state_values(trial_id, state, values)
+        if taken and state == TrialState.RUNNING:
+            self.record_heartbeat(trial_id)
+        return taken
+
+
 def _open_rdb(target: StorageTarget) -> BaseStorage:
     for attempt in range(_SCHEMA_RACE_ATTEMPTS):
         try:
             with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
                 warnings.simplefilter("ignore", ExperimentalWarning)
-                return RDBStorage(target.location, engine_kwargs=_engine_kwargs(target.location),
-                                  **_rdb_kwargs(target.location))
+                kwargs = _rdb_kwargs(target.location)
+                cls = _BeatingRDBStorage if kwargs else RDBStorage
+                return cls(target.location, engine_kwargs=_engine_kwargs(target.location),
+                           **kwargs)
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             first = detail[0] if detail else type(exc).__name__
