@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -33,18 +34,32 @@ def _commands() -> dict[str, Callable[[Sequence[str]], int]]:
 COMMAND_NAMES = ("evaluate", "profile", "studies", "report", "export", "calibrate")
 
 
+def _dispatch(args: list[str]) -> int:
+    if args and args[0] in COMMAND_NAMES:
+        return _commands()[args[0]](args[1:])
+    from ipu_tune.cli.run import hydra_main
+
+    code = hydra_main(args)
+    interrupts.check()  # a signal during the last, deferred steps
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     interrupts.install()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        if args and args[0] in COMMAND_NAMES:
-            sys.exit(_commands()[args[0]](args[1:]))
-        from ipu_tune.cli.run import hydra_main
-
-        code = hydra_main(args)
-        interrupts.check()  # a signal during the last, deferred steps
-    except KeyboardInterrupt as exc:
+        code = _dispatch(args)
+    except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: one line, 130/143
         code = interrupts.report(exc)
+    except BrokenPipeError:
+        # The reader went away (`| head`): end quietly as Unix tools do; the exit-time flush of
+        # stdout must not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    except OSError as exc:  # a full or read-only disk outside the commands' own handling
+        from ipu_tune.cli import fail_on_disk_error
+
+        code = fail_on_disk_error(exc)
     sys.exit(code)
 
 
