@@ -7,6 +7,7 @@ processes on one machine through a kernel lock; many machines share a PostgreSQL
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -75,6 +76,17 @@ class StorageTarget:
         if url.get_backend_name() == "postgresql":
             return ClaimLock(None, self.location)
         return ClaimLock(None)
+
+    @property
+    def export_tag(self) -> str:
+        """Empty for the default storage (the journal in results_dir), else a short tag of the
+        storage (without credentials): two studies of one name in two storages export to two
+        folders, `<name>` and `<name>@<tag>`."""
+        if self.kind == "journal" and self.results_dir and Path(self.location).resolve() == (
+                Path(self.results_dir) / DEFAULT_JOURNAL).resolve():
+            return ""
+        text = self.location if self.kind == "journal" else redact(self.location)
+        return hashlib.sha256(text.encode()).hexdigest()[:6]
 
     @property
     def display(self) -> str:

@@ -192,7 +192,10 @@ def export_study(
     retried: tuple[int, ...] = (),
 ) -> RunSummary:
     """Write best.yaml, the PopTorch snippet and report.html under results/<study>/."""
-    out_dir = study_dir(cfg.results_dir, study.study_name)  # refuses names that escape
+    # A study of the same name in another storage is another study: its own folder.
+    tag = target.export_tag
+    folder = f"{study.study_name}@{tag}" if tag else study.study_name
+    out_dir = study_dir(cfg.results_dir, folder)  # refuses names that escape
     best = problem.best_trial(study)
     exports: dict[str, Path] = {}
     best_cfg: EvalConfig | None = None
