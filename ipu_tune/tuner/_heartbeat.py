@@ -22,6 +22,11 @@ from ipu_tune.records import TrialRecord
 
 __all__ = ["beating", "fail_stale"]
 
+# Optuna warns on every `ask` of a heartbeat storage outside `Study.optimize`; this module is
+# the heartbeat of ask-and-tell, so the warning is moot (and would break one-line output).
+warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used",
+                        category=UserWarning)
+
 
 def _enabled(storage: BaseStorage) -> bool:
     return isinstance(storage, RDBStorage) and storage.get_heartbeat_interval() is not None
