@@ -6,6 +6,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from ipu_tune import interrupts
+
+interrupts.install()  # before anything slow: Ctrl-C during start-up is one line
+
 __all__ = ["main"]
 
 
@@ -35,13 +39,18 @@ def _dispatch(args: list[str]) -> int:
         return _commands()[args[0]](args[1:])
     from ipu_tune.cli.run import hydra_main
 
-    return hydra_main(args)
+    code = hydra_main(args)
+    interrupts.check()  # a signal during the last, deferred steps
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    interrupts.install()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         code = _dispatch(args)
+    except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: one line, 130/143
+        code = interrupts.report(exc)
     except BrokenPipeError:
         # The reader went away (`| head`): end quietly as Unix tools do; the exit-time flush of
         # stdout must not raise again.

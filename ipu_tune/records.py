@@ -37,11 +37,13 @@ __all__ = [
     "TrialRecord",
     "fail_trial",
     "native_constraints",
+    "next_worker_slot",
     "result_payload",
     "user_attr_constraints",
 ]
 
 STUDY_META_KEY = "ipu_tune"
+_WORKER_SLOTS = "ipu_tune_workers"  # study attribute: workers that ever opened the study
 
 _WORKER = "worker"
 _CONFIG = "config"
@@ -267,3 +269,14 @@ class StudyMeta:
             "pinned": list(self.pinned),
             "config": dict(self.config) if self.config is not None else None,
         })
+
+
+def next_worker_slot(study: optuna.Study) -> int:
+    """This worker's index among the study's workers (0 for the first), counted on the study.
+
+    Call under the storage's study-wide lock (`ClaimLock.recovering`): read, then increment.
+    """
+    slot = study.user_attrs.get(_WORKER_SLOTS, 0)
+    slot = slot if isinstance(slot, int) else 0
+    study.set_user_attr(_WORKER_SLOTS, slot + 1)
+    return slot

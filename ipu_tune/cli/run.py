@@ -124,9 +124,6 @@ def _task(cfg: DictConfig) -> None:
         summary = run(_prepared(tune_cfg, pinned), pinned)
     except IpuTuneError as exc:
         sys.exit(fail(str(exc)))
-    except KeyboardInterrupt:
-        print("ipu-tune: interrupted; run the same command again to resume", file=sys.stderr)
-        sys.exit(130)
     except Exception as exc:  # a full or read-only disk is one line; anything else is a bug
         sys.exit(fail_on_disk_error(exc))
     print(format_summary(summary))

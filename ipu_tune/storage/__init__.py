@@ -4,6 +4,8 @@ from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._open import (
     DEFAULT_JOURNAL,
+    HEARTBEAT_GRACE_S,
+    HEARTBEAT_INTERVAL_S,
     StorageTarget,
     open_storage,
     redact,
@@ -12,6 +14,8 @@ from ipu_tune.storage._open import (
 
 __all__ = [
     "DEFAULT_JOURNAL",
+    "HEARTBEAT_GRACE_S",
+    "HEARTBEAT_INTERVAL_S",
     "ClaimLock",
     "FlockLock",
     "StorageTarget",

@@ -1,27 +1,33 @@
-"""Claiming a trial versus recovering dead workers' trials, on one machine.
+"""Claiming a trial versus recovering dead workers' trials; one study-wide lock.
 
 A worker creates its trial (`ask`) and then tags it with its identity: two writes, and a kill
-between them leaves an untagged RUNNING trial. Workers hold a shared `flock` over those two
-writes; recovery holds it exclusively, so every untagged RUNNING trial it sees belongs to a
-process that died mid-claim. The kernel drops the lock of a killed process.
+between them leaves an untagged RUNNING trial. On one machine (a journal or SQLite file) workers
+hold an exclusive `flock` over those two writes, and recovery holds it too, so every untagged
+RUNNING trial recovery sees belongs to a process that died mid-claim. The kernel drops the lock
+of a killed process. The lock is exclusive (not shared) because SQLite's `SELECT ... FOR UPDATE`
+is a no-op: two workers taking the same enqueued (WAITING) trial in parallel would both run it.
 
-Local storages only (a journal or SQLite file); with a database server shared by several
-machines, recovery cannot see other machines' locks and falls back to the trial's age.
+With a database server (PostgreSQL), claims need no lock (Optuna takes the WAITING trial with
+`FOR UPDATE`), recovery cannot see other machines' claims and falls back to heartbeats and the
+trial's age, and the study-wide lock (`recovering`: create the study, enqueue the warm start
+once, recover) is a PostgreSQL advisory lock, which the server drops when its session dies.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import zlib
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 __all__ = ["ClaimLock"]
 
 
 class ClaimLock:
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, server_url: str | None = None) -> None:
         self.path = path
+        self.server_url = server_url  # a PostgreSQL URL: advisory lock for `recovering`
 
     @property
     def local(self) -> bool:
@@ -30,9 +36,7 @@ class ClaimLock:
 
     @contextmanager
     def _flock(self, mode: int) -> Iterator[None]:
-        if self.path is None:
-            yield
-            return
+        assert self.path is not None
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, mode)
@@ -41,8 +45,33 @@ class ClaimLock:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
+    @contextmanager
+    def _advisory(self) -> Iterator[None]:
+        import sqlalchemy
+        from sqlalchemy.pool import NullPool
+
+        assert self.server_url is not None
+        key = zlib.crc32(b"ipu_tune-study-lock")
+        engine = sqlalchemy.create_engine(self.server_url, poolclass=NullPool,
+                                          connect_args={"connect_timeout": 5})
+        try:
+            with engine.connect() as conn:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+                try:
+                    yield
+                finally:
+                    conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                    conn.commit()
+        finally:
+            engine.dispose()
+
     def claiming(self) -> AbstractContextManager[None]:
-        return self._flock(fcntl.LOCK_SH)
+        return self._flock(fcntl.LOCK_EX) if self.path is not None else nullcontext()
 
     def recovering(self) -> AbstractContextManager[None]:
-        return self._flock(fcntl.LOCK_EX)
+        """The study-wide lock: opening a study, its warm start and recovery, one at a time."""
+        if self.path is not None:
+            return self._flock(fcntl.LOCK_EX)
+        if self.server_url is not None:
+            return self._advisory()
+        return nullcontext()

@@ -7,16 +7,27 @@ processes on one machine through a kernel lock; many machines share a PostgreSQL
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
+import warnings
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.exceptions import ExperimentalWarning
+from optuna.storages import (
+    BaseStorage,
+    JournalStorage,
+    RDBStorage,
+    RetryHeartbeatStaleTrialCallback,
+)
 from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -25,11 +36,24 @@ from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._torn import repair_torn_tail
 
-__all__ = ["DEFAULT_JOURNAL", "StorageTarget", "open_storage", "redact", "resolve_storage"]
+__all__ = [
+    "DEFAULT_JOURNAL",
+    "HEARTBEAT_GRACE_S",
+    "HEARTBEAT_INTERVAL_S",
+    "StorageTarget",
+    "open_storage",
+    "redact",
+    "resolve_storage",
+]
 
 DEFAULT_JOURNAL = "ipu_tune.journal"
 _JOURNAL_PREFIX = "journal:///"
 _SCHEMA_RACE_ATTEMPTS = 6
+_SCHEMA_RACES = ("already exists", "duplicate key", "UNIQUE constraint")
+# A worker on a database server records a heartbeat this often; a RUNNING trial without one for
+# the grace period belongs to a dead worker (any host). Optuna's own mechanism.
+HEARTBEAT_INTERVAL_S = 2
+HEARTBEAT_GRACE_S = 10
 
 
 @dataclass(frozen=True)
@@ -49,7 +73,20 @@ class StorageTarget:
         url = make_url(self.location)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             return ClaimLock(str(url.database) + ".claims")
+        if url.get_backend_name() == "postgresql":
+            return ClaimLock(None, self.location)
         return ClaimLock(None)
+
+    @property
+    def export_tag(self) -> str:
+        """Empty for the default storage (the journal in results_dir), else a short tag of the
+        storage (without credentials): two studies of one name in two storages export to two
+        folders, `<name>` and `<name>@<tag>`."""
+        if self.kind == "journal" and self.results_dir and Path(self.location).resolve() == (
+                Path(self.results_dir) / DEFAULT_JOURNAL).resolve():
+            return ""
+        text = self.location if self.kind == "journal" else redact(self.location)
+        return hashlib.sha256(text.encode()).hexdigest()[:6]
 
     @property
     def display(self) -> str:
@@ -137,15 +174,65 @@ def open_storage(target: StorageTarget) -> BaseStorage:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "it is corrupted or not an Optuna journal"
             ) from None
+    # Workers starting together on a new SQLite file would race to create Optuna's schema
+    # ("UNIQUE constraint failed: alembic_version"): one at a time under the file's lock.
+    local = target.claims
+    with local.recovering() if local.local else nullcontext():
+        return _open_rdb(target)
+
+
+def _rdb_kwargs(url: str) -> dict[str, Any]:
+    """Heartbeats on a database server: a worker that dies on another host (no PID to check)
+    stops beating, and after the grace period the next worker fails its trial and retries it."""
+    if make_url(url).get_backend_name() == "sqlite":
+        return {}  # one machine: dead workers are found by PID (tuner's recovery)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
+    return {
+        "heartbeat_interval": HEARTBEAT_INTERVAL_S,
+        "grace_period": HEARTBEAT_GRACE_S,
+        "heartbeat_stale_trial_callback": retry,
+    }
+
+
+class _BeatingRDBStorage(RDBStorage):
+    """An RDB storage whose trials beat from the moment they run.
+
+    Optuna ignores a RUNNING trial that never beat; a worker killed before its heartbeat
+    thread's first beat would leave it RUNNING forever. So the claim itself (a new trial, or
+    an enqueued one taken) records the first heartbeat.
+    """
+
+    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        trial_id = super().create_new_trial(study_id, template_trial)
+        if template_trial is None or template_trial.state == TrialState.RUNNING:
+            self.record_heartbeat(trial_id)
+        return trial_id
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState,
+                               values: Sequence[float] | None = None) -> bool:
+        taken = super().set_trial_state_values(trial_id, state, values)
+        if taken and state == TrialState.RUNNING:
+            self.record_heartbeat(trial_id)
+        return taken
+
+
+def _open_rdb(target: StorageTarget) -> BaseStorage:
     for attempt in range(_SCHEMA_RACE_ATTEMPTS):
         try:
-            return RDBStorage(target.location, engine_kwargs=_engine_kwargs(target.location))
+            with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
+                warnings.simplefilter("ignore", ExperimentalWarning)
+                kwargs = _rdb_kwargs(target.location)
+                cls = _BeatingRDBStorage if kwargs else RDBStorage
+                return cls(target.location, engine_kwargs=_engine_kwargs(target.location),
+                           **kwargs)
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             first = detail[0] if detail else type(exc).__name__
             # Workers starting together on a new database race to create Optuna's schema; the
             # loser finds it complete on the next try.
-            racing = "already exists" in first or "duplicate key" in first
+            racing = any(s in first for s in _SCHEMA_RACES)
             if racing and attempt < _SCHEMA_RACE_ATTEMPTS - 1:
                 time.sleep(0.2 * (attempt + 1))
                 continue

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import shlex
+import signal
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import optuna
-from joblib import Parallel, delayed
+from optuna.storages import BaseStorage
 
+from ipu_tune import interrupts
 from ipu_tune.case import Case, build_case
 from ipu_tune.config import (
     EvalConfig,
@@ -32,13 +38,10 @@ from ipu_tune.results import (
 from ipu_tune.search import SearchProblem
 from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
-from ipu_tune.tuner._study import (
-    default_study_name,
-    enqueue_warm_start,
-    open_study,
-    recover_stale_trials,
-)
+from ipu_tune.tuner._heartbeat import beating
+from ipu_tune.tuner._study import default_study_name, open_study, recover_stale_trials
 from ipu_tune.tuner._worker import count_done, work
+from ipu_tune.tuner._worker_id import this_worker
 
 __all__ = ["Prepared", "RunSummary", "export_study", "prepare", "run"]
 
@@ -82,24 +85,70 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
     case = build_case(cfg)
     check_pinned_layout(cfg, pinned)
     problem = SearchProblem(cfg, case.profile, case.system, pinned=pinned)
-    name = cfg.study.name or default_study_name(cfg)
+    # The name an unnamed study gets when its default name is free (see `open_study`).
+    name = cfg.study.name or default_study_name(cfg, frozenset(pinned))
     target = resolve_storage(cfg.study.storage, cfg.results_dir)
     return Prepared(cfg, frozenset(pinned), name, target, case, problem)
 
 
-def _worker_entry(cfg: TuneConfig, pinned: frozenset[str], index: int) -> int:
-    # A loky worker is a fresh process: it prepares its own problem (the same public path).
-    prep = prepare(cfg, pinned)
-    storage = open_storage(prep.target)
-    study = optuna.load_study(study_name=prep.name, storage=storage,
-                              sampler=prep.problem.sampler())
-    store = ResultsStore(prep.target.results_url)
-    try:
+def _work(prep: Prepared, study: optuna.Study, storage: BaseStorage, store: ResultsStore,
+          progress: bool) -> int:
+    """One worker's trial loop with its heartbeat; stops between trials on SIGINT/SIGTERM."""
+    cfg = prep.cfg
+    with beating(study, storage, this_worker()):
         return work(study, prep.problem, store, prep.target.claims, cfg.study.n_trials,
-                    cfg.study.timeout_s,
-                    progress=cfg.study.progress_bar and index == 0)
-    finally:
-        store.close()
+                    cfg.study.timeout_s, progress=progress,
+                    on_trial=lambda _number: interrupts.check())
+
+
+def _worker_main(prep: Prepared, name: str, index: int, ran: Any) -> None:
+    """A forked worker: the problem is the parent's (profile, space, warm plans, caches); only
+    the storage is its own (a journal's writer id or a database connection must not be shared
+    between processes)."""
+    interrupts.worker_process()
+    if os.getppid() == 1:  # the parent died before the line above took effect
+        os._exit(0)
+    code = 0
+    try:
+        storage = open_storage(prep.target)
+        store = ResultsStore(prep.target.results_url)
+        try:
+            opened = open_study(name, storage, prep.cfg, prep.problem, prep.pinned,
+                                prep.target.claims, workers=prep.cfg.study.workers)
+            ran.value = _work(prep, opened.study, storage, store,
+                              progress=prep.cfg.study.progress_bar and index == 0)
+        finally:
+            store.close()
+    except KeyboardInterrupt as exc:
+        code = interrupts.exit_code(exc.signum if isinstance(exc, interrupts.Interrupted)
+                                    else signal.SIGINT)
+    except IpuTuneError as exc:
+        print(f"ipu-tune: error: {exc}", file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run_workers(prep: Prepared, name: str) -> int:
+    """`study.workers` processes forked once, after this process prepared the problem; returns
+    how many trials they ran. They stop with this process (signals, or its death)."""
+    ctx = multiprocessing.get_context("fork")
+    counts = [ctx.Value("q", 0) for _ in range(prep.cfg.study.workers)]
+    procs = [ctx.Process(target=_worker_main, args=(prep, name, i, counts[i]), daemon=True)
+             for i in range(prep.cfg.study.workers)]
+    for p in procs:
+        p.start()
+        assert p.pid is not None
+        interrupts.add_child(p.pid)
+    for p in procs:
+        p.join()
+    interrupts.check()
+    failed = [p.exitcode for p in procs if p.exitcode]
+    if failed:
+        raise IpuTuneError(f"study.workers={prep.cfg.study.workers}: {len(failed)} worker(s) "
+                           f"failed (exit codes {sorted(set(failed))}); see the lines above")
+    return sum(int(c.value) for c in counts)
 
 
 def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> RunSummary:
@@ -109,25 +158,28 @@ def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> Run
     """
     prep = cfg if isinstance(cfg, Prepared) else prepare(cfg, pinned)
     cfg, pinned = prep.cfg, prep.pinned
+    interrupts.defer()  # from here on state is written: a signal stops between trials
+    # Created here, once, before any worker starts (no race to create a new database's schema).
     storage = open_storage(prep.target)
     store = ResultsStore(prep.target.results_url)
     try:
-        study, created = open_study(prep.name, storage, cfg, prep.problem, pinned)
+        opened = open_study(cfg.study.name, storage, cfg, prep.problem, pinned,
+                            prep.target.claims, warm_start=cfg.search.warm_start,
+                            workers=cfg.study.workers)
+        study = opened.study
         retried = recover_stale_trials(study, storage, prep.target.claims)
         store.sync(study)
-        if created and cfg.search.warm_start:
-            enqueue_warm_start(study, prep.problem, cfg.study.n_trials)
+        interrupts.check()
         if cfg.study.workers == 1:
-            ran = work(study, prep.problem, store, prep.target.claims, cfg.study.n_trials,
-                       cfg.study.timeout_s,
-                       progress=cfg.study.progress_bar)
+            ran = _work(prep, study, storage, store, progress=cfg.study.progress_bar)
         else:
-            counts = Parallel(n_jobs=cfg.study.workers, backend="loky")(
-                delayed(_worker_entry)(cfg, pinned, i) for i in range(cfg.study.workers)
-            )
-            ran = sum(int(c) for c in counts)
+            ran = _run_workers(prep, study.study_name)
         store.sync(study)
-        return export_study(study, prep.problem, store, cfg, prep.target, ran, tuple(retried))
+        interrupts.check()  # interrupted: no exports (those on disk stay whole)
+        summary = export_study(study, prep.problem, store, cfg, prep.target, ran,
+                               tuple(retried))
+        interrupts.check()
+        return summary
     finally:
         store.close()
 
@@ -142,7 +194,10 @@ def export_study(
     retried: tuple[int, ...] = (),
 ) -> RunSummary:
     """Write best.yaml, the PopTorch snippet and report.html under results/<study>/."""
-    out_dir = study_dir(cfg.results_dir, study.study_name)  # refuses names that escape
+    # A study of the same name in another storage is another study: its own folder.
+    tag = target.export_tag
+    folder = f"{study.study_name}@{tag}" if tag else study.study_name
+    out_dir = study_dir(cfg.results_dir, folder)  # refuses names that escape
     best = problem.best_trial(study)
     exports: dict[str, Path] = {}
     best_cfg: EvalConfig | None = None

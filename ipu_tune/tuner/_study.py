@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 import optuna
-from optuna.storages import BaseStorage
+from optuna.storages import BaseStorage, RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.config import TuneConfig, to_plain_dict
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.records import StudyMeta, TrialRecord, fail_trial
-from ipu_tune.search import SearchProblem
+from ipu_tune.records import StudyMeta, TrialRecord, fail_trial, next_worker_slot
+from ipu_tune.search import SearchProblem, make_sampler
 from ipu_tune.storage import ClaimLock
+from ipu_tune.tuner._heartbeat import fail_stale
 from ipu_tune.tuner._worker_id import is_alive_here
 
 __all__ = [
+    "OpenedStudy",
     "default_study_name",
     "enqueue_warm_start",
+    "hashed_study_name",
     "open_study",
+    "parallel_sampler",
+    "problem_differences",
+    "problem_fingerprint",
     "recover_stale_trials",
 ]
 
@@ -28,17 +40,85 @@ __all__ = [
 _CLAIM_AGE_S = 60.0
 
 
-def default_study_name(cfg: TuneConfig) -> str:
-    model = cfg.model.name or (cfg.model._target_ or "model").rsplit(".", 1)[-1]
+# What makes two runs the same problem (beyond the plan knobs the search draws): the model,
+# workload, system, the search preset's definition, and the values of the pinned keys.
+_PROBLEM_SECTIONS = ("model", "workload", "system")
+_SEARCH_KEYS = ("name", "space", "objectives", "throughput_floor", "global_batch_size")
+_HASH_CHARS = 8
+_MAX_DIFFS_SHOWN = 6
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(v, f"{prefix}.{k}", out)
+    else:
+        out[prefix] = list(value) if isinstance(value, list | tuple) else value
+
+
+def _lookup(plain: Mapping[str, Any], dotted: str) -> Any:
+    cur: Any = plain
+    for part in dotted.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return list(cur) if isinstance(cur, list | tuple) else cur
+
+
+def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str]) -> dict[str, Any]:
+    """The problem a study solves, as flat `key: value` pairs of a plain config dict.
+
+    Two runs are the same study only when these agree: model (name, `_target_`, kwargs, input
+    shape, ...), workload, system, search preset (space, objectives, floor, global batch) and
+    each pinned key with its value. The plan values the search draws are not part of it.
+    """
+    out: dict[str, Any] = {}
+    for section in _PROBLEM_SECTIONS:
+        _flatten(plain.get(section) or {}, section, out)
+    search = plain.get("search") or {}
+    for key in _SEARCH_KEYS:
+        value = search.get(key)
+        out[f"search.{key}"] = list(value) if isinstance(value, list | tuple) else value
+    for key in sorted(pinned):
+        out[key] = _lookup(plain, key)
+    out["pinned"] = sorted(pinned)
+    return out
+
+
+def _digest(fingerprint: Mapping[str, Any]) -> str:
+    text = json.dumps(fingerprint, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:_HASH_CHARS]
+
+
+def _base_name(cfg: TuneConfig) -> str:
+    target = cfg.model._target_
+    model = target.rsplit(".", 1)[-1] if target else (cfg.model.name or "model")
     return f"{model}-{cfg.system.ipu}x{cfg.system.num_ipus}-{cfg.search.name}"
 
 
+def default_study_name(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> str:
+    """`<model>-<ipu>x<num_ipus>-<search>`, plus a short hash of the whole problem when a
+    custom `_target_`, model kwargs or pinned plan/workload keys make it another problem
+    (the factory's name alone does not tell two factories or two pins apart)."""
+    base = _base_name(cfg)
+    if cfg.model._target_ or cfg.model.kwargs or pinned:
+        return f"{base}-{_digest(problem_fingerprint(to_plain_dict(cfg), sorted(pinned)))}"
+    return base
+
+
+def hashed_study_name(cfg: TuneConfig, pinned: frozenset[str]) -> str:
+    """The default name when the plain one is taken by another problem (other input shape,
+    workload, ...): base name plus the problem's hash."""
+    return f"{_base_name(cfg)}-{_digest(problem_fingerprint(to_plain_dict(cfg), sorted(pinned)))}"
+
+
 def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> StudyMeta:
-    # The whole config rides along so that reports and exports can be rebuilt later.
+    # The whole config rides along so that reports and exports can be rebuilt later, and the
+    # problem's fingerprint is derived from it (with the pins) whenever the study is resumed.
     plain = to_plain_dict(cfg)
     plain["study"]["storage"] = None  # never keep credentials in the study
     return StudyMeta(
-        model=cfg.model.name or cfg.model._target_,
+        model=cfg.model._target_ or cfg.model.name,
         ipu=cfg.system.ipu,
         num_ipus=cfg.system.num_ipus,
         search=cfg.search.name,
@@ -48,40 +128,122 @@ def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -
     )
 
 
+def problem_differences(stored: StudyMeta, mine: StudyMeta) -> list[str]:
+    """`key: stored -> mine` for every fingerprint key the two disagree on.
+
+    Keys one side lacks (a config key added by a newer ipu-tune) count only when pinned.
+    """
+    if stored.config is None:  # a study older than the stored config: compare what it has
+        return [f"model: {stored.model!r} -> {mine.model!r}"] if stored.model != mine.model else []
+    assert mine.config is not None
+    have = problem_fingerprint(stored.config, stored.pinned)
+    want = problem_fingerprint(mine.config, mine.pinned)
+    diffs = []
+    for key in sorted(set(have) | set(want)):
+        one_sided = key not in have or key not in want
+        if one_sided and key not in stored.pinned and key not in mine.pinned:
+            continue
+        if have.get(key) != want.get(key):
+            diffs.append(f"{key}: {have.get(key)!r} -> {want.get(key)!r}")
+    return diffs
+
+
+def _refusal(name: str, diffs: list[str]) -> IpuTuneError:
+    shown = "; ".join(diffs[:_MAX_DIFFS_SHOWN])
+    more = f"; and {len(diffs) - _MAX_DIFFS_SHOWN} more" if len(diffs) > _MAX_DIFFS_SHOWN else ""
+    return IpuTuneError(
+        f"study.name={name!r}: the stored study is another problem ({shown}{more}); choose "
+        "another study.name, or leave study.name unset for a name of its own"
+    )
+
+
+@dataclass(frozen=True)
+class OpenedStudy:
+    study: optuna.Study
+    created: bool
+    slot: int  # this worker's index among every worker that ever opened the study
+
+
 def open_study(
-    name: str,
+    name: str | None,
     storage: BaseStorage,
     cfg: TuneConfig,
     problem: SearchProblem,
     pinned: frozenset[str] = frozenset(),
-) -> tuple[optuna.Study, bool]:
-    """Load `name` or create it; returns (study, created). Refuses a study of another shape."""
+    claims: ClaimLock | None = None,
+    warm_start: bool = False,
+    workers: int = 1,
+) -> OpenedStudy:
+    """Load or create the study of this problem; refuse one of another problem or shape.
+
+    `name=None` takes the default name (hashed when that name holds another problem). Under the
+    storage's study-wide lock: creating, checking, the warm start (enqueued once per study, by
+    whichever worker creates it) and this worker's slot (which seeds its sampler).
+    """
+    lock = claims.recovering() if claims is not None else nullcontext()
+    with lock:
+        mine = _metadata(cfg, problem, pinned)
+        study_name = name or default_study_name(cfg, pinned)
+        opened = _open_one(study_name, storage, cfg, problem, mine, workers)
+        if isinstance(opened, list):  # another problem under that name
+            if name is not None:
+                raise _refusal(name, opened)
+            fallback = hashed_study_name(cfg, pinned)
+            opened = _open_one(fallback, storage, cfg, problem, mine, workers)
+            if isinstance(opened, list):
+                raise _refusal(fallback, opened)
+        if opened.created and warm_start:
+            enqueue_warm_start(opened.study, problem, cfg.study.n_trials)
+        return opened
+
+
+def _open_one(name: str, storage: BaseStorage, cfg: TuneConfig, problem: SearchProblem,
+              mine: StudyMeta, workers: int) -> OpenedStudy | list[str]:
     wanted = [StudyDirection.MAXIMIZE if d == "maximize" else StudyDirection.MINIMIZE
               for d in problem.directions]
-    study = optuna.create_study(
-        study_name=name,
-        storage=storage,
-        sampler=problem.sampler(),
-        directions=wanted,
-        load_if_exists=True,
-    )
-    if list(study.directions) != wanted:
-        have = [d.name.lower() for d in study.directions]
-        raise IpuTuneError(
-            f"study.name={name!r}: the stored study optimises {have}, this search wants "
-            f"{list(problem.directions)}; choose another study.name"
-        )
-    meta = StudyMeta.of(study)
-    mine = _metadata(cfg, problem, pinned)
+    # Load first: the sampler is built once the slot is known.
+    probe = optuna.create_study(study_name=name, storage=storage, directions=wanted,
+                                load_if_exists=True)
+    if list(probe.directions) != wanted:
+        have = [d.name.lower() for d in probe.directions]
+        return [f"directions: {have} -> {list(problem.directions)}"]
+    meta = StudyMeta.of(probe)
+    created = meta is None
     if meta is None:
-        mine.write(study)
-        return study, True
-    if meta.model != mine.model:
-        raise IpuTuneError(
-            f"study.name={name!r}: the stored study tunes model {meta.model!r}, not "
-            f"{mine.model!r}; choose another study.name"
-        )
-    return study, False
+        mine.write(probe)
+    else:
+        diffs = problem_differences(meta, mine)
+        if diffs:
+            return diffs
+    slot = next_worker_slot(probe)
+    study = optuna.load_study(study_name=name, storage=storage,
+                              sampler=parallel_sampler(problem, slot, workers, storage))
+    return OpenedStudy(study, created, slot)
+
+
+def parallel_sampler(problem: SearchProblem, slot: int, workers: int,
+                     storage: BaseStorage) -> optuna.samplers.BaseSampler:
+    """The problem's sampler, made safe for several workers.
+
+    The first worker of a study keeps the configured seed (one worker stays reproducible);
+    every other one gets `seed + slot`, or all would draw the same points. With several
+    workers TPE uses its constant liar: running trials count as bad, so two workers do not
+    sample the same region at once (Optuna's advice for distributed TPE).
+    """
+    sampler_cfg = problem.cfg.sampler
+    shared = workers > 1 or slot > 0 or (isinstance(storage, RDBStorage) and not _is_sqlite(
+        storage))
+    if not shared:
+        return problem.sampler()
+    params = dict(sampler_cfg.params)
+    if sampler_cfg.name == "tpe":
+        params.setdefault("constant_liar", True)
+    seed = None if sampler_cfg.seed is None else sampler_cfg.seed + slot
+    return make_sampler(replace(sampler_cfg, seed=seed, params=params), len(problem.directions))
+
+
+def _is_sqlite(storage: RDBStorage) -> bool:
+    return storage.engine.dialect.name == "sqlite"
 
 
 def _is_stale(trial: FrozenTrial, claims: ClaimLock) -> bool:
@@ -103,6 +265,7 @@ def recover_stale_trials(study: optuna.Study, storage: BaseStorage,
     `storage` is the storage `study` was opened with. Only the worker whose FAIL lands first
     enqueues the retry, so concurrent resumes do not duplicate it.
     """
+    fail_stale(study)  # database servers: trials whose worker (any host) stopped beating
     with claims.recovering():
         return _recover(study, storage, claims)
 

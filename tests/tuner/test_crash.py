@@ -3,13 +3,15 @@ export) resumes each time with every finished trial and results row intact."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,74 @@ def test_sigkill_at_twenty_moments_loses_nothing(tmp_path: Path) -> None:
     feasible = [t for t in study.get_trials(deepcopy=False)  # type: ignore[attr-defined]
                 if t.values and all(c <= 0 for c in t.user_attrs["constraints"])]
     assert best["trial"] == max(feasible, key=lambda t: t.values[0]).number
+
+
+@contextlib.contextmanager
+def _small_tmpfs(where: Path, size: str = "16m") -> Iterator[Path]:
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs for the disk-full test: "
+                    f"{mounted.stderr.strip() or 'mount refused'} (needs root)")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def _fill(directory: Path) -> Path:
+    """Take every free byte of the file system (ENOSPC for the next write)."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (65536, 512, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.slow
+def test_disk_full_during_a_run_is_one_line_and_resume_recovers(tmp_path: Path) -> None:
+    ipu_tune.profile({"name": "resnet101", "input_shape": [3, 64, 64], "num_classes": 10})
+    # Room for the journal and the report (report.html embeds plotly.js, about 4 MB); the
+    # filler then takes every byte left during the trial loop.
+    with _small_tmpfs(tmp_path / "small") as disk:
+        results = disk / "results"
+        journal = results / "ipu_tune.journal"
+        proc = _start(results, n_trials=100_000)
+        _wait(lambda: journal.exists() and journal.stat().st_size > 20_000)
+        filler = _fill(disk)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        # Today: a traceback, and a torn journal record that later runs cannot read.
+        assert proc.returncode not in (0, None), err
+        assert "Traceback" not in err, err
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert len(lines) == 1, err
+        assert "No space left on device" in lines[0] or "disk is full" in lines[0], err
+        filler.unlink()  # free the space
+        finished = set(study_state(results, NAME)["complete"])  # type: ignore[arg-type]
+        assert finished, "the run should have finished trials before the disk filled"
+        total = len(finished) + 5
+        done = subprocess.run(
+            [sys.executable, "-m", "ipu_tune", f"results_dir={results}", f"study.name={NAME}",
+             f"study.n_trials={total}", "study.progress_bar=false"],
+            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True, text=True, timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        state = study_state(results, NAME)
+        assert finished <= state["complete"]  # every finished trial recovered
+        assert len(state["complete"]) == total  # type: ignore[arg-type]
+        assert not state["running"]
+        assert state["rows"] == sorted(state["complete"])  # type: ignore[type-var]
+        _exports_are_whole(results / NAME)

@@ -121,3 +121,15 @@ def test_export_takes_the_result_stored_with_the_best_trial(tmp_path: Path) -> N
     stored = TrialRecord.of(best).sim_result()
     assert stored is not None and summary.best_result is not None
     assert stored.to_dict() == summary.best_result.to_dict()
+
+
+def test_same_name_in_two_storages_exports_to_two_folders(tmp_path: Path) -> None:
+    # Today both write results/same/: the second study overwrites the first's exports.
+    first = run(_cfg(tmp_path, 3, "study.name=same"))
+    kept = first.exports["best"].read_bytes()
+    other = run(_cfg(tmp_path, 3, "study.name=same", f"study.storage=sqlite:///{tmp_path}/o.db"))
+    assert first.exports["best"].parent == tmp_path / "same"
+    assert other.exports["best"].parent.parent == tmp_path
+    assert other.exports["best"].parent.name.startswith("same@")
+    assert first.exports["best"].read_bytes() == kept
+    assert set(other.exports.values()).isdisjoint(first.exports.values())

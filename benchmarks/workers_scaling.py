@@ -1,0 +1,89 @@
+"""Workers that scale: `study.workers=2` against `1` on the same 300-trial study.
+
+Paired in one process (order 1, 2, then 2, 1 with --pairs 2): each run tunes a fresh journal
+study with the main command's `run` (prepared once by this process; the workers are forked
+after preparation). Reported per run: wall seconds of `run` (storage, trials, results rows,
+exports) and the trial phase's throughput from the study's own timestamps (first trial's
+start to last trial's completion), then the ratios 2 workers / 1 worker.
+
+    python benchmarks/workers_scaling.py [--trials 300] [--pairs 1]
+
+The ratio needs two idle cores: other processes on the machine lower it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+from hydra import compose, initialize_config_dir
+from optuna.trial import TrialState
+
+from ipu_tune.config import CONF_DIR, TuneConfig, typed
+from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.tuner import prepare, run
+
+
+def _cfg(results: Path, n: int, workers: int) -> TuneConfig:
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        return typed(TuneConfig, compose(config_name="config", overrides=[
+            f"results_dir={results}", f"study.n_trials={n}", f"study.workers={workers}",
+            "study.progress_bar=false", "study.name=scaling"]))
+
+
+def _cpu_s() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def one_run(n: int, workers: int) -> tuple[float, float, float]:
+    """(wall seconds of `run`, trials per second of the trial phase, CPU ms per trial of this
+    process and its workers)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prep = prepare(_cfg(Path(tmp), n, workers))
+        start, cpu = time.perf_counter(), _cpu_s()
+        run(prep)
+        wall_s = time.perf_counter() - start
+        cpu_ms = 1e3 * (_cpu_s() - cpu) / n
+        study = optuna.load_study(study_name="scaling",
+                                  storage=open_storage(resolve_storage(None, tmp)))
+        done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        first = min(t.datetime_start for t in done if t.datetime_start is not None)
+        last = max(t.datetime_complete for t in done if t.datetime_complete is not None)
+        return wall_s, len(done) / (last - first).total_seconds(), cpu_ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--pairs", type=int, default=1)
+    args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    one_run(5, 1)  # warm the profile cache and imports
+    runs: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
+    for pair in range(args.pairs):
+        for workers in ((1, 2) if pair % 2 == 0 else (2, 1)):
+            runs[workers].append(one_run(args.trials, workers))
+    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
+    print(f"| workers | run wall s ({args.trials} trials) | trial phase, trials/s | "
+          "CPU ms per trial (all processes) |")
+    print("| --- | --- | --- | --- |")
+    for workers, rows in runs.items():
+        for wall_s, rate, cpu_ms in rows:
+            print(f"| {workers} | {wall_s:.1f} | {rate:.1f} | {cpu_ms:.1f} |")
+    wall = [a[0] / b[0] for a, b in zip(runs[1], runs[2], strict=True)]
+    rate = [b[1] / a[1] for a, b in zip(runs[1], runs[2], strict=True)]
+    print(f"| speed-up 2 vs 1 (paired) | {sum(wall) / len(wall):.2f}x wall | "
+          f"{sum(rate) / len(rate):.2f}x trials/s | "
+          f"{sum(b[2] / a[2] for a, b in zip(runs[1], runs[2], strict=True)) / len(wall):.2f}x "
+          "CPU per trial |")
+
+
+if __name__ == "__main__":
+    main()

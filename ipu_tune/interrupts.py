@@ -1,0 +1,137 @@
+"""SIGINT and SIGTERM on the command line: one line, exit 130/143, never a traceback.
+
+Installed first thing when ipu-tune runs as a command (before its heavy imports), by
+`ipu_tune/__init__.py` and `ipu_tune.__main__`; a library user's process is left alone.
+
+Two phases. While the run has written nothing (imports, composing, profiling), a signal ends
+the process at once. Once the tuner writes to its storage (`defer()`), a signal only marks the
+run as stopping: the trial in progress finishes and is stored, no new one starts, exports are
+skipped (those already written are whole: they are atomic), and `check()` raises `Interrupted`
+at the next safe point. A second signal ends the process at once (a trial it leaves RUNNING is
+failed and retried by the next run). Worker processes get the signal too: from the terminal
+(same process group), forwarded by the parent, or, when the parent is SIGKILLed, from the
+kernel (`PR_SET_PDEATHSIG`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from types import FrameType
+
+__all__ = [
+    "Interrupted",
+    "add_child",
+    "check",
+    "defer",
+    "exit_code",
+    "install",
+    "interrupted_line",
+    "pending",
+    "report",
+    "worker_process",
+]
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised at a safe point after SIGINT/SIGTERM (a BaseException: `except Exception` in
+    library code does not swallow it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _State:
+    installed = False
+    deferred = False
+    worker = False  # a worker process: never escalates on a repeated signal
+    pending: int | None = None
+    children: list[int] = []  # noqa: RUF012  (worker PIDs the parent forwards signals to)
+
+
+def exit_code(signum: int) -> int:
+    return 128 + signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+
+
+def interrupted_line(signum: int) -> str:
+    name = signal.Signals(signum).name
+    return (f"ipu-tune: interrupted by {name}; finished trials are kept, run the same command "
+            "again to resume")
+
+
+def _exit_now(signum: int) -> None:
+    try:
+        os.write(2, (interrupted_line(signum) + "\n").encode())
+    finally:
+        os._exit(exit_code(signum))
+
+
+def _forward(signum: int) -> None:
+    for pid in _State.children:
+        with contextlib.suppress(OSError):  # already gone
+            os.kill(pid, signum)
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    del frame
+    if _State.worker:
+        if _State.pending is None:
+            _State.pending = signum
+        return
+    if not _State.deferred or _State.pending is not None:
+        _forward(signal.SIGKILL if _State.pending is not None else signum)
+        _exit_now(signum)
+    _State.pending = signum
+    _forward(signum)
+
+
+def install() -> None:
+    """Handle SIGINT/SIGTERM from now on (idempotent; main thread only)."""
+    if _State.installed:
+        return
+    for sig in _SIGNALS:
+        signal.signal(sig, _handler)
+    _State.installed = True
+
+
+def defer() -> None:
+    """From now on a signal stops the run at the next `check()` (the run writes state)."""
+    _State.deferred = True
+
+
+def pending() -> int | None:
+    return _State.pending
+
+
+def check() -> None:
+    """Raise `Interrupted` if a signal arrived (call between trials and before exports)."""
+    if _State.pending is not None:
+        raise Interrupted(_State.pending)
+
+
+def add_child(pid: int) -> None:
+    _State.children.append(pid)
+
+
+def worker_process() -> None:
+    """In a forked worker: stop with the parent, even one that was SIGKILLed."""
+    _State.children = []
+    _State.worker = True
+    _State.deferred = True
+    if _State.installed and sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def report(exc: KeyboardInterrupt) -> int:
+    """One line on stderr for an interrupt that reached the top; returns the exit code."""
+    signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+    print(interrupted_line(signum), file=sys.stderr)
+    return exit_code(signum)

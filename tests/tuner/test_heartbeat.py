@@ -1,0 +1,80 @@
+"""PostgreSQL: a worker on another host that dies leaves no trial RUNNING forever. Optuna's
+heartbeat (`heartbeat_interval`, `grace_period`, retry of stale trials) fails its trial after
+the grace period and enqueues it again; the next run reaches the total.
+
+The other host is real as far as the code can tell: the worker runs in its own UTS namespace
+with another hostname (`unshare --uts`), so its PID means nothing here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from ipu_tune.records import TrialRecord
+from ipu_tune.storage import HEARTBEAT_GRACE_S
+from tests.conftest import REPO
+from tests.tuner._inspect import study_state
+
+NAME = "heartbeat"
+
+
+def _args(results: Path, pg_url: str, n_trials: int) -> list[str]:
+    return [sys.executable, "-m", "ipu_tune", f"results_dir={results}", f"study.name={NAME}",
+            f"study.n_trials={n_trials}", f"study.storage={pg_url}", "study.progress_bar=false"]
+
+
+def _running_elsewhere(results: Path, pg_url: str) -> list[int]:
+    study = study_state(results, NAME, pg_url)["study"]
+    return [t.number for t in study.get_trials(  # type: ignore[attr-defined]
+        deepcopy=False, states=(TrialState.RUNNING,))
+        if (TrialRecord.of(t).worker or "").startswith("otherhost:")]
+
+
+@pytest.mark.slow
+def test_a_dead_worker_on_another_host_is_retried(tmp_path: Path, pg_url: str) -> None:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare(1) for a worker with its own hostname")
+    results = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    stuck: list[int] = []
+    for _ in range(5):  # kill it until a trial of it is left RUNNING (nearly always at once)
+        other = subprocess.Popen(
+            ["unshare", "--uts", "sh", "-c", 'hostname otherhost && exec "$@"', "sh",
+             *_args(results, pg_url, 100_000)],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and other.poll() is None:
+            time.sleep(0.05)
+            try:
+                seen = _running_elsewhere(results, pg_url)
+            except Exception:  # the study is not created yet
+                continue
+            if seen:  # the worker is inside a trial: kill it there
+                os.kill(other.pid, signal.SIGKILL)
+                break
+        other.kill()
+        other.communicate()
+        stuck = _running_elsewhere(results, pg_url)
+        if stuck:
+            break
+    assert stuck, "could not leave a RUNNING trial behind"
+    time.sleep(HEARTBEAT_GRACE_S + 1)  # its last heartbeat is now older than the grace period
+    total = len(study_state(results, NAME, pg_url)["complete"]) + 5  # type: ignore[arg-type]
+    resumed = subprocess.run(_args(results, pg_url, total), cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    state = study_state(results, NAME, pg_url)
+    # Today: "(0 run now)"-style stalls: the dead worker's trial stays RUNNING forever.
+    assert not state["running"]
+    assert len(state["complete"]) == total  # type: ignore[arg-type]
+    study = state["study"]
+    for number in stuck:
+        assert study.trials[number].state == TrialState.FAIL  # type: ignore[attr-defined]
