@@ -1,6 +1,6 @@
 """Results: the per-trial table, best-config export, framework programs and HTML report."""
 
-from ipu_tune.results._export import atomic_write, best_yaml_text, export_table
+from ipu_tune.results._export import atomic_write, best_yaml_text, export_table, study_dir
 from ipu_tune.results._frameworks import EXPORT_FILES, write_exports
 from ipu_tune.results._popart import popart_snippet
 from ipu_tune.results._poprun import poprun_command, poprun_provenance
@@ -22,6 +22,7 @@ __all__ = [
     "poprun_provenance",
     "poptorch_snippet",
     "row_from_trial",
+    "study_dir",
     "tf_snippet",
     "write_exports",
     "write_report",

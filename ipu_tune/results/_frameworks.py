@@ -28,11 +28,14 @@ def write_exports(
     cfg: EvalConfig,
     result: SimResult | None = None,
     profile: ModelProfile | None = None,
+    root: str | Path | None = None,
 ) -> dict[str, Path]:
-    """Write the PopTorch, PopART and TensorFlow programs of `cfg`; returns key -> path."""
+    """Write the PopTorch, PopART and TensorFlow programs of `cfg` (under `root` when given,
+    see `atomic_write`); returns key -> path."""
     sources = {
         "poptorch": poptorch_snippet(cfg, result, profile),
         "popart": popart_snippet(cfg, result),
         "tensorflow": tf_snippet(cfg, result),
     }
-    return {key: atomic_write(out_dir / EXPORT_FILES[key], text) for key, text in sources.items()}
+    return {key: atomic_write(out_dir / EXPORT_FILES[key], text, root)
+            for key, text in sources.items()}

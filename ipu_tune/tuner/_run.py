@@ -25,6 +25,7 @@ from ipu_tune.results import (
     atomic_write,
     best_yaml_text,
     poprun_provenance,
+    study_dir,
     write_exports,
     write_report,
 )
@@ -140,8 +141,8 @@ def export_study(
     ran: int = 0,
     retried: tuple[int, ...] = (),
 ) -> RunSummary:
-    """Write best.yaml, the framework programs and report.html under results/<study>/."""
-    out_dir = Path(cfg.results_dir) / study.study_name
+    """Write best.yaml, the PopTorch snippet and report.html under results/<study>/."""
+    out_dir = study_dir(cfg.results_dir, study.study_name)  # refuses names that escape
     best = problem.best_trial(study)
     exports: dict[str, Path] = {}
     best_cfg: EvalConfig | None = None
@@ -167,9 +168,10 @@ def export_study(
             **poprun_provenance(best_cfg),
         }
         exports["best"] = atomic_write(best_path, best_yaml_text(to_plain_dict(best_cfg),
-                                                                 provenance))
+                                                                 provenance), cfg.results_dir)
         # Built once: the files and the report's copy of the PopTorch program are the same text.
-        exports.update(write_exports(out_dir, best_cfg, best_result, problem.profile))
+        exports.update(write_exports(out_dir, best_cfg, best_result, problem.profile,
+                                     root=cfg.results_dir))
         snippet = exports["poptorch"].read_text()
     exports["report"] = write_report(
         out_dir / "report.html",
