@@ -25,12 +25,12 @@ DEFAULT_STUDY: dict[str, Any] = {
     "workload": {"mode": "train", "micro_batch_size": 64, "optimizer": "adamw"},
     "system": {"ipu": "mk2", "num_ipus": 2, "hosts": 1},
     "plan": {
-        "precision": "16.16", "gradient_accumulation": 59, "device_iterations": 44,
+        "precision": "16.16", "gradient_accumulation": 57, "device_iterations": 38,
         "replication_factor": 2, "pipeline": {"splits": [], "schedule": "grouped"},
-        "recompute": "checkpoints", "available_memory_proportion": 0.85,
-        "offload_optimizer_state": False, "replicated_tensor_sharding": True,
-        "prefetch_depth": 3, "io_tiles": 32, "eight_bit_io": True, "async_dataloader": True,
-        "dataloader_workers": 21, "host_instances": 1, "partials": "float",
+        "recompute": "auto", "available_memory_proportion": 0.7,
+        "offload_optimizer_state": True, "replicated_tensor_sharding": True,
+        "prefetch_depth": 2, "io_tiles": 0, "eight_bit_io": True, "async_dataloader": True,
+        "dataloader_workers": 6, "host_instances": 1, "partials": "float",
     },
 }  # fmt: skip
 # BERT-Base pipelined over 4 IPUs, recomputation at every block, optimizer state offloaded.
