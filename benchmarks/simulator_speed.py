@@ -1,6 +1,7 @@
 """Time one `simulate` of ResNet-101 (the seed plan) on one core.
 
-`python benchmarks/simulator_speed.py` prints microseconds per evaluation:
+`python benchmarks/simulator_speed.py` prints CPU microseconds per evaluation (`time.process_time`,
+best of 5 rounds, so a loaded machine's waiting does not count):
 - warm: the per-block costs of this micro-batch/precision/AMP/tiles are cached (a study revisits
   the same few values), so the call is O(stages);
 - cold: every call varies the available memory proportion, so every call costs all ops again
@@ -26,10 +27,10 @@ def _per_call_us(fn: object, calls: int) -> float:
     assert callable(fn)
     best = float("inf")
     for _ in range(5):
-        start = time.perf_counter()
+        start = time.process_time()
         for i in range(calls):
             fn(i)
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+        best = min(best, (time.process_time() - start) / calls * 1e6)
     return best
 
 
@@ -74,9 +75,9 @@ def main() -> None:
         simulate(profile, system, p)
     varied = _per_call_us(lambda i: simulate(profile, system, plans[i % len(plans)]), 2000)
     print(f"ResNet-101 ({len(profile.ops)} ops, {len(profile.block_stats)} blocks), seed plan:")
-    print(f"  warm (cached per-block costs): {warm:7.1f} us per simulate")
-    print(f"  cold (all ops costed again):   {cold:7.1f} us per simulate")
-    print(f"  varied plans (500, cached):    {varied:7.1f} us per simulate")
+    print(f"  warm (cached per-block costs): {warm:7.1f} CPU us per simulate")
+    print(f"  cold (all ops costed again):   {cold:7.1f} CPU us per simulate")
+    print(f"  varied plans (500, cached):    {varied:7.1f} CPU us per simulate")
 
 
 if __name__ == "__main__":

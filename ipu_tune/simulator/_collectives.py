@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ipu_tune.hardware import System
 from ipu_tune.plan import ExecutionPlan
@@ -60,8 +61,7 @@ def replica_layout(system: System, plan: ExecutionPlan) -> ReplicaLayout:
     return ReplicaLayout(in_machine, machines, pods, machines // 2)
 
 
-@dataclass(frozen=True)
-class UpdateTimes:
+class UpdateTimes(NamedTuple):
     """Seconds per weight update; stages run theirs concurrently, so each is the slowest
     stage's."""
 

@@ -76,6 +76,8 @@ class ProfileArrays:
 
 _PROFILE_CACHE: OrderedDict[int, tuple[ModelProfile, ProfileArrays]] = OrderedDict()
 _COST_CACHE: OrderedDict[tuple[object, ...], tuple[ModelProfile, BlockCosts]] = OrderedDict()
+_FAST_COST_CACHE: dict[tuple[object, ...], tuple[ModelProfile, IpuSpec, SimConstants,
+                                                  BlockCosts]] = {}
 _PROFILE_CACHE_SIZE = 16
 _COST_CACHE_SIZE = 512
 # Trials may run in threads (Optuna n_jobs); the caches are only memoisation, so a lock around
@@ -168,18 +170,33 @@ def block_costs(
     c: SimConstants,
     half_partials: bool = False,
 ) -> BlockCosts:
+    # Fast path on the identity of the IPU and the constants (a study passes the same
+    # objects every trial): hashing those frozen dataclasses costs more than the rest of a
+    # lookup. The entry keeps them alive, so their ids are not reused while it exists.
+    fast_key = (id(profile), id(ipu), id(c), micro_batch, fp16, amp, compute_tiles, training,
+                half_partials)
+    fast = _FAST_COST_CACHE.get(fast_key)
+    if fast is not None and fast[0] is profile and fast[1] is ipu and fast[2] is c:
+        return fast[3]
     key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c, half_partials)
     with _LOCK:
         hit = _COST_CACHE.get(key)
         if hit is not None and hit[0] is profile:
             _COST_CACHE.move_to_end(key)
-            return hit[1]
-    costs = _block_costs(profile_arrays(profile), ipu, micro_batch, fp16, amp, compute_tiles,
-                         training, c, half_partials)
+            costs = hit[1]
+        else:
+            costs = None
+    if costs is None:
+        costs = _block_costs(profile_arrays(profile), ipu, micro_batch, fp16, amp,
+                             compute_tiles, training, c, half_partials)
+        with _LOCK:
+            _COST_CACHE[key] = (profile, costs)
+            if len(_COST_CACHE) > _COST_CACHE_SIZE:
+                _COST_CACHE.popitem(last=False)
     with _LOCK:
-        _COST_CACHE[key] = (profile, costs)
-        if len(_COST_CACHE) > _COST_CACHE_SIZE:
-            _COST_CACHE.popitem(last=False)
+        if len(_FAST_COST_CACHE) >= _COST_CACHE_SIZE:
+            _FAST_COST_CACHE.clear()  # the equality-keyed cache above still holds them
+        _FAST_COST_CACHE[fast_key] = (profile, ipu, c, costs)
     return costs
 
 

@@ -33,12 +33,15 @@ Per tile: always-live code spreads unevenly, variables evenly (constants give th
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ipu_tune.hardware import IpuSpec
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import SimConstants, state_bytes_per_param
+from ipu_tune.simulator._result import MEMORY_CATEGORIES
 from ipu_tune.simulator._stages import StageShape
 
-__all__ = ["recompute_mode", "stage_memory", "stash_depth"]
+__all__ = ["PlanMemory", "plan_memory", "recompute_mode", "stage_memory", "stash_depth"]
 
 
 def recompute_mode(plan: ExecutionPlan) -> str:
@@ -61,43 +64,72 @@ def stash_depth(schedule: str, stages: int, stage: int) -> int:
     return 2 * (stages - stage) + 1
 
 
+class PlanMemory(NamedTuple):
+    """What `stage_memory` needs of the plan, the IPU and the constants, read once per
+    simulate rather than once per stage (the hot path of a cached evaluation)."""
+
+    training: bool
+    gradient_accumulation: int
+    stages: int
+    schedule: str
+    recompute: str  # resolved by `recompute_mode`
+    wb: float  # bytes per weight/activation element
+    per_param: float  # optimizer state bytes per parameter on chip
+    opt_divisor: int  # replicas with RTS, else 1
+    offload: bool
+    b: float  # micro-batch
+    replicas: int
+    prefetch_depth: int
+    io_tiles: int
+    io: float  # bytes of the I/O tiles
+    compute_tiles: int
+    sram_bytes_per_tile: int
+    c: SimConstants
+
+
+def plan_memory(plan: ExecutionPlan, ipu: IpuSpec, c: SimConstants) -> PlanMemory:
+    fp16 = plan.model_fp16
+    replicas = plan.replication_factor
+    io_tiles = plan.io_tiles
+    training = plan.training
+    stages = len(plan.splits) + 1  # plan.stages
+    recompute = recompute_mode(plan)
+    sram_tile = ipu.sram_bytes_per_tile
+    # Positional: the NamedTuple's field order.
+    return PlanMemory(
+        training, plan.gradient_accumulation, stages, plan.schedule, recompute,
+        2.0 if fp16 else 4.0, state_bytes_per_param(plan.optimizer, fp16),
+        replicas if plan.replicated_tensor_sharding else 1, plan.offload_optimizer_state,
+        float(plan.micro_batch_size), replicas, plan.prefetch_depth, io_tiles,
+        float(io_tiles * sram_tile), ipu.tiles - io_tiles, sram_tile, c,
+    )
+
+
 def stage_memory(
     x: StageShape,
-    plan: ExecutionPlan,
-    ipu: IpuSpec,
-    c: SimConstants,
+    pm: PlanMemory,
     *,
     temp_bytes: float,
     compute_sets: float,
     io_bytes_per_micro_batch: float,
-) -> tuple[dict[str, int], int]:
-    """Bytes by category of the IPU running stage `x` of `plan`, and its most-loaded tile's
-    bytes. `temp_bytes`/`compute_sets` come from the stage's block costs,
-    `io_bytes_per_micro_batch` is the stage's host input (0 but for the first stage)."""
-    training = plan.training
-    fp16 = plan.model_fp16
-    optimizer = plan.optimizer
-    gradient_accumulation = plan.gradient_accumulation
-    micro_batch = plan.micro_batch_size
-    schedule = plan.schedule
-    stages = plan.stages
-    recompute = recompute_mode(plan)
-    offload = plan.offload_optimizer_state
-    rts = plan.replicated_tensor_sharding
-    replicas = plan.replication_factor
-    prefetch_depth = plan.prefetch_depth
-    io_tiles = plan.io_tiles
-    wb = 2.0 if fp16 else 4.0
-    b = float(micro_batch)
+) -> tuple[dict[str, int], int, int]:
+    """Bytes by category of the IPU running stage `x` of the plan `pm` describes, its
+    most-loaded tile's bytes and its total bytes. `temp_bytes`/`compute_sets` come from the
+    stage's block costs, `io_bytes_per_micro_batch` is the stage's host input (0 but for the
+    first stage)."""
+    c = pm.c
+    wb = pm.wb
+    b = pm.b
+    stages = pm.stages
     weights = x.params * wb
     grads = opt = 0.0
     stash = checkpoints = 0.0
-    if training:
-        if gradient_accumulation > 1:
+    if pm.training:
+        if pm.gradient_accumulation > 1:
             grads = x.params * wb
-        per_param = state_bytes_per_param(optimizer, fp16)
-        opt = 0.0 if offload else x.params * per_param / (replicas if rts else 1)
-        depth = stash_depth(schedule, stages, x.stage)
+        opt = 0.0 if pm.offload else x.params * pm.per_param / pm.opt_divisor
+        depth = stash_depth(pm.schedule, stages, x.stage)
+        recompute = pm.recompute
         if recompute == "none":
             if stages > 1:
                 stash = depth * x.saved_el * b * wb
@@ -119,31 +151,21 @@ def stage_memory(
     exchange = (
         c.exchange_code_bytes_per_compute_set * sets
         + c.host_exchange_code_bytes
-        + c.global_exchange_bytes_per_replica * replicas
+        + c.global_exchange_bytes_per_replica * pm.replicas
     )
-    streams = prefetch_depth * io_bytes_per_micro_batch
-    io = float(io_tiles * ipu.sram_bytes_per_tile)
-    cats = {
-        "code": code,
-        "exchange_code": exchange,
-        "weights": weights,
-        "gradients": grads,
-        "optimizer_state": opt,
-        "activation_stash": stash,
-        "recompute_checkpoints": checkpoints,
-        "activations": activations,
-        "temporaries": temp_bytes,
-        "stream_buffers": streams,
-        "io_tiles": io,
-    }
-    compute_tiles = ipu.tiles - io_tiles
-    always_live = code + exchange
-    variable = sum(cats.values()) - always_live - io
+    streams = pm.prefetch_depth * io_bytes_per_micro_batch
+    io = pm.io
+    io_tiles = pm.io_tiles
+    # In MEMORY_CATEGORIES order (the report's): the float sum and the dict follow it.
+    values = (code, exchange, weights, grads, opt, stash, checkpoints, activations, temp_bytes,
+              streams, io)
+    variable = sum(values) - (code + exchange) - io
     max_tile = (
-        always_live * (1.0 + c.always_live_tile_imbalance)
+        (code + exchange) * (1.0 + c.always_live_tile_imbalance)
         + variable * (1.0 + c.variable_tile_imbalance)
-    ) / compute_tiles
+    ) / pm.compute_tiles
     if io_tiles:
         # An I/O tile holds its share of the micro-batch in transfer (seed guide 4.4.2).
         max_tile = max(max_tile, c.io_tile_overhead * io_bytes_per_micro_batch / io_tiles)
-    return {k: round(v) for k, v in cats.items()}, round(max_tile)
+    rounded = tuple(map(round, values))
+    return dict(zip(MEMORY_CATEGORIES, rounded, strict=True)), round(max_tile), sum(rounded)

@@ -19,14 +19,14 @@ Pipeline slots are synchronous across IPUs (each ends with the inter-IPU copies)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["StageParts", "StepCore", "pipeline_step"]
 
 
-@dataclass(frozen=True)
-class StageParts:
-    """Seconds of one micro-batch on one stage, by kind."""
+class StageParts(NamedTuple):
+    """Seconds of one micro-batch on one stage, by kind (a NamedTuple: built per stage of
+    every simulate, where a frozen dataclass's constructor costs several times more)."""
 
     f_compute: float
     f_exchange: float
@@ -50,8 +50,7 @@ class StageParts:
         return self.forward + self.backward
 
 
-@dataclass(frozen=True)
-class StepCore:
+class StepCore(NamedTuple):
     """Device seconds per step of the pipelined passes, split by phase."""
 
     compute: float
@@ -107,12 +106,16 @@ def pipeline_step(
         comp, exch, link = _split([(f_max, "f"), (b_max, "b")])
         slot = f_max.forward + b_max.backward
         return StepCore(g * comp, g * exch, g * link, 2.0 * (n - 1) * slot, slot)
-    bottleneck = max(stages, key=lambda p: p.slot)
-    comp, exch, link = _split([(bottleneck, "fb")])
+    # Each stage's forward and backward once (the properties re-add their parts per read).
+    fwd = [p.forward for p in stages]
+    bwd = [p.backward for p in stages]
+    slots = [f + b for f, b in zip(fwd, bwd, strict=True)]  # StageParts.slot
+    worst = max(range(n), key=slots.__getitem__)  # the first longest, as max(stages) picks
+    comp, exch, link = _split([(stages[worst], "fb")])
     ramp = 0.0
     f_run = b_run = 0.0
-    for p in stages[:-1]:
-        f_run = max(f_run, p.forward)
-        b_run = max(b_run, p.backward)
+    for k in range(n - 1):
+        f_run = max(f_run, fwd[k])
+        b_run = max(b_run, bwd[k])
         ramp += f_run + b_run
-    return StepCore(g * comp, g * exch, g * link, ramp, bottleneck.slot)
+    return StepCore(g * comp, g * exch, g * link, ramp, slots[worst])

@@ -14,8 +14,7 @@ Throughput = samples per call (all replicas) / call time; 0.0 when the plan does
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
@@ -24,7 +23,7 @@ from ipu_tune.simulator import _host
 from ipu_tune.simulator._collectives import UpdateTimes, update_times
 from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
-from ipu_tune.simulator._memory import recompute_mode, stage_memory, stash_depth
+from ipu_tune.simulator._memory import plan_memory, recompute_mode, stage_memory, stash_depth
 from ipu_tune.simulator._pipeline import StageParts, StepCore, pipeline_step
 from ipu_tune.simulator._result import IpuMemory, SimResult, StageTime
 from ipu_tune.simulator._stages import StageShape, stage_shapes
@@ -50,56 +49,60 @@ def simulate(
         plan.partials == "half",
     )
     mb_in_bytes = _host.input_bytes_per_sample(profile, plan) * plan.micro_batch_size
-    stages = _stages(shapes, costs, system, plan, c, mb_in_bytes)
-    core = pipeline_step([p for p, _, _ in stages], plan.schedule,
+    parts, memory, times, fits = _stages(shapes, costs, system, plan, c, mb_in_bytes)
+    core = pipeline_step(parts, plan.schedule,
                          plan.gradient_accumulation if plan.training else 1, plan.training)
     update = update_times(shapes, system, plan, c)
     call = _call_time(profile, system, plan, c, core, update, mb_in_bytes)
     phases = _phases(core, update, call, plan.device_iterations)
-    memory = tuple(m for _, m, _ in stages)
-    fits = all(m.fits for m in memory)
     return SimResult(
         fits=fits,
         throughput=plan.samples_per_call / call.call_s if fits else 0.0,
         step_time_s=call.call_s / plan.device_iterations,
         phases=phases,
         bottleneck=_bottleneck(fits, plan, call, phases),
-        memory=memory,
-        stages=tuple(t for _, _, t in stages),
-        reason="" if fits else _reason(list(memory), mb_in_bytes, plan.io_tiles,
+        memory=tuple(memory),
+        stages=tuple(times),
+        reason="" if fits else _reason(memory, mb_in_bytes, plan.io_tiles,
                                        c.io_tile_overhead),
         samples_per_step=plan.samples_per_step,
         device_throughput=plan.samples_per_call / call.device_call_s,
-        extras=_extras(system, plan, c, stages, costs, update, call),
+        extras=_extras(system, plan, c, parts, costs, update, call),
     )
 
 
 def _stages(
     shapes: tuple[StageShape, ...], costs: BlockCosts, system: System, plan: ExecutionPlan,
     c: SimConstants, mb_in_bytes: float,
-) -> list[tuple[StageParts, IpuMemory, StageTime]]:
-    """Each stage's passes of one micro-batch, its IPU's memory and its reported times."""
+) -> tuple[list[StageParts], list[IpuMemory], list[StageTime], bool]:
+    """Each stage's passes of one micro-batch, its IPU's memory, its reported times, and
+    whether every IPU fits."""
     ipu = system.ipu
     clock = ipu.clock_hz
-    training = plan.training
-    wb = 2.0 if plan.model_fp16 else 4.0
+    pm = plan_memory(plan, ipu, c)
+    training = pm.training
+    wb = pm.wb
     b = plan.micro_batch_size
-    n = plan.stages
-    recompute = recompute_mode(plan) != "none"
+    n = pm.stages
+    recompute = pm.recompute != "none"
     link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
+    sync_s = c.sync_latency_s
+    limit, tile_limit = ipu.sram_bytes, ipu.sram_bytes_per_tile
     fc, fx, fs = costs.fwd_compute, costs.fwd_exchange, costs.fwd_sets
     bc, bx, bs = costs.bwd_compute, costs.bwd_exchange, costs.bwd_sets
-    out = []
+    temp = costs.temp_block
+    parts, memory, times = [], [], []
+    fits = True
     for x in shapes:
         s, lo, hi = x.stage, x.lo, x.hi
         f_comp = (fc[hi] - fc[lo]) / clock
         f_exch = (fx[hi] - fx[lo]) / clock
-        send = (x.output_el * b * wb / link_bw + c.sync_latency_s) if s < n - 1 else 0.0
+        send = (x.output_el * b * wb / link_bw + sync_s) if s < n - 1 else 0.0
         sets = fs[hi] - fs[lo]
         if training:
             b_comp = (bc[hi] - bc[lo]) / clock
             b_exch = (bx[hi] - bx[lo]) / clock
-            back = (x.input_el * b * wb / link_bw + c.sync_latency_s) if s > 0 else 0.0
+            back = (x.input_el * b * wb / link_bw + sync_s) if s > 0 else 0.0
             if recompute:
                 p = StageParts(f_comp, f_exch, send, b_comp, b_exch, back, f_comp, f_exch)
                 sets += sets
@@ -108,31 +111,33 @@ def _stages(
             sets += bs[hi] - bs[lo]
         else:
             p = StageParts(f_comp, f_exch, send)
-        times = StageTime(
+        parts.append(p)
+        times.append(StageTime(
             stage=s,
             blocks=(x.first_block, x.last_block),
             forward_s=f_comp + f_exch,
             backward_s=p.b_compute + p.b_exchange,
             recompute_s=p.r_compute + p.r_exchange,
             inter_ipu_s=p.f_link + p.b_link,
-        )
-        cats, max_tile = stage_memory(
-            x, plan, ipu, c,
-            temp_bytes=max(costs.temp_block[lo:hi]),
+        ))
+        cats, max_tile, total = stage_memory(
+            x, pm,
+            temp_bytes=max(temp[lo:hi]),
             compute_sets=sets,
             io_bytes_per_micro_batch=mb_in_bytes if s == 0 else 0.0,
         )
-        memory = IpuMemory(
-            ipu=s, stage=s, categories=cats, limit_bytes=ipu.sram_bytes,
-            max_tile_bytes=max_tile, tile_limit_bytes=ipu.sram_bytes_per_tile,
-        )
-        out.append((p, memory, times))
-    return out
+        # IpuMemory.fits, from the total already summed.
+        fits = fits and total <= limit and max_tile <= tile_limit
+        memory.append(IpuMemory(
+            ipu=s, stage=s, categories=cats, limit_bytes=limit,
+            max_tile_bytes=max_tile, tile_limit_bytes=tile_limit,
+        ))
+    return parts, memory, times, fits
 
 
-@dataclass(frozen=True)
-class CallTime:
-    """Seconds of one model call (device iterations x steps) and its parts."""
+class CallTime(NamedTuple):
+    """Seconds of one model call (device iterations x steps) and its parts (a NamedTuple:
+    cheaper to build than a frozen dataclass on the hot path)."""
 
     call_s: float
     device_call_s: float
@@ -163,9 +168,9 @@ def _call_time(
     call_cost = _host.call_overhead_s(system, c)
     device_call = di * device_step + call_cost
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
-    io_call = _host.io_call_s(mb_in_bytes * plan.samples_per_call / plan.micro_batch_size,
-                              system)
-    host_call = max(_host.cpu_call_s(plan.samples_per_call, per_sample, system, plan), io_call)
+    samples = plan.samples_per_call
+    io_call = _host.io_call_s(mb_in_bytes * samples / plan.micro_batch_size, system)
+    host_call = max(_host.cpu_call_s(samples, per_sample, system, plan), io_call)
     if plan.async_dataloader:
         call = max(host_call, device_call)
         host_exposed = max(0.0, host_call - device_call)
@@ -204,7 +209,7 @@ def _bottleneck(fits: bool, plan: ExecutionPlan, call: CallTime,
 
 def _extras(
     system: System, plan: ExecutionPlan, c: SimConstants,
-    stages: list[tuple[StageParts, IpuMemory, StageTime]], costs: BlockCosts,
+    parts: list[StageParts], costs: BlockCosts,
     update: UpdateTimes, call: CallTime,
 ) -> dict[str, Any]:
     n = plan.stages
@@ -219,7 +224,7 @@ def _extras(
         "io_overlap": call.io_overlap,
         "compute_tiles": system.ipu.tiles - plan.io_tiles,
         "stash_depths": [stash_depth(plan.schedule, n, s) if training else 0 for s in range(n)],
-        "stage_slot_s": [p.slot if training else p.forward for p, _, _ in stages],
+        "stage_slot_s": [p.slot if training else p.forward for p in parts],
         "amp_max_passes": costs.max_passes,
         "rts_gather_s": update.rts_gather_s,
         "io_call_s": call.io_call_s,
