@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Mapping
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -41,19 +40,26 @@ class _Fallback(Exception):
 _SCALARS = (int, float, str, bool)
 
 
-@cache
-def _plan_of(schema: type) -> tuple[tuple[str, Any, bool], ...]:
-    """(field name, type hint without Optional, optional) of a dataclass schema, resolved once."""
-    hints = get_type_hints(schema)
-    out = []
-    for f in dataclasses.fields(schema):
-        hint = hints[f.name]
-        optional = False
-        if get_origin(hint) is Union:
-            args = [a for a in get_args(hint) if a is not type(None)]
-            optional, hint = True, args[0]
-        out.append((f.name, hint, optional))
-    return tuple(out)
+_Plan = tuple[tuple[tuple[str, Any, bool], ...], frozenset[str]]
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan_of(schema: type) -> _Plan:
+    """((field name, type hint without Optional, optional), ...) and the field names of a
+    dataclass schema, resolved once per schema."""
+    found = _PLANS.get(schema)
+    if found is None:
+        hints = get_type_hints(schema)
+        fields = []
+        for f in dataclasses.fields(schema):
+            hint = hints[f.name]
+            optional = False
+            if get_origin(hint) is Union:
+                args = [a for a in get_args(hint) if a is not type(None)]
+                optional, hint = True, args[0]
+            fields.append((f.name, hint, optional))
+        found = _PLANS[schema] = (tuple(fields), frozenset(name for name, _, _ in fields))
+    return found
 
 
 def _plain_any(value: Any) -> Any:
@@ -110,8 +116,7 @@ def _convert(hint: Any, optional: bool, value: Any) -> Any:
 
 def _merge(schema: type[T], data: Mapping[str, Any]) -> T:
     """The schema's defaults with `data` merged over them, in plain Python (no OmegaConf)."""
-    plan = _plan_of(schema)
-    names = {name for name, _, _ in plan}
+    plan, names = _plan_of(schema)
     if any(key not in names for key in data):
         raise _Fallback  # unknown key: OmegaConf's message names it
     kwargs = {name: _convert(hint, optional, data[name])
@@ -155,7 +160,7 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
     if _is_dictconfig(cfg):
         from omegaconf import OmegaConf
 
-        plain = OmegaConf.to_container(cfg, resolve=False)  # type: ignore[arg-type]
+        plain = OmegaConf.to_container(cfg, resolve=False)
     root = "model" if schema.__name__ == "ModelConfig" else ""
     _reject_targets({k: v for k, v in plain.items() if k != "_target_"} if root else plain, root)
     if isinstance(plain, Mapping):
@@ -222,7 +227,7 @@ def load_config(source: str | Path | Mapping[str, Any] | EvalConfig) -> EvalConf
     elif _is_dictconfig(source):
         from omegaconf import OmegaConf
 
-        data = OmegaConf.to_container(source, resolve=True)  # type: ignore[arg-type,assignment]
+        data = OmegaConf.to_container(source, resolve=True)  # type: ignore[assignment]
     elif isinstance(source, Mapping):
         data = source
     else:

@@ -1,9 +1,35 @@
 """Results: the per-trial table, best-config export, PopTorch snippet and HTML report."""
 
-from ipu_tune.results._export import atomic_write, best_yaml_text, export_table
-from ipu_tune.results._poptorch import poptorch_snippet
-from ipu_tune.results._report import write_report
-from ipu_tune.results._store import PLAN_COLUMNS, TABLE_NAME, ResultsStore, row_from_trial
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ipu_tune.results._export import atomic_write, best_yaml_text, export_table
+    from ipu_tune.results._poptorch import poptorch_snippet
+    from ipu_tune.results._report import write_report
+    from ipu_tune.results._store import PLAN_COLUMNS, TABLE_NAME, ResultsStore, row_from_trial
+
+# Each name loads its module on first use: the report pulls pandas and plotly, the store
+# SQLAlchemy (~2 s together under load), and a command imports only what it uses (issue 16).
+_LAZY = {
+    "atomic_write": "_export",
+    "best_yaml_text": "_export",
+    "export_table": "_export",
+    "poptorch_snippet": "_poptorch",
+    "write_report": "_report",
+    "PLAN_COLUMNS": "_store",
+    "TABLE_NAME": "_store",
+    "ResultsStore": "_store",
+    "row_from_trial": "_store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"ipu_tune.results.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'ipu_tune.results' has no attribute {name!r}")
+
 
 __all__ = [
     "PLAN_COLUMNS",

@@ -16,8 +16,6 @@ from typing import Any
 import optuna
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage._claims import ClaimLock
@@ -28,6 +26,18 @@ __all__ = ["DEFAULT_JOURNAL", "StorageTarget", "open_storage", "redact", "resolv
 DEFAULT_JOURNAL = "ipu_tune.journal"
 _JOURNAL_PREFIX = "journal:///"
 _SCHEMA_RACE_ATTEMPTS = 6
+
+
+def _make_url(text: str) -> Any:
+    """SQLAlchemy's URL of `text` (ValueError when it is not one). SQLAlchemy (~0.4 s) loads
+    here, not at import: the journal storage and `ipu-tune studies` never need it."""
+    from sqlalchemy.engine import make_url as sa_make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return sa_make_url(text)
+    except ArgumentError as exc:
+        raise ValueError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,7 @@ class StorageTarget:
         """The claim lock of a storage on this machine's disk; a no-op for database servers."""
         if self.kind == "journal":
             return ClaimLock(self.location + ".claims")
-        url = make_url(self.location)
+        url = _make_url(self.location)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             return ClaimLock(str(url.database) + ".claims")
         return ClaimLock(None)
@@ -54,8 +64,8 @@ class StorageTarget:
 def redact(url: str) -> str:
     """The URL with any password replaced by ***; non-URLs unchanged."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
+        return _make_url(url).render_as_string(hide_password=True)
+    except ValueError:
         return url
 
 
@@ -69,8 +79,8 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
         path = storage
     else:
         try:
-            url = make_url(storage)
-        except (ArgumentError, ValueError):
+            url = _make_url(storage)
+        except ValueError:
             raise IpuTuneError(
                 f"study.storage={redact(storage)!r}: not a storage URL; allowed: a journal file "
                 "(*.journal), sqlite:///FILE, postgresql://USER@HOST/DB"
@@ -82,7 +92,7 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
-    name = make_url(url).get_backend_name()
+    name = _make_url(url).get_backend_name()
     if name == "sqlite":
         return {"connect_args": {"timeout": 60}}
     if name == "postgresql":

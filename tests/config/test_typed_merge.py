@@ -73,5 +73,5 @@ def test_error_messages_name_the_key() -> None:
         load_config({"plan": {"gradient_accumulation": "abc"}})
     with pytest.raises(IpuTuneError, match=r"^plan\.io_tiles"):
         load_config({"plan": {"io_tiles": 7}})
-    with pytest.raises(IpuTuneError, match="only model._target_"):
+    with pytest.raises(IpuTuneError, match=r"only model\._target_"):
         load_config({"plan": {"_target_": "os.system"}})
