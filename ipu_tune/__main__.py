@@ -84,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args and args[0] in ("-h", "--help"):
         print(usage())
         sys.exit(0)
+    if sys.stderr.isatty():  # something within a second of any start (the bar comes later)
+        print("ipu-tune: composing the config and preparing the study ...", file=sys.stderr)
     from ipu_tune.cli.run import hydra_main
 
     sys.exit(hydra_main(args))

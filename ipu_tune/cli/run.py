@@ -147,8 +147,6 @@ def _run_prepared(prepared: Prepared) -> int:
 
 
 def hydra_main(argv: Sequence[str]) -> int:
-    if sys.stderr.isatty():  # something within a second of any start (the bar comes later)
-        print("ipu-tune: composing the config and preparing the study ...", file=sys.stderr)
     register()
     try:
         preflight(argv)
