@@ -8,6 +8,7 @@ own text (Hydra's help builds its config repository dozens of times; it stays be
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -77,18 +78,33 @@ def usage() -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
+def _dispatch(args: list[str]) -> int:
     if args and args[0] in _COMMANDS:
-        sys.exit(_command(args[0])(args[1:]))
+        return _command(args[0])(args[1:])
     if args and args[0] in ("-h", "--help"):
         print(usage())
-        sys.exit(0)
+        return 0
     if sys.stderr.isatty():  # something within a second of any start (the bar comes later)
         print("ipu-tune: composing the config and preparing the study ...", file=sys.stderr)
     from ipu_tune.cli.run import hydra_main
 
-    sys.exit(hydra_main(args))
+    return hydra_main(args)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _dispatch(args)
+    except BrokenPipeError:
+        # The reader went away (`| head`): end quietly as Unix tools do; the exit-time flush of
+        # stdout must not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    except OSError as exc:  # a full or read-only disk outside the commands' own handling
+        from ipu_tune.cli import fail_on_disk_error
+
+        code = fail_on_disk_error(exc)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

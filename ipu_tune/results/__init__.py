@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ipu_tune.results._export import atomic_write, best_yaml_text, export_table
+    from ipu_tune.results._export import atomic_write, best_yaml_text, export_table, study_dir
     from ipu_tune.results._poptorch import poptorch_snippet
     from ipu_tune.results._report import write_report
     from ipu_tune.results._store import PLAN_COLUMNS, TABLE_NAME, ResultsStore, row_from_trial
@@ -14,6 +14,7 @@ _LAZY = {
     "atomic_write": "_export",
     "best_yaml_text": "_export",
     "export_table": "_export",
+    "study_dir": "_export",
     "poptorch_snippet": "_poptorch",
     "write_report": "_report",
     "PLAN_COLUMNS": "_store",
@@ -40,5 +41,6 @@ __all__ = [
     "export_table",
     "poptorch_snippet",
     "row_from_trial",
+    "study_dir",
     "write_report",
 ]
