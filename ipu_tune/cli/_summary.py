@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from ipu_tune.knobs import KNOBS, get_key
+from ipu_tune.results import poprun_command
 from ipu_tune.tuner import RunSummary
 
 __all__ = ["format_summary"]
 
 MB = 1e6
-_LABELS = {"best": "best plan", "poptorch": "PopTorch options", "report": "report"}
+_LABELS = {
+    "best": "best plan",
+    "poptorch": "PopTorch program",
+    "popart": "PopART options",
+    "tensorflow": "TensorFlow 2 config",
+    "report": "report",
+}
 
 
 def _show(value: object) -> str:
@@ -42,6 +49,9 @@ def format_summary(s: RunSummary) -> str:
         lines.append(f"memory per IPU{per}: {mem}")
         lines.append("plan: " + ", ".join(
             f"{k.label} {_show(get_key(c, k.key))}" for k in KNOBS if k.label))
+        command = poprun_command(c, "python poptorch_options.py")
+        if command is not None:
+            lines.append(f"PopRun (host names are placeholders for your servers): {command}")
     for key, path in s.exports.items():
         lines.append(f"{_LABELS.get(key, key)}: {path}")
     return "\n".join(lines)

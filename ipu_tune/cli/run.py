@@ -27,6 +27,7 @@ from ipu_tune.cli._common import (
     fail_on_disk_error,
     split_trust_flag,
 )
+from ipu_tune.cli._comparison import format_comparison
 from ipu_tune.cli._summary import format_summary
 from ipu_tune.config import (
     CONF_DIR,
@@ -38,7 +39,7 @@ from ipu_tune.config import (
     typed,
 )
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.tuner import Prepared, prepare, run
+from ipu_tune.tuner import Prepared, RunSummary, prepare, run
 
 __all__ = ["hydra_main", "pinned_keys", "preflight"]
 
@@ -51,6 +52,8 @@ _MAX_SWEEP_CHECKS = 256
 _PREPARED: list[Prepared] = []
 # trust_remote_code=true of this process's command line (taken out before Hydra sees it).
 _TRUSTED = [False]
+# The summaries of this command's runs (several under `-m`), for the closing comparison table.
+_SUMMARIES: list[RunSummary] = []
 
 
 def pinned_keys(overrides: Sequence[str]) -> frozenset[str]:
@@ -136,6 +139,7 @@ def _task(cfg: DictConfig) -> None:
     except Exception as exc:  # a full or read-only disk is one line; anything else is a bug
         sys.exit(fail_on_disk_error(exc))
     print(format_summary(summary))
+    _SUMMARIES.append(summary)
 
 
 def _composed_once(argv: Sequence[str]) -> bool:
@@ -169,6 +173,9 @@ def hydra_main(argv: Sequence[str]) -> int:
     if _composed_once(argv):
         return _run_prepared(_PREPARED[0])
     sys.argv = [sys.argv[0], *argv]
+    _SUMMARIES.clear()
     _task()
+    if {"-m", "--multirun"} & set(argv) and _SUMMARIES:
+        print(format_comparison(_SUMMARIES))  # one table comparing the sweep's runs
     return 0
 

@@ -21,7 +21,7 @@ from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._resnet import BasicBlock, Bottleneck, ResNet
 
-__all__ = ["ZOO", "ZooEntry", "build_model", "resolve_target"]
+__all__ = ["ZOO", "ZOO_ALIASES", "ZooEntry", "build_model", "resolve_target", "zoo_entry"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _vit(cfg: ModelConfig) -> nn.Module:
 
     c, h, w = _image_dims(cfg)
     if h != w:
-        raise bad_value("model.input_shape", list(cfg.input_shape), "square images for vit_b16")
+        raise bad_value("model.input_shape", list(cfg.input_shape), "square images for vit_b_16")
     kwargs: dict[str, Any] = {"patch_size": 16, "num_layers": 12, "num_heads": 12,
                               "hidden_dim": 768, "mlp_dim": 3072, **cfg.kwargs}  # fmt: skip
     return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.num_classes, **kwargs)
@@ -96,20 +96,31 @@ _ENTRIES = (
              "image", _resnet(Bottleneck, [3, 4, 23, 3])),
     ZooEntry("resnet152", "ResNet-152 v1.5, torchvision layout", "image",
              _resnet(Bottleneck, [3, 8, 36, 3])),
-    ZooEntry("resnext50", "ResNeXt-50 32x4d (Xie et al. 2017), torchvision layout", "image",
+    ZooEntry("resnext50_32x4d", "ResNeXt-50 32x4d (Xie et al. 2017), torchvision layout", "image",
              _resnet(Bottleneck, [3, 4, 6, 3], groups=32, width=4)),
-    ZooEntry("resnext101", "ResNeXt-101 32x8d, torchvision layout", "image",
+    ZooEntry("resnext101_32x8d", "ResNeXt-101 32x8d, torchvision layout", "image",
              _resnet(Bottleneck, [3, 4, 23, 3], groups=32, width=8)),
     ZooEntry("bert_base", "BERT-Base encoder + MLM head (Devlin et al. 2019)", "tokens",
              _bert("base")),
     ZooEntry("bert_large", "BERT-Large encoder + MLM head (Devlin et al. 2019)", "tokens",
              _bert("large")),
-    ZooEntry("vit_b16", "ViT-B/16 (Dosovitskiy et al. 2021), torchvision layout", "image", _vit),
+    ZooEntry("vit_b_16", "ViT-B/16 (Dosovitskiy et al. 2021), torchvision layout", "image", _vit),
     ZooEntry("mnist_cnn", "4-block MNIST CNN of the PopTorch pipelining tutorial", "image",
              _mnist),
 )  # fmt: skip
 
 ZOO: Mapping[str, ZooEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
+# Earlier ipu-tune names, kept so old configs and studies still load; the primary names are
+# torchvision's builder names (torchvision.models.resnext50_32x4d, ..., vit_b_16).
+ZOO_ALIASES: Mapping[str, str] = MappingProxyType(
+    {"resnext50": "resnext50_32x4d", "resnext101": "resnext101_32x8d", "vit_b16": "vit_b_16"}
+)
+
+
+def zoo_entry(name: str | None) -> ZooEntry | None:
+    """The zoo entry of a primary name or an alias; None when `name` is not a zoo model."""
+    key = name or ""
+    return ZOO.get(ZOO_ALIASES.get(key, key))
 
 
 _TARGET_ALLOWED = (
@@ -188,9 +199,12 @@ def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
             )  # fmt: skip
         kind = "tokens" if cfg.sequence_length is not None else "image"
         return model, kind
-    entry = ZOO.get(cfg.name or "")
+    entry = zoo_entry(cfg.name)
     if entry is None:
-        raise bad_value("model.name", cfg.name, "zoo models: " + ", ".join(ZOO))
+        aliases = ", ".join(f"{a} (= {n})" for a, n in ZOO_ALIASES.items())
+        raise bad_value(
+            "model.name", cfg.name, "zoo models: " + ", ".join(ZOO) + "; aliases: " + aliases
+        )
     try:
         return entry.build(cfg), entry.input_kind
     except IpuTuneError:

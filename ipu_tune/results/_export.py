@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 from collections.abc import Mapping
@@ -13,8 +14,9 @@ import yaml
 
 from ipu_tune.config import check_name
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import KNOBS
 
-__all__ = ["atomic_write", "best_yaml_text", "export_table", "study_dir"]
+__all__ = ["atomic_write", "best_yaml_text", "export_table", "study_dir", "typed_table"]
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
@@ -89,14 +91,48 @@ def best_yaml_text(config: Mapping[str, Any], provenance: Mapping[str, Any]) -> 
     return header + text
 
 
+# Store columns held as JSON text (lists) and ISO 8601 text (times) in the SQL table.
+_LIST_COLUMNS = ("values", "memory_per_ipu", *(k.column for k in KNOBS if k.sql == "json"))
+_TIME_COLUMNS = ("started_at", "finished_at")
+
+
+def _from_json(text: Any) -> Any:
+    return json.loads(text) if isinstance(text, str) else None
+
+
+def typed_table(frame: Any) -> Any:
+    """The results table with lists as lists and times as timestamps (not their text)."""
+    import pandas as pd
+
+    out = frame.copy()
+    for name in _LIST_COLUMNS:
+        if name in out.columns:
+            out[name] = out[name].map(_from_json)
+    for name in _TIME_COLUMNS:
+        if name in out.columns:
+            # Optuna records naive local times: they stay naive (no invented offset).
+            out[name] = pd.to_datetime(out[name], format="ISO8601")
+    if "extra" in out.columns:  # free-form JSON: one text column, whatever its keys
+        out["extra"] = out["extra"].map(lambda v: None if v is None else json.dumps(v))
+    return out
+
+
 def export_table(frame: Any, path: Path) -> Path:
-    """Write the results table as Parquet or CSV, chosen by the file suffix."""
+    """Write the results table as Parquet or CSV, chosen by the file suffix.
+
+    Parquet keeps the types: list columns as lists, times as timestamps. CSV has no types, so
+    lists are written as JSON arrays and times in ISO 8601.
+    """
     if path.suffix == ".parquet":
         import io
 
         buf = io.BytesIO()
-        frame.to_parquet(buf, index=False)
+        typed_table(frame).to_parquet(buf, index=False)
         return atomic_write(path, buf.getvalue())
     if path.suffix == ".csv":
-        return atomic_write(path, frame.to_csv(index=False))
+        table = typed_table(frame)
+        for name in _LIST_COLUMNS:
+            if name in table.columns:
+                table[name] = table[name].map(lambda v: None if v is None else json.dumps(v))
+        return atomic_write(path, table.to_csv(index=False, date_format="%Y-%m-%dT%H:%M:%S.%f"))
     raise IpuTuneError(f"--output={str(path)!r}: allowed suffixes: .parquet, .csv")

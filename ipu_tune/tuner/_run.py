@@ -24,8 +24,9 @@ from ipu_tune.results import (
     ResultsStore,
     atomic_write,
     best_yaml_text,
-    poptorch_snippet,
+    poprun_provenance,
     study_dir,
+    write_exports,
     write_report,
 )
 from ipu_tune.search import SearchProblem
@@ -53,6 +54,7 @@ class RunSummary:
     best_config: EvalConfig | None
     best_result: SimResult | None
     exports: dict[str, Path] = field(default_factory=dict)
+    objectives: dict[str, float] = field(default_factory=dict)  # the best trial's values
 
 
 @dataclass(frozen=True)
@@ -163,13 +165,14 @@ def export_study(
             "bottleneck": best_result.bottleneck,
             "simulator_version": SIMULATOR_VERSION,
             "evaluate": evaluate_cmd,
+            **poprun_provenance(best_cfg),
         }
         exports["best"] = atomic_write(best_path, best_yaml_text(to_plain_dict(best_cfg),
                                                                  provenance), cfg.results_dir)
-        # Built once: the file and the report's copy are the same text.
-        snippet = poptorch_snippet(best_cfg, best_result, problem.profile)
-        exports["poptorch"] = atomic_write(out_dir / "poptorch_options.py", snippet,
-                                           cfg.results_dir)
+        # Built once: the files and the report's copy of the PopTorch program are the same text.
+        exports.update(write_exports(out_dir, best_cfg, best_result, problem.profile,
+                                     root=cfg.results_dir))
+        snippet = exports["poptorch"].read_text()
     exports["report"] = write_report(
         out_dir / "report.html",
         study=study,
@@ -189,4 +192,7 @@ def export_study(
         best_config=best_cfg,
         best_result=best_result,
         exports=exports,
+        objectives=dict(zip(problem.objective_names, best.values or [], strict=False))
+        if best is not None
+        else {},
     )
