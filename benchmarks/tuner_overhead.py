@@ -1,18 +1,23 @@
 """Tuner overhead: per-trial time of the main command's loop against a bare Optuna loop.
 
 Both use the same storage kind (a fresh journal file), the same sampler and the same objective
-(`SearchProblem.run_trial`: sampling + simulation). The difference is what the tuner adds per
-trial: worker tag and rank check, four user attributes, the results-table row, the progress
-bookkeeping. Also times the whole main command as a user runs it (default budget).
+(`SearchProblem.run_trial`: sampling + simulation + the constraints it records). The difference
+is what the tuner adds per trial: the claim lock and worker tag, the rank check, the plan
+attribute (config + result, one write), the results-table rows (batched), the progress
+bookkeeping, and the end-of-run exports and report (amortised over the trials).
 
-    python benchmarks/tuner_overhead.py [--trials 200]
+Rounds are paired and interleaved (bare, tuner, bare, tuner, ...) and the median of the
+per-round ratios is reported, so that a loaded machine slows both alike. `--sampler random`
+isolates the storage and bookkeeping cost (TPE's own per-trial cost grows with the study and
+is the same in both loops).
+
+    python benchmarks/tuner_overhead.py [--trials 100 500] [--sampler tpe] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -20,26 +25,25 @@ from pathlib import Path
 import optuna
 from hydra import compose, initialize_config_dir
 
-from ipu_tune.config import CONF_DIR, TuneConfig, typed
+from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem
 from ipu_tune.storage import open_storage, resolve_storage
 from ipu_tune.tuner import run
 
-REPO = Path(__file__).resolve().parent.parent
 
-
-def _cfg(results: Path, n: int) -> TuneConfig:
+def _cfg(results: Path, n: int, sampler: str) -> TuneConfig:
+    register()
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
         return typed(TuneConfig, compose(config_name="config", overrides=[
             f"results_dir={results}", f"study.n_trials={n}", "study.progress_bar=false",
-            "search.warm_start=false"]))
+            "search.warm_start=false", f"sampler={sampler}"]))
 
 
-def bare(n: int) -> float:
+def bare(n: int, sampler: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = _cfg(Path(tmp), n)
+        cfg = _cfg(Path(tmp), n, sampler)
         profile = profile_model(cfg.model)
         system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
         problem = SearchProblem(cfg, profile, system)
@@ -48,44 +52,40 @@ def bare(n: int) -> float:
                                     directions=problem.directions)
 
         def objective(trial: optuna.Trial) -> list[float]:
-            out = problem.run_trial(trial)
-            trial.set_user_attr("constraints", [float(c) for c in out.constraints])
-            return [float(v) for v in out.values]
+            return [float(v) for v in problem.run_trial(trial).values]
 
         start = time.perf_counter()
         study.optimize(objective, n_trials=n)
         return (time.perf_counter() - start) / n
 
 
-def tuner(n: int) -> float:
+def tuner(n: int, sampler: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = _cfg(Path(tmp), n)
+        cfg = _cfg(Path(tmp), n, sampler)
         start = time.perf_counter()
         run(cfg)
         return (time.perf_counter() - start) / n
 
 
-def main_command() -> float:
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "ipu_tune", "model=resnet101", "search=throughput",
-                        "study.progress_bar=false"], cwd=tmp, check=True, capture_output=True)
-        return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--trials", type=int, nargs="+", default=[100])
+    parser.add_argument("--sampler", default="tpe")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    bare(5), tuner(5)  # warm the profile cache and imports
-    b, t = bare(args.trials), tuner(args.trials)
-    print(f"| loop | ms per trial ({args.trials} trials, journal storage) |")
-    print("| --- | --- |")
-    print(f"| bare Optuna loop | {1e3 * b:.1f} |")
-    print(f"| ipu-tune run (incl. results rows and exports) | {1e3 * t:.1f} |")
-    print(f"| ratio | {t / b:.2f}x |")
-    print(f"\nmain command, default budget, wall clock: {main_command():.1f} s")
+    bare(3, args.sampler), tuner(3, args.sampler)  # warm the profile cache and imports
+    print(f"| trials | bare Optuna loop, ms per trial | ipu-tune run, ms per trial | "
+          f"ratio (median of {args.rounds} paired rounds) |")
+    print("| --- | --- | --- | --- |")
+    for n in args.trials:
+        b, t, r = [], [], []
+        for _ in range(args.rounds):
+            b.append(bare(n, args.sampler))
+            t.append(tuner(n, args.sampler))
+            r.append(t[-1] / b[-1])
+        print(f"| {n} ({args.sampler}, journal) | {1e3 * statistics.median(b):.1f} | "
+              f"{1e3 * statistics.median(t):.1f} | {statistics.median(r):.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,25 @@ if _sys.argv[:1] == ["-m"] or _sys.argv[0].endswith("ipu-tune"):
 
     _install()
 
-from ipu_tune._api import evaluate, evaluate_config, profile
+from typing import TYPE_CHECKING, Any
+
 from ipu_tune.errors import IpuTuneError
 
 __version__ = "0.1.0"
 
 __all__ = ["IpuTuneError", "__version__", "evaluate", "evaluate_config", "profile"]
+
+if TYPE_CHECKING:
+    from ipu_tune._api import evaluate, evaluate_config, profile
+
+_API = ("evaluate", "evaluate_config", "profile")
+
+
+def __getattr__(name: str) -> Any:
+    # The API (and the simulator behind it) loads on first use, so that `python -m ipu_tune
+    # --help` or `studies` do not pay for it (issue 16).
+    if name in _API:
+        from ipu_tune import _api
+
+        return getattr(_api, name)
+    raise AttributeError(f"module 'ipu_tune' has no attribute {name!r}")

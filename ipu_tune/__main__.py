@@ -1,7 +1,13 @@
-"""`python -m ipu_tune` / `ipu-tune`: tune (Hydra overrides) or run a named command."""
+"""`python -m ipu_tune` / `ipu-tune`: tune (Hydra overrides) or run a named command.
+
+Start-up matters here (issue 16): only the command that runs is imported, and `--help` is our
+own text (Hydra's help builds its config repository dozens of times; it stays behind
+`--hydra-help`). Nothing heavy (Hydra, Optuna, torch, pandas, plotly) is imported to print it.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -10,33 +16,80 @@ from ipu_tune import interrupts
 
 interrupts.install()  # before anything slow: Ctrl-C during start-up is one line
 
-__all__ = ["main"]
+__all__ = ["COMMAND_NAMES", "main", "usage"]
+
+# name -> (module, function, one-line description); a module is imported only when it runs.
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "evaluate": ("ipu_tune.cli.evaluate_cmd", "main",
+                 "simulate one plan: a YAML of the config schema, e.g. an exported best.yaml"),
+    "profile": ("ipu_tune.cli.profile_cmd", "main",
+                "per-block profile of a model (parameters, FLOPs, activations)"),
+    "studies": ("ipu_tune.cli.studies_cmd", "list_main", "list the stored studies"),
+    "report": ("ipu_tune.cli.studies_cmd", "report_main",
+               "rebuild best.yaml, the snippet and report.html of a stored study"),
+    "export": ("ipu_tune.cli.studies_cmd", "export_main",
+               "export a study's results table to Parquet or CSV"),
+    "calibrate": ("ipu_tune.cli.calibrate_cmd", "main",
+                  "refit the simulator's constants to measured runs"),
+}
+COMMAND_NAMES = tuple(_COMMANDS)
 
 
-def _commands() -> dict[str, Callable[[Sequence[str]], int]]:
-    import ipu_tune.cli.evaluate_cmd as evaluate_cmd
-    import ipu_tune.cli.profile_cmd as profile_cmd
-    import ipu_tune.cli.studies_cmd as studies_cmd
-
-    commands: dict[str, Callable[[Sequence[str]], int]] = {
-        "evaluate": evaluate_cmd.main,
-        "profile": profile_cmd.main,
-        "studies": studies_cmd.list_main,
-        "report": studies_cmd.report_main,
-        "export": studies_cmd.export_main,
-    }
-    import ipu_tune.cli.calibrate_cmd as calibrate_cmd
-
-    commands["calibrate"] = calibrate_cmd.main
-    return commands
+def _command(name: str) -> Callable[[Sequence[str]], int]:
+    module, function, _ = _COMMANDS[name]
+    found: Callable[[Sequence[str]], int] = getattr(importlib.import_module(module), function)
+    return found
 
 
-COMMAND_NAMES = ("evaluate", "profile", "studies", "report", "export", "calibrate")
+def usage() -> str:
+    """The text of `ipu-tune --help`: commands, config groups and the main settings."""
+    from ipu_tune.config import GROUPS, StudyConfig, group_options
+
+    study = StudyConfig()
+    lines = [
+        "usage: ipu-tune [KEY=VALUE ...]          tune (or resume) a study; -m sweeps "
+        "comma-separated values",
+        "       ipu-tune COMMAND [ARGS ...]       (ipu-tune COMMAND --help for its options)",
+        "",
+        "commands:",
+        *(f"  {name:10} {desc}" for name, (_, _, desc) in _COMMANDS.items()),
+        "",
+        "config groups (KEY=OPTION):",
+        *(f"  {('+' if g == 'experiment' else '') + g:12} {', '.join(group_options(g))}"
+          for g in GROUPS),
+        "",
+        "main settings (defaults in brackets):",
+        f"  study.name=NAME             [{study.name or '<model>-<ipu>x<num_ipus>-<search>'}]",
+        "  study.storage=URL           journal file, sqlite:///FILE or postgresql://... "
+        "[<results_dir>/ipu_tune.journal]",
+        f"  study.n_trials=N            finished trials the study should reach [{study.n_trials}]",
+        f"  study.workers=N             worker processes on this machine [{study.workers}]",
+        "  study.timeout_s=SECONDS     stop this run after SECONDS [none]",
+        f"  study.progress_bar=BOOL     [{str(study.progress_bar).lower()}]",
+        "  results_dir=DIR             where studies, exports and reports go [results]",
+        "  +model.kwargs.NAME=VALUE    keyword argument of the model factory",
+        "  model._target_=PKG.MOD.FN   your own torch.nn.Module factory",
+        "  system.num_ipus=N  system.hosts=N  workload.micro_batch_size=N  plan.KNOB=VALUE",
+        "                              a plan/workload key set here is pinned (never searched)",
+        "",
+        "examples:",
+        "  ipu-tune model=bert_base system.num_ipus=4 study.n_trials=200",
+        "  ipu-tune -m system.num_ipus=2,4 study.n_trials=50",
+        "  ipu-tune evaluate results/<study>/best.yaml",
+        "",
+        "Hydra's own help: ipu-tune --hydra-help",
+    ]
+    return "\n".join(lines)
 
 
 def _dispatch(args: list[str]) -> int:
-    if args and args[0] in COMMAND_NAMES:
-        return _commands()[args[0]](args[1:])
+    if args and args[0] in _COMMANDS:
+        return _command(args[0])(args[1:])
+    if args and args[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if sys.stderr.isatty():  # something within a second of any start (the bar comes later)
+        print("ipu-tune: composing the config and preparing the study ...", file=sys.stderr)
     from ipu_tune.cli.run import hydra_main
 
     code = hydra_main(args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 __all__ = [
@@ -189,9 +190,14 @@ def knob_by_field(name: str) -> Knob:
     return _BY_FIELD[name]
 
 
+@cache
+def _parts(key: str) -> tuple[str, ...]:
+    return tuple(key.split("."))
+
+
 def get_key(node: Any, key: str) -> Any:
     """The value at dotted `key` of a config (``plan.pipeline.splits``)."""
-    for part in key.split("."):
+    for part in _parts(key):  # split once per key: `evaluate` validates every knob per call
         node = getattr(node, part)
     return node
 

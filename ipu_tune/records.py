@@ -4,8 +4,10 @@ A finished trial carries (user attributes, written before `tell`, so a trial and
 can always be rebuilt from the study):
 
 - ``worker``: the worker that claimed it (host:pid:start, see `ipu_tune.tuner`);
-- ``config``: the full plan it stands for (plain dict of the config schema);
-- ``result``: the simulated figures the results row and the exports need (JSON-ready);
+- ``plan``: one attribute (one storage write) holding ``config``, the full plan it stands for
+  (plain dict of the config schema), and ``result``, the simulated figures the results row and
+  the exports need (JSON-ready); studies written before it keep ``config`` and ``result`` as
+  two attributes, read alike;
 - ``constraints``: one value per constraint, <= 0 feasible (also native on Optuna >= 5);
 - ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
 - ``surplus``: claimed past `study.n_trials` by a racing worker (failed at once);
@@ -46,6 +48,7 @@ STUDY_META_KEY = "ipu_tune"
 _WORKER_SLOTS = "ipu_tune_workers"  # study attribute: workers that ever opened the study
 
 _WORKER = "worker"
+_PLAN = "plan"  # {"config": ..., "result": ...}
 _CONFIG = "config"
 _RESULT = "result"
 _CONSTRAINTS = "constraints"
@@ -143,10 +146,12 @@ class TrialRecord:
         retry = a.get(_RETRY_OF)
         stored = a.get(_CONSTRAINTS)
         every = _constraint_values(trial)
+        plan = a.get(_PLAN)
+        held = plan if isinstance(plan, Mapping) else a  # older studies: two attributes
         return cls(
             worker=worker if isinstance(worker, str) else None,
-            config=a.get(_CONFIG) or {},
-            result=a.get(_RESULT) or {},
+            config=held.get(_CONFIG) or {},
+            result=held.get(_RESULT) or {},
             constraints=[float(c) for c in stored] if isinstance(stored, list | tuple) else None,
             # A trial without any constraint record is not trusted as feasible.
             feasible=every is not None and all(v <= 0 for v in every),
@@ -189,8 +194,8 @@ class TrialRecord:
     @staticmethod
     def write_plan(trial: optuna.Trial, config: Mapping[str, Any],
                    result: Mapping[str, Any]) -> None:
-        trial.set_user_attr(_CONFIG, dict(config))
-        trial.set_user_attr(_RESULT, dict(result))
+        # One write, not two: each user attribute is a storage write (a journal line).
+        trial.set_user_attr(_PLAN, {_CONFIG: dict(config), _RESULT: dict(result)})
 
     @staticmethod
     def retry_attrs(number: int) -> dict[str, Any]:

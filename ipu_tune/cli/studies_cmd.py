@@ -5,20 +5,22 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.case import build_system
 from ipu_tune.cli._common import TRUST_HELP, fail
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.models import profile_model
 from ipu_tune.records import StudyMeta, TrialRecord
-from ipu_tune.results import ResultsStore, export_table
-from ipu_tune.search import SearchProblem
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
-from ipu_tune.tuner import export_study
+
+if TYPE_CHECKING:
+    from ipu_tune.results import ResultsStore
+
+# The tuner, the search, the results store (SQLAlchemy, pandas) and the report (plotly) load
+# inside the command that needs them: `studies` lists from the Optuna storage alone.
 
 __all__ = ["export_main", "list_main", "report_main"]
 
@@ -92,6 +94,12 @@ def report_main(argv: Sequence[str]) -> int:
     _storage_args(parser)
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
+    from ipu_tune.case import build_system
+    from ipu_tune.models import profile_model
+    from ipu_tune.results import ResultsStore
+    from ipu_tune.search import SearchProblem
+    from ipu_tune.tuner import export_study
+
     try:
         study, target, cfg = _load(args)
         if cfg.model._target_ and not args.trust_remote_code:
@@ -125,9 +133,11 @@ def export_main(argv: Sequence[str]) -> int:
     parser.add_argument("--output", required=True, type=Path, help="FILE.parquet or FILE.csv")
     _storage_args(parser)
     args = parser.parse_args(list(argv))
+    from ipu_tune.results import ResultsStore, export_table
+
     try:
         study, target, _ = _load(args)
-        store = ResultsStore(target.results_url)
+        store: ResultsStore = ResultsStore(target.results_url)
         try:
             store.sync(study)
             path = export_table(store.frame(study.study_name), args.output)

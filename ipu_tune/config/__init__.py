@@ -6,6 +6,8 @@ ConfigStore); everything inward of the entry points receives these typed objects
 `DictConfig`.
 """
 
+import sys
+
 from ipu_tune.config._hydra import CONF_DIR, GROUPS, SPACES_DIR, group_options, register
 from ipu_tune.config._load import (
     check_trusted,
@@ -32,7 +34,8 @@ from ipu_tune.config._schema import (
 )
 from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
 
-register()
+if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
+    register()
 
 __all__ = [
     "CONF_DIR",

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hydra.core.config_store import ConfigStore
-
 from ipu_tune.config._schema import TuneConfig
 
 __all__ = ["CONF_DIR", "GROUPS", "SPACES_DIR", "group_options", "register"]
@@ -17,6 +15,13 @@ GROUPS = ("model", "system", "search", "sampler", "experiment")
 
 
 def register() -> None:
+    """Store the schema node `conf/config.yaml` builds on; call before composing with Hydra.
+
+    Not done at import: Hydra costs ~0.8 s to import and only composing needs it (the CLI's
+    tuning command, tests and benchmarks that compose call this; `ipu_tune.config` also calls
+    it on import when Hydra is already imported)."""
+    from hydra.core.config_store import ConfigStore
+
     ConfigStore.instance().store(name="tune_schema", node=TuneConfig)
 
 

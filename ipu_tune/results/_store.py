@@ -9,7 +9,7 @@ killed between `tell` and the insert leaves a finished trial without a row, and 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -195,6 +195,10 @@ class ResultsStore:
 
     def append(self, study_name: str, trial: FrozenTrial) -> None:
         self._insert([row_from_trial(study_name, trial)])
+
+    def append_many(self, study_name: str, trials: Sequence[FrozenTrial]) -> None:
+        """The rows of several finished trials in one statement (the tuner batches them)."""
+        self._insert([row_from_trial(study_name, t) for t in trials])
 
     def sync(self, study: optuna.Study) -> int:
         """Insert the rows of finished trials that have none yet; return how many."""

@@ -28,8 +28,6 @@ from optuna.storages import (
 )
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage._claims import ClaimLock
@@ -56,6 +54,18 @@ HEARTBEAT_INTERVAL_S = 2
 HEARTBEAT_GRACE_S = 10
 
 
+def _make_url(text: str) -> Any:
+    """SQLAlchemy's URL of `text` (ValueError when it is not one). SQLAlchemy (~0.4 s) loads
+    here, not at import: the journal storage and `ipu-tune studies` never need it."""
+    from sqlalchemy.engine import make_url as sa_make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return sa_make_url(text)
+    except ArgumentError as exc:
+        raise ValueError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class StorageTarget:
     kind: str  # "journal" | "rdb"
@@ -70,7 +80,7 @@ class StorageTarget:
         """The claim lock of a storage on this machine's disk; a no-op for database servers."""
         if self.kind == "journal":
             return ClaimLock(self.location + ".claims")
-        url = make_url(self.location)
+        url = _make_url(self.location)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             return ClaimLock(str(url.database) + ".claims")
         if url.get_backend_name() == "postgresql":
@@ -119,8 +129,8 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
         path = storage
     else:
         try:
-            url = make_url(storage)
-        except (ArgumentError, ValueError):
+            url = _make_url(storage)
+        except ValueError:
             raise IpuTuneError(
                 f"study.storage={redact(storage)!r}: not a storage URL; allowed: a journal file "
                 "(*.journal), sqlite:///FILE, postgresql://USER@HOST/DB"
@@ -144,7 +154,7 @@ def _check_journal_parent(path: Path, results_dir: str) -> None:
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
-    name = make_url(url).get_backend_name()
+    name = _make_url(url).get_backend_name()
     if name == "sqlite":
         return {"connect_args": {"timeout": 60}}
     if name == "postgresql":
@@ -184,7 +194,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
 def _rdb_kwargs(url: str) -> dict[str, Any]:
     """Heartbeats on a database server: a worker that dies on another host (no PID to check)
     stops beating, and after the grace period the next worker fails its trial and retries it."""
-    if make_url(url).get_backend_name() == "sqlite":
+    if _make_url(url).get_backend_name() == "sqlite":
         return {}  # one machine: dead workers are found by PID (tuner's recovery)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)

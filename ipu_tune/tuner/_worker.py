@@ -3,22 +3,29 @@
 Order per trial (what a kill at any point leaves behind):
 1. ask and tag the trial with its worker, under the shared claim lock (a resume fails and
    retries a RUNNING trial of a dead worker, tagged or not);
-2. simulate, store constraints, config and result as user attributes;
+2. simulate, store constraints, then config and result in one user attribute;
 3. tell -> COMPLETE (a kill before this leaves it RUNNING: failed and retried on resume);
-4. append the results row (a kill before this is repaired by `ResultsStore.sync`).
+4. queue the results row; queued rows go in one statement about once a second and when the
+   loop ends (a kill before that is repaired by `ResultsStore.sync`, which `run` calls on
+   every start and end: the study is the record, the table a copy).
+
+Per trial the loop reads the study's trials twice (the slot check before ask, the rank after
+it), both filtered by state without copies; the progress bar reuses the second read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from ipu_tune.config import to_plain_dict
+from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import TrialRecord, result_payload
 from ipu_tune.results import ResultsStore
 from ipu_tune.search import SearchProblem
@@ -28,15 +35,17 @@ from ipu_tune.tuner._worker_id import this_worker
 __all__ = ["count_done", "work"]
 
 _ALIVE = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING, TrialState.PRUNED)
+_DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+_FLUSH_S = 1.0  # results rows are written at most this long after their trial finished
 
 
 def count_done(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
 
 
-def _rank(study: optuna.Study, number: int) -> int:
+def _rank(alive: list[FrozenTrial], number: int) -> int:
     """Trials not failed that precede `number`: only the first n_trials of them may run."""
-    return sum(1 for t in study.get_trials(deepcopy=False, states=_ALIVE) if t.number < number)
+    return sum(1 for t in alive if t.number < number)
 
 
 def _best_label(study: optuna.Study, problem: SearchProblem) -> str:
@@ -65,7 +74,8 @@ def work(
         bar = tqdm(total=n_trials, initial=count_done(study), file=sys.stderr,
                    desc="trials", dynamic_ncols=True, leave=True)
         bar.set_postfix_str(_best_label(study, problem))
-    last_label = time.monotonic()
+    last_label = last_flush = time.monotonic()
+    rows: list[FrozenTrial] = []  # finished trials whose results rows are not written yet
     try:
         while True:
             if timeout_s is not None and time.monotonic() - started >= timeout_s:
@@ -78,7 +88,8 @@ def work(
             with claims.claiming():
                 trial = study.ask()
                 TrialRecord.tag_worker(trial, worker)
-            if _rank(study, trial.number) >= n_trials:
+            alive = study.get_trials(deepcopy=False, states=_ALIVE)
+            if _rank(alive, trial.number) >= n_trials:
                 # Another worker took the last slot between our check and ask.
                 TrialRecord.tag_surplus(trial)
                 study.tell(trial, state=TrialState.FAIL)
@@ -88,17 +99,26 @@ def work(
                                   result_payload(outcome.result))
             frozen = study.tell(trial, [float(v) for v in outcome.values])
             if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
-                store.append(study.study_name, frozen)
+                rows.append(frozen)
+            if rows and time.monotonic() - last_flush >= _FLUSH_S:
+                store.append_many(study.study_name, rows)
+                rows, last_flush = [], time.monotonic()
             ran += 1
             if on_trial is not None:
                 on_trial(trial.number)
             if bar is not None:
-                bar.n = min(count_done(study), n_trials)
+                # The trials finished before our ask, plus ours (others' since: next update).
+                bar.n = min(sum(1 for t in alive if t.state in _DONE) + 1, n_trials)
                 if time.monotonic() - last_label > 0.5:
                     bar.set_postfix_str(_best_label(study, problem))
                     last_label = time.monotonic()
                 bar.refresh()
     finally:
+        if rows:
+            # On the way out of an error too; if the store fails here, the original error is
+            # the one to report and `ResultsStore.sync` rebuilds these rows on the next start.
+            with contextlib.suppress(IpuTuneError, OSError, RuntimeError):
+                store.append_many(study.study_name, rows)
         if bar is not None:
             bar.n = min(count_done(study), n_trials)
             bar.set_postfix_str(_best_label(study, problem))

@@ -14,6 +14,7 @@ from optuna.trial import TrialState
 import ipu_tune
 from ipu_tune.config import CONF_DIR, TuneConfig
 from ipu_tune.config._load import typed
+from ipu_tune.records import TrialRecord
 from ipu_tune.results import ResultsStore
 from ipu_tune.storage import open_storage, resolve_storage
 from ipu_tune.tuner import run
@@ -56,7 +57,7 @@ def test_export_evaluates_again_to_the_same_result(tmp_path: Path) -> None:
     assert again.fits
     assert again.to_dict() == summary.best_result.to_dict()  # type: ignore[union-attr]
     stored = _study(tmp_path, summary.study_name).trials[summary.best_trial]  # type: ignore[index]
-    assert again.throughput == pytest.approx(stored.user_attrs["result"]["throughput"])
+    assert again.throughput == pytest.approx(TrialRecord.of(stored).result["throughput"])
     text = yaml.safe_load(best_yaml.read_text())
     assert set(text) >= {"model", "workload", "system", "plan", "ipu_tune"}
     assert "python -m ipu_tune evaluate" in text["ipu_tune"]["evaluate"]

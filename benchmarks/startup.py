@@ -1,0 +1,184 @@
+"""Start-up and fixed costs where users wait, as paired same-run ratios (medians).
+
+Each figure is measured against its reference in the same round, rounds interleaved, so that
+the load of a shared machine hits both alike:
+
+- `ipu_tune.evaluate(mapping)` per call (cached model) against the simulation it wraps, and
+  against the OmegaConf merge it used to do per call;
+- `python -m ipu_tune --help` against a bare `python -c pass` and Hydra's own help;
+- `python -m ipu_tune studies` against a bare Optuna script listing the same journal;
+- a one-trial run (compose, prepare, trial, exports, report) against a bare Optuna script
+  running one trial on the same kind of storage (a fresh journal file);
+- the time to the first byte on a terminal after `python -m ipu_tune study.n_trials=1`.
+
+    python benchmarks/startup.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pty
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+BARE_ONE_TRIAL = """
+import sys, optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+storage = JournalStorage(JournalFileBackend(sys.argv[1]))
+study = optuna.create_study(storage=storage, study_name="bare", direction="maximize")
+def objective(trial):
+    x = [trial.suggest_int(f"k{i}", 1, 64, log=True) for i in range(13)]
+    return float(sum(x))
+study.optimize(objective, n_trials=1)
+print(study.best_value)
+"""
+
+BARE_LIST = """
+import sys, optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+for s in optuna.get_all_study_summaries(JournalStorage(JournalFileBackend(sys.argv[1]))):
+    print(s.study_name, s.n_trials)
+"""
+
+
+def _wall(args: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(args, cwd=cwd, env=ENV, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def _first_byte_s(args: list[str], cwd: Path) -> float:
+    """Seconds from start to the first byte the command writes to a terminal (stderr)."""
+    leader, follower = pty.openpty()
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    first = float("nan")
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(leader, 1024)
+        except OSError:
+            break
+        if data and first != first:
+            first = time.perf_counter() - start
+        if not data:
+            break
+    proc.wait()
+    os.close(leader)
+    return first
+
+
+def _paired(rounds: int, ours: Callable[[], float], ref: Callable[[], float]) -> tuple[
+        float, float, float]:
+    """Median of ours, median of the reference, median of the per-round ratio."""
+    a, b, r = [], [], []
+    for _ in range(rounds):
+        x, y = ours(), ref()
+        a.append(x)
+        b.append(y)
+        r.append(x / y)
+    return statistics.median(a), statistics.median(b), statistics.median(r)
+
+
+def evaluate_per_call(rounds: int, calls: int = 300) -> None:
+    import ipu_tune
+    from ipu_tune.case import build_case, simulate_case
+    from ipu_tune.config import EvalConfig, load_config, validate
+    from ipu_tune.config._load import _omegaconf_typed
+
+    mapping = {"model": {"name": "resnet101"}, "system": {"num_ipus": 2},
+               "plan": {"precision": "16.16", "pipeline": {"splits": ["layer3.10"]},
+                        "gradient_accumulation": 8}}
+    case = build_case(load_config(mapping))
+    ipu_tune.evaluate(mapping)
+
+    def per_call(f: Callable[[], object], n: int = calls) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            f()
+        return (time.perf_counter() - start) / n
+
+    ev, sim, ratio = _paired(rounds, lambda: per_call(lambda: ipu_tune.evaluate(mapping)),
+                             lambda: per_call(lambda: simulate_case(case)))
+    old, new, speedup = _paired(
+        rounds, lambda: per_call(lambda: validate(_omegaconf_typed(EvalConfig, mapping)), 20),
+        lambda: per_call(lambda: load_config(mapping)))
+    print(f"| evaluate(mapping), cached model | {1e3 * ev:.3f} ms per call | simulate alone "
+          f"{1e3 * sim:.3f} ms | {ratio:.2f}x (overhead {1e3 * (ev - sim):.3f} ms) |")
+    print(f"| mapping -> validated config | {1e3 * new:.3f} ms per call | OmegaConf merge "
+          f"{1e3 * old:.3f} ms | {new / old:.3f}x ({old / new:.0f}x faster) |")
+    del speedup
+
+
+def cli(rounds: int) -> None:
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        # Warm the profile cache and leave a stored study for `studies`.
+        subprocess.run([py, "-m", "ipu_tune", "study.n_trials=2", "study.progress_bar=false"],
+                       cwd=root, env=ENV, check=True, capture_output=True)
+        journal = root / "results" / "ipu_tune.journal"
+
+        ours, ref, ratio = _paired(rounds, lambda: _wall([py, "-m", "ipu_tune", "--help"], root),
+                                   lambda: _wall([py, "-c", "pass"], root))
+        print(f"| `--help` | {ours:.2f} s | bare `python -c pass` {ref:.2f} s | {ratio:.1f}x |")
+        ours, ref, ratio = _paired(
+            max(1, rounds // 2), lambda: _wall([py, "-m", "ipu_tune", "--help"], root),
+            lambda: _wall([py, "-m", "ipu_tune", "--hydra-help"], root))
+        print(f"| `--help` | {ours:.2f} s | Hydra's help {ref:.2f} s | {ratio:.2f}x |")
+        ours, ref, ratio = _paired(rounds, lambda: _wall([py, "-m", "ipu_tune", "studies"], root),
+                                   lambda: _wall([py, "-c", BARE_LIST, str(journal)], root))
+        print(f"| `studies` | {ours:.2f} s | bare Optuna listing {ref:.2f} s | {ratio:.2f}x |")
+
+        counter = iter(range(10_000))
+
+        def one_trial() -> float:
+            out = root / f"run{next(counter)}"
+            return _wall([py, "-m", "ipu_tune", "study.n_trials=1", "study.progress_bar=false",
+                          f"results_dir={out}"], root)
+
+        def bare_trial() -> float:
+            return _wall([py, "-c", BARE_ONE_TRIAL, str(root / f"bare{next(counter)}.journal")],
+                         root)
+
+        ours, ref, ratio = _paired(rounds, one_trial, bare_trial)
+        print(f"| 1-trial run (incl. exports, report) | {ours:.2f} s | bare Optuna script "
+              f"{ref:.2f} s | {ratio:.2f}x |")
+        first = statistics.median(
+            _first_byte_s([py, "-m", "ipu_tune", "study.n_trials=1",
+                           f"results_dir={root / f'tty{i}'}"], root) for i in range(rounds))
+        print(f"| first output on a terminal, 1-trial run | {first:.2f} s | | |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", choices=("evaluate", "cli"), default=None)
+    args = parser.parse_args()
+    print("| what | ours (median) | reference (same rounds) | ratio ours/ref (median) |")
+    print("| --- | --- | --- | --- |")
+    if args.only in (None, "evaluate"):
+        evaluate_per_call(args.rounds)
+    if args.only in (None, "cli"):
+        cli(args.rounds)
+
+
+if __name__ == "__main__":
+    main()

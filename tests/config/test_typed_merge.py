@@ -1,0 +1,77 @@
+"""The plain-Python typed merge (`typed`'s fast path) gives exactly OmegaConf's object, and
+whatever it does not take itself still ends with OmegaConf's one-line error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ipu_tune.config import EvalConfig, ModelConfig, TuneConfig, load_config, typed
+from ipu_tune.config._load import _Fallback, _merge, _omegaconf_typed
+from ipu_tune.errors import IpuTuneError
+
+SAME: list[tuple[type, dict[str, Any]]] = [
+    (EvalConfig, {}),
+    (EvalConfig, {"model": {"name": "bert_base", "sequence_length": 128,
+                            "kwargs": {"layers": 2, "dims": (1, 2), "nested": {"a": None}}}}),
+    (EvalConfig, {"plan": {"precision": "16.16", "available_memory_proportion": 1,
+                           "pipeline": {"splits": ("layer3.0",), "schedule": "interleaved"},
+                           "offload_optimizer_state": True}}),
+    (EvalConfig, {"model": {"input_shape": (3, 32, 32), "dataset": {"sample_bytes": 3072,
+                                                                    "preprocess_s_per_sample": 1}},
+                  "system": {"ipu": "bow", "num_ipus": 4, "hosts": 2}}),
+    (TuneConfig, {"study": {"n_trials": 5, "timeout_s": 3, "name": None},
+                  "sampler": {"params": {"n_startup_trials": 4}}, "results_dir": "out"}),
+    (ModelConfig, {"name": None, "_target_": "pkg.mod.make", "num_classes": 3}),
+]
+
+
+@pytest.mark.parametrize(("schema", "data"), SAME, ids=[str(i) for i in range(len(SAME))])
+def test_fast_merge_equals_omegaconf(schema: type, data: dict[str, Any]) -> None:
+    fast = _merge(schema, data)
+    slow = _omegaconf_typed(schema, data)
+    assert fast == slow
+    assert repr(fast) == repr(slow)  # same value types too (1 -> 1.0 for a float, tuples -> lists)
+
+
+# Values OmegaConf converts or refuses: the fast path hands them over, results/errors unchanged.
+HANDED_OVER: list[dict[str, Any]] = [
+    {"plan": {"gradient_accumulation": "8"}},  # OmegaConf converts "8" -> 8
+    {"plan": {"offload_optimizer_state": "yes"}},
+    {"plan": {"gradient_accumulation": "abc"}},
+    {"plan": {"foo": 1}},
+    {"plan": {"gradient_accumulation": True}},
+    {"plan": {"gradient_accumulation": 2.0}},
+    {"plan": {"precision": None}},
+    {"plan": {"pipeline": {"splits": "layer3.0"}}},
+    {"workload": {"micro_batch_size": "${plan.io_tiles}"}},
+    {"system": {"ipu": 3}},
+    {"model": {"name": "???"}},
+]
+
+
+@pytest.mark.parametrize("data", HANDED_OVER, ids=[str(i) for i in range(len(HANDED_OVER))])
+def test_fast_merge_hands_over_to_omegaconf(data: dict[str, Any]) -> None:
+    with pytest.raises(_Fallback):
+        _merge(EvalConfig, data)
+    try:
+        slow: Any = _omegaconf_typed(EvalConfig, data)
+    except IpuTuneError as exc:
+        slow = str(exc)
+    try:
+        fast: Any = typed(EvalConfig, data)
+    except IpuTuneError as exc:
+        fast = str(exc)
+    assert fast == slow
+
+
+def test_error_messages_name_the_key() -> None:
+    with pytest.raises(IpuTuneError, match=r"^plan\.foo: unknown key"):
+        load_config({"plan": {"foo": 1}})
+    with pytest.raises(IpuTuneError, match=r"^plan\.gradient_accumulation: .*abc"):
+        load_config({"plan": {"gradient_accumulation": "abc"}})
+    with pytest.raises(IpuTuneError, match=r"^plan\.io_tiles"):
+        load_config({"plan": {"io_tiles": 7}})
+    with pytest.raises(IpuTuneError, match=r"only model\._target_"):
+        load_config({"plan": {"_target_": "os.system"}})
