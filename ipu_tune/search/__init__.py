@@ -6,6 +6,7 @@ the sampler, the warm-start plans, each trial's outcome and the best trial.
 
 from ipu_tune.search._objectives import DIRECTIONS, count_changes
 from ipu_tune.search._problem import SearchProblem, TrialOutcome
+from ipu_tune.search._refine import LocalSearch, refine_study
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
 from ipu_tune.search._select import best_trial, is_feasible, pareto_front
 from ipu_tune.search._space import KNOBS, KnobSpec, SearchSpace, load_space, parse_space
@@ -23,6 +24,7 @@ __all__ = [
     "KNOBS",
     "SAMPLERS",
     "KnobSpec",
+    "LocalSearch",
     "SearchProblem",
     "SearchSpace",
     "StageCostModel",
@@ -39,5 +41,6 @@ __all__ = [
     "make_sampler",
     "pareto_front",
     "parse_space",
+    "refine_study",
     "stage_loads",
 ]

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from ipu_tune.config import to_plain_dict
 from ipu_tune.records import TrialRecord, result_payload
 from ipu_tune.results import ResultsStore
-from ipu_tune.search import SearchProblem
+from ipu_tune.search import SearchProblem, refine_study
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import this_worker
 
@@ -89,6 +89,7 @@ def work(
             frozen = study.tell(trial, [float(v) for v in outcome.values])
             if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
                 store.append(study.study_name, frozen)
+                refine_study(study, problem)  # enqueues local-search improvements as trials
             ran += 1
             if on_trial is not None:
                 on_trial(trial.number)
