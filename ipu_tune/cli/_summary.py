@@ -42,6 +42,8 @@ def format_summary(s: RunSummary) -> str:
         lines.append(f"memory per IPU{per}: {mem}")
         lines.append("plan: " + ", ".join(
             f"{k.label} {_show(get_key(c, k.key))}" for k in KNOBS if k.label))
+    if s.convergence is not None and s.convergence.last_improved is not None:
+        lines.append(s.convergence.describe())
     for key, path in s.exports.items():
         lines.append(f"{_LABELS.get(key, key)}: {path}")
     return "\n".join(lines)

@@ -4,6 +4,7 @@ The study runner (`ipu_tune.tuner`) builds a `SearchProblem` per study and asks 
 the sampler, the warm-start plans, each trial's outcome and the best trial.
 """
 
+from ipu_tune.search._convergence import Convergence, convergence
 from ipu_tune.search._objectives import DIRECTIONS, count_changes
 from ipu_tune.search._problem import SearchProblem, TrialOutcome
 from ipu_tune.search._refine import LocalSearch, refine_study
@@ -23,6 +24,7 @@ __all__ = [
     "DIRECTIONS",
     "KNOBS",
     "SAMPLERS",
+    "Convergence",
     "KnobSpec",
     "LocalSearch",
     "SearchProblem",
@@ -32,6 +34,7 @@ __all__ = [
     "WarmPlan",
     "balanced_split",
     "best_trial",
+    "convergence",
     "count_changes",
     "cuts_to_starts",
     "even_split",

@@ -27,7 +27,7 @@ from ipu_tune.results import (
     poptorch_snippet,
     write_report,
 )
-from ipu_tune.search import SearchProblem
+from ipu_tune.search import Convergence, SearchProblem, convergence
 from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
 from ipu_tune.tuner._study import (
@@ -52,6 +52,7 @@ class RunSummary:
     best_config: EvalConfig | None
     best_result: SimResult | None
     exports: dict[str, Path] = field(default_factory=dict)
+    convergence: Convergence | None = None  # how the best evolved (ipu_tune.search)
 
 
 @dataclass(frozen=True)
@@ -187,4 +188,5 @@ def export_study(
         best_config=best_cfg,
         best_result=best_result,
         exports=exports,
+        convergence=convergence(study, problem.directions, problem.objective_names),
     )
