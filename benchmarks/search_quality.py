@@ -205,7 +205,7 @@ def run_search(case: Case, kind: str, seed: int, trials: int) -> list[float]:
         frozen = study.tell(trial, outcome.values)
         tracker.add(frozen.values, is_feasible(frozen))
         if kind == "tool":
-            refine_study(study, problem)
+            refine_study(study, problem, trials)
     return tracker.curve
 
 

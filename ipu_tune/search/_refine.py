@@ -293,8 +293,8 @@ class Refiner:
         decoded = self.search.codec.decode(trial.params).config
         return self.search.codec.encode(decoded, exact=False)
 
-    def step(self, study: optuna.Study) -> int:
-        """Enqueue the improved plans due now; returns how many were enqueued."""
+    def step(self, study: optuna.Study, left: int | None = None) -> int:
+        """Enqueue the improved plans due now (at most `left`); returns how many."""
         if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return 0  # the queue (warm start, earlier refinements) runs first
         done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -305,7 +305,8 @@ class Refiner:
         best = _signed_best(done, sign)
         if not self.first_pass_done:
             self.first_pass_done = True
-            return self._first_pass(study, done, sign, budget)
+            return self._first_pass(study, done, sign, budget,
+                                    _ENQUEUE_FIRST if left is None else min(left, _ENQUEUE_FIRST))
         if best is None:
             return 0
         if best.number not in self.climbed:
@@ -334,7 +335,7 @@ class Refiner:
         return 0
 
     def _first_pass(self, study: optuna.Study, done: list[FrozenTrial], sign: float,
-                    budget: int) -> int:
+                    budget: int, keep: int) -> int:
         starts: list[tuple[str, Params]] = []
         seen: set[tuple[tuple[str, Any], ...]] = set()
         ranked = sorted(done, key=lambda t: self.search.score(self._params(t) or {})
@@ -354,7 +355,7 @@ class Refiner:
                 optima[_key(params)] = (score, label, params)
         best = _signed_best(done, sign)
         floor = (1.0, sign * best.values[0]) if best is not None and best.values else (0.0, -1e300)
-        chosen = sorted(optima.values(), key=lambda slp: slp[0], reverse=True)[:_ENQUEUE_FIRST]
+        chosen = sorted(optima.values(), key=lambda slp: slp[0], reverse=True)[:keep]
         n = 0
         for score, label, params in chosen:
             if score > floor or n == 0:
@@ -363,13 +364,21 @@ class Refiner:
         return n
 
 
-def refine_study(study: optuna.Study, problem: Any) -> int:
+def refine_study(study: optuna.Study, problem: Any, n_trials: int | None = None) -> int:
     """The trial loop's hook, called after each finished trial: enqueue refined plans.
 
-    Returns the number of trials enqueued (0 when the problem does not refine: several
-    objectives, refinement switched off by the sampler, or nothing due).
+    `n_trials` is the study's budget: nothing is refined once it is used up, and at most
+    the trials left are enqueued. Returns the number of trials enqueued (0 when the problem
+    does not refine: several objectives, a baseline sampler, or nothing due).
     """
     refiner = problem.refiner()
     if refiner is None:
         return 0
-    return int(refiner.step(study))
+    left = None
+    if n_trials is not None:
+        used = study.get_trials(deepcopy=False, states=(
+            TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING))
+        left = n_trials - len(used)
+        if left <= 0:
+            return 0
+    return int(refiner.step(study, left))

@@ -89,7 +89,7 @@ def work(
             frozen = study.tell(trial, [float(v) for v in outcome.values])
             if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
                 store.append(study.study_name, frozen)
-                refine_study(study, problem)  # enqueues local-search improvements as trials
+                refine_study(study, problem, n_trials)  # local search: enqueues better plans
             ran += 1
             if on_trial is not None:
                 on_trial(trial.number)
