@@ -163,8 +163,8 @@ class SearchProblem:
 
     def refiner(self) -> Refiner | None:
         """The local refinement of this problem (`ipu_tune.search.refine_study`); None for
-        several objectives and for the baseline samplers (random, brute force)."""
-        if len(self.directions) != 1 or self.cfg.sampler.name in _UNREFINED_SAMPLERS:
+        the baseline samplers (random, brute force)."""
+        if self.cfg.sampler.name in _UNREFINED_SAMPLERS:
             return None
         if self._refiner is None:
             self._refiner = Refiner(LocalSearch(self, random.Random(self.cfg.sampler.seed)))

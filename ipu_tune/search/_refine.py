@@ -15,8 +15,10 @@ is a trial with its stored result and results row. When the best has not improve
 `_STALL_TRIALS` trials, an iterated local search restarts from a perturbed best (Lourenço,
 Martin & Stützle, *Iterated Local Search*, 2003); an improvement found is enqueued likewise.
 
-Single-objective searches only (a Pareto search has no one "better"); the sampler's seed
-seeds the random starts and kicks, so a run is reproducible.
+Several objectives (the `pareto` preset): once, after the warm start, one climb per weighting
+of the scaled objectives (each alone, equal weights, 0.8/0.2 and 0.2/0.8 for two), each optimum
+enqueued; no kicks (a front has no single best to stall on). The sampler's seed seeds the
+random starts and kicks, so a run is reproducible.
 """
 
 from __future__ import annotations
@@ -98,6 +100,11 @@ class LocalSearch:
     problem: Problem
     rng: random.Random
     evals: int = 0
+    # Several objectives: climb on sum_k weight_k x value_k / scale_k (each oriented so that
+    # larger is better), a weighted-sum scalarisation (Miettinen, Nonlinear Multiobjective
+    # Optimization, 1999, 3.1); None: the first objective alone.
+    weights: tuple[float, ...] | None = None
+    scales: tuple[float, ...] | None = None
     _cache: OrderedDict[tuple[tuple[str, Any], ...], tuple[Score, float]] = field(
         default_factory=OrderedDict)
 
@@ -118,8 +125,13 @@ class LocalSearch:
         self.evals += 1
         decoded = self.codec.decode(params)
         out = self.problem.evaluate(decoded.config, decoded.note)
-        sign = 1.0 if self.problem.directions[0] == "maximize" else -1.0
-        value = out.values[0]
+        signs = [1.0 if d == "maximize" else -1.0 for d in self.problem.directions]
+        if self.weights is None:
+            sign, value = signs[0], out.values[0]
+        else:
+            scales = self.scales or (1.0,) * len(signs)
+            sign, value = 1.0, sum(w * s * v / sc for w, s, v, sc
+                                   in zip(self.weights, signs, out.values, scales, strict=True))
         if value is None or not math.isfinite(value):
             scored: tuple[Score, float] = ((-1.0, 0.0), 0.0)
         elif out.feasible:
@@ -300,8 +312,13 @@ class Refiner:
         done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if not done:
             return 0
-        sign = 1.0 if self.search.problem.directions[0] == "maximize" else -1.0
         budget = self.search.evals + _EVALS_PER_CALL
+        if len(self.search.problem.directions) > 1:
+            if self.first_pass_done:
+                return 0
+            self.first_pass_done = True
+            return self._weighted_pass(study, done, budget, left)
+        sign = 1.0 if self.search.problem.directions[0] == "maximize" else -1.0
         best = _signed_best(done, sign)
         if not self.first_pass_done:
             self.first_pass_done = True
@@ -362,6 +379,40 @@ class Refiner:
                 self._enqueue(study, params, label)
                 n += 1
         return n
+
+
+    def _weighted_pass(self, study: optuna.Study, done: list[FrozenTrial], budget: int,
+                       left: int | None) -> int:
+        """Several objectives: one climb per weighting, from the finished trial that weighting
+        ranks first; each distinct optimum is enqueued (the front's ends and knee)."""
+        problem = self.search.problem
+        n = len(problem.directions)
+        ok = [t for t in done if t.values and all(math.isfinite(v) for v in t.values)
+              and TrialRecord.of(t).feasible]
+        if not ok:
+            return 0
+        scales = tuple(max(abs(t.values[k]) for t in ok) or 1.0 for k in range(n))
+        weightings = [tuple(1.0 if j == k else 0.0 for j in range(n)) for k in range(n)]
+        weightings.append(tuple(1.0 / n for _ in range(n)))
+        if n == 2:
+            weightings += [(0.8, 0.2), (0.2, 0.8)]
+        share = max(1, (budget - self.search.evals) // len(weightings))
+        found: dict[tuple[tuple[str, Any], ...], tuple[str, Params]] = {}
+        for weights in weightings:
+            ls = LocalSearch(problem, self.search.rng, weights=weights, scales=scales)
+            starts = [p for p in (self._params(t) for t in ok) if p is not None]
+            if not starts:
+                return 0
+            start = max(starts, key=ls.score)
+            score, params = ls.climb(start, share)
+            self.search.evals += ls.evals
+            if score[0] == 1.0 and score > ls.score(start) and _key(params) not in found:
+                label = "local search, weights " + "/".join(f"{w:g}" for w in weights)
+                found[_key(params)] = (label, params)
+        chosen = list(found.values())[: len(found) if left is None else left]
+        for label, params in chosen:
+            self._enqueue(study, params, label)
+        return len(chosen)
 
 
 def refine_study(study: optuna.Study, problem: Any, n_trials: int | None = None) -> int:

@@ -85,8 +85,25 @@ def test_refinement_only_enqueues_improvements_and_not_for_baselines() -> None:
 
     random_cfg = compose_cfg("model=resnet101", "search=throughput", "sampler=random")
     assert make_problem(random_cfg).refiner() is None
-    pareto_cfg = compose_cfg("model=resnet101", "search=pareto")
-    assert make_problem(pareto_cfg).refiner() is None
+
+
+def test_a_pareto_search_is_refined_once_per_weighting() -> None:
+    cfg = compose_cfg("model=resnet101", "search=pareto")
+    problem = make_problem(cfg)
+    study = optuna.create_study(directions=problem.directions, sampler=problem.sampler())
+    for params in problem.warm_start():
+        study.enqueue_trial(params)
+    for _ in problem.warm_start():
+        trial = study.ask()
+        study.tell(trial, problem.run_trial(trial).values)
+    added = refine_study(study, problem, n_trials=100)
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert added == len(waiting) >= 2
+    assert all("weights" in TrialRecord.of(t).origin for t in waiting)
+    for _ in waiting:
+        trial = study.ask()
+        study.tell(trial, problem.run_trial(trial).values)
+    assert refine_study(study, problem, n_trials=100) == 0  # once only
 
 
 def test_convergence_of_a_pareto_study_is_its_hypervolume() -> None:
