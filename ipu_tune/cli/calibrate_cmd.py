@@ -2,7 +2,7 @@
 
 Each FILE is a YAML list (or a `points:` list) or a CSV with dotted column names; a row is an
 evaluate-schema config plus `samples_per_s`, `device_cycles` and/or `result: fits|out_of_memory`
-(format: ipu_tune/simulator/calibration_points.yaml). Prints the refitted constants as YAML;
+(format: ipu_tune/calibration/points.yaml). Prints the refitted constants as YAML;
 `--output FILE` writes them too. Apply them with
 `simulate(..., constants=constants_from_mapping(yaml.safe_load(open(FILE))))`.
 """
@@ -21,7 +21,7 @@ __all__ = ["format_fit", "main"]
 
 def format_fit(fit: object) -> str:
     """The YAML text of a `FitResult`: the constants, then the per-row errors as comments."""
-    from ipu_tune.simulator import FitResult
+    from ipu_tune.calibration import FitResult
 
     assert isinstance(fit, FitResult)
     lines = [
@@ -56,7 +56,7 @@ def main(argv: Sequence[str]) -> int:
                         help="objective evaluations per Nelder-Mead round (default 3000)")
     args = parser.parse_args(list(argv))
     try:
-        from ipu_tune.simulator import default_points, fit_constants, load_points
+        from ipu_tune.calibration import default_points, fit_constants, load_points
 
         points = []
         for file in args.files:

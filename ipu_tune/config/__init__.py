@@ -11,6 +11,7 @@ from ipu_tune.config._load import load_config, omegaconf_error, read_yaml, to_pl
 from ipu_tune.config._schema import (
     DatasetConfig,
     EvalConfig,
+    HostConfig,
     ModelConfig,
     PipelineConfig,
     PlanConfig,
@@ -31,6 +32,7 @@ __all__ = [
     "SPACES_DIR",
     "DatasetConfig",
     "EvalConfig",
+    "HostConfig",
     "ModelConfig",
     "PipelineConfig",
     "PlanConfig",

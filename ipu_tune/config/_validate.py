@@ -61,8 +61,14 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     _at_least("system.hosts", s.hosts, 1)
     if s.hosts > s.num_ipus:
         raise bad_value("system.hosts", s.hosts, f"at most system.num_ipus={s.num_ipus}")
+    if s.host.cpu_cores is not None:
+        _at_least("system.host.cpu_cores", s.host.cpu_cores, 1)
+    if s.host.network_bytes_per_s is not None and not s.host.network_bytes_per_s > 0:
+        raise bad_value("system.host.network_bytes_per_s", s.host.network_bytes_per_s,
+                        "must be > 0")
 
     _check_knobs(cfg, PLAN_KNOBS)
+    _check_instances(p.host_instances, s.hosts, p.replication_factor, check_layout)
     if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")
     if p.replicated_tensor_sharding and p.replication_factor < 2:
@@ -83,6 +89,18 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
             "plan.gradient_accumulation", p.gradient_accumulation, "must be 1 for infer"
         )
     return cfg
+
+
+def _check_instances(instances: int, hosts: int, replicas: int, check_layout: bool) -> None:
+    """PopRun instances (a power of two, knobs.py): PopRun splits the replicas evenly over the
+    instances and the instances evenly over the servers; fewer instances than servers run one
+    per server."""
+    if instances > hosts and instances % hosts:
+        raise bad_value("plan.host_instances", instances,
+                        f"must be a multiple of system.hosts={hosts} (one or more per server)")
+    if check_layout and replicas % instances:
+        raise bad_value("plan.host_instances", instances,
+                        f"must divide plan.replication_factor={replicas}")
 
 
 def check_pinned_layout(cfg: EvalConfig, pinned: frozenset[str]) -> None:

@@ -168,7 +168,11 @@ def _checkpoint_lines(blocks: list[str]) -> list[str]:
 
 
 def _recompute_lines(plan: ExecutionPlan, profile: ModelProfile | None, facts: Facts) -> list[str]:
-    if plan.recompute == "none" or not plan.training:
+    if plan.recompute == "auto" and plan.training:
+        # PopTorch's own default: it sets autoRecomputation=Pipeline when pipelined (Compiler.cpp).
+        what = "pipeline recomputation (PopTorch sets it)" if plan.stages > 1 else "none"
+        return [f"# Recomputation: auto = PopTorch's default, here {what}; nothing to set."]
+    if plan.recompute in ("none", "auto") or not plan.training:
         # What recomputation would shrink: the pipeline's stash, or one stage's activations.
         held = "activation_stash" if plan.stages > 1 else "activations"
         return [f"# Recomputation: none. {facts.category_sentence(held)}"]
@@ -269,7 +273,7 @@ def poptorch_snippet(
         ]
     lines += [
         f"# Replication factor {plan.replication_factor}: data-parallel copies of the pipeline."
-        f" {facts.phase_sentence('all_reduce')}",
+        f" {facts.phase_sentence('all_reduce_pod')} {facts.phase_sentence('all_reduce_gw')}",
         f"opts.replicationFactor({plan.replication_factor})",
         *_pipeline_lines(plan, facts),
         *_recompute_lines(plan, profile, facts),

@@ -278,7 +278,7 @@ def input_lines(
             "model = ModelWithLoss(model, torch.nn.CrossEntropyLoss())",
         ]
     out.append(f"model = model.{model_dtype}()")
-    if plan.model_fp16:
+    if plan.partials == "half":
         out += [
             '# fp16 partials: "each time the numerical precision is halved, the execution speed'
             ' of matmul and convolution operations is doubled" (seed hands-on).',

@@ -97,10 +97,10 @@ def check_snippet(cfg: EvalConfig, snippet: str) -> None:
         ),
         "set_overlap_for_input": p.io_tiles > 0,
         "div(255)": p.eight_bit_io,
-        "autoRecomputation": p.recompute != "none" and w.mode == "train",
+        "autoRecomputation": p.recompute not in ("none", "auto") and w.mode == "train",
         "recomputationCheckpoint": p.recompute == "every_block" and w.mode == "train",
         "accum_type=torch.float16": p.precision.endswith("16") and w.mode == "train",
-        "setPartialsType(torch.float16)": p.precision.endswith("16"),
+        "setPartialsType(torch.float16)": p.partials == "half",
         "poptorch.DataLoaderMode.Async": p.async_dataloader,
         "poptorch.DataLoaderMode.Sync": not p.async_dataloader,
     }
