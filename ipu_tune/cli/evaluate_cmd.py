@@ -7,11 +7,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
 from ipu_tune._api import evaluate_config
-from ipu_tune.cli._common import fail
-from ipu_tune.config import load_config
+from ipu_tune.cli._common import TRUST_HELP, fail, print_out
+from ipu_tune.config import load_config, read_yaml
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import DEFAULT_CONSTANTS, constants_from_mapping
 
@@ -19,10 +17,7 @@ __all__ = ["main"]
 
 
 def _read_constants(path: str) -> dict[str, float]:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise IpuTuneError(f"--constants={path!r}: cannot read a YAML mapping ({exc})") from None
+    data = read_yaml(Path(path), "--constants file")
     if not isinstance(data, dict):
         raise IpuTuneError(f"--constants={path!r}: expected a mapping of constant: value")
     return data
@@ -37,9 +32,10 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--constants", metavar="FILE",
                         help="simulator constants YAML written by `ipu-tune calibrate --output`")
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, trust_remote_code=args.trust_remote_code)
         constants = DEFAULT_CONSTANTS
         if args.constants:
             constants = constants_from_mapping(_read_constants(args.constants))
@@ -47,9 +43,7 @@ def main(argv: Sequence[str]) -> int:
     except IpuTuneError as exc:
         return fail(str(exc))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    else:
-        from ipu_tune.cli.evaluate_format import format_result
+        return print_out(json.dumps(result.to_dict(), indent=2))
+    from ipu_tune.cli.evaluate_format import format_result
 
-        print(format_result(result, cfg))
-    return 0
+    return print_out(format_result(result, cfg))

@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.case import build_system
-from ipu_tune.cli._common import fail
+from ipu_tune.cli._common import TRUST_HELP, fail
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import profile_model
@@ -90,9 +90,15 @@ def report_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("study")
     _storage_args(parser)
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
         study, target, cfg = _load(args)
+        if cfg.model._target_ and not args.trust_remote_code:
+            raise IpuTuneError(
+                f"model._target_={cfg.model._target_[:80]!r} of study {args.study!r}: code named "
+                "in a stored study runs only with --trust-remote-code"
+            )
         profile = profile_model(cfg.model)
         system = build_system(cfg)
         meta = StudyMeta.of(study)

@@ -8,6 +8,8 @@ attribute (module names where a pipeline stage may begin). They are called under
 from __future__ import annotations
 
 import importlib
+import inspect
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -110,11 +112,43 @@ _ENTRIES = (
 ZOO: Mapping[str, ZooEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
 
 
+_TARGET_ALLOWED = (
+    "allowed: a torch.nn.Module subclass or a factory function defined outside the Python "
+    "standard library and builtins"
+)
+
+
+def _is_stdlib(module_name: str) -> bool:
+    top = module_name.split(".", 1)[0]
+    return top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "builtins"
+
+
+def _check_target(target: str, obj: object) -> None:
+    """A target is a Module subclass or a plain function from non-stdlib code; nothing else
+    (os.system, subprocess.getoutput, builtins.eval, a class's constructor of any kind)."""
+    if inspect.isclass(obj):
+        if issubclass(obj, nn.Module):
+            return
+        raise bad_value("model._target_", target, f"class {obj.__name__} is not a "
+                        f"torch.nn.Module; {_TARGET_ALLOWED}")
+    if not (inspect.isfunction(obj) and not inspect.isbuiltin(obj)):
+        raise bad_value("model._target_", target,
+                        f"{type(obj).__name__} is not a Python function; {_TARGET_ALLOWED}")
+    defined_in = getattr(obj, "__module__", None) or ""
+    if _is_stdlib(defined_in):
+        raise bad_value("model._target_", target,
+                        f"defined in the standard library ({defined_in}); {_TARGET_ALLOWED}")
+
+
 def resolve_target(target: str) -> Callable[..., Any]:
-    """Import the callable named by a dotted path (``package.module.factory``)."""
+    """Import the callable named by a dotted path (``package.module.factory``) and check that
+    it may be called (`_check_target`) before anything calls it."""
     module_name, _, attr = target.rpartition(".")
     if not module_name or not attr:
         raise bad_value("model._target_", target, "a dotted path such as 'package.module.factory'")
+    if _is_stdlib(module_name):
+        # Refused before the import: importing a stdlib module can run code too (antigravity).
+        raise bad_value("model._target_", target, f"in the standard library; {_TARGET_ALLOWED}")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
@@ -128,6 +162,7 @@ def resolve_target(target: str) -> Callable[..., Any]:
         raise bad_value(
             "model._target_", target, f"{type(obj).__name__} is not callable; name a factory"
         )
+    _check_target(target, obj)
     return obj
 
 

@@ -25,6 +25,7 @@ from ipu_tune.results import (
     atomic_write,
     best_yaml_text,
     poptorch_snippet,
+    study_dir,
     write_report,
 )
 from ipu_tune.search import Convergence, SearchProblem, convergence
@@ -140,7 +141,7 @@ def export_study(
     retried: tuple[int, ...] = (),
 ) -> RunSummary:
     """Write best.yaml, the PopTorch snippet and report.html under results/<study>/."""
-    out_dir = Path(cfg.results_dir) / study.study_name
+    out_dir = study_dir(cfg.results_dir, study.study_name)  # refuses names that escape
     best = problem.best_trial(study)
     exports: dict[str, Path] = {}
     best_cfg: EvalConfig | None = None
@@ -165,10 +166,11 @@ def export_study(
             "evaluate": evaluate_cmd,
         }
         exports["best"] = atomic_write(best_path, best_yaml_text(to_plain_dict(best_cfg),
-                                                                 provenance))
+                                                                 provenance), cfg.results_dir)
         # Built once: the file and the report's copy are the same text.
         snippet = poptorch_snippet(best_cfg, best_result, problem.profile)
-        exports["poptorch"] = atomic_write(out_dir / "poptorch_options.py", snippet)
+        exports["poptorch"] = atomic_write(out_dir / "poptorch_options.py", snippet,
+                                           cfg.results_dir)
     exports["report"] = write_report(
         out_dir / "report.html",
         study=study,
