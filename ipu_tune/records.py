@@ -11,7 +11,8 @@ can always be rebuilt from the study):
 - ``constraints``: one value per constraint, <= 0 feasible (also native on Optuna >= 5);
 - ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
 - ``surplus``: claimed past `study.n_trials` by a racing worker (failed at once);
-- ``retry_of``: the number of the dead worker's trial it repeats.
+- ``retry_of``: the number of the dead worker's trial it repeats;
+- ``origin``: where an enqueued plan came from (``local search from trial 12``).
 
 The study carries ``ipu_tune`` (`StudyMeta`): its model, system, search, objectives, pins and
 whole config.
@@ -56,6 +57,7 @@ _REASON = "infeasible_reason"
 _CHANGES = "changes"
 _SURPLUS = "surplus"
 _RETRY_OF = "retry_of"
+_ORIGIN = "origin"
 _FAIL_REASON = "fail_reason"  # Optuna's own system attribute for failed trials
 _DETAIL = "detail"  # inside ``result``: the whole SimResult, for the exports
 
@@ -137,6 +139,7 @@ class TrialRecord:
     changes: int | None = None
     surplus: bool = False
     retry_of: int | None = None
+    origin: str = ""
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRecord:
@@ -159,6 +162,7 @@ class TrialRecord:
             changes=int(changes) if isinstance(changes, int) else None,
             surplus=bool(a.get(_SURPLUS, False)),
             retry_of=int(retry) if isinstance(retry, int) else None,
+            origin=str(a.get(_ORIGIN) or ""),
         )
 
     def sim_result(self) -> SimResult | None:
@@ -201,6 +205,11 @@ class TrialRecord:
     def retry_attrs(number: int) -> dict[str, Any]:
         """User attributes of the trial enqueued to repeat trial `number`."""
         return {_RETRY_OF: number}
+
+    @staticmethod
+    def origin_attrs(label: str) -> dict[str, Any]:
+        """User attributes of a trial enqueued by the search (its origin, for the report)."""
+        return {_ORIGIN: label}
 
 
 def user_attr_constraints(trial: FrozenTrial) -> list[float]:

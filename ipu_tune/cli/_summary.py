@@ -52,6 +52,8 @@ def format_summary(s: RunSummary) -> str:
         command = poprun_command(c, "python poptorch_options.py")
         if command is not None:
             lines.append(f"PopRun (host names are placeholders for your servers): {command}")
+    if s.convergence is not None and s.convergence.last_improved is not None:
+        lines.append(s.convergence.describe())
     for key, path in s.exports.items():
         lines.append(f"{_LABELS.get(key, key)}: {path}")
     return "\n".join(lines)

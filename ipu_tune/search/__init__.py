@@ -4,8 +4,10 @@ The study runner (`ipu_tune.tuner`) builds a `SearchProblem` per study and asks 
 the sampler, the warm-start plans, each trial's outcome and the best trial.
 """
 
+from ipu_tune.search._convergence import Convergence, convergence
 from ipu_tune.search._objectives import DIRECTIONS, count_changes
 from ipu_tune.search._problem import SearchProblem, TrialOutcome
+from ipu_tune.search._refine import LocalSearch, refine_study
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
 from ipu_tune.search._select import best_trial, is_feasible, pareto_front
 from ipu_tune.search._space import KNOBS, KnobSpec, SearchSpace, load_space, parse_space
@@ -22,7 +24,9 @@ __all__ = [
     "DIRECTIONS",
     "KNOBS",
     "SAMPLERS",
+    "Convergence",
     "KnobSpec",
+    "LocalSearch",
     "SearchProblem",
     "SearchSpace",
     "StageCostModel",
@@ -30,6 +34,7 @@ __all__ = [
     "WarmPlan",
     "balanced_split",
     "best_trial",
+    "convergence",
     "count_changes",
     "cuts_to_starts",
     "even_split",
@@ -39,5 +44,6 @@ __all__ = [
     "make_sampler",
     "pareto_front",
     "parse_space",
+    "refine_study",
     "stage_loads",
 ]

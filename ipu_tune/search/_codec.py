@@ -280,8 +280,19 @@ class Codec:
         return n * structures
 
     # -- params -> config ------------------------------------------------------------------
+    def _fresh(self) -> EvalConfig:
+        """A copy of the base the decoder may change: the searched sections (workload, plan)
+        are copied; model and system, never searched, are shared (decoding is the local
+        search's inner loop, where a deep copy cost more than the simulation)."""
+        b = self.base
+        plan = copy.copy(b.plan)
+        plan.pipeline = copy.copy(b.plan.pipeline)
+        plan.pipeline.splits = list(b.plan.pipeline.splits)
+        return EvalConfig(model=b.model, workload=copy.copy(b.workload), system=b.system,
+                          plan=plan)
+
     def decode(self, params: Mapping[str, Any]) -> Decoded:
-        cfg = copy.deepcopy(self.base)
+        cfg = self._fresh()
         for key, spec in self.knobs.items():
             if key in params:
                 value = params[key]

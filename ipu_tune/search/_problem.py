@@ -9,6 +9,7 @@ simulates it, and returns the objective values with the constraints (<= 0 feasib
 from __future__ import annotations
 
 import math
+import random
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from ipu_tune.search._objectives import (
     memory_constraint,
     objective_value,
 )
+from ipu_tune.search._refine import LocalSearch, Refiner
 from ipu_tune.search._samplers import make_sampler
 from ipu_tune.search._select import best_trial
 from ipu_tune.search._space import SearchSpace, load_space
@@ -39,6 +41,8 @@ from ipu_tune.simulator import SimResult
 __all__ = ["SearchProblem", "TrialOutcome"]
 
 _CACHE_SIZE = 4096  # simulated plans kept per problem (many draws decode to the same plan)
+# Samplers run as they are: the baselines the tool's search is measured against.
+_UNREFINED_SAMPLERS = ("random", "bruteforce")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class SearchProblem:
                             "(the latency space sets it unless pinned)")
         self._cache: OrderedDict[ExecutionPlan, SimResult] = OrderedDict()
         self._warm: list[WarmPlan] | None = None
+        self._refiner: Refiner | None = None
         try:  # the user's settings with the preset's fixed values must make a valid plan
             self._check(self.codec.decode({}).config)
         except IpuTuneError as exc:
@@ -122,7 +127,8 @@ class SearchProblem:
         except IpuTuneError as exc:
             return TrialOutcome(cfg, _invalid_result(str(exc)), [math.nan] * len(self.directions),
                                 [1.0] * len(self.constraint_names), reason=str(exc))
-        changes = count_changes(cfg, self.codec.user)
+        changes = (count_changes(cfg, self.codec.user)
+                   if "changes" in self.objective_names else 0)
         values = [objective_value(n, result, changes) for n in self.objective_names]
         constraints = [memory_constraint(result)]
         reasons = [] if result.fits else [result.reason or "does not fit in memory"]
@@ -154,6 +160,15 @@ class SearchProblem:
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return make_sampler(self.cfg.sampler, len(self.directions))
+
+    def refiner(self) -> Refiner | None:
+        """The local refinement of this problem (`ipu_tune.search.refine_study`); None for
+        the baseline samplers (random, brute force)."""
+        if self.cfg.sampler.name in _UNREFINED_SAMPLERS:
+            return None
+        if self._refiner is None:
+            self._refiner = Refiner(LocalSearch(self, random.Random(self.cfg.sampler.seed)))
+        return self._refiner
 
     def warm_plans(self) -> list[WarmPlan]:
         """The warm-start plans with their labels (user plan, balanced split, rules of thumb)."""

@@ -35,7 +35,7 @@ from ipu_tune.results import (
     write_exports,
     write_report,
 )
-from ipu_tune.search import SearchProblem
+from ipu_tune.search import Convergence, SearchProblem, convergence
 from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
 from ipu_tune.tuner._heartbeat import beating
@@ -58,6 +58,7 @@ class RunSummary:
     best_result: SimResult | None
     exports: dict[str, Path] = field(default_factory=dict)
     objectives: dict[str, float] = field(default_factory=dict)  # the best trial's values
+    convergence: Convergence | None = None  # how the best evolved (ipu_tune.search)
 
 
 @dataclass(frozen=True)
@@ -250,4 +251,5 @@ def export_study(
         objectives=dict(zip(problem.objective_names, best.values or [], strict=False))
         if best is not None
         else {},
+        convergence=convergence(study, problem.directions, problem.objective_names),
     )

@@ -28,7 +28,7 @@ from ipu_tune.config import to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import TrialRecord, result_payload
 from ipu_tune.results import ResultsStore
-from ipu_tune.search import SearchProblem
+from ipu_tune.search import SearchProblem, refine_study
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import this_worker
 
@@ -100,6 +100,7 @@ def work(
             frozen = study.tell(trial, [float(v) for v in outcome.values])
             if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
                 rows.append(frozen)
+                refine_study(study, problem, n_trials)  # local search: enqueues better plans
             if rows and time.monotonic() - last_flush >= _FLUSH_S:
                 store.append_many(study.study_name, rows)
                 rows, last_flush = [], time.monotonic()

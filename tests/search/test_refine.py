@@ -1,0 +1,125 @@
+"""The search reaches the optimum: local refinement, its labelled trials, convergence."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from ipu_tune.records import TrialRecord
+from ipu_tune.results import ResultsStore
+from ipu_tune.search import LocalSearch, SearchProblem, convergence, refine_study
+from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.tuner import run
+from tests.search._helpers import compose_cfg, make_problem
+
+
+def _reference(problem: SearchProblem, starts: int = 8) -> float:
+    """Best plan of a multi-start local search over the simulator (not the tool's run: its
+    own random starts, another seed, every warm-start plan)."""
+    ls = LocalSearch(problem, random.Random(2024))
+    begin = [w.params for w in problem.warm_plans()] + [ls.random_params()
+                                                         for _ in range(starts)]
+    score, _ = max((ls.climb(p, ls.evals + 20_000) for p in begin), key=lambda sp: sp[0])
+    assert score[0] == 1.0, "the reference search found no plan that fits"
+    return score[1]
+
+
+def test_default_run_reaches_the_reference_optimum(tmp_path: Path) -> None:
+    cfg = compose_cfg("model=resnet101", "search=throughput", f"results_dir={tmp_path}",
+                      "study.progress_bar=false", "sampler.seed=0")
+    assert cfg.study.n_trials == 100  # the default budget
+    summary = run(cfg)
+    reference = _reference(make_problem(cfg))
+    assert summary.best_result is not None
+    assert summary.best_result.throughput >= 0.99 * reference
+    # The plan reported is a real trial with its results row, labelled where it came from.
+    storage = open_storage(resolve_storage(None, str(tmp_path)))
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    best = study.trials[summary.best_trial]  # type: ignore[index]
+    assert best.state == TrialState.COMPLETE
+    origins = [TrialRecord.of(t).origin for t in study.trials]
+    assert any(o.startswith("local search from") for o in origins)
+    store = ResultsStore(resolve_storage(None, str(tmp_path)).results_url)
+    try:
+        rows = store.frame(summary.study_name)
+    finally:
+        store.close()
+    assert summary.best_trial in set(rows["trial_number"])
+    assert not study.get_trials(states=(TrialState.WAITING,))  # nothing enqueued past budget
+    # Convergence: monotone best-so-far ending at the reported best.
+    conv = summary.convergence
+    assert conv is not None and conv.last_improved is not None
+    values = [v for _, v in conv.history if not math.isnan(v)]
+    assert values == sorted(values)
+    assert conv.best == best.values[0]  # type: ignore[index]
+    assert conv.last_improved == summary.best_trial
+    assert conv.trials_since_improvement == 100 - 1 - conv.last_improved
+    assert f"from trial {conv.last_improved}" in conv.describe()
+
+
+def test_refinement_only_enqueues_improvements_and_not_for_baselines() -> None:
+    cfg = compose_cfg("model=resnet101", "search=throughput", "study.n_trials=12")
+    problem = make_problem(cfg)
+    study = optuna.create_study(directions=problem.directions, sampler=problem.sampler())
+    for params in problem.warm_start():
+        study.enqueue_trial(params)
+    warm = len(problem.warm_start())
+    for _ in range(warm):
+        trial = study.ask()
+        outcome = problem.run_trial(trial)
+        study.tell(trial, outcome.values)
+    best_warm = max(t.values[0] for t in study.trials if TrialRecord.of(t).feasible)
+    assert refine_study(study, problem, n_trials=warm) == 0  # budget used up: nothing
+    added = refine_study(study, problem, n_trials=12)
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert added == len(waiting) >= 1
+    for t in waiting:  # each a labelled plan at least as fast as the warm start's best
+        assert TrialRecord.of(t).origin.startswith("local search from")
+    trial = study.ask()
+    outcome = problem.run_trial(trial)
+    assert outcome.feasible and outcome.values[0] > best_warm
+    # The enqueued plan is a full, canonical parameter set (nothing left for the sampler).
+    codec = problem.codec
+    assert codec.encode(codec.decode(trial.params).config, exact=False) == trial.params
+
+    random_cfg = compose_cfg("model=resnet101", "search=throughput", "sampler=random")
+    assert make_problem(random_cfg).refiner() is None
+
+
+def test_a_pareto_search_is_refined_once_per_weighting() -> None:
+    cfg = compose_cfg("model=resnet101", "search=pareto")
+    problem = make_problem(cfg)
+    study = optuna.create_study(directions=problem.directions, sampler=problem.sampler())
+    for params in problem.warm_start():
+        study.enqueue_trial(params)
+    for _ in problem.warm_start():
+        trial = study.ask()
+        study.tell(trial, problem.run_trial(trial).values)
+    added = refine_study(study, problem, n_trials=100)
+    waiting = study.get_trials(states=(TrialState.WAITING,))
+    assert added == len(waiting) >= 2
+    assert all("weights" in TrialRecord.of(t).origin for t in waiting)
+    for _ in waiting:
+        trial = study.ask()
+        study.tell(trial, problem.run_trial(trial).values)
+    assert refine_study(study, problem, n_trials=100) == 0  # once only
+
+
+def test_convergence_of_a_pareto_study_is_its_hypervolume() -> None:
+    cfg = compose_cfg("model=resnet101", "search=pareto")
+    problem = make_problem(cfg)
+    study = optuna.create_study(directions=problem.directions,
+                                sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(15):
+        trial = study.ask()
+        outcome = problem.run_trial(trial)
+        study.tell(trial, outcome.values)
+    conv = convergence(study, problem.directions, problem.objective_names)
+    assert conv.measure == "hypervolume"
+    assert len(conv.history) == 15
+    values = [v for _, v in conv.history if not math.isnan(v)]
+    assert values == sorted(values)
