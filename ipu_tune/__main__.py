@@ -9,7 +9,9 @@ __all__ = ["main"]
 
 
 def _commands() -> dict[str, Callable[[Sequence[str]], int]]:
+    import ipu_tune.cli.compare_cmd as compare_cmd
     import ipu_tune.cli.evaluate_cmd as evaluate_cmd
+    import ipu_tune.cli.explain_cmd as explain_cmd
     import ipu_tune.cli.profile_cmd as profile_cmd
     import ipu_tune.cli.studies_cmd as studies_cmd
 
@@ -19,6 +21,9 @@ def _commands() -> dict[str, Callable[[Sequence[str]], int]]:
         "studies": studies_cmd.list_main,
         "report": studies_cmd.report_main,
         "export": studies_cmd.export_main,
+        "explain": explain_cmd.main,
+        "trials": studies_cmd.trials_main,
+        "compare": compare_cmd.main,
     }
     import ipu_tune.cli.calibrate_cmd as calibrate_cmd
 
@@ -26,7 +31,8 @@ def _commands() -> dict[str, Callable[[Sequence[str]], int]]:
     return commands
 
 
-COMMAND_NAMES = ("evaluate", "profile", "studies", "report", "export", "calibrate")
+COMMAND_NAMES = ("evaluate", "profile", "studies", "report", "export", "calibrate", "explain",
+                 "trials", "compare")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -4,7 +4,15 @@ The study runner (`ipu_tune.tuner`) builds a `SearchProblem` per study and asks 
 the sampler, the warm-start plans, each trial's outcome and the best trial.
 """
 
-from ipu_tune.search._objectives import DIRECTIONS, count_changes
+from ipu_tune.search._objectives import (
+    DIRECTIONS,
+    OBJECTIVES,
+    Objective,
+    change_list,
+    count_changes,
+    metric_names,
+    show_value,
+)
 from ipu_tune.search._problem import SearchProblem, TrialOutcome
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
 from ipu_tune.search._select import best_trial, is_feasible, pareto_front
@@ -21,8 +29,10 @@ from ipu_tune.search._warm import WarmPlan, io_tiles_rule
 __all__ = [
     "DIRECTIONS",
     "KNOBS",
+    "OBJECTIVES",
     "SAMPLERS",
     "KnobSpec",
+    "Objective",
     "SearchProblem",
     "SearchSpace",
     "StageCostModel",
@@ -30,6 +40,7 @@ __all__ = [
     "WarmPlan",
     "balanced_split",
     "best_trial",
+    "change_list",
     "count_changes",
     "cuts_to_starts",
     "even_split",
@@ -37,7 +48,9 @@ __all__ = [
     "is_feasible",
     "load_space",
     "make_sampler",
+    "metric_names",
     "pareto_front",
     "parse_space",
+    "show_value",
     "stage_loads",
 ]

@@ -183,6 +183,11 @@ def simulate(
     else:
         bottleneck = max(phases, key=phases.__getitem__)
     step_time = call / di
+    # Latency of one micro-batch: pipeline slots are synchronous across IPUs (module docstring
+    # of `_pipeline`), so a micro-batch crosses N stages in N slots of the longest stage;
+    # sharded or one stage: the stages one after another (core.slot is then their sum).
+    pipelined = n > 1 and plan.schedule != "sharded"
+    latency = n * core.slot if pipelined else core.slot
     extras: dict[str, Any] = {
         "device_call_s": device_call,
         "device_call_cycles": device_call * clock,
@@ -210,6 +215,7 @@ def simulate(
         samples_per_step=plan.samples_per_step,
         device_throughput=samples_per_call / device_call,
         extras=extras,
+        latency_s=latency,
     )
 
 

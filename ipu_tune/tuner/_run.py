@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import optuna
 from joblib import Parallel, delayed
@@ -19,6 +20,7 @@ from ipu_tune.config import (
     validate,
 )
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.explain import explain_study
 from ipu_tune.records import TrialRecord
 from ipu_tune.results import (
     ResultsStore,
@@ -27,7 +29,7 @@ from ipu_tune.results import (
     poptorch_snippet,
     write_report,
 )
-from ipu_tune.search import SearchProblem
+from ipu_tune.search import SearchProblem, change_list
 from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
 from ipu_tune.tuner._study import (
@@ -52,6 +54,10 @@ class RunSummary:
     best_config: EvalConfig | None
     best_result: SimResult | None
     exports: dict[str, Path] = field(default_factory=dict)
+    objectives: tuple[str, ...] = ()  # search.objectives, in order
+    best_values: tuple[float, ...] = ()  # the best trial's stored objective values
+    changes: tuple[str, ...] = ()  # knobs the best changed from the user's plan (`fit`)
+    explanation: dict[str, Any] | None = None  # `ipu_tune.explain.explain_study`
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,7 @@ def export_study(
         # Built once: the file and the report's copy are the same text.
         snippet = poptorch_snippet(best_cfg, best_result, problem.profile)
         exports["poptorch"] = atomic_write(out_dir / "poptorch_options.py", snippet)
+    explanation = explain_study(study, problem)
     exports["report"] = write_report(
         out_dir / "report.html",
         study=study,
@@ -176,6 +183,8 @@ def export_study(
         best_result=best_result,
         title=f"ipu-tune: {study.study_name}",
         snippet=snippet,
+        explanation=explanation,
+        best_trial=best.number if best is not None else None,
     )
     return RunSummary(
         study_name=study.study_name,
@@ -187,4 +196,8 @@ def export_study(
         best_config=best_cfg,
         best_result=best_result,
         exports=exports,
+        objectives=tuple(problem.objective_names),
+        best_values=tuple(best.values or ()) if best is not None else (),
+        changes=tuple(change_list(best_cfg, problem.codec.user)) if best_cfg is not None else (),
+        explanation=explanation,
     )

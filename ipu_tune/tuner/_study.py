@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 
 import optuna
@@ -75,6 +76,10 @@ def open_study(
     mine = _metadata(cfg, problem, pinned)
     if meta is None:
         mine.write(study)
+        # Names with units for optuna-dashboard, the plots and the report (issue 14).
+        with warnings.catch_warnings():  # experimental in Optuna 5; the names are what we want
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(problem.metric_names)
         return study, True
     if meta.model != mine.model:
         raise IpuTuneError(
