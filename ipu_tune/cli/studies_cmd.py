@@ -269,6 +269,6 @@ def trials_main(argv: Sequence[str]) -> int:
     if args.csv:
         print(df.to_csv(index=False), end="")
     else:
-        text = df.drop(columns=["reason"]).to_string(index=False, float_format=lambda v: f"{v:,.6g}")
-        print(text)
+        table = df.drop(columns=["reason"])
+        print(table.to_string(index=False, float_format=lambda v: f"{v:,.6g}"))
     return 0
