@@ -90,7 +90,7 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
                 "trial": number, "reason": r.reason,
                 "peak_memory_bytes": int(peak), "memory_limit_bytes": int(r.memory_limit_bytes),
                 "excess_bytes": int(max(0, peak - r.memory_limit_bytes)),
-                "remedies": remedies(problem, cfg),
+                "remedies": remedies(problem, cfg, start),
             }
         return out
     out["best_trial"] = best.number

@@ -90,11 +90,31 @@ def _memory_line(o: TrialOutcome) -> str:
     return f"{peak / MB:,.0f}/{r.memory_limit_bytes / MB:,.0f} MB"
 
 
-def remedies(problem: SearchProblem, cfg: EvalConfig) -> list[dict[str, Any]]:
+def _largest_micro_batch(problem: SearchProblem, cfg: EvalConfig,
+                         training: bool) -> tuple[str, EvalConfig] | None:
+    """The largest micro-batch below `cfg`'s (halving) that fits, GA raised to keep the batch."""
+    mb, ga = cfg.workload.micro_batch_size, cfg.plan.gradient_accumulation
+    m = mb // 2
+    while m >= 1:
+        ch: dict[str, Any] = {"workload__micro_batch_size": m}
+        label = f"micro-batch {mb} -> {m}"
+        if training and mb % m == 0:
+            ch["plan__gradient_accumulation"] = ga * (mb // m)
+            label += f" (GA {ga} -> {ga * (mb // m)}, same global batch)"
+        cand = _with(cfg, **ch)
+        if problem.evaluate(cand).result.fits:
+            return label, cand
+        m //= 2
+    return None
+
+
+def remedies(problem: SearchProblem, cfg: EvalConfig,
+             user: EvalConfig | None = None) -> list[dict[str, Any]]:
     """Changes to a plan that does not fit, each simulated: does it fit, at what samples/s.
 
     Tried: the largest smaller micro-batch that fits (gradient accumulation raised to keep the
-    global batch when training), the fewest pipeline stages over this system's IPUs that fit,
+    global batch when training; from `user`'s plan when none fits from `cfg`), the fewest
+    pipeline stages over this system's IPUs that fit,
     and single memory savers (FP16, recomputation, offloading, sharding, a lower AMP).
     """
     training = cfg.workload.mode == "train"
@@ -109,19 +129,13 @@ def remedies(problem: SearchProblem, cfg: EvalConfig) -> list[dict[str, Any]]:
                     "memory": _memory_line(o), "reason": o.result.reason,
                     "config": to_plain_dict(cand)})
 
-    mb, ga = cfg.workload.micro_batch_size, cfg.plan.gradient_accumulation
-    m = mb // 2
-    while m >= 1:
-        ch: dict[str, Any] = {"workload__micro_batch_size": m}
-        label = f"micro-batch {mb} -> {m}"
-        if training and mb % m == 0:
-            ch["plan__gradient_accumulation"] = ga * (mb // m)
-            label += f" (GA {ga} -> {ga * (mb // m)}, same global batch)"
-        cand = _with(cfg, **ch)
-        if problem.evaluate(cand).result.fits:
-            add(f"largest micro-batch that fits: {label}", cand)
+    for origin, plan in (("", cfg), (" (from your plan)", user)):
+        if plan is None:
+            continue
+        found = _largest_micro_batch(problem, plan, training)
+        if found is not None:
+            add(f"largest micro-batch that fits{origin}: {found[0]}", found[1])
             break
-        m //= 2
     ipus = cfg.system.num_ipus
     blocks = problem.profile.blocks
     stages = 2

@@ -76,7 +76,7 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               1.0, lambda v: f"{v:,.0f}"),
     Objective("memory", "minimize", "peak memory per IPU [bytes]", "peak memory per IPU", "MB",
               1e-6, lambda v: f"{v:,.1f}"),
-    Objective("memory_headroom", "maximize", "memory headroom [fraction of the IPU's SRAM]",
+    Objective("memory_headroom", "maximize", "memory headroom [fraction of IPU SRAM]",
               "memory headroom of the fullest IPU", "%", 100.0, lambda v: f"{v:.1f}"),
     Objective("latency", "minimize", "latency per micro-batch [s]", "latency per micro-batch",
               "ms", 1e3, lambda v: f"{v:,.3f}"),
