@@ -6,6 +6,7 @@ figure checked is recomputed from the simulator, not copied from the code under 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -25,7 +26,7 @@ from ipu_tune.knobs import get_key
 from ipu_tune.records import TrialRecord
 from ipu_tune.search import OBJECTIVES
 from ipu_tune.tuner import RunSummary, run
-from tests.results.test_report import CHROMIUM, REPO, _attr, _PROBE_HEAD, chromium, figures
+from tests.results.test_report import _PROBE_HEAD, CHROMIUM, REPO, _attr, chromium, figures
 from tests.search._helpers import compose_cfg
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -166,7 +167,7 @@ def test_explain_climbs_from_the_seed_oom_plan_to_the_exported_best(
         assert r.throughput == pytest.approx(s["throughput"])
         assert max(r.memory_per_ipu) == s["peak_memory_bytes"]
         assert r.memory_limit_bytes == s["memory_limit_bytes"]
-    for a, b in zip(steps, steps[1:], strict=False):  # one knob per step unless coupled
+    for a, b in itertools.pairwise(steps):  # one knob per step unless coupled
         assert b["changes"] and (len(b["changes"]) == 1 or "splits" in b["change"]
                                  or "replicas" in b["change"])
         assert a["config"] != b["config"]
