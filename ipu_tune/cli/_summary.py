@@ -48,6 +48,8 @@ def _objective_line(s: RunSummary) -> str:
     shown = ", ".join(f"{OBJECTIVES[n].title} {OBJECTIVES[n].show(v)}"
                       for n, v in zip(names, values, strict=False) if n in OBJECTIVES)
     extra = []
+    if names[0] == "memory":
+        extra.append(f"limit {r.memory_limit_bytes / MB:,.1f} MB")
     if "throughput" not in names:
         extra.append(f"throughput {r.throughput:,.0f} samples/s")
     if names[0] == "changes":

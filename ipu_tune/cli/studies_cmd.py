@@ -62,8 +62,10 @@ def list_main(argv: Sequence[str]) -> int:
         if best is None or not best.values:
             shown = "no plan fits" if trials else ""
         elif names and all(n in OBJECTIVES for n in names):
-            shown = ", ".join(f"{OBJECTIVES[n].title} {OBJECTIVES[n].show(v)}"
-                              for n, v in zip(names, best.values, strict=False))
+            shown = ", ".join(
+                f"{OBJECTIVES[n].show(v)} from your plan" if n == "changes"
+                else f"{OBJECTIVES[n].title} {OBJECTIVES[n].show(v)}"
+                for n, v in zip(names, best.values, strict=False))
             shown = f"trial {best.number}: {shown}"
         else:
             shown = f"trial {best.number}: " + ", ".join(f"{v:.6g}" for v in best.values)

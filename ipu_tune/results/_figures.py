@@ -40,6 +40,7 @@ KIND_COLORS = {
     "forward": "#2ca02c",
     "backward": "#d62728",
     "recompute": "#ff7f0e",
+    "exchange": "#f2c80f",  # on-chip exchange: its own colour, as PopVision's trace
     "inter_ipu": "#7f7f7f",
     "all_reduce": "#17becf",
     "streaming_memory": "#8c564b",
@@ -91,7 +92,7 @@ def memory_figure(result: SimResult) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         title=f"Memory by category per IPU ({status})",
-        yaxis_title="MiB",
+        yaxis_title="memory per IPU (MiB)",
         legend_title="category",
         **_LAYOUT,
     )
@@ -167,7 +168,9 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> go.Figure:
             )
     shown = timeline.micro_batches_shown
     per_step = timeline.micro_batches_per_step
-    elided = "" if shown == per_step else f" (first {shown} of {per_step} micro-batches)"
+    elided = ("" if shown == per_step else
+              f" (steady state compressed: {shown} of {per_step} micro-batches drawn, the other"
+              f" {per_step - shown} repeat the same slot)")
     span = "One step" if timeline.steps == 1 else f"One call ({timeline.steps} steps)"
     simulated = step_time_s * timeline.steps
     fig.update_layout(
@@ -177,7 +180,7 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> go.Figure:
             f"{span}, {timeline.schedule} schedule{elided}: trace {timeline.total_s * 1e3:.2f}"
             f" ms, simulated {simulated * 1e3:.2f} ms"
         ),
-        xaxis_title="ms",
+        xaxis_title="time (ms)",
         yaxis={
             "categoryorder": "array",
             "categoryarray": list(timeline.lanes),
