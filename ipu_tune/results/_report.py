@@ -135,9 +135,12 @@ def _summary(study: optuna.Study, results: pd.DataFrame, best: SimResult | None,
                           f"x{last['throughput'] / first['throughput']:.2f}"
                           if first["fits"] and first["throughput"] > 0
                           else "your plan does not fit in memory"))
+        named = {o["name"] for o in objectives}
+        if "throughput" not in named:
+            pairs.append(("throughput", f"{best.throughput:,.1f} samples/s"))
+        if "latency" not in named:
+            pairs.append(("latency per micro-batch", f"{best.latency_s * 1e3:.3f} ms"))
         pairs += [
-            ("throughput", f"{best.throughput:,.1f} samples/s"),
-            ("latency per micro-batch", f"{best.latency_s * 1e3:.3f} ms"),
             ("bottleneck", best.bottleneck),
             ("step time", f"{best.step_time_s * 1e3:.3f} ms"),
         ]

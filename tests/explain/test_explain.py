@@ -22,7 +22,7 @@ import ipu_tune
 from ipu_tune.cli._summary import format_summary
 from ipu_tune.cli.studies_cmd import list_main, trials_main
 from ipu_tune.config import TuneConfig, load_config, to_plain_dict
-from ipu_tune.knobs import get_key
+from ipu_tune.knobs import KNOBS, get_key
 from ipu_tune.records import TrialRecord
 from ipu_tune.search import OBJECTIVES
 from ipu_tune.tuner import RunSummary, run
@@ -54,6 +54,10 @@ def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[RunSumm
                  "plan.precision=32.32", "study.name=nofit")
     out["nofit"] = (run(nofit, frozenset({"workload.micro_batch_size", "plan.precision"})), tmp)
     return out
+
+
+def a_splits(cfg: Any) -> list[str]:
+    return list(cfg.plan.pipeline.splits)
 
 
 def _studies_listing(tmp: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -109,9 +113,18 @@ def test_summary_studies_and_report_name_the_objective_with_unit_and_value(
         got = load_config(dict(TrialRecord.of(best).config))
         for change in summary.changes:
             assert change in best_line
-        # Each listed change names a knob whose value really differs from the user's plan.
-        assert summary.changes and all(" -> " in c for c in summary.changes)
-        assert get_key(got, "plan.precision") != get_key(user, "plan.precision") or count >= 1
+        # Each listed change is a knob whose value really differs from the user's plan, shown
+        # as "label old -> new"; and every such knob is listed.
+        differ = []
+        for k in KNOBS:
+            a, b = get_key(user, k.key), get_key(got, k.key)
+            a, b = (list(v) if isinstance(v, list | tuple) else v for v in (a, b))
+            moot = k.condition == "pipelined" and not (a_splits(user) and a_splits(got))
+            if k.change and a != b and not moot:
+                differ.append(k)
+        assert len(differ) == count
+        for k in differ:
+            assert any(c.startswith(f"{k.label} ") and " -> " in c for c in summary.changes)
 
 
 def test_latency_of_a_pipelined_inference_plan_is_the_per_micro_batch_time() -> None:
