@@ -319,3 +319,32 @@ def test_reports_render_with_the_exported_trial_marked(
         shot = run_chromium("--hide-scrollbars", f"--screenshot={png}", "--window-size=1400,3200",
                             report.as_uri())
         assert shot.returncode == 0 and png.stat().st_size > 10_000
+
+
+def test_trace_compresses_a_long_step_and_draws_exchange_in_its_own_colour() -> None:
+    from ipu_tune.plan import plan_from_config
+    from ipu_tune.results._figures import KIND_COLORS, timeline_figure
+    from ipu_tune.results._timeline import build_timeline
+
+    cfg = load_config({
+        "model": {"name": "resnet101", "input_shape": [3, 64, 64], "num_classes": 10},
+        "workload": {"micro_batch_size": 16}, "system": {"ipu": "mk2", "num_ipus": 2},
+        "plan": {"precision": "16.16", "gradient_accumulation": 63,
+                 "pipeline": {"splits": ["layer3.8"]}},
+    })
+    r = ipu_tune.evaluate(cfg)
+    plan = plan_from_config(cfg)
+    tl = build_timeline(r, plan, max_micro_batches=2 * plan.stages + 4)
+    fig = timeline_figure(tl, r.step_time_s)
+    assert tl.micro_batches_shown == 8 and tl.micro_batches_per_step == 63
+    assert "steady state compressed: 8 of 63 micro-batches drawn, the other 55" in (
+        fig.layout.title.text)
+    exch = [s for s in tl.segments if s.kind == "exchange"]
+    work = [s for s in tl.segments if s.kind in ("forward", "backward", "exchange")]
+    share = r.phases["exchange"] / (r.phases["exchange"] + r.phases["compute"])
+    assert sum(s.duration_s for s in exch) == pytest.approx(
+        share * sum(s.duration_s for s in work))
+    colours = {t.name: t.marker.color for t in fig.data}
+    assert colours["exchange"] == KIND_COLORS["exchange"]
+    assert len(set(colours.values())) == len(colours)
+    assert fig.layout.xaxis.title.text == "time (ms)"
