@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -35,13 +36,28 @@ COMMAND_NAMES = ("evaluate", "profile", "studies", "report", "export", "calibrat
                  "trials", "compare")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
+def _dispatch(args: list[str]) -> int:
     if args and args[0] in COMMAND_NAMES:
-        sys.exit(_commands()[args[0]](args[1:]))
+        return _commands()[args[0]](args[1:])
     from ipu_tune.cli.run import hydra_main
 
-    sys.exit(hydra_main(args))
+    return hydra_main(args)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _dispatch(args)
+    except BrokenPipeError:
+        # The reader went away (`| head`): end quietly as Unix tools do; the exit-time flush of
+        # stdout must not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    except OSError as exc:  # a full or read-only disk outside the commands' own handling
+        from ipu_tune.cli import fail_on_disk_error
+
+        code = fail_on_disk_error(exc)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

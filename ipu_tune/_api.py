@@ -36,13 +36,15 @@ def evaluate_config(cfg: EvalConfig, constants: SimConstants = DEFAULT_CONSTANTS
 def evaluate(
     config: str | Path | Mapping[str, Any] | EvalConfig,
     constants: SimConstants | Mapping[str, float] | None = None,
+    trust_remote_code: bool = False,
 ) -> SimResult:
     """Simulate one plan. `config` is a YAML path or a mapping of the DESIGN.md schema;
-    `constants` optionally replaces fitted simulator constants (e.g. `ipu-tune calibrate`)."""
+    `constants` optionally replaces fitted simulator constants (e.g. `ipu-tune calibrate`).
+    A YAML file naming `model._target_` needs `trust_remote_code=True`."""
     if constants is None:
         sim_constants = DEFAULT_CONSTANTS
     elif isinstance(constants, SimConstants):
         sim_constants = constants
     else:
         sim_constants = constants_from_mapping(constants)
-    return evaluate_config(load_config(config), sim_constants)
+    return evaluate_config(load_config(config, trust_remote_code), sim_constants)

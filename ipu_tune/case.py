@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ipu_tune.config import EvalConfig
-from ipu_tune.hardware import System, make_system
+from ipu_tune.hardware import System, system_from_config
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import ExecutionPlan, plan_from_config, stage_starts
 from ipu_tune.simulator import DEFAULT_CONSTANTS, SimConstants, SimResult, simulate
@@ -28,8 +28,8 @@ class Case:
 
 
 def build_system(cfg: EvalConfig) -> System:
-    """The IPU system of the config's `system:` section."""
-    return make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+    """The IPU system of the config's `system:` section (servers overridden by `system.host`)."""
+    return system_from_config(cfg.system)
 
 
 def build_case(cfg: EvalConfig, profile: ModelProfile | None = None,

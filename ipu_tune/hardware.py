@@ -6,11 +6,22 @@ figures) or estimate (no public figure; calibration settles it). Units live in t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ipu_tune.config import SystemConfig
 from ipu_tune.errors import bad_value
 
-__all__ = ["HOST", "IPUS", "HostSpec", "IpuSpec", "System", "make_system"]
+__all__ = [
+    "HOST",
+    "IPUS",
+    "MACHINES",
+    "HostSpec",
+    "IpuSpec",
+    "MachineSpec",
+    "System",
+    "make_system",
+    "system_from_config",
+]
 
 KIB = 1024
 GB = 1e9
@@ -89,26 +100,60 @@ IPUS: dict[str, IpuSpec] = {
 
 
 @dataclass(frozen=True)
+class MachineSpec:
+    """The IPU-Machine an IPU comes in and the IPU-Fabric joining machines
+    (shared/reference/ipu-hardware.md, row "IPU-M2000 / Bow-2000")."""
+
+    name: str
+    # read: an IPU-M2000 / Bow-2000 holds 4 IPUs (a Mk1 C2 card 2).
+    ipus_per_machine: int
+    # read: IPU-Links join the machines of an IPU-Link domain of up to 64 IPUs (an IPU-POD64);
+    # larger systems are PODs joined over GW-Links (Mk1: estimate, 8 C2 cards of an IPU-Server).
+    ipu_link_domain_ipus: int
+    # read: each machine reaches its host over 2 x 100 GbE RoCE, ~12.5 GB/s per port.
+    host_port_bytes_per_s: float
+    # read: 2 x 100 GbE GW-Links per machine join IPU-Link domains (PODs); derived 25 GB/s.
+    gw_link_bytes_per_s: float
+    # estimate: one GW-Link collective step (a RoCE round trip through the gateways); no public
+    # figure: two PCIe legs and a 100 GbE RoCE round trip through the gateways, ~10 us.
+    gw_link_step_latency_s: float = 10e-6
+    # read: poplibs' IPU cost model (lib/poplibs_test/Util.cpp): sync latency 15 ns per hop.
+    sync_latency_per_hop_s: float = 15e-9
+
+
+# Machines by IPU generation.
+MACHINES: dict[str, MachineSpec] = {
+    "mk1": MachineSpec("C2 card", ipus_per_machine=2, ipu_link_domain_ipus=16,
+                       host_port_bytes_per_s=16 * GB, gw_link_bytes_per_s=12.5 * GB),
+    "mk2": MachineSpec("IPU-M2000", ipus_per_machine=4, ipu_link_domain_ipus=64,
+                       host_port_bytes_per_s=25 * GB, gw_link_bytes_per_s=25 * GB),
+    "bow": MachineSpec("Bow-2000", ipus_per_machine=4, ipu_link_domain_ipus=64,
+                       host_port_bytes_per_s=25 * GB, gw_link_bytes_per_s=25 * GB),
+}
+
+
+@dataclass(frozen=True)
 class HostSpec:
-    """One host server feeding IPUs.
+    """One host server feeding IPU-Machines; PopRun instances (`plan.host_instances`) share its
+    cores and network bandwidth.
 
     The host-pipeline rates left at None take the calibrated defaults of the simulator
     (`ipu_tune.simulator.DEFAULT_CONSTANTS`, fitted to the seed tutorial's measured rates); set
     them to describe a faster or slower host.
     """
 
-    # Network/PCIe bandwidth from one host to all the IPUs it feeds. read: an IPU-M2000 reaches
-    # its host over 2 x 100 GbE RoCE, about 12.5 GB/s per port (shared/reference/ipu-hardware.md).
-    host_to_ipu_bytes_per_s: float = 25 * GB
+    # CPU cores for the loader workers and the instances' own processes. estimate: the host
+    # servers of Graphcore's MLPerf systems, dual AMD EPYC 7742 (2 x 64 cores).
+    cpu_cores: int = 128
+    # Network bandwidth from the server to the IPU-Machines it feeds. estimate: one dual-port
+    # 100 GbE RoCE NIC, 2 x 12.5 GB/s (the machines' host ports are 100 GbE RoCE).
+    network_bytes_per_s: float = 25 * GB
     # Load + augment one sample on one worker (seed: decode, flip, resize, PILToTensor).
     preprocess_s_per_sample: float | None = None
     # Host dtype conversion + normalisation per input element (skipped by 8-bit I/O).
     convert_s_per_element: float | None = None
-    # Host-device round trip per model call, amortised by device iterations.
+    # Host-device round trip per model call and instance, amortised by device iterations.
     call_overhead_s: float | None = None
-    # Worker processes a host can run at full speed for the data pipeline (its CPU cores);
-    # estimate: a dual-socket x86 host of an IPU-POD (shared/reference/ipu-hardware.md).
-    max_workers: int = 64
 
 
 HOST = HostSpec()
@@ -116,20 +161,42 @@ HOST = HostSpec()
 
 @dataclass(frozen=True)
 class System:
-    """What the hardware is: IPUs, how many, and the hosts feeding them."""
+    """What the hardware is: IPUs in their machines, how many, and the host servers."""
 
     ipu: IpuSpec
     num_ipus: int
-    hosts: int = 1
+    hosts: int = 1  # host servers
     host: HostSpec = HOST
+    machine: MachineSpec = MACHINES["mk2"]
+
+    @property
+    def machines(self) -> int:
+        return max(1, -(-self.num_ipus // self.machine.ipus_per_machine))
+
+    @property
+    def pods(self) -> int:
+        """IPU-Link domains (PODs) the IPUs span; PODs talk over GW-Links."""
+        return max(1, -(-self.num_ipus // self.machine.ipu_link_domain_ipus))
 
 
 def make_system(ipu: str, num_ipus: int, hosts: int = 1, host: HostSpec = HOST) -> System:
-    """A preset IPU (`IPUS`) times `num_ipus`, fed by `hosts` hosts (1..num_ipus)."""
+    """A preset IPU (`IPUS`) times `num_ipus` in its machines (`MACHINES`), fed by `hosts`
+    host servers (1..num_ipus)."""
     if ipu not in IPUS:
         raise bad_value("system.ipu", ipu, "allowed: " + ", ".join(IPUS))
     if num_ipus < 1:
         raise bad_value("system.num_ipus", num_ipus, "must be >= 1")
     if not 1 <= hosts <= num_ipus:
         raise bad_value("system.hosts", hosts, f"must be in 1..system.num_ipus={num_ipus}")
-    return System(ipu=IPUS[ipu], num_ipus=num_ipus, hosts=hosts, host=host)
+    return System(ipu=IPUS[ipu], num_ipus=num_ipus, hosts=hosts, host=host,
+                  machine=MACHINES[ipu])
+
+
+def system_from_config(cfg: SystemConfig) -> System:
+    """The `system:` section of a config as a `System` (`system.host` overrides the server)."""
+    host = HOST
+    if cfg.host.cpu_cores is not None:
+        host = replace(host, cpu_cores=int(cfg.host.cpu_cores))
+    if cfg.host.network_bytes_per_s is not None:
+        host = replace(host, network_bytes_per_s=float(cfg.host.network_bytes_per_s))
+    return make_system(cfg.ipu, cfg.num_ipus, cfg.hosts, host)

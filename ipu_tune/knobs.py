@@ -36,9 +36,11 @@ __all__ = [
 # - categorical: choices; null in a space file draws `search_domain`
 # - int / float: a range {low, high, step | log} (or choices)
 # - replicas: powers of two dividing system.num_ipus (null) or choices
+# - instances: powers of two (null: up to system.num_ipus) or choices, fitted to the drawn
+#   replicas and the servers (at least one per server, at most one per replica)
 # - splits: one cut per stage boundary ({step})
 # - "": never searched (fixed by the user or a preset's `fixed:`)
-DRAWS = ("categorical", "int", "float", "replicas", "splits", "")
+DRAWS = ("categorical", "int", "float", "replicas", "instances", "splits", "")
 
 # SQL column types of the results store (mapped to SQLAlchemy in `ipu_tune.results`).
 SQL_TYPES = ("str8", "str16", "int", "float", "bool", "json")
@@ -87,7 +89,7 @@ class Knob:
     @property
     def natural(self) -> tuple[Any, ...] | None:
         """The values a null spec in a space file stands for (None: a range must be given)."""
-        if self.draw in ("replicas", "splits"):
+        if self.draw in ("replicas", "instances", "splits"):
             return ()
         return self.search_domain if self.search_domain is not None else self.domain
 
@@ -137,10 +139,12 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     Knob("plan.pipeline.schedule", "schedule", str, "grouped", "str16", "schedule",
          "schedule", "categorical", domain=("grouped", "interleaved", "sharded"),
          condition="pipelined"),
-    # `auto` is accepted but not drawn until the simulator gives it physics (issue 10).
-    Knob("plan.recompute", "recompute", str, "none", "str16", "recompute", "recompute",
-         "categorical", domain=("none", "checkpoints", "every_block", "auto"),
-         search_domain=("none", "checkpoints", "every_block"), training_only=True),
+    # PopART's autoRecomputation: `auto` = PopTorch's default (Pipeline when pipelined, else
+    # none; poptorch Compiler.cpp), none = NoRecompute, checkpoints = Pipeline (Standard for
+    # one stage), every_block = the same plus a recomputationCheckpoint at every block.
+    Knob("plan.recompute", "recompute", str, "auto", "str16", "recompute", "recompute",
+         "categorical", domain=("auto", "none", "checkpoints", "every_block"),
+         training_only=True),
     Knob("plan.available_memory_proportion", "available_memory_proportion", float, 0.6,
          "float", "AMP", "AMP", "float", low=0.0, high=1.0),
     Knob("plan.offload_optimizer_state", "offload_optimizer_state", bool, False, "bool",
@@ -158,9 +162,11 @@ PLAN_KNOBS: tuple[Knob, ...] = (
          "async loader", "categorical", domain=_BOOL),
     Knob("plan.dataloader_workers", "dataloader_workers", int, 1, "int", "workers",
          "loader workers", "int", low=1),
-    # PopRun host instances (one process per instance; seed: poprun --num-instances).
+    # PopRun host instances (poprun --num-instances; seed guide 4.3.2): a power of two, a
+    # multiple of system.hosts, dividing the replicas. Drawn from powers of two (`instances`
+    # draw: null in a space file = 1..num_ipus), then fitted to the drawn replicas and servers.
     Knob("plan.host_instances", "host_instances", int, 1, "int", "instances", "instances",
-         "int", low=1),
+         "instances", low=1, rule="power_of_two"),
     # Precision of matmul/conv partial sums (PopTorch setPartialsType).
     Knob("plan.partials", "partials", str, "float", "str8", "partials", "partials",
          "categorical", domain=("float", "half")),

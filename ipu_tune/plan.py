@@ -33,7 +33,7 @@ class ExecutionPlan:
     replication_factor: int = 1
     splits: tuple[str, ...] = ()  # block names beginning stages 2..N
     schedule: str = "grouped"
-    recompute: str = "none"
+    recompute: str = "auto"  # auto | none | checkpoints | every_block (knobs.py)
     available_memory_proportion: float = 0.6
     offload_optimizer_state: bool = False
     replicated_tensor_sharding: bool = False
@@ -42,8 +42,8 @@ class ExecutionPlan:
     eight_bit_io: bool = False
     async_dataloader: bool = False
     dataloader_workers: int = 1
-    host_instances: int = 1  # PopRun instances (inert until the simulator models them)
-    partials: str = "float"  # partials type of matmuls/convolutions (inert as well)
+    host_instances: int = 1  # PopRun instances (host processes) sharing the servers
+    partials: str = "float"  # partials type of matmuls/convolutions: float | half
 
     @property
     def training(self) -> bool:

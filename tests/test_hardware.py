@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ipu_tune.config import HostConfig, SystemConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.hardware import HOST, IPUS, HostSpec, make_system
+from ipu_tune.hardware import HOST, IPUS, MACHINES, HostSpec, make_system, system_from_config
 
 # Reference table: FP16 / FP32 peak (TFLOP/s), tiles, In-Processor-Memory (MiB).
 PEAKS = {"mk1": (124.5, 31.1), "mk2": (250.0, 62.5), "bow": (350.0, 87.0)}
@@ -42,4 +43,29 @@ def test_make_system_checks_its_arguments() -> None:
 def test_host_rates_default_to_the_calibrated_constants() -> None:
     assert HOST.preprocess_s_per_sample is None and HOST.call_overhead_s is None
     assert HostSpec(preprocess_s_per_sample=1e-3).preprocess_s_per_sample == 1e-3
-    assert HOST.host_to_ipu_bytes_per_s == 25e9  # 2 x 100 GbE RoCE per IPU-M2000
+    assert HOST.network_bytes_per_s == 25e9  # 2 x 100 GbE RoCE
+    assert HOST.cpu_cores == 128  # 2 x 64-core AMD EPYC 7742
+
+
+def test_machines_and_fabric_match_the_reference() -> None:
+    """IPU-M2000 / Bow-2000: 4 IPUs, 2 x 100 GbE to the host and 2 x 100 GbE GW-Links per
+    machine, IPU-Link domains of up to 64 IPUs; poplibs' 15 ns sync latency per hop."""
+    for name in ("mk2", "bow"):
+        m = MACHINES[name]
+        assert m.ipus_per_machine == 4 and m.ipu_link_domain_ipus == 64
+        assert m.host_port_bytes_per_s == m.gw_link_bytes_per_s == 2 * 100e9 / 8
+        assert m.sync_latency_per_hop_s == 15e-9
+    assert MACHINES["mk2"].name == "IPU-M2000" and MACHINES["bow"].name == "Bow-2000"
+    for n, machines, pods in ((2, 1, 1), (16, 4, 1), (64, 16, 1), (128, 32, 2), (256, 64, 4)):
+        s = make_system("mk2", n)
+        assert (s.machines, s.pods) == (machines, pods), n
+        assert s.machine is MACHINES["mk2"]
+
+
+def test_system_host_section_overrides_the_server() -> None:
+    cfg = SystemConfig(ipu="bow", num_ipus=64, hosts=4,
+                       host=HostConfig(cpu_cores=32, network_bytes_per_s=1e10))
+    s = system_from_config(cfg)
+    assert (s.hosts, s.host.cpu_cores, s.host.network_bytes_per_s) == (4, 32, 1e10)
+    assert s.machine is MACHINES["bow"] and s.pods == 1
+    assert system_from_config(SystemConfig()).host == HOST

@@ -1,12 +1,111 @@
-"""Shared bits of the commands: the one-line error convention."""
+"""Shared bits of the commands: the one-line error convention, output to a closed pipe,
+disk-full errors and the trust flag."""
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
+from collections.abc import Sequence
 
-__all__ = ["EXIT_USAGE", "fail"]
+from ipu_tune.errors import IpuTuneError
+
+__all__ = [
+    "EXIT_FAULT",
+    "EXIT_USAGE",
+    "TRUST_HELP",
+    "check_target_typed",
+    "disk_error",
+    "fail",
+    "fail_on_disk_error",
+    "print_out",
+    "split_trust_flag",
+]
 
 EXIT_USAGE = 2
+EXIT_FAULT = 1
+TRUST_HELP = (
+    "run the model._target_ named in the file (code chosen by the file's author); without it "
+    "such files are refused"
+)
+# Errors of a full, over-quota or read-only filesystem: a fault of the machine, not a bug.
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
+
+
+def disk_error(exc: BaseException) -> str | None:
+    """One line for an OSError of a full/read-only disk (also wrapped by SQLAlchemy), else None."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in _DISK_ERRNOS:
+            where = f" writing {cur.filename!r}" if cur.filename else ""
+            return (f"disk error{where}: {os.strerror(cur.errno)}; free space (or make it "
+                    "writable) and run the same command again to resume")
+        text = str(cur).lower()
+        if "database or disk is full" in text or "disk i/o error" in text:
+            return ("disk error writing the results database: database or disk is full; free "
+                    "space and run the same command again to resume")
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
+    return None
+
+
+_TRUST_KEY = "trust_remote_code"
+_TRUE = ("true", "yes", "1")
+_FALSE = ("false", "no", "0")
+
+
+def split_trust_flag(argv: Sequence[str]) -> tuple[list[str], bool]:
+    """Take `trust_remote_code=true` (also with + or ++, or `--trust-remote-code`) out of the
+    tuner's arguments: it is a decision of this run, not a key of the stored config."""
+    rest: list[str] = []
+    trusted = False
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        if arg == "--trust-remote-code":
+            trusted = True
+        elif eq and key.lstrip("+") == _TRUST_KEY:
+            if value.lower() not in _TRUE + _FALSE:
+                raise IpuTuneError(f"{_TRUST_KEY}={value!r}: allowed: true, false")
+            trusted = value.lower() in _TRUE
+        else:
+            rest.append(arg)
+    return rest, trusted
+
+
+def check_target_typed(target: str | None, overrides: Sequence[str], trusted: bool) -> None:
+    """A `model._target_` typed on the command line is the user's choice; one that comes from a
+    config file (a user config dir, a shared experiment) runs only with trust_remote_code=true."""
+    if not target or trusted:
+        return
+    typed = any(o.partition("=")[0].lstrip("+~") == "model._target_" for o in overrides)
+    if not typed:
+        raise IpuTuneError(
+            f"model._target_={target[:80]!r}: named in a config file, not on the command line; "
+            f"code named in a file runs only with {_TRUST_KEY}=true"
+        )
+
+
+def fail_on_disk_error(exc: BaseException) -> int:
+    """Call inside `except`: one line and exit 1 for a full/read-only disk, else re-raise."""
+    message = disk_error(exc)
+    if message is None:
+        raise exc
+    print("ipu-tune: error: " + message, file=sys.stderr)
+    return EXIT_FAULT
+
+
+def print_out(text: str) -> int:
+    """Print to stdout; a reader that closed the pipe (`| head`) ends the command quietly."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at /dev/null so that flush is silent.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return 0
 
 
 def fail(message: str) -> int:

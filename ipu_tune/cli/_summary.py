@@ -10,13 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from ipu_tune.knobs import KNOBS, get_key
+from ipu_tune.results import poprun_command
 from ipu_tune.search import OBJECTIVES
 from ipu_tune.tuner import RunSummary
 
 __all__ = ["format_summary"]
 
 MB = 1e6
-_LABELS = {"best": "best plan", "poptorch": "PopTorch options", "report": "report"}
+_LABELS = {
+    "best": "best plan",
+    "poptorch": "PopTorch program",
+    "popart": "PopART options",
+    "tensorflow": "TensorFlow 2 config",
+    "report": "report",
+}
 
 
 def _show(value: object) -> str:
@@ -44,7 +51,7 @@ def _objective_line(s: RunSummary) -> str:
     r = s.best_result
     assert r is not None
     names = list(s.objectives) or ["throughput"]
-    values = list(s.best_values) or [r.throughput]
+    values = list(s.objectives.values()) or [r.throughput]
     shown = ", ".join(f"{OBJECTIVES[n].title} {OBJECTIVES[n].show(v)}"
                       for n, v in zip(names, values, strict=False) if n in OBJECTIVES)
     extra = []
@@ -80,9 +87,10 @@ def format_summary(s: RunSummary) -> str:
     if r is None or c is None:
         lines += _no_fit(s)
     else:
-        if len(s.objectives) > 1:
+        if len(s.objective_names) > 1:
             rule = (s.explanation or {}).get("rule")
-            lines.append("objectives: " + " and ".join(OBJECTIVES[n].metric for n in s.objectives)
+            lines.append("objectives: " + " and ".join(OBJECTIVES[n].metric
+                                                       for n in s.objective_names)
                          + (f"; exported {rule}" if rule else ""))
         lines.append(_objective_line(s))
         mem = ", ".join(
@@ -95,6 +103,9 @@ def format_summary(s: RunSummary) -> str:
         lines.append(f"memory per IPU{per}: {mem}")
         lines.append("plan: " + ", ".join(
             f"{k.label} {_show(get_key(c, k.key))}" for k in KNOBS if k.label))
+        command = poprun_command(c, "python poptorch_options.py")
+        if command is not None:
+            lines.append(f"PopRun (host names are placeholders for your servers): {command}")
     for key, path in s.exports.items():
         lines.append(f"{_LABELS.get(key, key)}: {path}")
     return "\n".join(lines)

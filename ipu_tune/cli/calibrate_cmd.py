@@ -2,7 +2,7 @@
 
 Each FILE is a YAML list (or a `points:` list) or a CSV with dotted column names; a row is an
 evaluate-schema config plus `samples_per_s`, `device_cycles` and/or `result: fits|out_of_memory`
-(format: ipu_tune/simulator/calibration_points.yaml). Prints the refitted constants as YAML;
+(format: ipu_tune/calibration/points.yaml). Prints the refitted constants as YAML;
 `--output FILE` writes them too. Apply them with
 `simulate(..., constants=constants_from_mapping(yaml.safe_load(open(FILE))))`.
 """
@@ -10,10 +10,12 @@ evaluate-schema config plus `samples_per_s`, `device_cycles` and/or `result: fit
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from ipu_tune.cli._common import fail
+from ipu_tune.cli._common import TRUST_HELP, fail, print_out
+from ipu_tune.config import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
 __all__ = ["format_fit", "main"]
@@ -21,7 +23,7 @@ __all__ = ["format_fit", "main"]
 
 def format_fit(fit: object) -> str:
     """The YAML text of a `FitResult`: the constants, then the per-row errors as comments."""
-    from ipu_tune.simulator import FitResult
+    from ipu_tune.calibration import FitResult
 
     assert isinstance(fit, FitResult)
     lines = [
@@ -40,6 +42,30 @@ def format_fit(fit: object) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _load_file(file: str, load_points: Callable[[Any], list[Any]], trusted: bool) -> list[Any]:
+    """Rows of one file read by the safe readers (size, encoding, YAML depth and aliases); a row
+    naming model._target_ is refused without --trust-remote-code, before any model is built."""
+    path = Path(file)
+    if path.suffix.lower() == ".csv":
+        read_text(path, "calibration file")
+        points = load_points(path)
+    else:
+        data = read_yaml(path, "calibration file")
+        if isinstance(data, Mapping):
+            data = data.get("points")
+        if not isinstance(data, list):
+            raise IpuTuneError(f"{file!r}: expected a list of rows or a `points:` list")
+        points = load_points(data)
+    for p in points:
+        target = p.config.model._target_
+        if target and not trusted:
+            raise IpuTuneError(
+                f"{p.name}.model._target_={target[:80]!r} in calibration file {file!r}: code "
+                "named in a file runs only with --trust-remote-code; allowed without it: "
+                "model.name of the zoo")
+    return points
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="ipu-tune calibrate",
@@ -54,13 +80,14 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--output", help="also write the constants YAML to this file")
     parser.add_argument("--max-evals", type=int, default=3000,
                         help="objective evaluations per Nelder-Mead round (default 3000)")
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
-        from ipu_tune.simulator import default_points, fit_constants, load_points
+        from ipu_tune.calibration import default_points, fit_constants, load_points
 
         points = []
         for file in args.files:
-            points.extend(load_points(file))
+            points.extend(_load_file(file, load_points, args.trust_remote_code))
         if args.defaults or not args.files:
             points.extend(default_points())
         names = [n.strip() for n in args.fit.split(",") if n.strip()] or None
@@ -69,14 +96,9 @@ def main(argv: Sequence[str]) -> int:
         fit = fit_constants(points, names=names, max_evals=args.max_evals)
         text = format_fit(fit)
         if args.output:
-            try:
-                Path(args.output).write_text(text)
-            except OSError as exc:
-                raise IpuTuneError(
-                    f"--output {args.output!r}: cannot be written ({exc.strerror})") from None
+            from ipu_tune.results import atomic_write
+
+            atomic_write(Path(args.output), text)
     except IpuTuneError as exc:
         return fail(str(exc))
-    print(text, end="")
-    if args.output:
-        print(f"# written: {args.output}")
-    return 0
+    return print_out((text + (f"# written: {args.output}" if args.output else "")).rstrip("\n"))

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ipu_tune.cli._common import fail
+from ipu_tune.cli._common import fail, print_out
 from ipu_tune.errors import IpuTuneError
 
 __all__ = ["main"]
@@ -123,5 +123,4 @@ def main(argv: Sequence[str]) -> int:
         data = compare(args.a, args.b)
     except IpuTuneError as exc:
         return fail(str(exc))
-    print(json.dumps(data, indent=2) if args.json else format_compare(data))
-    return 0
+    return print_out(json.dumps(data, indent=2) if args.json else format_compare(data))

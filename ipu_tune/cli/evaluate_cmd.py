@@ -11,20 +11,19 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
 from ipu_tune._api import evaluate_config
-from ipu_tune.cli._common import fail
-from ipu_tune.config import EvalConfig, load_config, to_plain_dict
+from ipu_tune.cli._common import TRUST_HELP, fail, print_out
+from ipu_tune.config import EvalConfig, load_config, read_yaml, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import DEFAULT_CONSTANTS, constants_from_mapping
 
 __all__ = ["apply_overrides", "main"]
 
 
-def apply_overrides(path: str, overrides: Sequence[str]) -> EvalConfig:
+def apply_overrides(path: str, overrides: Sequence[str],
+                    trust_remote_code: bool = False) -> EvalConfig:
     """The config of YAML file `path` with Hydra-style `overrides` applied, then checked."""
-    cfg = load_config(path)
+    cfg = load_config(path, trust_remote_code=trust_remote_code)
     if not overrides:
         return cfg
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -65,14 +64,11 @@ def apply_overrides(path: str, overrides: Sequence[str]) -> EvalConfig:
         OmegaConf.update(plain, key, value, merge=False, force_add=True)
     data = OmegaConf.to_container(plain)
     assert isinstance(data, dict)
-    return load_config({str(k): v for k, v in data.items()})
+    return load_config({str(k): v for k, v in data.items()}, trust_remote_code=trust_remote_code)
 
 
 def _read_constants(path: str) -> dict[str, float]:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise IpuTuneError(f"--constants={path!r}: cannot read a YAML mapping ({exc})") from None
+    data = read_yaml(Path(path), "--constants file")
     if not isinstance(data, dict):
         raise IpuTuneError(f"--constants={path!r}: expected a mapping of constant: value")
     return data
@@ -90,9 +86,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--constants", metavar="FILE",
                         help="simulator constants YAML written by `ipu-tune calibrate --output`")
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
-        cfg = apply_overrides(args.config, args.overrides)
+        cfg = apply_overrides(args.config, args.overrides,
+                              trust_remote_code=args.trust_remote_code)
         constants = DEFAULT_CONSTANTS
         if args.constants:
             constants = constants_from_mapping(_read_constants(args.constants))
@@ -100,9 +98,7 @@ def main(argv: Sequence[str]) -> int:
     except IpuTuneError as exc:
         return fail(str(exc))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    else:
-        from ipu_tune.cli.evaluate_format import format_result
+        return print_out(json.dumps(result.to_dict(), indent=2))
+    from ipu_tune.cli.evaluate_format import format_result
 
-        print(format_result(result, cfg))
-    return 0
+    return print_out(format_result(result, cfg))

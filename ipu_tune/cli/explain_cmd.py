@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ipu_tune.cli._common import fail
+from ipu_tune.cli._common import fail, print_out
 from ipu_tune.errors import IpuTuneError
 
 __all__ = ["format_explain", "format_ladder", "format_remedies", "main"]
@@ -103,8 +103,4 @@ def main(argv: Sequence[str]) -> int:
         data = explain_study(study, problem, with_sensitivity=not args.no_sensitivity)
     except IpuTuneError as exc:
         return fail(str(exc))
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        print(format_explain(data))
-    return 0
+    return print_out(json.dumps(data, indent=2) if args.json else format_explain(data))

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ipu_tune.config import ModelConfig, typed
+from ipu_tune.config import EvalConfig, ModelConfig, load_config, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import ZOO, ModelProfile, profile_model
 
@@ -115,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        prof = profile_model(model_config(args))
+        mc = model_config(args)
+        load_config(EvalConfig(model=mc))  # the config's range and LIMITS checks of model.*
+        prof = profile_model(mc)
     except IpuTuneError as exc:
         print(f"ipu-tune: error: {exc}", file=sys.stderr)
         return 2

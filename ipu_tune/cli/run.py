@@ -21,11 +21,17 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from ipu_tune.cli._common import fail
+from ipu_tune.cli._common import (
+    check_target_typed,
+    fail,
+    fail_on_disk_error,
+    split_trust_flag,
+)
+from ipu_tune.cli._comparison import format_comparison
 from ipu_tune.cli._summary import format_summary
 from ipu_tune.config import CONF_DIR, GROUPS, TuneConfig, group_options, omegaconf_error, typed
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.tuner import Prepared, prepare, run
+from ipu_tune.tuner import Prepared, RunSummary, prepare, run
 
 __all__ = ["hydra_main", "pinned_keys", "preflight"]
 
@@ -36,6 +42,10 @@ _NO_RUN_FLAGS = {"-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", 
 _MAX_SWEEP_CHECKS = 256
 # The runs the preflight checked, handed to the Hydra task (one per composed config).
 _PREPARED: list[Prepared] = []
+# trust_remote_code=true of this process's command line (taken out before Hydra sees it).
+_TRUSTED = [False]
+# The summaries of this command's runs (several under `-m`), for the closing comparison table.
+_SUMMARIES: list[RunSummary] = []
 
 
 def pinned_keys(overrides: Sequence[str]) -> frozenset[str]:
@@ -76,7 +86,7 @@ def _compose(overrides: list[str]) -> TuneConfig:
     return typed(TuneConfig, cfg)
 
 
-def preflight(argv: Sequence[str]) -> None:
+def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> None:
     """Compose and check every run the arguments ask for; raise `IpuTuneError` on the first."""
     if any(a.split("=")[0] in _NO_RUN_FLAGS for a in argv):
         return
@@ -95,6 +105,7 @@ def preflight(argv: Sequence[str]) -> None:
     _PREPARED.clear()
     for combo in itertools.islice(itertools.product(*choices), _MAX_SWEEP_CHECKS):
         cfg = _compose(list(combo))
+        check_target_typed(cfg.model._target_, list(combo), trust_remote_code)
         _PREPARED.append(prepare(cfg, pinned_keys(list(combo))))
 
 
@@ -107,6 +118,8 @@ def _prepared(cfg: TuneConfig, pinned: frozenset[str]) -> Prepared | TuneConfig:
 def _task(cfg: DictConfig) -> None:
     try:
         tune_cfg = typed(TuneConfig, cfg)
+        check_target_typed(tune_cfg.model._target_, HydraConfig.get().overrides.task,
+                           _TRUSTED[0])  # also when --config-dir skipped the preflight
         pinned = pinned_keys(HydraConfig.get().overrides.task)
         summary = run(_prepared(tune_cfg, pinned), pinned)
     except IpuTuneError as exc:
@@ -114,15 +127,23 @@ def _task(cfg: DictConfig) -> None:
     except KeyboardInterrupt:
         print("ipu-tune: interrupted; run the same command again to resume", file=sys.stderr)
         sys.exit(130)
+    except Exception as exc:  # a full or read-only disk is one line; anything else is a bug
+        sys.exit(fail_on_disk_error(exc))
     print(format_summary(summary))
+    _SUMMARIES.append(summary)
 
 
 def hydra_main(argv: Sequence[str]) -> int:
     try:
-        preflight(argv)
+        argv, trusted = split_trust_flag(argv)
+        _TRUSTED[0] = trusted
+        preflight(argv, trusted)
     except IpuTuneError as exc:
         return fail(str(exc))
     sys.argv = [sys.argv[0], *argv]
+    _SUMMARIES.clear()
     _task()
+    if {"-m", "--multirun"} & set(argv) and _SUMMARIES:
+        print(format_comparison(_SUMMARIES))  # one table comparing the sweep's runs
     return 0
 

@@ -11,7 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.case import build_system
-from ipu_tune.cli._common import fail
+from ipu_tune.cli._common import TRUST_HELP, fail
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import profile_model
@@ -114,9 +114,15 @@ def report_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("study")
     _storage_args(parser)
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
         study, target, cfg = _load(args)
+        if cfg.model._target_ and not args.trust_remote_code:
+            raise IpuTuneError(
+                f"model._target_={cfg.model._target_[:80]!r} of study {args.study!r}: code named "
+                "in a stored study runs only with --trust-remote-code"
+            )
         profile = profile_model(cfg.model)
         system = build_system(cfg)
         meta = StudyMeta.of(study)
@@ -269,8 +275,6 @@ def trials_main(argv: Sequence[str]) -> int:
         return fail(str(exc))
     df = df.head(args.top)
     if args.csv:
-        print(df.to_csv(index=False), end="")
-    else:
-        table = df.drop(columns=["reason"])
-        print(table.to_string(index=False, float_format=lambda v: f"{v:,.6g}"))
-    return 0
+        return print_out(df.to_csv(index=False).rstrip("\n"))
+    table = df.drop(columns=["reason"])
+    return print_out(table.to_string(index=False, float_format=lambda v: f"{v:,.6g}"))

@@ -7,10 +7,19 @@ ConfigStore); everything inward of the entry points receives these typed objects
 """
 
 from ipu_tune.config._hydra import CONF_DIR, GROUPS, SPACES_DIR, group_options, register
-from ipu_tune.config._load import load_config, omegaconf_error, read_yaml, to_plain_dict, typed
+from ipu_tune.config._load import (
+    check_trusted,
+    load_config,
+    omegaconf_error,
+    read_text,
+    read_yaml,
+    to_plain_dict,
+    typed,
+)
 from ipu_tune.config._schema import (
     DatasetConfig,
     EvalConfig,
+    HostConfig,
     ModelConfig,
     PipelineConfig,
     PlanConfig,
@@ -21,16 +30,18 @@ from ipu_tune.config._schema import (
     TuneConfig,
     WorkloadConfig,
 )
-from ipu_tune.config._validate import check_pinned_layout, validate
+from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
 
 register()
 
 __all__ = [
     "CONF_DIR",
     "GROUPS",
+    "LIMITS",
     "SPACES_DIR",
     "DatasetConfig",
     "EvalConfig",
+    "HostConfig",
     "ModelConfig",
     "PipelineConfig",
     "PlanConfig",
@@ -40,10 +51,13 @@ __all__ = [
     "SystemConfig",
     "TuneConfig",
     "WorkloadConfig",
+    "check_name",
     "check_pinned_layout",
+    "check_trusted",
     "group_options",
     "load_config",
     "omegaconf_error",
+    "read_text",
     "read_yaml",
     "register",
     "to_plain_dict",

@@ -15,9 +15,20 @@ from ipu_tune.config._schema import EvalConfig
 from ipu_tune.config._validate import validate
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["load_config", "omegaconf_error", "read_yaml", "to_plain_dict", "typed"]
+__all__ = [
+    "MAX_YAML_BYTES",
+    "check_trusted",
+    "load_config",
+    "omegaconf_error",
+    "read_text",
+    "read_yaml",
+    "to_plain_dict",
+    "typed",
+]
 
 T = TypeVar("T")
+# The provenance block of an exported best.yaml (results/_export.py).
+PROVENANCE_KEY = "ipu_tune"
 
 
 def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
@@ -61,25 +72,84 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
     return obj
 
 
-def read_yaml(path: Path, what: str) -> Any:
-    """Parse a YAML file with `safe_load` (it never constructs objects); one-line errors that
-    name `what` ("config file", "space file") and the path."""
+# Limits of the one YAML reader: config, space and constants files are a few KiB, 5 levels deep,
+# and use no anchors; anything far beyond is an accident or an attack (billion laughs).
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_DEPTH = 50
+MAX_YAML_NODES = 100_000
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _check_shape(text: str, what: str, path: Path) -> None:
+    """Walk the event stream (no recursion, no construction): depth and nodes after alias
+    expansion stay within limits, so neither RecursionError nor a billion laughs can follow."""
+    frames: list[list[Any]] = [[None, 0]]  # [anchor, nodes] of each open collection
+    sizes: dict[str, int] = {}
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            frames.append([event.anchor, 1])
+            if len(frames) - 1 > MAX_YAML_DEPTH:
+                raise IpuTuneError(
+                    f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels")
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, n = frames.pop()
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, n = None, sizes.get(str(event.anchor), 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, n = event.anchor, 1
+        else:
+            continue
+        if anchor is not None:
+            sizes[str(anchor)] = n
+        frames[-1][1] += n
+        if frames[-1][1] > MAX_YAML_NODES or sum(f[1] for f in frames) > MAX_YAML_NODES:
+            raise IpuTuneError(
+                f"{what} {str(path)!r}: more than {MAX_YAML_NODES} values once aliases are "
+                "expanded; allowed: plain YAML without alias bombs")
+
+
+def read_text(path: Path, what: str) -> str:
+    """A text file of at most 1 MiB, UTF-8 without NUL bytes; one line naming `what` else."""
     try:
-        text = path.read_text()
+        with path.open("rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
         raise IpuTuneError(f"{what} {str(path)!r}: cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise IpuTuneError(f"{what} {str(path)!r}: larger than {MAX_YAML_BYTES} bytes (1 MiB)")
     try:
-        return yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise IpuTuneError(f"{what} {str(path)!r}: not a UTF-8 text file") from None
+    if "\x00" in text:
+        raise IpuTuneError(f"{what} {str(path)!r}: binary file (NUL bytes); expected text")
+    return text
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file with `safe_load` (it never constructs objects); one-line errors that
+    name `what` ("config file", "space file") and the path. Refuses files over 1 MiB, binary or
+    non-UTF-8 files, nesting over 50 levels and alias bombs before building anything."""
+    text = read_text(path, what)
+    try:
+        _check_shape(text, what, path)
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise IpuTuneError(f"{what} {str(path)!r}: not valid YAML{where}") from None
+    except RecursionError:
+        raise IpuTuneError(
+            f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels") from None
 
 
 def _read_yaml(path: Path) -> Mapping[str, Any]:
     data = read_yaml(path, "config file")
     if data is None:
-        data = {}
+        raise IpuTuneError(
+            f"config file {str(path)!r}: empty; expected a mapping with model/workload/system/plan"
+        )
     if not isinstance(data, Mapping):
         raise IpuTuneError(
             f"config file {str(path)!r}: expected a mapping with model/workload/system/plan, "
@@ -88,16 +158,33 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
     return data
 
 
-def load_config(source: str | Path | Mapping[str, Any] | EvalConfig) -> EvalConfig:
+def check_trusted(data: Mapping[str, Any], where: str) -> None:
+    model = data.get("model")
+    target = model.get("_target_") if isinstance(model, Mapping) else None
+    if target:
+        raise IpuTuneError(
+            f"model._target_={str(target)[:80]!r} in {where}: code named in a file runs only "
+            "with --trust-remote-code (trust_remote_code=True in Python); allowed without it: "
+            "model.name of the zoo"
+        )
+
+
+def load_config(
+    source: str | Path | Mapping[str, Any] | EvalConfig, trust_remote_code: bool = False
+) -> EvalConfig:
     """Load the contract schema from a YAML path or a mapping; missing keys take defaults.
 
-    Keys outside model/workload/system/plan (an exported file's `ipu_tune:` provenance block,
-    say) are ignored so that exports evaluate again unchanged.
+    Top-level keys are model/workload/system/plan and an exported file's `ipu_tune:` provenance
+    block (ignored, so exports evaluate again unchanged); any other key is refused. A YAML file
+    naming `model._target_` is refused unless `trust_remote_code` (the file's author chose the
+    code to run, not the user).
     """
     if isinstance(source, EvalConfig):
         data: Mapping[str, Any] = to_plain_dict(source)
     elif isinstance(source, str | Path):
         data = _read_yaml(Path(source))
+        if not trust_remote_code:
+            check_trusted(data, f"config file {str(source)!r}")
     elif isinstance(source, DictConfig):
         data = OmegaConf.to_container(source, resolve=True)  # type: ignore[assignment]
     elif isinstance(source, Mapping):
@@ -107,6 +194,12 @@ def load_config(source: str | Path | Mapping[str, Any] | EvalConfig) -> EvalConf
             f"config: expected a YAML path or a mapping, got {type(source).__name__}"
         )
     sections = {f.name for f in dataclasses.fields(EvalConfig)}
+    for key in data:
+        if key not in sections and key != PROVENANCE_KEY:
+            raise IpuTuneError(
+                f"{key}: unknown top-level key; allowed: {', '.join(sorted(sections))}, "
+                f"{PROVENANCE_KEY}"
+            )
     for key, value in data.items():
         if key in sections and value is not None and not isinstance(value, Mapping):
             raise IpuTuneError(f"{key}: expected a mapping, got {value!r}")

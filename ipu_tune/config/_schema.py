@@ -49,10 +49,19 @@ class WorkloadConfig:
 
 
 @dataclass
+class HostConfig:
+    """One host server; None takes the preset (`ipu_tune.hardware.HOST`)."""
+
+    cpu_cores: Optional[int] = None  # noqa: UP045
+    network_bytes_per_s: Optional[float] = None  # noqa: UP045  (server to its IPU-Machines)
+
+
+@dataclass
 class SystemConfig:
     ipu: str = "mk2"
     num_ipus: int = 1
-    hosts: int = 1
+    hosts: int = 1  # host servers
+    host: HostConfig = field(default_factory=HostConfig)
 
 
 @dataclass
@@ -68,7 +77,7 @@ class PlanConfig:
     device_iterations: int = 1
     replication_factor: int = 1
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    recompute: str = "none"
+    recompute: str = "auto"
     available_memory_proportion: float = 0.6
     offload_optimizer_state: bool = False
     replicated_tensor_sharding: bool = False

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ipu_tune.config._schema import IPUS, EvalConfig
+import re
+from typing import Any
+
+from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.knobs import (
     PLAN_KNOBS,
@@ -13,7 +16,123 @@ from ipu_tune.knobs import (
     valid_io_tiles,
 )
 
-__all__ = ["check_pinned_layout", "is_power_of_two", "valid_io_tiles", "validate"]
+__all__ = [
+    "LIMITS",
+    "NAME_MAX_CHARS",
+    "check_limits",
+    "check_name",
+    "check_pinned_layout",
+    "is_power_of_two",
+    "valid_io_tiles",
+    "validate",
+]
+
+# Upper bounds of every integer knob: what the stores (SQLite INTEGER is int64; products of
+# knobs must stay far below it) and the hardware can hold. One table so the knob registry can
+# fold it in. Why each bound:
+# - system.num_ipus: 1024, the largest Graphcore system sold (Bow Pod1024); more is a typo.
+# - plan.replication_factor / pipeline stages: at most the IPUs, so 1024 as well.
+# - gradient_accumulation, device_iterations: 2**20 (PopTorch counts in int32; a global batch of
+#   mbs x GA x DI x RF stays below 2**63 even at every bound at once).
+# - workload.micro_batch_size: 2**16 samples per IPU per step (In-Processor memory is 900 MB).
+# - model.input_shape dims, num_classes, sequence_length: 2**20/2**24/2**20 - far above any
+#   model that fits 1024 IPUs, small enough that byte counts stay int64.
+# - plan.prefetch_depth: 1024 batches; plan.dataloader_workers: 1024 host processes.
+# - study.n_trials: 10**6 trials; study.workers: 256 processes on one machine.
+LIMITS: dict[str, int] = {
+    "system.num_ipus": 1024,
+    "system.hosts": 1024,
+    "plan.replication_factor": 1024,
+    "plan.gradient_accumulation": 2**20,
+    "plan.device_iterations": 2**20,
+    "workload.micro_batch_size": 2**16,
+    "model.input_shape": 2**20,
+    "model.num_classes": 2**24,
+    "model.sequence_length": 2**20,
+    "model.dataset.sample_bytes": 2**40,
+    "plan.prefetch_depth": 1024,
+    "plan.dataloader_workers": 1024,
+    "study.n_trials": 10**6,
+    "study.workers": 256,
+    "search.global_batch_size": 2**40,
+    "sampler.seed": 2**32 - 1,  # numpy's RandomState seeds are uint32
+}
+# Input tensors of more dimensions than this are not images or token sequences.
+_MAX_INPUT_DIMS = 8
+NAME_MAX_CHARS = 100
+# A study name becomes a directory under results_dir and appears in YAML and Python exports.
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@,-]*")
+_NAME_ALLOWED = (
+    f"allowed: 1-{NAME_MAX_CHARS} characters of letters, digits and . _ - + = @ , starting with "
+    "a letter or digit (a safe directory name: no /, \\, .., spaces or control characters)"
+)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_name(key: str, value: object) -> str:
+    """A study/search name that is a safe directory name under results_dir; returns it."""
+    if not isinstance(value, str) or not value or len(value) > NAME_MAX_CHARS or not (
+        _NAME_RE.fullmatch(value)
+    ):
+        raise IpuTuneError(f"{key}={_short(value)}: {_NAME_ALLOWED}")
+    return value
+
+
+def _bounded(key: str, value: Any) -> None:
+    limit = LIMITS[key]
+    if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+        raise IpuTuneError(f"{key}={_short(value)}: must be <= {limit}")
+
+
+def check_limits(cfg: EvalConfig) -> None:
+    """Every integer at most its `LIMITS` bound (and tune-only keys when `cfg` is a TuneConfig)."""
+    m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
+    if len(m.input_shape) > _MAX_INPUT_DIMS:
+        raise bad_value("model.input_shape", list(m.input_shape),
+                        f"at most {_MAX_INPUT_DIMS} dimensions")
+    for d in m.input_shape:
+        if d > LIMITS["model.input_shape"]:
+            raise IpuTuneError(f"model.input_shape={_short(list(m.input_shape))}: every "
+                               f"dimension must be <= {LIMITS['model.input_shape']}")
+    values: dict[str, Any] = {
+        "model.num_classes": m.num_classes,
+        "model.sequence_length": m.sequence_length,
+        "model.dataset.sample_bytes": m.dataset.sample_bytes,
+        "workload.micro_batch_size": w.micro_batch_size,
+        "system.num_ipus": s.num_ipus,
+        "system.hosts": s.hosts,
+        "plan.replication_factor": p.replication_factor,
+        "plan.gradient_accumulation": p.gradient_accumulation,
+        "plan.device_iterations": p.device_iterations,
+        "plan.prefetch_depth": p.prefetch_depth,
+        "plan.dataloader_workers": p.dataloader_workers,
+    }
+    if isinstance(cfg, TuneConfig):
+        values.update({
+            "study.n_trials": cfg.study.n_trials,
+            "study.workers": cfg.study.workers,
+            "search.global_batch_size": cfg.search.global_batch_size,
+            "sampler.seed": cfg.sampler.seed,
+        })
+        if cfg.sampler.seed is not None and cfg.sampler.seed < 0:
+            raise bad_value("sampler.seed", cfg.sampler.seed,
+                            f"must be in 0..{LIMITS['sampler.seed']}")
+    for key, value in values.items():
+        _bounded(key, value)
+
+
+def _check_tune(cfg: TuneConfig) -> None:
+    check_name("search.name", cfg.search.name)
+    if cfg.study.name is not None:
+        check_name("study.name", cfg.study.name)
+    if cfg.study.n_trials < 1:
+        raise bad_value("study.n_trials", cfg.study.n_trials, "must be >= 1")
+    if cfg.study.workers < 1:
+        raise bad_value("study.workers", cfg.study.workers, "must be >= 1")
 
 
 def _choice(key: str, value: object, choices: tuple[str, ...]) -> None:
@@ -40,6 +159,9 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     `check_layout=False` skips "stages x replicas = num_ipus": the tuner's starting plan need
     not match the system, since the search chooses stages and replicas.
     """
+    if isinstance(cfg, TuneConfig):
+        _check_tune(cfg)
+    check_limits(cfg)
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     if not m.name and not m._target_:
         raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
@@ -61,8 +183,14 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     _at_least("system.hosts", s.hosts, 1)
     if s.hosts > s.num_ipus:
         raise bad_value("system.hosts", s.hosts, f"at most system.num_ipus={s.num_ipus}")
+    if s.host.cpu_cores is not None:
+        _at_least("system.host.cpu_cores", s.host.cpu_cores, 1)
+    if s.host.network_bytes_per_s is not None and not s.host.network_bytes_per_s > 0:
+        raise bad_value("system.host.network_bytes_per_s", s.host.network_bytes_per_s,
+                        "must be > 0")
 
     _check_knobs(cfg, PLAN_KNOBS)
+    _check_instances(p.host_instances, s.hosts, p.replication_factor, check_layout)
     if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")
     if p.replicated_tensor_sharding and p.replication_factor < 2:
@@ -83,6 +211,18 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
             "plan.gradient_accumulation", p.gradient_accumulation, "must be 1 for infer"
         )
     return cfg
+
+
+def _check_instances(instances: int, hosts: int, replicas: int, check_layout: bool) -> None:
+    """PopRun instances (a power of two, knobs.py): PopRun splits the replicas evenly over the
+    instances and the instances evenly over the servers; fewer instances than servers run one
+    per server."""
+    if instances > hosts and instances % hosts:
+        raise bad_value("plan.host_instances", instances,
+                        f"must be a multiple of system.hosts={hosts} (one or more per server)")
+    if check_layout and replicas % instances:
+        raise bad_value("plan.host_instances", instances,
+                        f"must divide plan.replication_factor={replicas}")
 
 
 def check_pinned_layout(cfg: EvalConfig, pinned: frozenset[str]) -> None:

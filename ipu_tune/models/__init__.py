@@ -19,7 +19,9 @@ from ipu_tune.models._profiler import (
 # Names that need torch load on first use, so that a cached profile never imports it.
 _LAZY = {
     "ZOO": "ipu_tune.models._zoo",
+    "ZOO_ALIASES": "ipu_tune.models._zoo",
     "ZooEntry": "ipu_tune.models._zoo",
+    "zoo_entry": "ipu_tune.models._zoo",
     "build_model": "ipu_tune.models._zoo",
     "default_blocks": "ipu_tune.models._assemble",
 }
@@ -37,6 +39,7 @@ __all__ = [
     "OP_KINDS",
     "PROFILE_FORMAT",
     "ZOO",
+    "ZOO_ALIASES",
     "BlockProfile",
     "ModelProfile",
     "OpProfile",
@@ -46,4 +49,5 @@ __all__ = [
     "clear_memory_cache",
     "default_blocks",
     "profile_model",
+    "zoo_entry",
 ]

@@ -8,6 +8,8 @@ attribute (module names where a pipeline stage may begin). They are called under
 from __future__ import annotations
 
 import importlib
+import inspect
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -19,7 +21,7 @@ from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._resnet import BasicBlock, Bottleneck, ResNet
 
-__all__ = ["ZOO", "ZooEntry", "build_model", "resolve_target"]
+__all__ = ["ZOO", "ZOO_ALIASES", "ZooEntry", "build_model", "resolve_target", "zoo_entry"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ def _vit(cfg: ModelConfig) -> nn.Module:
 
     c, h, w = _image_dims(cfg)
     if h != w:
-        raise bad_value("model.input_shape", list(cfg.input_shape), "square images for vit_b16")
+        raise bad_value("model.input_shape", list(cfg.input_shape), "square images for vit_b_16")
     kwargs: dict[str, Any] = {"patch_size": 16, "num_layers": 12, "num_heads": 12,
                               "hidden_dim": 768, "mlp_dim": 3072, **cfg.kwargs}  # fmt: skip
     return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.num_classes, **kwargs)
@@ -94,27 +96,70 @@ _ENTRIES = (
              "image", _resnet(Bottleneck, [3, 4, 23, 3])),
     ZooEntry("resnet152", "ResNet-152 v1.5, torchvision layout", "image",
              _resnet(Bottleneck, [3, 8, 36, 3])),
-    ZooEntry("resnext50", "ResNeXt-50 32x4d (Xie et al. 2017), torchvision layout", "image",
+    ZooEntry("resnext50_32x4d", "ResNeXt-50 32x4d (Xie et al. 2017), torchvision layout", "image",
              _resnet(Bottleneck, [3, 4, 6, 3], groups=32, width=4)),
-    ZooEntry("resnext101", "ResNeXt-101 32x8d, torchvision layout", "image",
+    ZooEntry("resnext101_32x8d", "ResNeXt-101 32x8d, torchvision layout", "image",
              _resnet(Bottleneck, [3, 4, 23, 3], groups=32, width=8)),
     ZooEntry("bert_base", "BERT-Base encoder + MLM head (Devlin et al. 2019)", "tokens",
              _bert("base")),
     ZooEntry("bert_large", "BERT-Large encoder + MLM head (Devlin et al. 2019)", "tokens",
              _bert("large")),
-    ZooEntry("vit_b16", "ViT-B/16 (Dosovitskiy et al. 2021), torchvision layout", "image", _vit),
+    ZooEntry("vit_b_16", "ViT-B/16 (Dosovitskiy et al. 2021), torchvision layout", "image", _vit),
     ZooEntry("mnist_cnn", "4-block MNIST CNN of the PopTorch pipelining tutorial", "image",
              _mnist),
 )  # fmt: skip
 
 ZOO: Mapping[str, ZooEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
+# Earlier ipu-tune names, kept so old configs and studies still load; the primary names are
+# torchvision's builder names (torchvision.models.resnext50_32x4d, ..., vit_b_16).
+ZOO_ALIASES: Mapping[str, str] = MappingProxyType(
+    {"resnext50": "resnext50_32x4d", "resnext101": "resnext101_32x8d", "vit_b16": "vit_b_16"}
+)
+
+
+def zoo_entry(name: str | None) -> ZooEntry | None:
+    """The zoo entry of a primary name or an alias; None when `name` is not a zoo model."""
+    key = name or ""
+    return ZOO.get(ZOO_ALIASES.get(key, key))
+
+
+_TARGET_ALLOWED = (
+    "allowed: a torch.nn.Module subclass or a factory function defined outside the Python "
+    "standard library and builtins"
+)
+
+
+def _is_stdlib(module_name: str) -> bool:
+    top = module_name.split(".", 1)[0]
+    return top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "builtins"
+
+
+def _check_target(target: str, obj: object) -> None:
+    """A target is a Module subclass or a plain function from non-stdlib code; nothing else
+    (os.system, subprocess.getoutput, builtins.eval, a class's constructor of any kind)."""
+    if inspect.isclass(obj):
+        if issubclass(obj, nn.Module):
+            return
+        raise bad_value("model._target_", target, f"class {obj.__name__} is not a "
+                        f"torch.nn.Module; {_TARGET_ALLOWED}")
+    if not (inspect.isfunction(obj) and not inspect.isbuiltin(obj)):
+        raise bad_value("model._target_", target,
+                        f"{type(obj).__name__} is not a Python function; {_TARGET_ALLOWED}")
+    defined_in = getattr(obj, "__module__", None) or ""
+    if _is_stdlib(defined_in):
+        raise bad_value("model._target_", target,
+                        f"defined in the standard library ({defined_in}); {_TARGET_ALLOWED}")
 
 
 def resolve_target(target: str) -> Callable[..., Any]:
-    """Import the callable named by a dotted path (``package.module.factory``)."""
+    """Import the callable named by a dotted path (``package.module.factory``) and check that
+    it may be called (`_check_target`) before anything calls it."""
     module_name, _, attr = target.rpartition(".")
     if not module_name or not attr:
         raise bad_value("model._target_", target, "a dotted path such as 'package.module.factory'")
+    if _is_stdlib(module_name):
+        # Refused before the import: importing a stdlib module can run code too (antigravity).
+        raise bad_value("model._target_", target, f"in the standard library; {_TARGET_ALLOWED}")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
@@ -128,6 +173,7 @@ def resolve_target(target: str) -> Callable[..., Any]:
         raise bad_value(
             "model._target_", target, f"{type(obj).__name__} is not callable; name a factory"
         )
+    _check_target(target, obj)
     return obj
 
 
@@ -153,9 +199,12 @@ def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
             )  # fmt: skip
         kind = "tokens" if cfg.sequence_length is not None else "image"
         return model, kind
-    entry = ZOO.get(cfg.name or "")
+    entry = zoo_entry(cfg.name)
     if entry is None:
-        raise bad_value("model.name", cfg.name, "zoo models: " + ", ".join(ZOO))
+        aliases = ", ".join(f"{a} (= {n})" for a, n in ZOO_ALIASES.items())
+        raise bad_value(
+            "model.name", cfg.name, "zoo models: " + ", ".join(ZOO) + "; aliases: " + aliases
+        )
     try:
         return entry.build(cfg), entry.input_kind
     except IpuTuneError:

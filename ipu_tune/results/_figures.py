@@ -42,7 +42,8 @@ KIND_COLORS = {
     "recompute": "#ff7f0e",
     "exchange": "#f2c80f",  # on-chip exchange: its own colour, as PopVision's trace
     "inter_ipu": "#7f7f7f",
-    "all_reduce": "#17becf",
+    "all_reduce_pod": "#17becf",
+    "all_reduce_gw": "#aec7e8",
     "streaming_memory": "#8c564b",
     "weight_update": "#9467bd",
     "host_preprocess": "#bcbd22",

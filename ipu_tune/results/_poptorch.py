@@ -1,98 +1,78 @@
-"""A PopTorch program skeleton that runs a plan: `poptorch.Options` for every knob, with why.
+"""`poptorch_options.py`: a PopTorch program that runs a plan, every knob with its reason.
 
-Sources of the PopTorch names used: the seed ResNet-101 hands-on session (BeginBlock placement,
-precision, ModelWithNormalization for 8-bit I/O, fp16 optimizer accumulators, DataLoaderMode),
-the seed pipelining tutorial (PipelinedExecution / ShardedExecution, TensorLocationSettings for
-offloading), and the seed memory/performance guide ch. 4 (defaultPrefetchBufferingDepth, I/O
-tiles, replicated tensor sharding). The "why" comments quote the simulated result when given.
+The program needs only what a Poplar SDK environment has: poptorch, torch, torchvision (zoo
+models), and popdist under PopRun. Every call is public PopTorch API as listed, with its source
+line, in shared/reference/framework-apis.md section 1; every reason cites public Graphcore
+documentation (`_docs.cite`) and, given a simulated result, quotes its figures.
 """
 
 from __future__ import annotations
 
-import json
-import keyword
-import textwrap
-
 from ipu_tune.config import EvalConfig
 from ipu_tune.models import ModelProfile
-from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.simulator import SimResult
 
-from ._snippet_parts import Facts, input_lines, model_lines, optimizer_lines
+from ._docs import cite
+from ._model_source import literal, model_imports, model_lines, module_access, module_path
+from ._plan_view import ExportPlan, compile_problems, export_plan
+from ._poprun import poprun_lines
+from ._poptorch_io import input_lines, optimizer_lines
+from ._snippet_parts import Facts
+from ._source import docstring, knob, wrap
 
 __all__ = ["module_access", "poptorch_snippet"]
 
-_WIDTH = 99  # PEP 8 / ruff line length of the generated file
+# PopART RecomputationType integers (sessionoptions.hpp L139): None 0, Standard 1, Pipeline 3.
+_RECOMPUTE_NONE, _RECOMPUTE_STANDARD, _RECOMPUTE_PIPELINE = 0, 1, 3
 
 
-def _top_level_args(args: str) -> list[str]:
-    """Split a call's argument text at the commas outside brackets and quotes."""
-    parts: list[str] = []
-    depth, quote, start = 0, "", 0
-    for i, ch in enumerate(args):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(args[start:i].strip())
-            start = i + 1
-    parts.append(args[start:].strip())
-    return parts
-
-
-def _wrap(lines: list[str]) -> list[str]:
-    """Wrap long comments and calls so the snippet reads like hand-written code."""
-    out: list[str] = []
-    for line in lines:
-        indent = line[: len(line) - len(line.lstrip())]
-        body = line.strip()
-        if len(line) <= _WIDTH:
-            out.append(line)
-        elif body.startswith("# "):
-            out += textwrap.wrap(
-                body[2:],
-                _WIDTH - len(indent) - 2,
-                initial_indent=indent + "# ",
-                subsequent_indent=indent + "# ",
-                break_on_hyphens=False,
-            )
-        elif body.endswith(")") and "(" in body and ", " in body:
-            # One argument per line: `f(a, b=1)` -> `f(\n    a,\n    b=1,\n)`.
-            head, _, args = body[:-1].partition("(")
-            out.append(f"{indent}{head}(")
-            out += [f"{indent}    {arg}," for arg in _top_level_args(args)]
-            out.append(f"{indent})")
-        else:
-            out.append(line)
+def _options_lines(xp: ExportPlan, facts: Facts) -> list[str]:
+    p = xp.plan
+    if xp.host_instances > 1:
+        opts = [
+            f"# {xp.host_instances} PopRun instances ({cite('popdist')}): under poprun,"
+            " popdist.poptorch.Options takes this instance's replicas and its place among the"
+            " instances from PopRun (do not set replicationFactor or opts.Distributed there)."
+            f" Without poprun, one process drives all {p.replication_factor} replicas.",
+            "if popdist.isPopdistEnvSet():",
+            f"    opts = popdist.poptorch.Options(ipus_per_replica={xp.stages})",
+            "else:",
+            "    opts = poptorch.Options()",
+            f"    opts.replicationFactor({p.replication_factor})",
+            "# The same seed on every instance, so replicas start from the same weights.",
+            "opts.randomSeed(42)",
+        ]
+    else:
+        opts = [
+            "opts = poptorch.Options()",
+            *knob(
+                f"Replication factor {p.replication_factor}: data-parallel copies of the"
+                f" model ({cite('replication')}). {facts.all_reduce_sentence()}",
+                f"opts.replicationFactor({p.replication_factor})",
+            ),
+        ]
+    out = [
+        *opts,
+        *knob(
+            f"Device iterations {p.device_iterations}: one host call runs this many steps"
+            f" ({cite('device_iterations')}). {facts.phase_sentence('host_overhead')}",
+            f"opts.deviceIterations({p.device_iterations})",
+        ),
+    ]
+    if p.training:
+        out += knob(
+            f"Gradient accumulation {p.gradient_accumulation}: micro-batches per weight"
+            " update; amortises the pipeline ramp and the weight update"
+            f" ({cite('gradient_accumulation')}). {facts.ga_sentence()}",
+            f"opts.Training.gradientAccumulation({p.gradient_accumulation})",
+        )
     return out
 
 
-def _is_name(part: str) -> bool:
-    return part.isidentifier() and not keyword.iskeyword(part)
-
-
-def module_access(path: str, root: str = "model") -> str:
-    """Python expression of a torch submodule: 'layer3.8' -> 'model.layer3[8]'."""
-    expr = root
-    for part in path.split("."):
-        if part.isdigit():
-            expr += f"[{int(part)}]"  # nn.Sequential / nn.ModuleList child
-        elif _is_name(part):
-            expr += f".{part}"
-        else:
-            expr = f"getattr({expr}, {part!r})"
-    return expr
-
-
 def _begin_block(path: str, ipu: int) -> str:
-    """`model.layer3[8] = poptorch.BeginBlock(model.layer3[8], ipu_id=1)` (seed hands-on)."""
+    """`model.layer3[8] = poptorch.BeginBlock(model.layer3[8], ipu_id=1)`."""
     parent, _, last = path.rpartition(".")
-    if last.isdigit() or _is_name(last):
+    if last.isdigit() or (last.isidentifier()):
         target = module_access(path)
         return f"{target} = poptorch.BeginBlock({target}, ipu_id={ipu})"
     owner = module_access(parent) if parent else "model"
@@ -101,188 +81,247 @@ def _begin_block(path: str, ipu: int) -> str:
     )
 
 
-def _pipeline_lines(plan: ExecutionPlan, facts: Facts) -> list[str]:
-    if plan.stages == 1:
-        return ["# One stage: the whole model on one IPU per replica, no pipelining."]
-    out = [
-        f"# {plan.stages} pipeline stages; each split begins a stage on the next IPU. "
-        f"{facts.stage_balance()}"
-    ]
-    out += [_begin_block(split, ipu) for ipu, split in enumerate(plan.splits, start=1)]
-    if plan.schedule == "sharded":
-        out += [
-            "# Schedule: sharded, one stage at a time (poptorch.ShardedExecution): "
-            + facts.why_sharded(),
-            "opts.setExecutionStrategy(poptorch.ShardedExecution(poptorch.AutoStage.SameAsIpu))",
-        ]
+def _overlaps(xp: ExportPlan) -> bool:
+    """Host I/O overlap is marked: I/O tiles and not PipelinedExecution (Compiler.cpp L1766)."""
+    return xp.plan.io_tiles > 0 and not xp.pipelined
+
+
+def _pipeline_lines(cfg: EvalConfig, xp: ExportPlan, facts: Facts) -> list[str]:
+    p = xp.plan
+    if xp.stages == 1:
+        out = ["# One stage: the whole model on one IPU per replica, no pipelining."]
+        if _overlaps(xp):
+            out += knob(
+                "Overlapped I/O needs a strategy other than PipelinedExecution, even on one"
+                f" IPU ({cite('overlap')}).",
+                "opts.setExecutionStrategy(poptorch.ShardedExecution())",
+            )
         return out
-    if plan.schedule == "interleaved":
-        out.append(
-            "# Schedule: interleaved, N+1 activation FIFOs per stage instead of 2N+1 on the"
-            ' first IPU (seed guide 4.2). PopTorch has no public switch for it ("these pipeline'
-            " schedule options may not be available in all frameworks\"): PopART's default"
-            " schedule runs below, so recheck the first IPU's memory. " + facts.headroom_sentence()
+    out = [
+        f"# {xp.stages} stages: each split begins a stage on the next IPU ({cite('blocks')})."
+        f" {facts.stage_balance()}"
+    ]
+    out += [
+        _begin_block(module_path(cfg, split), ipu) for ipu, split in enumerate(p.splits, start=1)
+    ]
+    if p.schedule == "sharded":
+        return out + knob(
+            "Schedule sharded: one stage at a time, so only one IPU works at once"
+            f" ({cite('sharded')}). {facts.why_sharded()}",
+            "opts.setExecutionStrategy(poptorch.ShardedExecution(poptorch.AutoStage.SameAsIpu))",
+        )
+    if p.schedule == "interleaved":
+        why = (
+            "Schedule interleaved: N+1 stashed activations per stage instead of 2N+1 on the"
+            f" first IPU ({cite('pipeline')}). PopTorch has no public switch for it: PopART's"
+            " grouped schedule runs below, so recheck the first IPU's memory. "
+            + facts.headroom_sentence()
         )
     else:
-        out.append(
-            "# Schedule: grouped, PopART's default (seed guide 4.2: generally faster, stashes"
-            " 2N+1 activations on the first IPU)."
-        )
-    out.append(
-        "opts.setExecutionStrategy(poptorch.PipelinedExecution(poptorch.AutoStage.SameAsIpu))"
+        why = f"Schedule grouped, PopART's default ({cite('pipeline')}; {cite('pipelined')})."
+    return out + knob(
+        why, "opts.setExecutionStrategy(poptorch.PipelinedExecution(poptorch.AutoStage.SameAsIpu))"
     )
-    return out
 
 
-def _checkpoint_lines(blocks: list[str]) -> list[str]:
-    """A `poptorch.recomputationCheckpoint` on the input of each named block."""
-    out = [
-        "# A recomputation checkpoint on the input of every block after the first (the previous"
-        " block's output): only the activations between two checkpoints are recomputed.",
-    ]
-    if blocks:
-        out += [
-            "checkpoints = [",
-            *textwrap.wrap(
-                ", ".join(json.dumps(b) for b in blocks) + ",",
-                _WIDTH - 4,
-                initial_indent="    ",
-                subsequent_indent="    ",
-                break_long_words=False,
-                break_on_hyphens=False,
-            ),
-            "]",
-        ]
-    else:
-        out += [
-            "# No model profile was given and there are no splits: list the module names.",
-            "checkpoints: list[str] = []",
-        ]
+def _checkpoint_lines(names: list[str]) -> list[str]:
+    """A `poptorch.recomputationCheckpoint` on the outputs of each named module."""
     return [
-        *out,
+        "",
+        "",
+        "def checkpoint_outputs(module: torch.nn.Module) -> None:",
+        '    """Keep the module\'s outputs: recompute only between checkpoints (as Graphcore\'s',
+        '    BERT example does)."""',
+        "",
+        "    def hook(_module, _inputs, outputs):",
+        "        if isinstance(outputs, torch.Tensor):",
+        "            return poptorch.recomputationCheckpoint(outputs)",
+        "        return tuple(poptorch.recomputationCheckpoint(y) for y in outputs)",
+        "",
+        "    module.register_forward_hook(hook)",
+        "",
+        "",
+        "checkpoints = [",
+        *(f"    {literal(n)}," for n in names),
+        "]",
         "for name in checkpoints:",
-        "    model.get_submodule(name).register_forward_pre_hook(",
-        "        lambda _module, args: poptorch.recomputationCheckpoint(*args)",
-        "    )",
+        "    checkpoint_outputs(model.get_submodule(name))",
     ]
 
 
-def _recompute_lines(plan: ExecutionPlan, profile: ModelProfile | None, facts: Facts) -> list[str]:
-    if plan.recompute == "none" or not plan.training:
-        # What recomputation would shrink: the pipeline's stash, or one stage's activations.
-        held = "activation_stash" if plan.stages > 1 else "activations"
-        return [f"# Recomputation: none. {facts.category_sentence(held)}"]
-    pipelined = plan.stages > 1
-    # PopART RecomputationType: 1 Standard, 3 Pipeline (recompute each stage's forward from its
-    # stashed input, i.e. checkpoints at the stage boundaries), 4 RecomputeAll.
-    mode = 3 if pipelined else (1 if plan.recompute == "checkpoints" else 4)
-    out = [
-        f"# Recomputation: {plan.recompute}; stores checkpoints instead of every activation"
-        f" at the cost of a second forward. {facts.recompute_sentence()}",
+def _before(blocks: list[str], starts: list[str]) -> list[str]:
+    """The block just before each of `starts` (whose output crosses into it)."""
+    return [blocks[blocks.index(s) - 1] for s in starts if s in blocks and blocks.index(s) > 0]
+
+
+def _recompute_lines(
+    cfg: EvalConfig, xp: ExportPlan, profile: ModelProfile | None, facts: Facts
+) -> list[str]:
+    p = xp.plan
+    if not p.training:
+        return ["# Recomputation: inference has no backward pass."]
+    pipelined = xp.pipelined
+    if xp.recompute == "auto":
+        default = (
+            "PopTorch sets PopART's pipeline recomputation (autoRecomputation = Pipeline) for a"
+            " pipeline over more than one IPU"
+            if pipelined
+            else "PopTorch recomputes nothing on one stage"
+        )
+        return [
+            f"# Recomputation: auto, PopTorch's default left as it is: {default}"
+            f" ({cite('recompute')}). {facts.recompute_sentence()}"
+        ]
+    if xp.recompute == "none":
+        return knob(
+            "Recomputation: none; every activation is kept (PopTorch would otherwise recompute"
+            f" a pipeline) ({cite('recompute')}). {facts.category_sentence('activation_stash')}",
+            f'opts._Popart.set("autoRecomputation", {_RECOMPUTE_NONE})',
+        )
+    mode = _RECOMPUTE_PIPELINE if pipelined else _RECOMPUTE_STANDARD
+    name = "Pipeline" if pipelined else "Standard"
+    out = knob(
+        f"Recomputation: {xp.recompute}; PopART {name} recomputation keeps checkpoints instead"
+        f" of every activation at the cost of a second forward ({cite('recompute')})."
+        f" {facts.recompute_sentence()}",
         f'opts._Popart.set("autoRecomputation", {mode})',
+    )
+    if not pipelined:
+        # Graphcore's CNN example sets explicit recomputation with Standard (ipu_settings.py).
+        out.append('opts._Popart.set("explicitRecomputation", True)')
+    blocks = [module_path(cfg, b) for b in profile.blocks] if profile is not None else []
+    splits = [module_path(cfg, s) for s in p.splits]
+    if xp.recompute == "every_block":
+        names = blocks[:-1] if blocks else _before(blocks, splits)
+        what = "every block"
+    else:
+        names = _before(blocks, splits) if blocks else []
+        what = "every stage boundary"
+    if not names and splits and not blocks:
+        return [
+            *out,
+            "# No model profile was given: checkpoint the module before each split yourself.",
+        ]
+    if not names:
+        return out
+    return [*out, f"# Checkpoints on the outputs at {what}.", *_checkpoint_lines(names)]
+
+
+def _memory_lines(xp: ExportPlan, facts: Facts) -> list[str]:
+    p = xp.plan
+    proportions = {f"IPU{i}": p.available_memory_proportion for i in range(xp.stages)}
+    torch_type = "torch.half" if xp.partials == "half" else "torch.float"
+    return [
+        *knob(
+            f"Available memory proportion {p.available_memory_proportion} on every IPU of a"
+            f" replica: the share of tile memory conv/matmul temporaries may take ({cite('amp')})."
+            f" {facts.category_sentence('temporaries')}",
+            f"opts.setAvailableMemoryProportion({literal(proportions)})",
+        ),
+        *knob(
+            f"Partials {xp.partials}: the type of conv/matmul intermediate sums; half is"
+            f" faster and smaller, float more exact ({cite('partials')}).",
+            f"opts.Precision.setPartialsType({torch_type})",
+        ),
     ]
-    if plan.recompute == "every_block":
-        out += _checkpoint_lines(profile.blocks[1:] if profile is not None else list(plan.splits))
-    return out
 
 
-def _tensor_location_lines(plan: ExecutionPlan, facts: Facts) -> list[str]:
+def _tensor_location_lines(xp: ExportPlan, facts: Facts) -> list[str]:
+    p = xp.plan
     lines = [
-        f"# Optimizer state offloaded to streaming memory: {plan.offload_optimizer_state}. "
-        + facts.offload_sentence(plan.offload_optimizer_state),
-        f"# Replicated tensor sharding: {plan.replicated_tensor_sharding}. "
-        + facts.rts_sentence(plan),
+        f"# Optimizer state in streaming memory: {p.offload_optimizer_state} ({cite('offload')})."
+        f" {facts.offload_sentence(p.offload_optimizer_state)}",
+        f"# Replicated tensor sharding: {p.replicated_tensor_sharding}. {facts.rts_sentence(p)}",
     ]
-    if not plan.offload_optimizer_state and not plan.replicated_tensor_sharding:
+    if not p.training or (not p.offload_optimizer_state and not p.replicated_tensor_sharding):
         return lines
-    chain = ["    poptorch.TensorLocationSettings()"]
-    if plan.offload_optimizer_state:
-        chain.append("    .useOnChipStorage(False)")
-    if plan.replicated_tensor_sharding:
+    on_chip = not p.offload_optimizer_state
+    chain = [f"    poptorch.TensorLocationSettings().useOnChipStorage({on_chip})"]
+    if p.replicated_tensor_sharding:
         chain += [
-            f"    .minElementsForReplicatedTensorSharding({plan.replication_factor})",
+            f"    .minElementsForReplicatedTensorSharding({p.replication_factor})",
             "    .useReplicatedTensorSharding(True)",
         ]
     return [*lines, "opts.TensorLocations.setOptimizerLocation(", *chain, ")"]
 
 
-def _io_lines(plan: ExecutionPlan, facts: Facts) -> list[str]:
-    out = [
-        f"# Prefetch depth {plan.prefetch_depth}: the host fills stream buffers ahead of the"
-        f" transfer (seed guide 4.4.1, 3 seems optimal). {facts.phase_sentence('host_io')}",
-        f'opts._Popart.set("defaultPrefetchBufferingDepth", {plan.prefetch_depth})',
-    ]
-    if plan.io_tiles:
-        overlaps = plan.stages == 1 or plan.schedule == "grouped"
+def _io_lines(xp: ExportPlan, facts: Facts) -> list[str]:
+    p = xp.plan
+    out = knob(
+        f"Prefetch depth {p.prefetch_depth}: the host fills stream buffers ahead of the"
+        f" transfer ({cite('prefetch')}). {facts.phase_sentence('host_io')}",
+        f'opts._Popart.set("defaultPrefetchBufferingDepth", {p.prefetch_depth})',
+    )
+    if not p.io_tiles:
+        return [*out, "# I/O tiles: 0 (no tiles taken from compute; transfers do not overlap)."]
+    if _overlaps(xp):
         note = (
-            "IpuInput below marks the input for overlap."
-            if overlaps
-            else "NOTE: the transfer will not overlap: overlap works on one IPU or with the"
-            " grouped pipeline only (seed guide 4.4.2, SDK 2.3)."
+            "IpuInput below marks the input for overlap; overlap needs output mode All or Sum"
+            f" ({cite('overlap')})."
         )
-        out += [
-            f"# {plan.io_tiles} I/O tiles overlap host transfers with compute (seed guide 4.4.2);"
-            f" they must hold a micro-batch. {facts.category_sentence('io_tiles')}",
-            f"# {note}",
-            f"opts.TensorLocations.numIOTiles({plan.io_tiles})",
-        ]
+        extra = ["opts.outputMode(poptorch.OutputMode.All)"]
     else:
-        out.append("# I/O tiles: 0 (no tiles taken from compute; transfers do not overlap).")
-    return out
+        note = (
+            "NOTE: PopTorch does not overlap I/O with PipelinedExecution, so the tiles are"
+            " reserved but the transfer does not overlap here."
+        )
+        extra = []
+    return [
+        *out,
+        f"# {p.io_tiles} I/O tiles overlap host transfers with compute ({cite('io_tiles')});"
+        f" they must hold a micro-batch. {facts.category_sentence('io_tiles')} {note}",
+        f"opts.TensorLocations.numIOTiles({p.io_tiles})",
+        *extra,
+    ]
+
+
+def _header(cfg: EvalConfig, xp: ExportPlan, facts: Facts) -> list[str]:
+    p = xp.plan
+    name = cfg.model.name or cfg.model._target_ or "model"
+    title = (
+        f"PopTorch program for {name} on {xp.num_ipus} x {xp.ipu}"
+        f" ({p.replication_factor} replica(s) x {xp.stages} stage(s)), {p.mode},"
+        f" precision {p.precision}."
+    )
+    needs = ["poptorch", "torch"]
+    needs += [m for m in ("torchvision", "transformers") if m in " ".join(model_imports(cfg))]
+    needs += ["popdist"] if xp.host_instances > 1 else []
+    about = (
+        f"Generated by ipu-tune from a simulated plan. Needs only {', '.join(needs)} (a Poplar"
+        " SDK environment); it does not import ipu-tune. " + facts.summary()
+    )
+    problems = compile_problems(xp, "poptorch")
+    warn = ["WARNING, PopTorch will reject this plan at compile time: " + "; ".join(problems)]
+    return [
+        *docstring(title, about, *(warn if problems else [])),
+        *poprun_lines(cfg, "python poptorch_options.py"),
+    ]
 
 
 def poptorch_snippet(
     cfg: EvalConfig, result: SimResult | None = None, profile: ModelProfile | None = None
 ) -> str:
-    """Python source configuring PopTorch for the plan in `cfg` (valid Python; needs poptorch)."""
-    plan = plan_from_config(cfg)
-    facts = Facts(plan, result)
-    name = cfg.model.name or cfg.model._target_ or "model"
-    title = (
-        f"PopTorch options for {name} on {cfg.system.num_ipus} x {cfg.system.ipu}"
-        f" ({plan.replication_factor} replica(s) x {plan.stages} stage(s)), {plan.mode},"
-        f" precision {plan.precision}."
-    )
-    about = "Generated by ipu-tune from a simulated plan. " + facts.summary()
+    """Source of `poptorch_options.py` for the plan of `cfg` (valid Python; needs poptorch)."""
+    xp = export_plan(cfg)
+    facts = Facts(xp.plan, result)
+    imports = ["import torch", *model_imports(cfg), "", "import poptorch"]
+    if xp.host_instances > 1:
+        imports += ["import popdist", "import popdist.poptorch"]
     lines = [
-        '"""' + "\n".join(textwrap.wrap(title, _WIDTH - 3)),
-        "",
-        *textwrap.wrap(about, _WIDTH),
-        '"""',
-        "import torch",
-        "",
-        "import poptorch",
+        *_header(cfg, xp, facts),
+        *imports,
         "",
         *model_lines(cfg),
         "",
-        "opts = poptorch.Options()",
-        f"# Device iterations {plan.device_iterations}: one host call runs this many steps."
-        f" {facts.phase_sentence('host_overhead')}",
-        f"opts.deviceIterations({plan.device_iterations})",
-    ]
-    if plan.training:
-        lines += [
-            f"# Gradient accumulation {plan.gradient_accumulation}: micro-batches per weight"
-            f" update; amortises the 2N-stage pipeline ramp and the weight update."
-            f" {facts.ga_sentence()}",
-            f"opts.Training.gradientAccumulation({plan.gradient_accumulation})",
-        ]
-    lines += [
-        f"# Replication factor {plan.replication_factor}: data-parallel copies of the pipeline."
-        f" {facts.phase_sentence('all_reduce')}",
-        f"opts.replicationFactor({plan.replication_factor})",
-        *_pipeline_lines(plan, facts),
-        *_recompute_lines(plan, profile, facts),
-        f"# Available memory proportion {plan.available_memory_proportion} on every IPU:"
-        " the share of tile memory conv/matmul temporaries may take."
-        f" {facts.category_sentence('temporaries')}",
-        "opts.setAvailableMemoryProportion("
-        f'{{f"IPU{{i}}": {plan.available_memory_proportion} for i in range({plan.stages})}})',
-        *_tensor_location_lines(plan, facts),
-        *_io_lines(plan, facts),
+        *_options_lines(xp, facts),
+        *_pipeline_lines(cfg, xp, facts),
+        *_recompute_lines(cfg, xp, profile, facts),
+        *_memory_lines(xp, facts),
+        *_tensor_location_lines(xp, facts),
+        *_io_lines(xp, facts),
         "",
-        *input_lines(cfg, plan, profile, facts),
+        *input_lines(cfg, xp, profile, facts, overlap=_overlaps(xp)),
         "",
-        *optimizer_lines(cfg, plan, facts),
+        *optimizer_lines(xp, facts),
     ]
-    return "\n".join(_wrap(lines)) + "\n"
+    return "\n".join(wrap(lines)) + "\n"

@@ -1,31 +1,19 @@
-"""Pieces of the PopTorch snippet: the "why" sentences, model, input pipeline and optimizer.
+"""Pieces shared by the framework exports: the "why" sentences quoting the simulated result.
 
-Kept apart from `_poptorch.py` (the options themselves) so each file stays short.
+Kept apart from the exports themselves so each file stays short. No sentence cites internal
+notes: the reasons cite public Graphcore documentation (`_docs.cite`).
 """
 
 from __future__ import annotations
 
-import json
-import keyword
-import re
-from typing import Any
-
-from ipu_tune.config import EvalConfig
-from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator import SimResult
+from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
-__all__ = ["Facts", "input_lines", "model_lines", "optimizer_lines"]
+from ._docs import cite
+
+__all__ = ["Facts"]
 
 _MIB = float(1 << 20)
-# Zoo models built in torchvision's layout under torchvision's own builder name.
-_TORCHVISION = re.compile(r"^resnet(18|34|50|101|152)$")
-# Adam-family accumulator types of the seed hands-on session (fp16 model, "16.16").
-_FP16_ADAM = (
-    "loss_scaling=1000, accum_type=torch.float16,"
-    " first_order_momentum_accum_type=torch.float16,"
-    " second_order_momentum_accum_type=torch.float32"
-)
 
 
 class Facts:
@@ -37,6 +25,8 @@ class Facts:
 
     def _ms(self, phase: str) -> float:
         assert self.r is not None
+        if phase not in TIME_PHASES:  # a renamed phase must not read as 0 ms
+            raise KeyError(f"{phase!r} is not a simulator time phase: {TIME_PHASES}")
         return float(self.r.phases.get(phase, 0.0)) * 1e3
 
     def summary(self) -> str:
@@ -62,6 +52,18 @@ class Facts:
         tail = "; it is the bottleneck" if self.r.bottleneck == phase else ""
         return f"Simulated {phase}: {ms:.3f} ms of the {step:.2f} ms step ({share:.0f}%){tail}."
 
+    def all_reduce_sentence(self) -> str:
+        """The gradient all-reduce over IPU-Links inside a POD and over GW-Links between PODs."""
+        if self.r is None:
+            return ""
+        pod, gw = self._ms("all_reduce_pod"), self._ms("all_reduce_gw")
+        step = self.r.step_time_s * 1e3
+        share = 100.0 * (pod + gw) / step if step > 0 else 0.0
+        return (
+            f"Simulated gradient all-reduce: {pod:.3f} ms inside the POD (IPU-Links) +"
+            f" {gw:.3f} ms between PODs (GW-Links) of the {step:.2f} ms step ({share:.0f}%)."
+        )
+
     def ga_sentence(self) -> str:
         if self.r is None:
             return ""
@@ -86,6 +88,8 @@ class Facts:
         return f"Simulated headroom: {left:.0f} MiB on the fullest IPU (IPU{room.ipu})."
 
     def category_sentence(self, category: str) -> str:
+        if category not in MEMORY_CATEGORIES:  # a renamed category must not read as 0 MiB
+            raise KeyError(f"{category!r} is not a simulator memory category")
         if self.r is None or not self.r.memory:
             return ""
         top = max(self.r.memory, key=lambda m: m.categories.get(category, 0))
@@ -118,7 +122,7 @@ class Facts:
         if plan.replicated_tensor_sharding:
             return (
                 f"Optimizer state split across the {plan.replication_factor} replicas"
-                " (seed guide 4.7, like ZeRO). " + self.category_sentence("optimizer_state")
+                f" ({cite('rts')}). " + self.category_sentence("optimizer_state")
             )
         if plan.replication_factor == 1:
             return "Needs replication; this plan has one replica."
@@ -126,217 +130,10 @@ class Facts:
 
     def io_sentence(self, eight_bit: bool) -> str:
         size = "1 byte" if eight_bit else ("2 bytes" if self.plan.input_fp16 else "4 bytes")
-        base = f"The host sends {size} per input element (seed guide 4.4.3). "
+        base = f"The host sends {size} per input element ({cite('eight_bit')}). "
         if eight_bit:
             base = (
                 "Sends 1 byte per pixel instead of 2 (fp16) or 4 (fp32) and moves"
                 " normalisation onto the IPU. "
             )
         return base + self.phase_sentence("host_io")
-
-
-def _plain(value: Any) -> Any:
-    """JSON-like copy of a config value (OmegaConf containers have no literal repr)."""
-    return json.loads(json.dumps(value, default=str))
-
-
-def model_lines(cfg: EvalConfig) -> list[str]:
-    m = cfg.model
-    kwargs = _plain(dict(m.kwargs))
-    if m._target_:
-        module, _, fn = m._target_.rpartition(".")
-        return [
-            f"from {module} import {fn} as build_model",
-            "",
-            f"model = build_model({_kwargs(kwargs)})",
-        ]
-    # The ipu-tune zoo builds the very module it profiled, so the split names below exist.
-    out = [
-        "from ipu_tune.config import ModelConfig",
-        "from ipu_tune.models import build_model",
-        "",
-    ]
-    name = str(m.name)
-    if _TORCHVISION.match(name):
-        kwargs.setdefault("num_classes", m.num_classes)
-        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-        out.append(
-            f"# {name} has torchvision's module names: torchvision.models.{name}({args}) takes"
-            " the same BeginBlock placements."
-        )
-    return [
-        *out,
-        f"model, _input_kind = build_model(ModelConfig({_kwargs(_model_dict(cfg))}))",
-    ]
-
-
-def _literal(value: Any) -> str:
-    """Python literal of a JSON-like value, strings in double quotes (ruff's style)."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_literal(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
-    return repr(value)
-
-
-def _kwargs(values: dict[str, Any]) -> str:
-    """Call arguments `a=1, b="x"`; `**{...}` when a key is not a Python name."""
-    plain = _plain(values)
-    if all(k.isidentifier() and not keyword.iskeyword(k) for k in plain):
-        return ", ".join(f"{k}={_literal(v)}" for k, v in plain.items())
-    return "**" + _literal(plain)
-
-
-def _model_dict(cfg: EvalConfig) -> dict[str, Any]:
-    m = cfg.model
-    out: dict[str, Any] = {"name": m.name, "num_classes": m.num_classes}
-    out["input_shape"] = list(m.input_shape)
-    if m.sequence_length is not None:
-        out["sequence_length"] = m.sequence_length
-    if m.kwargs:
-        out["kwargs"] = dict(m.kwargs)
-    return out
-
-
-def _is_image(cfg: EvalConfig, profile: ModelProfile | None) -> bool:
-    if profile is not None:
-        return profile.input_kind == "image"
-    return cfg.model.sequence_length is None
-
-
-def input_lines(
-    cfg: EvalConfig, plan: ExecutionPlan, profile: ModelProfile | None, facts: Facts
-) -> list[str]:
-    """Input dtype, the on-IPU input wrapper, the loss wrapper, the model cast, the loader."""
-    in_dtype = "torch.float16" if plan.input_fp16 else "torch.float32"
-    model_dtype = "half" if plan.model_fp16 else "float"
-    image = _is_image(cfg, profile)
-    eight_bit = plan.eight_bit_io and image
-    out = [
-        f"# Precision {plan.precision}: input {in_dtype}, model {model_dtype} (seed hands-on:"
-        " fp16 halves the bytes of weights and activations and speeds up conv/matmul).",
-        f"INPUT_DTYPE = {in_dtype}",
-        f"# 8-bit I/O: {plan.eight_bit_io}. " + facts.io_sentence(eight_bit),
-    ]
-    if plan.eight_bit_io and not image:
-        out.append("# (8-bit I/O applies to image pixels; this model reads token ids.)")
-    if eight_bit or plan.io_tiles:
-        channels = cfg.model.input_shape[0] if cfg.model.input_shape else 3
-        mean = [0.485, 0.456, 0.406] if channels == 3 else [0.5] * channels
-        std = [0.229, 0.224, 0.225] if channels == 3 else [0.5] * channels
-        out += [
-            "",
-            "",
-            "class IpuInput(torch.nn.Module):",
-            '    """What happens to the input on the IPU before the model (seed',
-            '    ModelWithNormalization)."""',
-            "",
-            "    def __init__(self, model: torch.nn.Module, dtype: torch.dtype) -> None:",
-            "        super().__init__()",
-            "        self.model = model",
-            "        self.dtype = dtype",
-            "        # Dataset statistics (ImageNet's here): replace them with your own.",
-            f'        self.register_buffer("mean", torch.tensor({mean!r}).view(-1, 1, 1))',
-            f'        self.register_buffer("std", torch.tensor({std!r}).view(-1, 1, 1))',
-            "",
-            "    def forward(self, img: torch.Tensor) -> torch.Tensor:",
-        ]
-        if plan.io_tiles:
-            out.append(
-                "        img = poptorch.set_overlap_for_input("
-                "img, poptorch.OverlapMode.OverlapDeviceIterationLoop)"
-            )
-        if eight_bit:
-            out += [
-                "        # uint8 pixels arrive from the host; cast and normalise here.",
-                "        x = img.to(self.dtype).div(255)",
-                "        x = (x - self.mean.to(self.dtype)) / self.std.to(self.dtype)",
-                "        return self.model(x)",
-            ]
-        else:
-            out.append("        return self.model(img)")
-        out += ["", "", "model = IpuInput(model, INPUT_DTYPE)"]
-    if plan.training:
-        out += [
-            "",
-            "",
-            "class ModelWithLoss(torch.nn.Module):",
-            "    def __init__(self, model: torch.nn.Module, criterion: torch.nn.Module) -> None:",
-            "        super().__init__()",
-            "        self.model = model",
-            "        self.criterion = criterion",
-            "",
-            "    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None):",
-            "        out = self.model(x)",
-            "        if labels is None:",
-            "            return out",
-            "        return out, self.criterion(out, labels)",
-            "",
-            "",
-            "model = ModelWithLoss(model, torch.nn.CrossEntropyLoss())",
-        ]
-    out.append(f"model = model.{model_dtype}()")
-    if plan.model_fp16:
-        out += [
-            '# fp16 partials: "each time the numerical precision is halved, the execution speed'
-            ' of matmul and convolution operations is doubled" (seed hands-on).',
-            "opts.Precision.setPartialsType(torch.float16)",
-        ]
-    mode = "Async" if plan.async_dataloader else "Sync"
-    host = (
-        "PILToTensor only (uint8, no ConvertImageDtype/Normalize)"
-        if eight_bit
-        else (f"tensors of {in_dtype}")
-    )
-    out += [
-        "",
-        f"# Data loader: {mode.lower()} with {plan.dataloader_workers} worker(s);"
-        " an asynchronous loader overlaps host preprocessing with the device."
-        f" {facts.phase_sentence('host_preprocess')}",
-        f"# The dataset yields {host}.",
-        "",
-        "",
-        "def make_dataloader(dataset: torch.utils.data.Dataset) -> poptorch.DataLoader:",
-        "    return poptorch.DataLoader(",
-        "        opts,",
-        "        dataset,",
-        f"        batch_size={plan.micro_batch_size},  # the micro-batch",
-        "        shuffle=True,",
-        "        drop_last=True,",
-        f"        num_workers={plan.dataloader_workers},",
-        f"        mode=poptorch.DataLoaderMode.{mode},",
-        "    )",
-    ]
-    return out
-
-
-def optimizer_lines(cfg: EvalConfig, plan: ExecutionPlan, facts: Facts) -> list[str]:
-    if not plan.training:
-        return ["poptorch_model = poptorch.inferenceModel(model, opts)"]
-    fp16 = plan.model_fp16
-    name = plan.optimizer
-    if name in ("adam", "adamw", "lamb"):
-        cls = {"adam": "Adam", "adamw": "AdamW", "lamb": "LAMB"}[name]
-        extra = f", {_FP16_ADAM}" if fp16 else ""
-        call = f"poptorch.optim.{cls}(model.parameters(), lr=1e-3{extra})"
-    else:
-        momentum = ", momentum=0.9" if name == "momentum" else ""
-        extra = ""
-        if fp16:
-            extra = ", loss_scaling=1000, accum_type=torch.float16"
-            if name == "momentum":
-                extra += ", velocity_accum_type=torch.float16"
-        call = f"poptorch.optim.SGD(model.parameters(), lr=0.01{momentum}{extra})"
-    why = (
-        "fp16 accumulators with loss scaling for the half-precision model (seed hands-on)."
-        if fp16
-        else "fp32 model: PopTorch's default accumulator types."
-    )
-    return [
-        "",
-        f"# Optimizer {name}: {why} {facts.category_sentence('optimizer_state')}",
-        f"optimizer = {call}",
-        "poptorch_model = poptorch.trainingModel(model, opts, optimizer=optimizer)",
-    ]

@@ -34,14 +34,15 @@ from ipu_tune.simulator import SimResult, StageTime
 
 __all__ = ["SEGMENT_KINDS", "Segment", "Timeline", "build_timeline"]
 
-# Kinds of segment in legend order; the last six are SimResult.phases drawn as they are.
+# Kinds of segment in legend order; the last seven are SimResult.phases drawn as they are.
 SEGMENT_KINDS = (
     "forward",
     "backward",
     "recompute",
     "exchange",
     "inter_ipu",
-    "all_reduce",
+    "all_reduce_pod",
+    "all_reduce_gw",
     "streaming_memory",
     "weight_update",
     "host_preprocess",
@@ -49,7 +50,7 @@ SEGMENT_KINDS = (
     "host_overhead",
 )
 _HOST_PHASES = ("host_overhead", "host_preprocess", "host_io")
-_TAIL_PHASES = ("all_reduce", "streaming_memory", "weight_update")
+_TAIL_PHASES = ("all_reduce_pod", "all_reduce_gw", "streaming_memory", "weight_update")
 HOST_LANE = "Host"
 _Part = tuple[str, float]  # (segment kind, seconds)
 
@@ -146,6 +147,8 @@ def _pipelined(
             length = max(f[: c + 1])
         elif training and c >= n + ramp:  # ramp-down: only the backwards of the first stages
             length = max(b[: n + delay - c])
+        elif not training and c >= n:  # drain: only the forwards of the last stages
+            length = max(f[c - n + 1:])
         else:
             length = max(fi + bi for fi, bi in zip(f, b, strict=True))
         for s, (fwd, bwd) in enumerate(parts):

@@ -14,6 +14,7 @@ nearest plan, marked infeasible by the `global_batch` constraint.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -40,6 +41,7 @@ def _only(**attrs: str) -> str:
 
 
 R_PARAM = _only(draw="replicas")
+_INSTANCES = _only(draw="instances")
 _SPLITS = _only(draw="splits")
 _SCHEDULE = _only(condition="pipelined")
 _RTS = _only(condition="replicated")
@@ -64,6 +66,16 @@ def eval_part(cfg: EvalConfig) -> EvalConfig:
 
 def _power_of_two_divisors(n: int) -> list[int]:
     return [1 << k for k in range(n.bit_length()) if n % (1 << k) == 0]
+
+
+def fit_instances(drawn: int, replicas: int, hosts: int) -> int:
+    """PopRun instances as drawn, fitted to the plan: at most one per replica (so a power of
+    two dividing the replicas) and spread evenly over the servers (below `hosts`, the
+    simulator runs one per server)."""
+    value = min(drawn, replicas)
+    if value > hosts and value % hosts:
+        value = 1 << (hosts.bit_length() - 1)
+    return value
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,11 @@ class Codec:
         r_spec = searched.pop(R_PARAM, None)
         self.schedule_spec = searched.pop(_SCHEDULE, None)
         self.rts_spec = searched.pop(_RTS, None)
+        inst = searched.get(_INSTANCES)
+        if inst is not None and not inst.is_range and not inst.choices:
+            # null in the space file: every power of two up to the IPUs (fitted at decode).
+            searched[_INSTANCES] = dataclasses.replace(
+                inst, choices=tuple(_power_of_two_divisors(self.num_ipus)))
         self.knobs: dict[str, KnobSpec] = searched  # drawn unconditionally
         self.base = base
         self.r_options = self._replication_options(r_spec, pinned)
@@ -283,6 +300,9 @@ class Codec:
                 cfg.plan.pipeline.splits = [self.blocks[b] for b in cuts_to_starts(cuts, n)[1:]]
         if stages > 1 and self.schedule_spec is not None and _SCHEDULE in params:
             cfg.plan.pipeline.schedule = params[_SCHEDULE]
+        if _INSTANCES in self.knobs and _INSTANCES in params:
+            cfg.plan.host_instances = fit_instances(int(params[_INSTANCES]), r,
+                                                    cfg.system.hosts)
         if r < 2:
             cfg.plan.replicated_tensor_sharding = False
         elif self.rts_spec is not None and _RTS in params:

@@ -9,6 +9,7 @@ File format (read with ``yaml.safe_load`` only: a space file can never instantia
       plan.available_memory_proportion: {low: 0.1, high: 1.0, step: 0.05}  # float range
       plan.io_tiles: {choices: [0, 32, 64, 128, 192]}              # explicit choices
       plan.replication_factor:                       # powers of two dividing system.num_ipus
+      plan.host_instances:                           # powers of two, fitted to replicas/servers
       plan.pipeline.splits: {step: 1}                # one cut per stage boundary (block index)
     fixed:                      # values every trial of this preset uses (not searched)
       workload.mode: infer
@@ -50,12 +51,14 @@ __all__ = [
 
 
 _INT, _FLOAT, _CAT, _BOOL, _SPLITS, _REPL = "int", "float", "cat", "bool", "splits", "replicas"
+_INST = "instances"
 
 
 def _kind(k: Knob) -> str:
     if k.draw == "categorical":
         return _BOOL if k.type is bool else _CAT
-    return {"int": _INT, "float": _FLOAT, "replicas": _REPL, "splits": _SPLITS}[k.draw]
+    return {"int": _INT, "float": _FLOAT, "replicas": _REPL, "instances": _INST,
+            "splits": _SPLITS}[k.draw]
 
 
 # knob key -> (value type, natural domain or None when a range must be given, lowest value);
@@ -76,7 +79,7 @@ class KnobSpec:
     """One searched knob: a range (`low`/`high`/`step`/`log`) or `choices`."""
 
     key: str
-    kind: str  # int | float | cat | bool | splits | replicas
+    kind: str  # int | float | cat | bool | splits | replicas | instances
     low: float | None = None
     high: float | None = None
     step: float | None = None
@@ -139,7 +142,7 @@ def _check_choice(source: str, key: str, kind: str, domain: tuple[Any, ...] | No
                 raise _fail(source, where, f"{value!r}: allowed 0 or an even number in 32..192")
         elif value not in domain or isinstance(value, bool) != isinstance(domain[0], bool):
             raise _fail(source, where, f"{value!r}: allowed " + ", ".join(map(str, domain)))
-    elif kind == _REPL:
+    elif kind in (_REPL, _INST):
         if isinstance(value, bool) or not isinstance(value, int) or not is_power_of_two(value):
             raise _fail(source, where, f"{value!r}: must be a power of two")
     else:

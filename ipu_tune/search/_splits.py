@@ -73,7 +73,7 @@ def simulator_block_cycles(profile: ModelProfile, system: System,
 
         costs = block_costs(profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
                             plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles,
-                            plan.training, DEFAULT_CONSTANTS)
+                            plan.training, DEFAULT_CONSTANTS, plan.partials == "half")
         def span(prefix: Sequence[float], b: int) -> float:
             return float(prefix[b + 1] - prefix[b])
 
@@ -82,6 +82,7 @@ def simulator_block_cycles(profile: ModelProfile, system: System,
             fwd = span(costs.fwd_compute, b) + span(costs.fwd_exchange, b)
             bwd = (span(costs.bwd_compute, b) + span(costs.bwd_exchange, b)
                    if plan.training else 0.0)
+            # `auto` is pipeline recomputation here: the planner splits into stages.
             extra = fwd if plan.training and plan.recompute != "none" else 0.0
             out.append(fwd + bwd + extra)
         return tuple(out)

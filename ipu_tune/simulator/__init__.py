@@ -2,18 +2,11 @@
 
 `simulate(profile, system, plan)` is pure (frozen dataclasses in, a frozen `SimResult` out; no
 I/O, logging or randomness). Its free constants are fitted to measured runs
-(`calibration_points.yaml`) and kept in `DEFAULT_CONSTANTS`; pass `constants=` to apply a
-refitted set (`python -m ipu_tune calibrate`, `fit_constants`, `constants_from_mapping`).
+by `ipu_tune.calibration` (a client of this package) and kept in `DEFAULT_CONSTANTS`; pass
+`constants=` to apply a refitted set (`python -m ipu_tune calibrate`, `constants_from_mapping`).
 """
 
-from ipu_tune.simulator._calibrate import (
-    CalibrationPoint,
-    FitResult,
-    default_points,
-    fit_constants,
-    load_points,
-    predict,
-)
+from ipu_tune.simulator._collectives import ReplicaLayout, replica_layout
 from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._constants import (
     DEFAULT_CONSTANTS,
@@ -23,7 +16,7 @@ from ipu_tune.simulator._constants import (
     constants_from_mapping,
     state_bytes_per_param,
 )
-from ipu_tune.simulator._memory import stash_depth
+from ipu_tune.simulator._memory import recompute_mode, stash_depth
 from ipu_tune.simulator._result import (
     MEMORY_CATEGORIES,
     TIME_PHASES,
@@ -34,7 +27,7 @@ from ipu_tune.simulator._result import (
 from ipu_tune.simulator._simulate import simulate
 
 # Bump when the physics or the constants change (results stores keep it with each trial).
-SIMULATOR_VERSION = "1.0.0"
+SIMULATOR_VERSION = "2.0.0"
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -43,18 +36,15 @@ __all__ = [
     "OPTIMIZER_STATE",
     "SIMULATOR_VERSION",
     "TIME_PHASES",
-    "CalibrationPoint",
-    "FitResult",
     "IpuMemory",
+    "ReplicaLayout",
     "SimConstants",
     "SimResult",
     "StageTime",
     "block_costs",
     "constants_from_mapping",
-    "default_points",
-    "fit_constants",
-    "load_points",
-    "predict",
+    "recompute_mode",
+    "replica_layout",
     "simulate",
     "stash_depth",
     "state_bytes_per_param",

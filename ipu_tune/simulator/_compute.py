@@ -9,14 +9,19 @@ most trials hit the cache and `simulate` stays O(stages).
 Model of one op (B = micro-batch, T = compute tiles, f = clock):
 - conv/matmul, matmul view (M = m_per_sample x B, K, N): arithmetic cycles =
   FLOPs / (peak FLOP/cycle/tile x T x eff), peak by precision (fp16 4x fp32 on Mk2; reference
-  table "FLOP per cycle per tile"; seed guide 4.6), eff = E x o / (o + o_half) with
+  table "FLOP per cycle per tile"; seed guide 4.6). The fp16 peak is the AMP rate with fp16
+  partials (FP16.16); float partials, PopTorch's default, accumulate in fp32 at half that rate
+  (seed hands-on: "each time the numerical precision is halved, the execution speed of matmul
+  and convolution operations is doubled", citing the AI-Float white paper, Table 5.1).
+  eff = E x o / (o + o_half) with
   o = M x N / T output elements per tile (small ops cannot fill the AMP units).
 - memory-bound kinds (norm, elementwise, pool, softmax, loss, embedding, other): bytes moved
   at the tiles' SRAM bandwidth (reference: 47.5 TB/s on Mk2) x an efficiency.
 - each compute set adds a fixed overhead (BSP sync + exchange setup; PopVision execution trace)
   and conv/matmul weights are exchanged to the tiles once per serial pass.
 - available memory proportion (seed guide 4.1; reference "Software facts"): the temporary
-  memory a conv/matmul would use, (M K + K N) x bytes + M N x partials, is capped at
+  memory a conv/matmul would use, (M K + K N) x bytes + M N x partials (4 B float, 2 B half),
+  is capped at
   AMP x T x S_tile; beyond it the op runs in ceil(need / budget) serial passes, each paying its
   compute set and weight exchange: less AMP, more cycles.
 """
@@ -161,15 +166,16 @@ def block_costs(
     compute_tiles: int,
     training: bool,
     c: SimConstants,
+    half_partials: bool = False,
 ) -> BlockCosts:
-    key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c)
+    key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c, half_partials)
     with _LOCK:
         hit = _COST_CACHE.get(key)
         if hit is not None and hit[0] is profile:
             _COST_CACHE.move_to_end(key)
             return hit[1]
     costs = _block_costs(profile_arrays(profile), ipu, micro_batch, fp16, amp, compute_tiles,
-                         training, c)
+                         training, c, half_partials)
     with _LOCK:
         _COST_CACHE[key] = (profile, costs)
         if len(_COST_CACHE) > _COST_CACHE_SIZE:
@@ -186,11 +192,17 @@ def _block_costs(
     compute_tiles: int,
     training: bool,
     c: SimConstants,
+    half_partials: bool,
 ) -> BlockCosts:
     b = float(micro_batch)
     tiles = float(compute_tiles)
     act_bytes = 2.0 if fp16 else 4.0
-    flops_per_cycle = ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles
+    # Half partials apply to fp16 arithmetic (an fp32 model accumulates in fp32); fp16
+    # arithmetic with float partials runs at half the FP16.16 rate (AI-Float, seed).
+    half = fp16 and half_partials
+    partials_bytes = 2.0 if half else 4.0
+    rate = 0.5 if fp16 and not half else 1.0
+    flops_per_cycle = rate * ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles
     # Exchange and SRAM bandwidths per cycle shrink with the tiles left to compute.
     share = tiles / ipu.tiles
     exchange_per_cycle = ipu.exchange_bytes_per_s / ipu.clock_hz * share
@@ -205,7 +217,7 @@ def _block_costs(
         outputs_per_tile + c.matmul_half_outputs_per_tile)
     eff = np.where(mm, np.maximum(eff, 1e-6), 1.0)
     weight_bytes = a.k * a.n * act_bytes
-    need = (m * a.k) * act_bytes + weight_bytes + m * a.n * c.partials_bytes
+    need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
     budget = amp * tiles * ipu.sram_bytes_per_tile
     passes = np.where(mm, np.maximum(1.0, np.ceil(need / budget)), 1.0)
     temp = np.where(mm, np.minimum(need, budget), 0.0)
@@ -232,7 +244,7 @@ def _block_costs(
     grads = np.where(a.fwd_flops > 0, np.clip(ratio, 1, 2), 1)
     bwd_sets = np.where(mm, grads * passes, sets_other)
     bwd_compute = np.where(mm, a.bwd_flops * b / (flops_per_cycle * eff), bwd_mem)
-    wgrad_reduce = np.where(a.has_params, a.k * a.n * c.partials_bytes, 0.0)
+    wgrad_reduce = np.where(a.has_params, a.k * a.n * partials_bytes, 0.0)
     bwd_exchange = bwd_sets * overhead + np.where(
         mm, (weight_bytes * passes + wgrad_reduce) / exchange_per_cycle, 0.0
     )

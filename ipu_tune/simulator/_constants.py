@@ -1,17 +1,24 @@
 """Free constants of the simulator, with their provenance.
 
-Two kinds live here. *Fitted* constants (`FITTED`) have no public figure; they were settled by
-least squares in log space against the measured runs of `calibration_points.yaml` (the seed
-ResNet-101 tutorial ladder and its execution traces, the pipelining tutorial, MLPerf ResNet-50)
-with `ipu_tune.simulator.fit_constants` (`python -m ipu_tune calibrate` refits them from a
-user's own measurements). *Read/estimate* constants cite their source and are not fitted.
+Two kinds live here. *Fitted* constants (`FITTED`, seven) have no public figure; they were
+settled by least squares in log space against the measured runs of
+`ipu_tune/calibration/points.yaml` (the seed ResNet-101 tutorial ladder and its execution
+traces, the pipelining tutorial, MLPerf ResNet-50 on a Mk2 POD16, a Mk2 POD64 and a Bow POD16)
+with `ipu_tune.calibration.fit_constants` (`python -m ipu_tune calibrate` refits them from a
+user's own measurements). *Read/estimate* constants cite their source and are not fitted; the
+topology and host figures (IPU-Machines, IPU-Link domains, GW-Links, servers) live in
+`ipu_tune.hardware` with theirs.
 
-Current fit (`python -m ipu_tune calibrate`, Nelder-Mead from the previous values, profiles of
-`ipu_tune.models` PROFILE_FORMAT 1): loss 0.0102 over the 8 rows; the seed ladder's rates and
-traces within 2.4%, MLPerf ResNet-50 within 0.1%, the MNIST tutorial +21% (it also returns every
-micro-batch's output, which the schema does not model). Memory constants are estimates chosen
-inside the window the seed's fit / out-of-memory verdicts and MLPerf leave (most-loaded IPU or
-tile at 76% for fp16 GA3, 112% for fp32 GA3, 89% for MLPerf ResNet-50).
+Current fit (simulator 2.0.0: float partials at half the FP16.16 rate, transfers as latency +
+bytes over bandwidth, hierarchical collectives; Nelder-Mead, 2 rounds of 1,200 evaluations from
+the 1.0.0 values, profiles of `ipu_tune.models` PROFILE_FORMAT 1): loss 0.0129 over the 10 rows;
+the seed ladder's rates within 2.6% and traces within 1.5%, MLPerf ResNet-50 within 3.4%
+(POD16 +0.3%, POD64 +3.4%, Bow POD16 -3.4%), the MNIST tutorial +21% (it also returns every
+micro-batch's output, which the schema does not model). `stream_latency_s` sits at its lower
+bound: the measured traces leave no room for a per-transfer latency beyond ~1 us. Memory
+constants are estimates chosen inside the window the seed's fit / out-of-memory verdicts and
+MLPerf leave (most-loaded IPU or tile at 76% for fp16 GA3, 112% for fp32 GA3, 89-93% for MLPerf
+ResNet-50).
 
 A `SimConstants` is frozen and hashable so that `simulate(..., constants=...)` can key its
 caches on it; `constants_from_mapping` builds one from a YAML mapping (unknown keys rejected).
@@ -38,28 +45,26 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SimConstants:
-    # ---- fitted (calibration_points.yaml; see FITTED) -------------------------------------
+    # ---- fitted (calibration/points.yaml; see FITTED) -------------------------------------
     # Fraction of the precision's peak FLOP rate a large convolution/matmul sustains on the AMP
     # units (seed guide 4.6: fp16 halves the cycles of the arithmetic; reference: FP16 peak).
-    matmul_efficiency: float = 0.456
+    matmul_efficiency: float = 0.737
     # Output elements per compute tile at which a conv/matmul reaches half of that efficiency:
     # a tile with little work spends its time filling and draining the AMP pipeline.
-    matmul_half_outputs_per_tile: float = 152.0
+    matmul_half_outputs_per_tile: float = 7.30
     # Cycles of one compute set besides its arithmetic: the BSP sync and the exchange setup
     # (PopVision execution trace: Sync / Exchange / OnTileExecute; seed guide 4.8).
-    compute_set_overhead_cycles: float = 2930.0
-    # Share of the host link an input stream copy achieves (seed 8-bit I/O traces: halving the
-    # 48 MiB received saves 4.6M cycles, ~7 GB/s of a 16 GB/s PCIe Gen4 x8 path).
-    host_link_efficiency: float = 0.29
-    # Host round trip exposed per stream copy when the prefetch depth is 1 (seed guide 4.4.1).
-    stream_latency_s: float = 6.44e-05
+    compute_set_overhead_cycles: float = 4228.0
+    # Latency of one host-to-IPU stream transfer, exposed when the prefetch depth is 1 (seed
+    # guide 4.4.1); the bytes then move at the path's bandwidth (`_host.stream_copy_s`).
+    stream_latency_s: float = 1.0e-06
     # Device time of one model call besides its steps: host sync, stream setup, result copy
     # (seed traces: T(GA, DI) = DI x T_step(GA) + T_call).
-    call_overhead_s: float = 0.0246
+    call_overhead_s: float = 0.0244
     # Host seconds to load and augment one sample on one worker (seed: sync 8-bit I/O rate).
     preprocess_s_per_sample: float = 0.000181
     # Host dtype conversion + normalisation per input element (seed: sync fp16 vs 8-bit rates).
-    convert_s_per_element: float = 5.1e-08
+    convert_s_per_element: float = 5.11e-08
 
     # ---- read or estimated (not fitted) ---------------------------------------------------
     # Memory-bound vertices (norm, elementwise, pool, softmax) stream from SRAM at this share of
@@ -92,8 +97,6 @@ class SimConstants:
     variable_tile_imbalance: float = 0.04
     # I/O tiles lose ~5% of their memory to exchange code and buffers (seed guide 4.4.2).
     io_tile_overhead: float = 1.05
-    # Partials of convolutions/matmuls in fp32 (PopTorch's default partials type).
-    partials_bytes: float = 4.0
     # Optimizer update cycles per parameter on one tile (estimate: a fused vertex touching each
     # state once, a few vector instructions per element).
     weight_update_cycles_per_element: float = 6.0
@@ -113,7 +116,6 @@ FITTED: dict[str, tuple[float, float]] = {
     "matmul_efficiency": (0.05, 1.0),
     "matmul_half_outputs_per_tile": (1.0, 5000.0),
     "compute_set_overhead_cycles": (200.0, 50_000.0),
-    "host_link_efficiency": (0.05, 1.0),
     "stream_latency_s": (1e-6, 5e-3),
     "call_overhead_s": (1e-4, 0.2),
     "preprocess_s_per_sample": (1e-6, 1e-2),

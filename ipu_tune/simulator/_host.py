@@ -1,16 +1,24 @@
-"""Host side: input bytes, stream copies to the IPU, the data pipeline and the per-call cost.
+"""Host side: input bytes, stream copies to the IPU, the data pipeline of the host servers and
+their PopRun instances, and the per-call cost.
 
 Sources: seed guide 4.4 (prefetch depth hides host latency, 3 usually optimal; I/O tiles
 overlap the stream copy with compute only for single-IPU or grouped-pipeline programs; 8-bit or
-fp16 transfers cut the bytes), 4.3.2 (host bandwidth and preprocessing shared by the replicas a
-host feeds), 4.5.3 (device iterations amortise the per-call host-device interaction); the
-ResNet-101 hands-on (without 8-bit I/O the host converts and normalises every element; the
-synchronous loader adds host and device time, the asynchronous loader overlaps them).
+fp16 transfers cut the bytes), 4.3.2 (more host *processes* - PopRun instances sharing one
+server's I/O - when preprocessing binds; more *hosts* when I/O binds too; Fig 4.5: each instance
+runs its own host code and data pipeline), 4.5.3 (device iterations amortise the per-call
+host-device interaction); the ResNet-101 hands-on (without 8-bit I/O the host converts and
+normalises every element; the synchronous loader adds host and device time, the asynchronous
+loader overlaps them).
+
+Transfers: a per-transfer latency plus bytes over the narrowest bandwidth of the path, not one
+efficiency: the PCIe link of the IPU (`IpuSpec.host_link_bytes_per_s`), the machine's host
+ports shared by the replicas it feeds, the server's network shared by the replicas it feeds.
+With a prefetch depth of 2 or more the network leg runs ahead of the device (hidden up to one
+micro-batch slot) and the latency is hidden as the depth grows; the network must still carry a
+call's bytes within the call (`io_call_s`).
 """
 
 from __future__ import annotations
-
-import math
 
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
@@ -19,8 +27,11 @@ from ipu_tune.simulator._constants import SimConstants
 
 __all__ = [
     "call_overhead_s",
+    "cpu_call_s",
+    "host_instances",
     "host_seconds_per_sample",
     "input_bytes_per_sample",
+    "io_call_s",
     "io_overlaps",
     "stream_copy_s",
 ]
@@ -35,16 +46,41 @@ def input_bytes_per_sample(profile: ModelProfile, plan: ExecutionPlan) -> float:
     return (2.0 if plan.input_fp16 else 4.0) * profile.input_elements
 
 
+def host_instances(system: System, plan: ExecutionPlan) -> int:
+    """PopRun instances actually run: at least one per server, at most one per replica."""
+    return max(system.hosts, min(plan.host_instances, plan.replication_factor))
+
+
+def _network_bytes_per_s(system: System, plan: ExecutionPlan) -> float:
+    """Network bandwidth of one replica's input while every replica loads at once: the
+    machine's host ports shared by the replicas whose first IPU it holds, the server's network
+    shared by the replicas it feeds."""
+    r = plan.replication_factor
+    per_machine = max(1, min(r, system.machine.ipus_per_machine // plan.stages))
+    per_server = max(1.0, r / system.hosts)
+    return min(system.machine.host_port_bytes_per_s / per_machine,
+               system.host.network_bytes_per_s / per_server)
+
+
 def stream_copy_s(
-    bytes_per_micro_batch: float, system: System, plan: ExecutionPlan, c: SimConstants
+    bytes_per_micro_batch: float, system: System, plan: ExecutionPlan, c: SimConstants,
+    slot_s: float,
 ) -> float:
-    """Seconds one micro-batch's stream copy takes, host latency included where the prefetch
-    depth does not hide it (depth 1 exposes it, 2 half, 3 or more hides it; seed guide 4.4.1)."""
-    replicas_per_host = math.ceil(plan.replication_factor / system.hosts)
-    link = min(system.ipu.host_link_bytes_per_s,
-               system.host.host_to_ipu_bytes_per_s / replicas_per_host)
+    """Device seconds one micro-batch's stream copy takes: the exposed share of the transfer
+    latency (depth 1 exposes it, 2 half, 3 or more hides it) plus the bytes over the narrowest
+    bandwidth of the path; prefetched (depth 2 or more), the network leg runs ahead during the
+    previous micro-batch's slot `slot_s` and only its excess shows (seed guide 4.4.1)."""
     exposed = max(0.0, 1.0 - (plan.prefetch_depth - 1) / 2.0)
-    return bytes_per_micro_batch / (link * c.host_link_efficiency) + c.stream_latency_s * exposed
+    pcie = bytes_per_micro_batch / system.ipu.host_link_bytes_per_s
+    network = bytes_per_micro_batch / _network_bytes_per_s(system, plan)
+    if plan.prefetch_depth > 1:
+        network -= slot_s
+    return c.stream_latency_s * exposed + max(pcie, network)
+
+
+def io_call_s(bytes_per_call: float, system: System) -> float:
+    """Seconds the servers' networks need to carry one call's input bytes."""
+    return bytes_per_call / (system.hosts * system.host.network_bytes_per_s)
 
 
 def io_overlaps(plan: ExecutionPlan) -> bool:
@@ -70,11 +106,19 @@ def host_seconds_per_sample(
     return pre + convert
 
 
+def cpu_call_s(samples_per_call: float, per_sample_s: float, system: System,
+               plan: ExecutionPlan) -> float:
+    """Host seconds of one call's data pipeline. The instances of a server run at once, each
+    its own loader with `dataloader_workers` workers; each instance's main process (its own
+    per-call work: the model call, stream callbacks, collation) holds one core, and the
+    workers share the server's other cores."""
+    per_server = host_instances(system, plan) // system.hosts
+    cores = system.host.cpu_cores
+    parallel = min(per_server * plan.dataloader_workers,
+                   max(cores - per_server, cores / 2.0))
+    return (samples_per_call / system.hosts) * per_sample_s / parallel
+
+
 def call_overhead_s(system: System, c: SimConstants) -> float:
     value = system.host.call_overhead_s
     return c.call_overhead_s if value is None else value
-
-
-def workers_per_host(system: System, plan: ExecutionPlan) -> int:
-    """Loader workers that run at full speed on one host (up to its cores)."""
-    return max(1, min(plan.dataloader_workers, system.host.max_workers))

@@ -12,6 +12,9 @@ Sources per category:
   tensor sharding (seed guide 4.7).
 - activation_stash: grouped schedule stashes 2(N-s)+1 micro-batches on stage s (s=0 first
   IPU), interleaved N+1 (seed guide 4.2), sharded 1.
+- recompute: `auto` is PopTorch's default (`recompute_mode`): PopART pipeline recomputation
+  (`autoRecomputation = RecomputationType::Pipeline`) when the plan has more than one stage,
+  none otherwise (graphcore/poptorch Compiler.cpp; framework-apis.md 1.3-1.4).
 - recompute_checkpoints: `checkpoints` stashes only each stage's input (a single-stage program
   has no stage boundary and keeps block boundaries, as MLPerf ResNet-50 places its checkpoints);
   `every_block` stashes block boundaries (seed guide 4.2 "pipelining comes with recomputation").
@@ -31,11 +34,22 @@ Per tile: always-live code spreads unevenly, variables evenly (constants give th
 from __future__ import annotations
 
 from ipu_tune.hardware import IpuSpec
+from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import SimConstants, state_bytes_per_param
 from ipu_tune.simulator._stages import StageShape
 
-__all__ = ["stage_memory", "stash_depth"]
+__all__ = ["recompute_mode", "stage_memory", "stash_depth"]
 
+
+def recompute_mode(plan: ExecutionPlan) -> str:
+    """The recomputation a plan runs: `none`, `checkpoints` or `every_block`; `auto` resolves
+    as PopTorch does (pipeline recomputation, i.e. `checkpoints` at stage boundaries, when
+    pipelined; none for one stage or inference)."""
+    if not plan.training:
+        return "none"
+    if plan.recompute == "auto":
+        return "checkpoints" if plan.stages > 1 else "none"
+    return plan.recompute
 
 
 def stash_depth(schedule: str, stages: int, stage: int) -> int:
@@ -49,27 +63,30 @@ def stash_depth(schedule: str, stages: int, stage: int) -> int:
 
 def stage_memory(
     x: StageShape,
+    plan: ExecutionPlan,
+    ipu: IpuSpec,
+    c: SimConstants,
     *,
     temp_bytes: float,
     compute_sets: float,
     io_bytes_per_micro_batch: float,
-    ipu: IpuSpec,
-    c: SimConstants,
-    training: bool,
-    fp16: bool,
-    optimizer: str,
-    gradient_accumulation: int,
-    micro_batch: int,
-    schedule: str,
-    stages: int,
-    recompute: str,
-    offload: bool,
-    rts: bool,
-    replicas: int,
-    prefetch_depth: int,
-    io_tiles: int,
 ) -> tuple[dict[str, int], int]:
-    """Bytes by category and the most-loaded tile's bytes."""
+    """Bytes by category of the IPU running stage `x` of `plan`, and its most-loaded tile's
+    bytes. `temp_bytes`/`compute_sets` come from the stage's block costs,
+    `io_bytes_per_micro_batch` is the stage's host input (0 but for the first stage)."""
+    training = plan.training
+    fp16 = plan.model_fp16
+    optimizer = plan.optimizer
+    gradient_accumulation = plan.gradient_accumulation
+    micro_batch = plan.micro_batch_size
+    schedule = plan.schedule
+    stages = plan.stages
+    recompute = recompute_mode(plan)
+    offload = plan.offload_optimizer_state
+    rts = plan.replicated_tensor_sharding
+    replicas = plan.replication_factor
+    prefetch_depth = plan.prefetch_depth
+    io_tiles = plan.io_tiles
     wb = 2.0 if fp16 else 4.0
     b = float(micro_batch)
     weights = x.params * wb

@@ -13,7 +13,8 @@ Pipeline slots are synchronous across IPUs (each ends with the inter-IPU copies)
 - interleaved: G + 2(N-1) slots, each a forward phase and a backward phase on every IPU:
   slot = max_s F_s + max_s B_s.
 - sharded: every micro-batch runs the stages one after another: G x sum_s (F_s + B_s).
-- inference: forward only; the pipeline fills once per call (amortised by device iterations).
+- inference: forward only; the pipeline fills and drains once per call (amortised by device
+  iterations): G + N-1 slots, slot k of the fill running stages 0..k, of the drain k..N-1.
 """
 
 from __future__ import annotations
@@ -90,11 +91,12 @@ def pipeline_step(
             return StepCore(g * comp, g * exch, g * link, 0.0, comp + exch + link)
         bottleneck = max(stages, key=lambda p: p.forward)
         comp, exch, link = _split([(bottleneck, "f")])
-        ramp = 0.0
-        running = 0.0
-        for p in stages[:-1]:
-            running = max(running, p.forward)
-            ramp += running
+        # Fill: slot k runs stages 0..k; drain: slot k runs stages k..N-1. The 2(N-1) partial
+        # slots stand in for N-1 of the G full slots counted above (G + N-1 slots in all).
+        f = [p.forward for p in stages]
+        fill = sum(max(f[: k + 1]) for k in range(n - 1))
+        drain = sum(max(f[k:]) for k in range(1, n))
+        ramp = fill + drain - (n - 1) * bottleneck.forward
         return StepCore(g * comp, g * exch, g * link, ramp, bottleneck.forward)
     if schedule == "sharded" or n == 1:
         comp, exch, link = _split([(p, "fb") for p in stages])

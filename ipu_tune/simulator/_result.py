@@ -30,7 +30,8 @@ TIME_PHASES = (
     "inter_ipu",  # activations/gradients across IPU-Links
     "pipeline_ramp",  # ramp-up/down: stages under-used
     "weight_update",
-    "all_reduce",  # gradient reduction across replicas
+    "all_reduce_pod",  # gradient reduction across replicas over IPU-Links, inside each POD
+    "all_reduce_gw",  # the same across PODs over GW-Links
     "streaming_memory",  # offloaded optimizer state traffic
     "host_io",  # host-to-IPU transfer not hidden by I/O tiles/prefetch
     "host_preprocess",  # host data pipeline time not overlapped with the device

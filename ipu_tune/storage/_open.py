@@ -8,6 +8,7 @@ processes on one machine through a kernel lock; many machines share a PostgreSQL
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from sqlalchemy.exc import ArgumentError
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
+from ipu_tune.storage._torn import repair_torn_tail
 
 __all__ = ["DEFAULT_JOURNAL", "StorageTarget", "open_storage", "redact", "resolve_storage"]
 
@@ -35,6 +37,9 @@ class StorageTarget:
     kind: str  # "journal" | "rdb"
     location: str  # file path (journal) or SQLAlchemy URL (rdb)
     results_url: str  # SQLAlchemy URL of the results table
+    # The results directory, the one folder ipu-tune creates for a journal; any other parent
+    # folder must exist (a typo in journal:///... must not create folders anywhere).
+    results_dir: str = ""
 
     @property
     def claims(self) -> ClaimLock:
@@ -48,15 +53,23 @@ class StorageTarget:
 
     @property
     def display(self) -> str:
-        return self.location if self.kind == "journal" else redact(self.location)
+        return redact(self.location)
 
 
-def redact(url: str) -> str:
-    """The URL with any password replaced by ***; non-URLs unchanged."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return url
+# Any query parameter whose name contains "password" (password, sslpassword, PASSWORD, ...) or
+# a user:password@ part, wherever it appears in a string - URL or not.
+_QUERY_SECRET = re.compile(r"(?i)([?&;\s]|^)([a-z_]*pass(?:word)?[a-z_]*)=([^&;\s]*)")
+_USERINFO_SECRET = re.compile(
+    r"(?i)([a-z0-9+.\-]+://[^:/@\s]*|^[^:/@\s]*|\s[^:/@\s]*):(?!//)([^\s/?#]*)@"
+)
+
+
+def redact(text: str) -> str:
+    """`text` with every password replaced by ***: user:password@ and query parameters such
+    as ?password=, &password=, sslpassword=, in URLs that parse or not and in free text (an
+    error message quoting a URL). The one redaction used for messages, logs, exports, tables."""
+    out = _USERINFO_SECRET.sub(lambda m: f"{m.group(1)}:***@", str(text))
+    return _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}=***", out)
 
 
 def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
@@ -76,9 +89,21 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
                 "(*.journal), sqlite:///FILE, postgresql://USER@HOST/DB"
             ) from None
         del url  # parsed only to reject what is not a URL
-        return StorageTarget("rdb", storage, storage)
+        return StorageTarget("rdb", storage, storage, results_dir)
     results = "sqlite:///" + str(Path(path).with_name("results.db"))
-    return StorageTarget("journal", path, results)
+    return StorageTarget("journal", path, results, results_dir)
+
+
+def _check_journal_parent(path: Path, results_dir: str) -> None:
+    parent = path.parent
+    if parent.is_dir() or not results_dir:
+        return
+    if parent.resolve() == Path(results_dir).resolve():
+        return
+    raise IpuTuneError(
+        f"study.storage={redact(str(path))!r}: folder {str(parent)!r} does not exist; create it "
+        f"first, or keep the journal in results_dir={results_dir!r} (created on demand)"
+    )
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -94,6 +119,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
     """Open (creating when new) the storage; one-line `IpuTuneError` on any failure."""
     if target.kind == "journal":
         path = Path(target.location)
+        _check_journal_parent(path, target.results_dir)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if not os.access(path.parent, os.W_OK):
@@ -103,6 +129,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
                 f"results_dir={str(path.parent)!r}: cannot be written ({exc.strerror})"
             ) from None
         try:
+            repair_torn_tail(path)
             return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
         except Exception as exc:
             raise IpuTuneError(
@@ -122,7 +149,8 @@ def open_storage(target: StorageTarget) -> BaseStorage:
             if racing and attempt < _SCHEMA_RACE_ATTEMPTS - 1:
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            raise IpuTuneError(f"study.storage={target.display!r}: cannot open ({first})") from None
+            raise IpuTuneError(
+                f"study.storage={target.display!r}: cannot open ({redact(first)})") from None
     raise AssertionError("unreachable")
 
 

@@ -26,7 +26,9 @@ from ipu_tune.results import (
     ResultsStore,
     atomic_write,
     best_yaml_text,
-    poptorch_snippet,
+    poprun_provenance,
+    study_dir,
+    write_exports,
     write_report,
 )
 from ipu_tune.search import SearchProblem, change_list
@@ -54,8 +56,8 @@ class RunSummary:
     best_config: EvalConfig | None
     best_result: SimResult | None
     exports: dict[str, Path] = field(default_factory=dict)
-    objectives: tuple[str, ...] = ()  # search.objectives, in order
-    best_values: tuple[float, ...] = ()  # the best trial's stored objective values
+    objectives: dict[str, float] = field(default_factory=dict)  # the best trial's values
+    objective_names: tuple[str, ...] = ()  # search.objectives, in order (also with no best)
     changes: tuple[str, ...] = ()  # knobs the best changed from the user's plan (`fit`)
     explanation: dict[str, Any] | None = None  # `ipu_tune.explain.explain_study`
 
@@ -145,7 +147,7 @@ def export_study(
     retried: tuple[int, ...] = (),
 ) -> RunSummary:
     """Write best.yaml, the PopTorch snippet and report.html under results/<study>/."""
-    out_dir = Path(cfg.results_dir) / study.study_name
+    out_dir = study_dir(cfg.results_dir, study.study_name)  # refuses names that escape
     best = problem.best_trial(study)
     exports: dict[str, Path] = {}
     best_cfg: EvalConfig | None = None
@@ -168,12 +170,14 @@ def export_study(
             "bottleneck": best_result.bottleneck,
             "simulator_version": SIMULATOR_VERSION,
             "evaluate": evaluate_cmd,
+            **poprun_provenance(best_cfg),
         }
         exports["best"] = atomic_write(best_path, best_yaml_text(to_plain_dict(best_cfg),
-                                                                 provenance))
-        # Built once: the file and the report's copy are the same text.
-        snippet = poptorch_snippet(best_cfg, best_result, problem.profile)
-        exports["poptorch"] = atomic_write(out_dir / "poptorch_options.py", snippet)
+                                                                 provenance), cfg.results_dir)
+        # Built once: the files and the report's copy of the PopTorch program are the same text.
+        exports.update(write_exports(out_dir, best_cfg, best_result, problem.profile,
+                                     root=cfg.results_dir))
+        snippet = exports["poptorch"].read_text()
     explanation = explain_study(study, problem)
     exports["report"] = write_report(
         out_dir / "report.html",
@@ -196,8 +200,10 @@ def export_study(
         best_config=best_cfg,
         best_result=best_result,
         exports=exports,
-        objectives=tuple(problem.objective_names),
-        best_values=tuple(best.values or ()) if best is not None else (),
+        objectives=dict(zip(problem.objective_names, best.values or [], strict=False))
+        if best is not None
+        else {},
+        objective_names=tuple(problem.objective_names),
         changes=tuple(change_list(best_cfg, problem.codec.user)) if best_cfg is not None else (),
         explanation=explanation,
     )

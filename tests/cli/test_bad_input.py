@@ -1,5 +1,7 @@
 """Bad input: one clear line naming the key and what is allowed, exit 2, no traceback, and
-nothing written. Table-driven over the command line of the tuner and of `evaluate`."""
+nothing written. Table-driven over the command line of the tuner and of every subcommand
+(evaluate, studies, report, export, profile, calibrate); hostile inputs included (escaping
+names, code named in files, huge numbers, YAML bombs, binary files)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,59 @@ CASES: list[tuple[str, list[str], str]] = [
     ("results dir not writable", ["results_dir={tmp}/a_file/sub"], "results_dir"),
     ("corrupted database", ["study.storage=sqlite:///{tmp}/corrupt.db"], "corrupt.db"),
     ("sweep with one bad value", ["-m", "plan.io_tiles=0,33"], "plan.io_tiles"),
+    # Names that would escape results_dir or break the exports.
+    ("study name dotdot path", ["study.name=../../x"], "study.name='../../x'"),
+    ("study name absolute", ["study.name=/abs/path"], "study.name='/abs/path'"),
+    ("study name dotdot", ["study.name=.."], "study.name='..'"),
+    ("study name dot", ["study.name=."], "study.name='.'"),
+    ("study name backslash", ["study.name=a\\b"], "study.name="),
+    ("study name 300 chars", ["study.name=" + "x" * 300], "study.name='xxxxxxxx"),
+    ("study name empty", ["study.name=''"], "study.name=''"),
+    ("search name dotdot", ["search.name=../.."], "search.name='../..'"),
+    # Numbers beyond what the stores and the hardware hold.
+    ("GA 10**20", ["plan.gradient_accumulation=100000000000000000000"],
+     "plan.gradient_accumulation=100000000000000000000"),
+    ("micro-batch 10**12", ["workload.micro_batch_size=1000000000000"],
+     "workload.micro_batch_size=1000000000000"),
+    ("num_ipus 2**40", ["system.num_ipus=1099511627776"], "system.num_ipus=1099511627776"),
+    ("num_ipus 2048", ["system.num_ipus=2048"], "system.num_ipus=2048"),
+    ("replicas 2048", ["plan.replication_factor=2048"], "plan.replication_factor=2048"),
+    ("DI 10**9", ["plan.device_iterations=1000000000"], "plan.device_iterations=1000000000"),
+    ("n_trials 10**7", ["study.n_trials=10000000"], "study.n_trials=10000000"),
+    ("workers 10**5", ["study.workers=100000"], "study.workers=100000"),
+    ("workers zero", ["study.workers=0"], "study.workers=0"),
+    ("prefetch 10**5", ["plan.prefetch_depth=100000"], "plan.prefetch_depth=100000"),
+    ("loader workers 10**5", ["plan.dataloader_workers=100000"],
+     "plan.dataloader_workers=100000"),
+    ("input dim 10**7", ["model.input_shape=[3,10000000,64]"], "model.input_shape=[3, 10000000"),
+    ("num_classes 10**11", ["model.num_classes=100000000000"], "model.num_classes=100000000000"),
+    ("sequence 10**7", ["model=bert_base", "model.sequence_length=10000000"],
+     "model.sequence_length=10000000"),
+    ("sample bytes 10**15", ["model.dataset.sample_bytes=1000000000000000"],
+     "model.dataset.sample_bytes=1000000000000000"),
+    ("sampler seed negative", ["sampler.seed=-1"], "sampler.seed=-1"),
+    ("global batch 2**50", ["search.global_batch_size=1125899906842624"],
+     "search.global_batch_size=1125899906842624"),
+    # Code the tuner must never call.
+    ("target os.system", ["model._target_=os.system", "+model.kwargs.command=true"],
+     "model._target_='os.system'"),
+    ("target getoutput", ["model._target_=subprocess.getoutput", "+model.kwargs.cmd=true"],
+     "model._target_='subprocess.getoutput'"),
+    ("target popen", ["model._target_=os.popen", "+model.kwargs.cmd=true"],
+     "model._target_='os.popen'"),
+    ("target eval", ["model._target_=builtins.eval", "+model.kwargs.source=1"],
+     "model._target_='builtins.eval'"),
+    ("trust flag value", ["trust_remote_code=maybe"], "trust_remote_code='maybe'"),
+    # Storage.
+    ("journal in a missing folder", ["study.storage=journal:///{tmp}/nope/x.journal"],
+     "nope/x.journal"),
+    ("query password", ["study.storage='postgresql+psycopg2://u@127.0.0.1:1/x?password=pw'"],
+     "study.storage="),
+    # Hostile space files.
+    ("binary search space", ["search.space={tmp}/binary.yaml"], "binary.yaml"),
+    ("deep search space", ["search.space={tmp}/deep.yaml"], "nested deeper than"),
+    ("billion laughs space", ["search.space={tmp}/bomb.yaml"], "aliases"),
+    ("huge search space", ["search.space={tmp}/big.yaml"], "larger than"),
 ]
 
 EVAL_CASES: list[tuple[str, list[str], str]] = [
@@ -58,6 +113,66 @@ EVAL_CASES: list[tuple[str, list[str], str]] = [
     ("config missing", ["evaluate", "{tmp}/missing.yaml"], "missing.yaml"),
     ("config a list", ["evaluate", "{tmp}/a_list.yaml"], "expected a mapping"),
     ("config bad knob", ["evaluate", "{tmp}/bad_knob.yaml"], "plan.io_tiles"),
+    ("config empty", ["evaluate", "{tmp}/empty.yaml"], "empty"),
+    ("config unknown top key", ["evaluate", "{tmp}/plans.yaml"], "plans: unknown top-level key"),
+    ("config unknown nested key", ["evaluate", "{tmp}/nested_key.yaml"], "microbatch"),
+    ("config latin-1", ["evaluate", "{tmp}/latin1.yaml"], "not a UTF-8 text file"),
+    ("config NUL bytes", ["evaluate", "{tmp}/nul.yaml"], "binary file"),
+    ("config 2000 deep", ["evaluate", "{tmp}/deep.yaml"], "nested deeper than"),
+    ("config billion laughs", ["evaluate", "{tmp}/bomb.yaml"], "aliases"),
+    ("config over 1 MiB", ["evaluate", "{tmp}/big.yaml"], "larger than"),
+    ("config names code", ["evaluate", "{tmp}/target.yaml"], "--trust-remote-code"),
+    ("config names os.system", ["evaluate", "{tmp}/os_system.yaml", "--trust-remote-code"],
+     "model._target_='os.system'"),
+    ("config GA 10**20", ["evaluate", "{tmp}/huge_ga.yaml"], "plan.gradient_accumulation="),
+    ("config 9-d input", ["evaluate", "{tmp}/many_dims.yaml"], "model.input_shape="),
+    ("config study name", ["evaluate", "{tmp}/study_key.yaml"], "study: unknown top-level key"),
+    ("constants missing", ["evaluate", "{tmp}/good.yaml", "--constants", "{tmp}/no.yaml"],
+     "no.yaml"),
+    ("constants binary", ["evaluate", "{tmp}/good.yaml", "--constants", "{tmp}/binary.yaml"],
+     "binary.yaml"),
+]
+
+STUDY_CASES: list[tuple[str, list[str], str]] = [
+    ("studies no storage", ["studies", "--storage", "{tmp}/none.journal"], "none.journal"),
+    ("studies corrupt db", ["studies", "--storage", "sqlite:///{tmp}/corrupt.db"], "corrupt.db"),
+    ("studies unreachable", ["studies", "--storage", "postgresql://u:pw@127.0.0.1:1/x"],
+     "study.storage"),
+    ("studies not a url", ["studies", "--storage", "::nope::"], "::nope::"),
+    ("report unknown study", ["report", "nope", "--results-dir", "{study}"], "study='nope'"),
+    ("report no storage", ["report", "s", "--storage", "{tmp}/none.journal"], "none.journal"),
+    ("report 300-char study", ["report", "y" * 300, "--results-dir", "{study}"], "yyyyyyyy"),
+    ("export unknown study", ["export", "nope", "--output", "{tmp}/t.csv", "--results-dir",
+                              "{study}"], "study='nope'"),
+    ("export bad suffix", ["export", "s", "--output", "{tmp}/t.txt", "--results-dir", "{study}"],
+     "t.txt"),
+    ("export to /proc", ["export", "s", "--output", "/proc/t.csv", "--results-dir", "{study}"],
+     "/proc/t.csv"),
+    ("export onto a directory", ["export", "s", "--output", "{tmp}/a_dir.csv", "--results-dir",
+                                 "{study}"], "a_dir.csv"),
+    ("profile unknown model", ["profile", "nope"], "nope"),
+    ("profile os.system", ["profile", "--target", "os.system"], "model._target_='os.system'"),
+    ("profile getoutput", ["profile", "--target", "subprocess.getoutput"], "subprocess.getoutput"),
+    ("profile no module", ["profile", "--target", "no_such_mod.make"], "no_such_mod"),
+    ("profile huge dim", ["profile", "resnet18", "--input-shape", "3", "10000000", "8"],
+     "model.input_shape=[3, 10000000, 8]"),
+    ("profile classes zero", ["profile", "resnet18", "--num-classes", "0"], "model.num_classes=0"),
+    ("profile huge sequence", ["profile", "bert_base", "--sequence-length", "100000000"],
+     "model.sequence_length=100000000"),
+    ("profile bad kwarg", ["profile", "resnet18", "--kwarg", "nope"], "--kwarg 'nope'"),
+    ("profile 2-d image", ["profile", "resnet18", "--input-shape", "3", "64"],
+     "model.input_shape=[3, 64]"),
+    ("calibrate missing", ["calibrate", "{tmp}/missing.yaml"], "missing.yaml"),
+    ("calibrate binary", ["calibrate", "{tmp}/binary.yaml"], "binary.yaml"),
+    ("calibrate binary csv", ["calibrate", "{tmp}/latin1.csv"], "latin1.csv"),
+    ("calibrate not YAML", ["calibrate", "{tmp}/not_yaml.yaml"], "not valid YAML"),
+    ("calibrate names code", ["calibrate", "{tmp}/rows_target.yaml"], "--trust-remote-code"),
+    ("calibrate deep", ["calibrate", "{tmp}/deep.yaml"], "nested deeper than"),
+    ("calibrate bomb", ["calibrate", "{tmp}/bomb.yaml"], "aliases"),
+    ("calibrate nothing measured", ["calibrate", "{tmp}/rows_empty.yaml"], "nothing measured"),
+    ("calibrate max evals", ["calibrate", "--max-evals", "1"], "--max-evals=1"),
+    ("calibrate output /proc", ["calibrate", "--max-evals", "10", "--output", "/proc/c.yaml"],
+     "/proc/c.yaml"),
 ]
 
 
@@ -72,22 +187,66 @@ def _fixtures(tmp: Path) -> None:
     (tmp / "not_yaml.yaml").write_text("model: {name: [resnet101\nplan: : :\n")
     (tmp / "a_list.yaml").write_text("- 1\n- 2\n")
     (tmp / "bad_knob.yaml").write_text("plan: {io_tiles: 7}\n")
+    (tmp / "binary.yaml").write_bytes(bytes(range(256)) * 4)
+    (tmp / "deep.yaml").write_text("[" * 2000 + "]" * 2000 + "\n")
+    laughs = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    (tmp / "bomb.yaml").write_text("\n".join(laughs) + "\n")
+    (tmp / "big.yaml").write_text("# padding\n" * 120_000 + "plan: {}\n")
+    (tmp / "plans.yaml").write_text("plans: {precision: '16.16'}\n")
+    (tmp / "nested_key.yaml").write_text("workload: {microbatch: 8}\n")
+    (tmp / "latin1.yaml").write_bytes("model: {name: r\xe9snet}\n".encode("latin-1"))
+    (tmp / "latin1.csv").write_bytes("name,samples_per_s\nr\xe9,1\n".encode("latin-1"))
+    (tmp / "nul.yaml").write_bytes(b"plan: {}\n\x00\x00\n")
+    (tmp / "target.yaml").write_text("model: {_target_: tests.models.factories.tiny_mlp}\n")
+    (tmp / "os_system.yaml").write_text(
+        f"model: {{_target_: os.system, kwargs: {{command: 'touch {tmp}/sentinel'}}}}\n")
+    (tmp / "huge_ga.yaml").write_text("plan: {gradient_accumulation: 100000000000000000000}\n")
+    (tmp / "many_dims.yaml").write_text("model: {input_shape: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n")
+    (tmp / "study_key.yaml").write_text("study: {name: x}\n")
+    (tmp / "rows_target.yaml").write_text(
+        "- {model: {_target_: tests.models.factories.tiny_mlp, input_shape: [8]}, "
+        "samples_per_s: 100}\n")
+    (tmp / "rows_empty.yaml").write_text("- {model: {name: resnet18}}\n")
+    (tmp / "a_dir.csv").mkdir()
+    (tmp / "good.yaml").write_text("model: {name: mnist_cnn, input_shape: [1, 28, 28]}\n")
 
 
 def _snapshot(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-@pytest.mark.parametrize(("case", "args", "expected"), CASES + EVAL_CASES,
-                         ids=[c[0] for c in CASES + EVAL_CASES])
+@pytest.fixture(scope="module")
+def stored_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """results_dir of a stored study `s` for the report/export cases."""
+    root = tmp_path_factory.mktemp("stored")
+    proc = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=2",
+                    "study.progress_bar=false"], cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return root / "results"
+
+
+ALL_CASES = CASES + EVAL_CASES + STUDY_CASES
+
+
+def test_the_table_covers_every_command() -> None:
+    assert len(ALL_CASES) >= 70
+    commands = {a[0] for _, a, _ in EVAL_CASES + STUDY_CASES}
+    assert commands == {"evaluate", "studies", "report", "export", "profile", "calibrate"}
+
+
+@pytest.mark.parametrize(("case", "args", "expected"), ALL_CASES, ids=[c[0] for c in ALL_CASES])
 def test_bad_input_is_one_line(
     case: str, args: list[str], expected: str, tmp_path: Path,
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     _fixtures(tmp_path)
     monkeypatch.chdir(tmp_path)
+    study = str(request.getfixturevalue("stored_study")) if any(
+        "{study}" in a or a in ("report", "export") for a in args) else ""
     before = _snapshot(tmp_path)
-    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{study}", study) for a in args]
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2, case
@@ -96,7 +255,7 @@ def test_bad_input_is_one_line(
     assert err.startswith("ipu-tune: error: "), err
     assert expected.replace("{tmp}", str(tmp_path)) in err, err
     assert "Traceback" not in err
-    assert "pw@" not in err  # credentials never printed
+    assert "pw@" not in err and "=pw" not in err  # credentials never printed
     assert _snapshot(tmp_path) == before, "a bad input wrote something"
 
 

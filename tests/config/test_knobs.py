@@ -65,9 +65,10 @@ def test_store_columns_change_keys_and_space_knobs_derive_from_the_declarations(
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [
-    ("plan.host_instances", 0, "must be >= 1"),
+    ("plan.host_instances", 0, "must be a power of two (1, 2, 4, ...)"),
+    ("plan.host_instances", 3, "must be a power of two (1, 2, 4, ...)"),
     ("plan.partials", "double", "allowed: float, half"),
-    ("plan.recompute", "sometimes", "allowed: none, checkpoints, every_block, auto"),
+    ("plan.recompute", "sometimes", "allowed: auto, none, checkpoints, every_block"),
 ])
 def test_new_knobs_are_checked_with_the_key_the_value_and_what_is_allowed(
         key: str, value: object, message: str) -> None:
@@ -84,11 +85,13 @@ def test_new_knobs_are_checked_with_the_key_the_value_and_what_is_allowed(
     assert message in str(info.value)
 
 
-def test_recompute_auto_is_valid_but_not_drawn_from_a_null_spec_yet() -> None:
+def test_recompute_auto_is_the_default_and_drawn_from_a_null_spec() -> None:
+    """`auto` is PopTorch's default (pipeline recomputation when pipelined), with physics in
+    the simulator (`ipu_tune.simulator.recompute_mode`)."""
     cfg = EvalConfig()
-    cfg.plan.recompute = "auto"
+    assert cfg.plan.recompute == "auto" == ExecutionPlan().recompute
     validate(cfg)
-    assert "auto" not in (knob("plan.recompute").natural or ())
+    assert "auto" in (knob("plan.recompute").natural or ())
 
 
 # The eight places a knob used to be written by hand (issue 10); they now derive from

@@ -78,3 +78,8 @@ def broken(**kwargs: object) -> nn.Module:
 
 
 NOT_CALLABLE = 42
+
+
+def one_block() -> nn.Module:
+    """A model of one block: no pipeline split exists."""
+    return nn.Linear(8, 4)

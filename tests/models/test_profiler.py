@@ -38,7 +38,7 @@ def _flop_counter_totals(fields: dict[str, Any], x: torch.Tensor) -> tuple[float
     [
         ({"name": "resnet18", "input_shape": [3, 64, 64]}, (3, 64, 64)),
         ({"name": "bert_base", "sequence_length": 32}, None),
-        ({"name": "vit_b16", "input_shape": [3, 32, 32]}, (3, 32, 32)),
+        ({"name": "vit_b_16", "input_shape": [3, 32, 32]}, (3, 32, 32)),
     ],
 )
 def test_flops_equal_torch_flop_counter(fields, example, profile_of) -> None:
@@ -56,7 +56,7 @@ def test_backward_is_twice_forward_except_the_stem_input_gradient(profile_of) ->
     # Every conv/linear computes an input and a weight gradient, each as many MACs as forward,
     # except the first conv (the image needs no gradient). Holds for grouped convs too, where
     # torch's own counter overcounts the weight gradient (see count_flops).
-    for name in ("resnet50", "resnext50"):
+    for name in ("resnet50", "resnext50_32x4d"):
         prof = profile_of(**conf(name))
         stem = prof.ops[0]
         assert stem.name == "conv1"
@@ -78,7 +78,7 @@ def test_grouped_conv_backward_correction() -> None:
 
 
 def test_matmul_view_reproduces_the_flops(profile_of) -> None:
-    for name in ("resnext50", "bert_base", "vit_b16"):
+    for name in ("resnext50_32x4d", "bert_base", "vit_b_16"):
         prof = profile_of(**conf(name))
         for op in prof.ops:
             if op.kind in ("conv", "matmul"):

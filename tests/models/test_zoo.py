@@ -22,9 +22,9 @@ TORCHVISION_PARAMS = {
     "resnet50": 25_557_032,
     "resnet101": 44_549_160,
     "resnet152": 60_192_808,
-    "resnext50": 25_028_904,
-    "resnext101": 88_791_336,
-    "vit_b16": 86_567_656,
+    "resnext50_32x4d": 25_028_904,
+    "resnext101_32x8d": 88_791_336,
+    "vit_b_16": 86_567_656,
 }
 
 
@@ -71,7 +71,7 @@ def test_resnet_module_names_and_shapes_follow_torchvision() -> None:
 
 
 def test_resnext_uses_grouped_3x3(profile_of) -> None:
-    prof = profile_of(**conf("resnext101"))
+    prof = profile_of(**conf("resnext101_32x8d"))
     conv2 = next(op for op in prof.ops if op.name == "layer1.0.conv2")
     # 32 groups of 8 channels: width 256, K = 256/32 * 3 * 3 per output channel.
     assert (conv2.k, conv2.n) == (8 * 9, 256)
@@ -112,7 +112,7 @@ def test_bert_masked_positions_shrink_the_head(profile_of) -> None:
 
 
 def test_vit_blocks(profile_of) -> None:
-    prof = profile_of(**conf("vit_b16"))
+    prof = profile_of(**conf("vit_b_16"))
     assert prof.blocks[0] == "conv_proj"
     assert prof.blocks[1] == "encoder.layers.encoder_layer_0"
     assert prof.blocks[-1] == "heads"

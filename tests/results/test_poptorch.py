@@ -1,8 +1,10 @@
-"""The PopTorch snippet: valid Python that sets every knob of the plan, with why."""
+"""`poptorch_options.py`: self-contained, public PopTorch API only, the plan's values, PopTorch's
+compile-time rules; run against a recording stand-in of poptorch (and popdist, torchvision)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 import pytest
@@ -12,180 +14,223 @@ from hypothesis import strategies as st
 from torch import nn
 
 import ipu_tune
-from ipu_tune.config import EvalConfig, load_config
+from ipu_tune.config import EvalConfig
 from ipu_tune.models import ModelProfile
-from ipu_tune.results._poptorch import module_access, poptorch_snippet
+from ipu_tune.results import poptorch_snippet
+from ipu_tune.results._model_source import module_access, module_path
 
-MODEL = {"name": "resnet101", "input_shape": [3, 64, 64], "num_classes": 10}
+from ._export_plans import PLANS, host_instances, install_frameworks, make_config, stages
+from ._framework_api import MODEL_API, POPART_PASS_THROUGH_KEYS, POPDIST_API, POPTORCH_API
+from ._recorder import Log, run_source
 
-
-def _profile() -> ModelProfile:
-    return ipu_tune.profile(MODEL)
-
-
-def _splits(stages: int) -> list[str]:
-    blocks = _profile().blocks
-    return [blocks[round(i * len(blocks) / stages)] for i in range(1, stages)]
+RESNET = {"name": "resnet101", "input_shape": [3, 64, 64], "num_classes": 10}
 
 
-def _cfg(stages: int = 2, replicas: int = 1, mode: str = "train", **plan: Any) -> EvalConfig:
-    workload = {"mode": mode}
-    for key in ("micro_batch_size", "optimizer"):
-        if key in plan:
-            workload[key] = plan.pop(key)
-    schedule = plan.pop("schedule", "grouped")
-    return load_config(
-        {
-            "model": MODEL,
-            "workload": workload,
-            "system": {"num_ipus": stages * replicas},
-            "plan": {
-                "replication_factor": replicas,
-                "pipeline": {"splits": _splits(stages), "schedule": schedule},
-                **plan,
-            },
-        }
+def _profile(cfg: EvalConfig) -> ModelProfile:
+    return ipu_tune.profile(cfg.model)
+
+
+def run_export(
+    monkeypatch: pytest.MonkeyPatch, source: str, popdist_env: bool = False
+) -> tuple[Log, dict[str, Any]]:
+    log = install_frameworks(monkeypatch, popdist_env)
+    with torch.device("meta"):  # real modules, no weights
+        namespace = run_source(source, "poptorch_options.py")
+        if "make_dataloader" in namespace:
+            namespace["make_dataloader"](torch.utils.data.TensorDataset(torch.zeros(4)))
+    return log, namespace
+
+
+def _pipelined(log: Log) -> bool:
+    return any(
+        repr(args[0]).startswith("poptorch.PipelinedExecution")
+        for args, _ in log.calls("poptorch.Options.setExecutionStrategy")
     )
 
 
-def _norm(source: str) -> str:
-    """Source with layout and quoting normalised, so wrapped calls compare equal."""
-    return ast.unparse(ast.parse(source))
-
-
-def expected(cfg: EvalConfig) -> list[str]:
-    """Statements (normalised) the snippet must contain for the plan of `cfg`."""
+def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) -> None:
     p, w = cfg.plan, cfg.workload
-    stages = len(p.pipeline.splits) + 1
-    out = [
-        f"opts.deviceIterations({p.device_iterations})",
-        f"opts.replicationFactor({p.replication_factor})",
-        f'opts.setAvailableMemoryProportion({{f"IPU{{i}}": {p.available_memory_proportion}'
-        f" for i in range({stages})}})",
-        f'opts._Popart.set("defaultPrefetchBufferingDepth", {p.prefetch_depth})',
-        f"model = model.{'half' if p.precision.endswith('16') else 'float'}()",
-        f"INPUT_DTYPE = torch.{'float16' if p.precision.startswith('16') else 'float32'}",
-    ]
-    for ipu, split in enumerate(p.pipeline.splits, start=1):
-        target = module_access(split)
-        out.append(f"{target} = poptorch.BeginBlock({target}, ipu_id={ipu})")
-    if stages > 1:
-        strategy = "Sharded" if p.pipeline.schedule == "sharded" else "Pipelined"
-        out.append(
-            f"opts.setExecutionStrategy(poptorch.{strategy}Execution(poptorch.AutoStage.SameAsIpu))"
+    n_stages, training = stages(cfg), w.mode == "train"
+    # Only public API: every attribute read, write and call is listed with its source.
+    public = {**POPTORCH_API, **POPDIST_API, **MODEL_API}
+    unknown = sorted(path for path in log.paths() if path not in public)
+    assert not unknown, f"not in the public API list: {unknown}"
+    for (key, _), _ in log.calls("poptorch.Options._Popart.set"):
+        assert key in POPART_PASS_THROUGH_KEYS, key
+    # Self-contained: no ipu_tune import (the Poplar SDK cannot install it).
+    tree = ast.parse(source)
+    imported = {
+        name.split(".")[0]
+        for node in ast.walk(tree)
+        for name in (
+            [a.name for a in node.names] if isinstance(node, ast.Import)
+            else [node.module or ""] if isinstance(node, ast.ImportFrom)
+            else []
         )
-    if w.mode == "train":
-        out.append(f"opts.Training.gradientAccumulation({p.gradient_accumulation})")
-        out.append("poptorch_model = poptorch.trainingModel(model, opts, optimizer=optimizer)")
+    }  # fmt: skip
+    assert imported <= {"torch", "torchvision", "transformers", "poptorch", "popdist"} | (
+        {cfg.model._target_.split(".")[0]} if cfg.model._target_ else set()
+    ), imported
+    # Reasons cite public documents only, not ipu-tune's internal seed notes.
+    assert not re.search(r"seed (guide|hands-on|tutorial|pipelining)", source, re.I)
+    # The plan's values.
+    if host_instances(cfg) > 1 and popdist_env:
+        (_, kwargs) = log.only_call("popdist.poptorch.Options")
+        assert kwargs == {"ipus_per_replica": n_stages}
+        assert not log.calls("poptorch.Options.replicationFactor")
     else:
-        out.append("poptorch_model = poptorch.inferenceModel(model, opts)")
-    if p.io_tiles:
-        out.append(f"opts.TensorLocations.numIOTiles({p.io_tiles})")
-    return [_norm(s) for s in out]
+        assert log.only_call("poptorch.Options.replicationFactor")[0] == (p.replication_factor,)
+    assert log.only_call("poptorch.Options.deviceIterations")[0] == (p.device_iterations,)
+    accumulation = log.calls("poptorch.Options.Training.gradientAccumulation")
+    assert accumulation == ([((p.gradient_accumulation,), {})] if training else [])
+    amp = log.only_call("poptorch.Options.setAvailableMemoryProportion")[0][0]
+    assert amp == {f"IPU{i}": p.available_memory_proportion for i in range(n_stages)}
+    partials = p.partials
+    expected_type = torch.half if partials == "half" else torch.float
+    assert log.only_call("poptorch.Options.Precision.setPartialsType")[0] == (expected_type,)
+    popart = {args[0]: args[1] for args, _ in log.calls("poptorch.Options._Popart.set")}
+    assert popart["defaultPrefetchBufferingDepth"] == p.prefetch_depth
+    _check_blocks(cfg, log)
+    _check_recompute(cfg, log, popart)
+    _check_locations(cfg, log)
+    # PopTorch's compile-time rules (Compiler.cpp L675-701, L1766-1783; options.py L600).
+    if _pipelined(log):
+        if training:
+            assert p.gradient_accumulation >= n_stages
+        else:
+            assert p.device_iterations >= n_stages
+    tiles = log.calls("poptorch.Options.TensorLocations.numIOTiles")
+    assert tiles == ([((p.io_tiles,), {})] if p.io_tiles else [])
+    for (n,), _ in tiles:
+        assert n % 2 == 0 and 32 <= n <= 192
+    if "set_overlap_for_input" in source:
+        assert not _pipelined(log) and tiles
+        assert [repr(a[0]) for a, _ in log.calls("poptorch.Options.outputMode")] in (
+            ["poptorch.OutputMode.All"],
+            ["poptorch.OutputMode.Sum"],
+        )
+    (_, loader_kwargs) = log.only_call("poptorch.DataLoader")
+    assert loader_kwargs["batch_size"] == w.micro_batch_size
+    assert loader_kwargs["num_workers"] == p.dataloader_workers
+    mode = "Async" if p.async_dataloader else "Sync"
+    assert repr(loader_kwargs["mode"]) == f"poptorch.DataLoaderMode.{mode}"
+    model_call = "poptorch.trainingModel" if training else "poptorch.inferenceModel"
+    (args, _) = log.only_call(model_call)
+    assert repr(args[1]) == "poptorch.Options"
+    assert max(len(line) for line in source.splitlines()) <= 99
 
 
-def check_snippet(cfg: EvalConfig, snippet: str) -> None:
-    p, w = cfg.plan, cfg.workload
-    code = _norm(snippet)  # raises SyntaxError when the snippet is not Python
-    for statement in expected(cfg):
-        assert statement in code, f"missing: {statement}"
-    flags = {
-        "useOnChipStorage(False)": p.offload_optimizer_state,
-        "useReplicatedTensorSharding(True)": p.replicated_tensor_sharding,
-        f"minElementsForReplicatedTensorSharding({p.replication_factor})": (
-            p.replicated_tensor_sharding
-        ),
-        "set_overlap_for_input": p.io_tiles > 0,
-        "div(255)": p.eight_bit_io,
-        "autoRecomputation": p.recompute != "none" and w.mode == "train",
-        "recomputationCheckpoint": p.recompute == "every_block" and w.mode == "train",
-        "accum_type=torch.float16": p.precision.endswith("16") and w.mode == "train",
-        "setPartialsType(torch.float16)": p.precision.endswith("16"),
-        "poptorch.DataLoaderMode.Async": p.async_dataloader,
-        "poptorch.DataLoaderMode.Sync": not p.async_dataloader,
-    }
-    for fragment, wanted in flags.items():
-        assert (fragment in code) == wanted, f"{fragment!r} should appear: {wanted}"
-    assert f"num_workers={p.dataloader_workers}" in code
-    assert f"batch_size={w.micro_batch_size}" in code
-    if w.mode == "train":
-        cls = {"sgd": "SGD", "momentum": "SGD", "adam": "Adam", "adamw": "AdamW", "lamb": "LAMB"}
-        assert f"poptorch.optim.{cls[w.optimizer]}(" in code
-        assert ("momentum=0.9" in code) == (w.optimizer == "momentum")
-    if len(p.pipeline.splits):
-        assert p.pipeline.schedule in snippet  # named in the comment, with why
-    assert max(len(line) for line in snippet.splitlines()) <= 99
+def _check_blocks(cfg: EvalConfig, log: Log) -> None:
+    """Each split begins a block on the next IPU, on the very module ipu-tune profiled."""
+    p = cfg.plan
+    calls = log.calls("poptorch.BeginBlock")
+    assert len(calls) == len(p.pipeline.splits)
+    if log.built:
+        model = log.built[0]
+        placements = enumerate(p.pipeline.splits, 1)
+        for (args, kwargs), (ipu, split) in zip(calls, placements, strict=True):
+            assert args[0] is model.get_submodule(module_path(cfg, split))
+            assert kwargs == {"ipu_id": ipu}
 
 
-PLANS = [
-    # The seed tutorial's ladder end point: pipelined on 2 IPUs, 16.16, 8-bit I/O, async loader.
-    {
-        "precision": "16.16",
-        "gradient_accumulation": 8,
-        "device_iterations": 4,
-        "eight_bit_io": True,
-        "async_dataloader": True,
-        "dataloader_workers": 8,
-        "prefetch_depth": 3,
-    },
-    {
-        "stages": 4,
-        "replicas": 2,
-        "schedule": "interleaved",
-        "precision": "16.32",
-        "optimizer": "lamb",
-        "gradient_accumulation": 32,
-        "recompute": "checkpoints",
-        "offload_optimizer_state": True,
-        "replicated_tensor_sharding": True,
-        "available_memory_proportion": 0.3,
-    },
-    {
-        "stages": 2,
-        "schedule": "sharded",
-        "precision": "32.32",
-        "optimizer": "momentum",
-        "recompute": "every_block",
-        "io_tiles": 64,
-        "micro_batch_size": 16,
-    },
-    {"stages": 1, "replicas": 4, "mode": "infer", "precision": "16.16", "device_iterations": 32},
-]
+def _check_recompute(cfg: EvalConfig, log: Log, popart: dict[str, Any]) -> None:
+    p, training = cfg.plan, cfg.workload.mode == "train"
+    pipelined = _pipelined(log)
+    expected = {
+        "auto": None,
+        "none": 0,
+        "checkpoints": 3 if pipelined else 1,
+        "every_block": 3 if pipelined else 1,
+    }[p.recompute]
+    assert popart.get("autoRecomputation") == (expected if training else None)
+    checkpoints = log.built and training and p.recompute in ("checkpoints", "every_block")
+    if checkpoints:
+        model: nn.Module = log.built[0]
+        hooked = {name for name, m in model.named_modules() if m._forward_hooks}
+        blocks = [module_path(cfg, b) for b in _profile(cfg).blocks]
+        if p.recompute == "every_block":
+            assert hooked == set(blocks[:-1])  # every block's output but the model's
+        else:
+            starts = [module_path(cfg, s) for s in p.pipeline.splits]
+            assert hooked == {blocks[blocks.index(s) - 1] for s in starts}
 
 
-@pytest.mark.parametrize("plan", PLANS, ids=["seed", "rts-offload", "sharded", "infer"])
-def test_snippet_sets_every_knob_with_the_simulated_reasons(plan: dict[str, Any]) -> None:
-    cfg = _cfg(**dict(plan))
+def _check_locations(cfg: EvalConfig, log: Log) -> None:
+    p, training = cfg.plan, cfg.workload.mode == "train"
+    placed = log.calls("poptorch.Options.TensorLocations.setOptimizerLocation")
+    wanted = training and (p.offload_optimizer_state or p.replicated_tensor_sharding)
+    assert len(placed) == int(bool(wanted))
+    if wanted:
+        on_chip = log.only_call("poptorch.TensorLocationSettings.useOnChipStorage")[0]
+        assert on_chip == (not p.offload_optimizer_state,)
+        rts = log.calls("poptorch.TensorLocationSettings.useReplicatedTensorSharding")
+        assert rts == ([((True,), {})] if p.replicated_tensor_sharding else [])
+
+
+@pytest.mark.parametrize("name", list(PLANS))
+@pytest.mark.parametrize("popdist_env", [False, True], ids=["direct", "under-poprun"])
+def test_export_runs_public_api_with_the_plans_values(
+    name: str, popdist_env: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = make_config(PLANS[name])
     result = ipu_tune.evaluate(cfg)
-    snippet = poptorch_snippet(cfg, result, _profile())
-    check_snippet(cfg, snippet)
-    # The docstring quotes the simulation: its bottleneck, throughput and fit.
-    doc = " ".join((ast.get_docstring(ast.parse(snippet)) or "").split())
+    source = poptorch_snippet(cfg, result, _profile(cfg))
+    log, _ = run_export(monkeypatch, source, popdist_env)
+    check_poptorch(cfg, source, log, popdist_env)
+    doc = " ".join((ast.get_docstring(ast.parse(source)) or "").split())
     assert f"bottleneck {result.bottleneck}" in doc
     assert f"{result.throughput:,.1f} samples/s" in doc
-    assert ("DOES NOT FIT" in doc) == (not result.fits)
-    if cfg.plan.recompute == "every_block":
-        (names,) = [
-            ast.literal_eval(node.value)
-            for node in ast.walk(ast.parse(snippet))
-            if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "checkpoints"
-        ]
-        assert names == _profile().blocks[1:]  # a checkpoint between every two blocks
 
 
-def test_model_section_builds_the_profiled_module_and_splits_address_it() -> None:
-    cfg = _cfg(stages=4, precision="16.16")
-    snippet = poptorch_snippet(cfg)
-    head = snippet[: snippet.index("opts = poptorch.Options()")].replace("import poptorch", "")
-    namespace: dict[str, Any] = {}
-    with torch.device("meta"):  # the real zoo module, without allocating weights
-        exec(compile(head, "snippet", "exec"), namespace)
-    model = namespace["model"]
-    for node in ast.walk(ast.parse(snippet)):
-        if isinstance(node, ast.Assign) and "BeginBlock" in ast.unparse(node.value):
-            target = ast.unparse(node.targets[0])
-            split = next(s for s in cfg.plan.pipeline.splits if module_access(s) == target)
-            assert eval(target, {"model": model}) is model.get_submodule(split)
+def test_reasons_cite_public_documents_by_section() -> None:
+    source = poptorch_snippet(make_config(PLANS["pipelined-bert"]))
+    comments = " ".join(line.strip("# ") for line in source.splitlines() if "#" in line)
+    for title in (
+        'Memory and Performance Optimisation on the IPU, 4.4.1 "Prefetch and prefetch depth"',
+        'Memory and Performance Optimisation on the IPU, 5.3 "Activation recomputations"',
+        'PyTorch for the IPU: User Guide, "Multi-IPU execution strategies"',
+    ):
+        assert title in " ".join(comments.split()), title
+
+
+def test_recompute_auto_leaves_poptorchs_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    bert = PLANS["pipelined-bert"]
+    raw = {**bert, "plan": {**bert["plan"], "recompute": "none"}}
+    source = poptorch_snippet(make_config(raw))
+    log, _ = run_export(monkeypatch, source)
+    assert ((("autoRecomputation", 0), {})) in log.calls("poptorch.Options._Popart.set")
+    cfg = make_config({**raw, "plan": {**raw["plan"], "recompute": "auto"}})
+    log, _ = run_export(monkeypatch, poptorch_snippet(cfg))
+    assert "autoRecomputation" not in [a[0] for a, _ in log.calls("poptorch.Options._Popart.set")]
+
+
+def test_a_target_model_is_imported_from_the_users_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = make_config(
+        {"model": {"_target_": "tests.results.test_poptorch.tiny_net", "input_shape": [3, 8, 8],
+                   "kwargs": {"width": 4}},
+         "system": {"num_ipus": 2},
+         "plan": {"gradient_accumulation": 4, "pipeline": {"splits": ["head"]}}}
+    )  # fmt: skip
+    source = poptorch_snippet(cfg)
+    assert "from tests.results.test_poptorch import tiny_net as build_model" in source
+    log, namespace = run_export(monkeypatch, source)
+    (args, kwargs) = log.only_call("poptorch.BeginBlock")
+    assert args[0] is namespace["model"].model.head and kwargs == {"ipu_id": 1}
+
+
+def tiny_net(width: int = 2) -> nn.Module:
+    """A user's own model factory (model._target_)."""
+    return _Tiny(width)
+
+
+class _Tiny(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.body = nn.Conv2d(3, width, 3)
+        self.head = nn.Linear(width * 36, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x).flatten(1))
 
 
 class _Encoder(nn.Module):
@@ -209,45 +254,97 @@ def test_module_access_reaches_the_named_submodule(path: str) -> None:
     assert module_access("layer3.8") == "model.layer3[8]"
 
 
-def test_every_resnet_block_is_addressable() -> None:
-    with torch.device("meta"):
-        from ipu_tune.models import build_model
-
-        model, _ = build_model(load_config({"model": MODEL}).model)
-    for block in _profile().blocks:
-        assert eval(module_access(block), {"model": model}) is model.get_submodule(block)
+def _splits(n_stages: int) -> list[str]:
+    blocks = ipu_tune.profile(RESNET).blocks
+    return [blocks[round(i * len(blocks) / n_stages)] for i in range(1, n_stages)]
 
 
 @st.composite
 def configs(draw: st.DrawFn) -> EvalConfig:
-    stages = draw(st.sampled_from([1, 2, 4, 8]))
+    n_stages = draw(st.sampled_from([1, 2, 4]))
     replicas = draw(st.sampled_from([1, 2, 4]))
     mode = draw(st.sampled_from(["train", "infer"]))
-    return _cfg(
-        stages=stages,
-        replicas=replicas,
-        mode=mode,
-        micro_batch_size=draw(st.integers(1, 512)),
-        optimizer=draw(st.sampled_from(["sgd", "momentum", "adam", "adamw", "lamb"])),
-        schedule=draw(st.sampled_from(["grouped", "interleaved", "sharded"])),
-        precision=draw(st.sampled_from(["32.32", "16.32", "16.16"])),
-        gradient_accumulation=1 if mode == "infer" else draw(st.integers(1, 256)),
-        device_iterations=draw(st.integers(1, 1000)),
-        recompute=draw(st.sampled_from(["none", "checkpoints", "every_block"])),
-        available_memory_proportion=draw(st.sampled_from([0.05, 0.1, 0.25, 0.6, 1.0])),
-        offload_optimizer_state=draw(st.booleans()),
-        replicated_tensor_sharding=replicas > 1 and draw(st.booleans()),
-        prefetch_depth=draw(st.integers(1, 8)),
-        io_tiles=draw(st.sampled_from([0, 32, 64, 128, 192])),
-        eight_bit_io=draw(st.booleans()),
-        async_dataloader=draw(st.booleans()),
-        dataloader_workers=draw(st.integers(1, 64)),
-    )
+    plan = {
+        "replication_factor": replicas,
+        "pipeline": {"splits": _splits(n_stages),
+                     "schedule": draw(st.sampled_from(["grouped", "interleaved", "sharded"]))},
+        "precision": draw(st.sampled_from(["32.32", "16.32", "16.16"])),
+        "gradient_accumulation": 1 if mode == "infer" else draw(st.integers(4, 256)),
+        "device_iterations": draw(st.integers(4, 1000)),
+        "recompute": draw(st.sampled_from(["auto", "none", "checkpoints", "every_block"])),
+        "partials": draw(st.sampled_from(["float", "half"])),
+        "available_memory_proportion": draw(st.sampled_from([0.05, 0.25, 0.6, 1.0])),
+        "offload_optimizer_state": draw(st.booleans()),
+        "replicated_tensor_sharding": replicas > 1 and draw(st.booleans()),
+        "prefetch_depth": draw(st.integers(1, 8)),
+        "io_tiles": draw(st.sampled_from([0, 32, 64, 192])),
+        "eight_bit_io": draw(st.booleans()),
+        "async_dataloader": draw(st.booleans()),
+        "dataloader_workers": draw(st.integers(1, 64)),
+        "host_instances": draw(st.sampled_from([i for i in (1, 2, 4) if replicas % i == 0])),
+    }  # fmt: skip
+    return make_config({
+        "model": RESNET,
+        "workload": {"mode": mode, "micro_batch_size": draw(st.integers(1, 512)),
+                     "optimizer": draw(st.sampled_from(["sgd", "momentum", "adam", "adamw",
+                                                        "lamb"]))},
+        "system": {"num_ipus": n_stages * replicas},
+        "plan": plan,
+    })  # fmt: skip
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(configs(), st.booleans())
-def test_any_valid_plan_gives_a_snippet_with_its_knobs(cfg: EvalConfig, with_profile: bool) -> None:
-    snippet = poptorch_snippet(cfg, None, _profile() if with_profile else None)
-    check_snippet(cfg, snippet)
-    assert "No simulated result" in snippet
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(cfg=configs(), with_profile=st.booleans(), popdist_env=st.booleans())
+def test_any_valid_plan_gives_a_program_with_its_values(
+    cfg: EvalConfig, with_profile: bool, popdist_env: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = poptorch_snippet(cfg, None, _profile(cfg) if with_profile else None)
+    with monkeypatch.context() as patch:
+        log, _ = run_export(patch, source, popdist_env)
+        if not with_profile:
+            log.built.clear()  # no profile: no checkpoint names to compare
+        check_poptorch(cfg, source, log, popdist_env)
+    assert "No simulated result" in source
+
+
+ZOO_SHAPES = {"bert_base": None, "bert_large": None, "mnist_cnn": [1, 28, 28]}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["resnet18", "resnet34", "resnet50", "resnet152", "resnext50_32x4d", "resnext101_32x8d",
+     "resnext50", "vit_b_16", "vit_b16", "bert_base", "bert_large", "mnist_cnn"],
+)  # fmt: skip
+def test_every_zoo_model_is_built_by_its_public_constructor(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model: dict[str, Any] = {"name": name, "num_classes": 10}
+    if name.startswith("bert"):
+        model = {"name": name, "sequence_length": 128, "num_classes": 30522}
+    else:
+        model["input_shape"] = ZOO_SHAPES.get(name) or [3, 32, 32]
+    blocks = ipu_tune.profile(model).blocks
+    split = blocks[len(blocks) // 2]
+    cfg = make_config(
+        {"model": model, "system": {"num_ipus": 2},
+         "plan": {"gradient_accumulation": 4, "recompute": "every_block",
+                  "pipeline": {"splits": [split]}}}
+    )  # fmt: skip
+    source = poptorch_snippet(cfg, None, _profile(cfg))
+    log, namespace = run_export(monkeypatch, source)
+    built = log.built[0] if log.built else namespace["model"].model  # mnist: defined in the file
+    assert "ipu_tune" not in source.replace("ipu-tune", "")
+    ((args, kwargs),) = log.calls("poptorch.BeginBlock")
+    assert args[0] is built.get_submodule(module_path(cfg, split)) and kwargs == {"ipu_id": 1}
+    hooked = {n for n, m in built.named_modules() if m._forward_hooks}
+    assert hooked == {module_path(cfg, b) for b in blocks[:-1]}
+
+
+def test_a_plan_poptorch_would_reject_says_so_in_the_header() -> None:
+    bert = PLANS["pipelined-bert"]
+    cfg = make_config({**bert, "plan": {**bert["plan"], "gradient_accumulation": 2}})
+    doc = " ".join((ast.get_docstring(ast.parse(poptorch_snippet(cfg))) or "").split())
+    assert "WARNING, PopTorch will reject this plan at compile time" in doc
+    assert "gradient accumulation 2 < 4 pipeline stages" in doc
+    assert "WARNING" not in poptorch_snippet(make_config(bert))

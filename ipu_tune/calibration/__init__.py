@@ -1,0 +1,30 @@
+"""Calibration of the simulator against measured runs: a client of `ipu_tune.simulator`.
+
+`default_points()` are the package's measured runs (`points.yaml`, from
+shared/reference/calibration.yaml); `predict` simulates them; `fit_constants` refits the
+simulator's free constants (`ipu_tune.simulator.FITTED`) by least squares in log space
+(`python -m ipu_tune calibrate`).
+"""
+
+from ipu_tune.calibration._fit import (
+    FitResult,
+    Prediction,
+    fit_constants,
+    loss,
+    nelder_mead,
+    predict,
+)
+from ipu_tune.calibration._points import POINTS_FILE, CalibrationPoint, default_points, load_points
+
+__all__ = [
+    "POINTS_FILE",
+    "CalibrationPoint",
+    "FitResult",
+    "Prediction",
+    "default_points",
+    "fit_constants",
+    "load_points",
+    "loss",
+    "nelder_mead",
+    "predict",
+]

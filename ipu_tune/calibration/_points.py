@@ -1,0 +1,127 @@
+"""Measured runs: loading the rows the calibration fits and validates against.
+
+A measured run is an evaluate-schema config plus what was measured (`samples_per_s`,
+`device_cycles` of one call, `result: fits|out_of_memory`); `points.yaml` holds the package's
+own (seed tutorial, pipelining tutorial, MLPerf). Rows come from YAML, CSV (dotted headers) or
+mappings; bad rows raise `IpuTuneError` naming the row and key.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ipu_tune.config import EvalConfig, load_config
+from ipu_tune.errors import IpuTuneError, bad_value
+
+__all__ = ["POINTS_FILE", "CalibrationPoint", "default_points", "load_points"]
+
+POINTS_FILE = Path(__file__).with_name("points.yaml")
+_MEASURED = ("samples_per_s", "device_cycles", "result")
+_META = ("name", "source", "weight", "tolerance")
+_RESULTS = ("fits", "out_of_memory")
+
+
+@dataclass(frozen=True)
+class CalibrationPoint:
+    name: str
+    config: EvalConfig
+    samples_per_s: float | None = None
+    device_cycles: float | None = None
+    result: str | None = None  # fits | out_of_memory
+    weight: float = 1.0
+    tolerance: float | None = None  # relative; used by validation, not by the fit
+
+
+def _number(row: str, key: str, value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise bad_value(f"{row}.{key}", value, "must be a number") from None
+    if not out > 0.0:
+        raise bad_value(f"{row}.{key}", value, "must be positive")
+    return out
+
+
+def _point(index: int, row: Mapping[str, Any]) -> CalibrationPoint:
+    name = str(row.get("name") or f"row{index + 1}")
+    result = row.get("result")
+    if result in ("", None):
+        result = None
+    elif result not in _RESULTS:
+        raise bad_value(f"{name}.result", result, "allowed: fits, out_of_memory")
+    config = {k: v for k, v in row.items() if k not in _MEASURED and k not in _META}
+    point = CalibrationPoint(
+        name=name,
+        config=load_config(config),
+        samples_per_s=_number(name, "samples_per_s", row.get("samples_per_s")),
+        device_cycles=_number(name, "device_cycles", row.get("device_cycles")),
+        result=result,
+        weight=_number(name, "weight", row.get("weight")) or 1.0,
+        tolerance=_number(name, "tolerance", row.get("tolerance")),
+    )
+    if point.samples_per_s is None and point.device_cycles is None and point.result is None:
+        raise IpuTuneError(f"{name}: nothing measured; give samples_per_s, device_cycles or result")
+    return point
+
+
+def _undot(flat: Mapping[str, str]) -> dict[str, Any]:
+    """A CSV row with dotted headers (plan.precision) as a nested mapping; cells parse as YAML
+    scalars or flow lists ([layer3.8], [3, 224, 224])."""
+    out: dict[str, Any] = {}
+    for key, cell in flat.items():
+        if key is None or cell is None or str(cell).strip() == "":
+            continue
+        value = yaml.safe_load(cell)
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[CalibrationPoint]:
+    """Rows from a YAML file (a list, or a mapping with `points:`), a CSV with dotted column
+    names, or an iterable of mappings."""
+    rows: list[Mapping[str, Any]]
+    if isinstance(source, str | Path):
+        path = Path(source)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise IpuTuneError(f"{str(path)!r}: cannot be read ({exc.strerror})") from None
+        if path.suffix.lower() == ".csv":
+            rows = [_undot(r) for r in csv.DictReader(text.splitlines())]
+        else:
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError:
+                raise IpuTuneError(f"{str(path)!r}: not valid YAML") from None
+            if isinstance(data, Mapping):
+                data = data.get("points")
+            if not isinstance(data, list):
+                raise IpuTuneError(f"{str(path)!r}: expected a list of rows or a `points:` list")
+            rows = data
+    else:
+        rows = list(source)
+    points = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise IpuTuneError(f"row{i + 1}: expected a mapping, got {type(row).__name__}")
+        points.append(_point(i, row))
+    if not points:
+        raise IpuTuneError("calibration: no measured rows")
+    return points
+
+
+def default_points() -> list[CalibrationPoint]:
+    """The package's measured runs (`points.yaml`)."""
+    return load_points(POINTS_FILE)

@@ -1,0 +1,151 @@
+"""Per weight update: optimizer update, gradient collectives across replicas, and offloaded
+optimizer-state traffic (phases `weight_update`, `all_reduce_pod`, `all_reduce_gw`,
+`streaming_memory`).
+
+Placement (`ReplicaLayout`): a replica's pipeline stages sit on neighbouring IPUs, replicas one
+after another, so IPU-Machines (4 IPUs) fill first, then the IPU-Link domain (POD, up to 64
+IPUs), then further PODs (`ipu_tune.hardware.MachineSpec`).
+
+Collectives of one stage's gradients across replicas (seed guide 4.3.1, Fig 4.3), hierarchical
+as the IPU-Fabric is: reduce-scatter inside the IPU-Machine, then across the machines of the POD
+(IPU-Links), all-reduce of each IPU's shard across PODs over the GW-Links, then all-gather back
+the same way. A ring tier of k members moves 2(k-1)/k of what enters it per IPU; each tier
+works on the shard the tier below left (bytes / IPUs below). PopART reduces every gradient
+tensor by its own collective (unless `replicatedCollectivesSettings.mergeAllReduceCollectives`,
+framework-apis.md 1.12), and every ring step ends in a sync: 15 ns per hop counted twice
+(poplibs' cost model) times the hops across the tier (1 inside a machine; a ring of machines is
+machines/2 hops across), and a GW-Link round trip per step across PODs. So the sync cost per
+weight update grows with the machines and PODs spanned and with the tensors of the model.
+
+Replicated tensor sharding does the reduce-scatter half, updates its shard, and all-gathers the
+updated weights the same way (seed guide 4.7, ZeRO), adding the gather/scatter compute sets.
+Offloaded optimizer state is read and written over the streaming-memory path at every weight
+update (seed guide 4.4.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ipu_tune.hardware import System
+from ipu_tune.plan import ExecutionPlan
+from ipu_tune.simulator._constants import OPTIMIZER_STATE, SimConstants, state_bytes_per_param
+from ipu_tune.simulator._stages import StageShape
+
+__all__ = ["ReplicaLayout", "UpdateTimes", "replica_layout", "update_times"]
+
+
+@dataclass(frozen=True)
+class ReplicaLayout:
+    """Where one stage's replicas sit: the members of each ring tier and the sync hops."""
+
+    in_machine: int  # replicas of a ring inside one IPU-Machine
+    machines: int  # machines a POD's ring spans
+    pods: int  # IPU-Link domains (PODs) spanned, joined by GW-Links
+    machine_hops: int  # sync hops across the ring of machines
+
+
+SINGLE = ReplicaLayout(1, 1, 1, 0)
+
+
+def replica_layout(system: System, plan: ExecutionPlan) -> ReplicaLayout:
+    m = system.machine
+    n = plan.stages
+    r = plan.replication_factor
+    in_machine = max(1, min(r, m.ipus_per_machine // n))
+    per_pod = max(1, min(r, m.ipu_link_domain_ipus // n))
+    machines = max(1, per_pod // in_machine)
+    pods = max(1, -(-r // per_pod))
+    return ReplicaLayout(in_machine, machines, pods, machines // 2)
+
+
+@dataclass(frozen=True)
+class UpdateTimes:
+    """Seconds per weight update; stages run theirs concurrently, so each is the slowest
+    stage's."""
+
+    weight_update_s: float = 0.0
+    all_reduce_pod_s: float = 0.0
+    all_reduce_gw_s: float = 0.0
+    streaming_memory_s: float = 0.0
+    rts_gather_s: float = 0.0
+    pods: int = 1  # PODs the replicas span
+
+    @property
+    def total_s(self) -> float:
+        return (self.weight_update_s + self.all_reduce_pod_s + self.all_reduce_gw_s
+                + self.streaming_memory_s)
+
+
+NO_UPDATE = UpdateTimes()
+
+
+def update_times(
+    shapes: Sequence[StageShape], system: System, plan: ExecutionPlan, c: SimConstants
+) -> UpdateTimes:
+    if not plan.training:
+        return NO_UPDATE
+    layout = replica_layout(system, plan) if plan.replication_factor > 1 else SINGLE
+    wu = pod = gw = sm = rts = 0.0
+    for x in shapes:
+        wu = max(wu, _weight_update_s(x, system, plan, c))
+        sm = max(sm, _streaming_memory_s(x, system, plan))
+        p, g, gather = _all_reduce_s(x, system, plan, c, layout)
+        if p + g > pod + gw:
+            pod, gw = p, g
+        rts = max(rts, gather)
+    return UpdateTimes(wu, pod, gw, sm, rts, layout.pods)
+
+
+def _weight_update_s(x: StageShape, system: System, plan: ExecutionPlan,
+                     c: SimConstants) -> float:
+    """Optimizer update of the stage's (shard of the) parameters: each state touched once by
+    a fused vertex, plus one compute set per parameter tensor."""
+    ipu = system.ipu
+    shard = plan.replication_factor if plan.replicated_tensor_sharding else 1
+    moments = OPTIMIZER_STATE[plan.optimizer].moments
+    touched = (x.params / shard) * (2 + moments + (1 if plan.gradient_accumulation > 1 else 0))
+    compute_tiles = ipu.tiles - plan.io_tiles
+    return (touched * c.weight_update_cycles_per_element / compute_tiles
+            + x.param_ops * c.compute_set_overhead_cycles) / ipu.clock_hz
+
+
+def _streaming_memory_s(x: StageShape, system: System, plan: ExecutionPlan) -> float:
+    if not plan.offload_optimizer_state:
+        return 0.0
+    shard = plan.replication_factor if plan.replicated_tensor_sharding else 1
+    state = x.params / shard * state_bytes_per_param(plan.optimizer, plan.model_fp16)
+    return 2.0 * state / system.ipu.streaming_memory_bytes_per_s
+
+
+def _ring(members: int) -> float:
+    """Share of the bytes entering a ring tier that each member sends, reduce-scatter plus
+    all-gather: 2(k-1)/k."""
+    return 2.0 * (members - 1) / members
+
+
+def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimConstants,
+                  layout: ReplicaLayout) -> tuple[float, float, float]:
+    """(inside-POD seconds, across-POD seconds, RTS weight all-gather seconds) of the stage's
+    gradients."""
+    if plan.replication_factor <= 1:
+        return 0.0, 0.0, 0.0
+    ipu, m = system.ipu, system.machine
+    link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
+    gw_bw = m.gw_link_bytes_per_s / m.ipus_per_machine  # the machine's GW-Links, per IPU
+    grads = x.params * (2.0 if plan.model_fp16 else 4.0)
+    a, k, pods = layout.in_machine, layout.machines, layout.pods
+    tensors = max(1.0, x.param_ops)
+    sync_hop = 2.0 * m.sync_latency_per_hop_s
+    pod_s = (_ring(a) * grads + _ring(k) * grads / a) / link_bw + tensors * sync_hop * (
+        2 * (a - 1) + 2 * (k - 1) * max(1, layout.machine_hops))
+    gw_s = 0.0
+    if pods > 1:
+        gw_s = _ring(pods) * grads / (a * k) / gw_bw + (
+            tensors * 2 * (pods - 1) * m.gw_link_step_latency_s)
+    gather = 0.0
+    if plan.replicated_tensor_sharding:
+        gather = (pod_s + gw_s) / 2.0  # the all-gather half carries the updated weights
+        pod_s += 2 * x.param_ops * c.compute_set_overhead_cycles / ipu.clock_hz
+    return pod_s, gw_s, gather

@@ -1,0 +1,131 @@
+"""Issue 13 on stored studies: exports to unwritable places, code named by a stored study or a
+config file, and a full disk (a small tmpfs) that a resume recovers from."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+from ipu_tune.__main__ import main
+from tests.conftest import run_cli
+
+TARGET = "tests.models.factories.tiny_mlp"
+
+
+@contextmanager
+def _tmpfs(where: Path, size: str, *options: str) -> Iterator[Path]:
+    where.mkdir(parents=True, exist_ok=True)
+    opts = ",".join([f"size={size}", *options])
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip()})")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results dir with study `s` (3 trials of the MNIST CNN)."""
+    root = tmp_path_factory.mktemp("stored")
+    proc = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=3",
+                    "study.progress_bar=false"], cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return root / "results"
+
+
+def _exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    assert isinstance(info.value.code, int)
+    return info.value.code, err
+
+
+@pytest.mark.parametrize("where", ["/proc/ipu_tune_table.csv", "{tmp}/a_dir.csv",
+                                   "/proc/self/status.csv"])
+def test_export_output_unwritable_is_one_line(
+    where: str, stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a_dir.csv").mkdir()
+    out = where.replace("{tmp}", str(tmp_path))
+    code, err = _exit(["export", "s", "--output", out, "--results-dir", str(stored)], capsys)
+    assert code == 2 and out in err and "cannot be written" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_dir.csv"]
+    assert list((tmp_path / "a_dir.csv").iterdir()) == []
+
+
+def test_export_output_read_only_place_is_one_line(
+    stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with _tmpfs(tmp_path / "ro", "1m", "ro") as ro:
+        out = str(ro / "t.csv")
+        code, err = _exit(["export", "s", "--output", out, "--results-dir", str(stored)],
+                          capsys)
+        assert code == 2 and out in err and "Read-only" in err
+
+
+def test_report_of_a_stored_target_needs_the_trust_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = run_cli([f"model._target_={TARGET}", "model.input_shape=[8]", "study.name=t",
+                    "study.n_trials=2", "study.progress_bar=false"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    results = str(tmp_path / "results")
+    code, err = _exit(["report", "t", "--results-dir", results], capsys)
+    assert code == 2 and "--trust-remote-code" in err and TARGET in err
+    code, _ = _exit(["report", "t", "--results-dir", results, "--trust-remote-code"], capsys)
+    assert code == 0
+
+
+def test_target_from_a_config_dir_needs_trust_remote_code(tmp_path: Path) -> None:
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    sentinel = tmp_path / "sentinel"
+    (conf / "shared.yaml").write_text(
+        "# @package _global_\n"
+        f"model: {{_target_: {TARGET}, input_shape: [8]}}\n")
+    args = ["--config-dir", str(tmp_path / "conf"), "+experiment=shared", "study.name=x",
+            "study.n_trials=1", "study.progress_bar=false"]
+    proc = run_cli(args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "trust_remote_code=true" in proc.stderr and TARGET in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and not sentinel.exists()
+    assert not (tmp_path / "results" / "x").exists()
+    ok = run_cli([*args, "trust_remote_code=true"], cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "results" / "x" / "best.yaml").is_file()
+
+
+def _complete(journal: Path, name: str) -> int:
+    """Finished trials as plain Optuna (no ipu-tune code) reads the journal."""
+    storage = JournalStorage(JournalFileBackend(str(journal)))
+    study = optuna.load_study(study_name=name, storage=storage)
+    return sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+
+
+def test_full_disk_is_one_line_and_a_resume_recovers_every_trial(tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "disk", "400k") as disk:
+        args = ["model=mnist_cnn", "study.name=full", "study.progress_bar=false"]
+        proc = run_cli([*args, "study.n_trials=500"], cwd=disk)
+        assert proc.returncode != 0
+        assert proc.stderr.strip().count("\n") == 0, proc.stderr
+        assert "Traceback" not in proc.stderr and "disk" in proc.stderr
+        journal = disk / "results" / "ipu_tune.journal"
+        before = _complete(journal, "full")
+        assert before > 0
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        again = run_cli([*args, f"study.n_trials={before + 3}"], cwd=disk)
+        assert again.returncode == 0, again.stderr
+        assert f"{before + 3} finished trials" in again.stdout
+        assert _complete(journal, "full") == before + 3
