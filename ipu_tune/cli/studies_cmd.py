@@ -11,7 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.case import build_system
-from ipu_tune.cli._common import TRUST_HELP, fail
+from ipu_tune.cli._common import TRUST_HELP, fail, print_out
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import profile_model
@@ -95,8 +95,15 @@ def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneCo
 
 def load_problem(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneConfig,
                                                    SearchProblem]:
-    """The stored study named by `args.study`, its config and its search problem."""
+    """The stored study named by `args.study`, its config and its search problem.
+
+    Code named by the stored config (`model._target_`) runs only with --trust-remote-code."""
     study, target, cfg = _load(args)
+    if cfg.model._target_ and not getattr(args, "trust_remote_code", False):
+        raise IpuTuneError(
+            f"model._target_={cfg.model._target_[:80]!r} of study {args.study!r}: code named "
+            "in a stored study runs only with --trust-remote-code"
+        )
     meta = StudyMeta.of(study)
     pinned = frozenset(meta.pinned if meta else [])
     problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg), pinned=pinned)
@@ -104,7 +111,9 @@ def load_problem(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget,
 
 
 def storage_args(parser: argparse.ArgumentParser) -> None:
+    """--storage, --results-dir and --trust-remote-code of the commands on a stored study."""
     _storage_args(parser)
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
 
 
 def report_main(argv: Sequence[str]) -> int:
@@ -245,7 +254,7 @@ def trials_main(argv: Sequence[str]) -> int:
                              "(repeatable)")
     parser.add_argument("--fits", action="store_true", help="only feasible trials")
     parser.add_argument("--csv", action="store_true", help="print CSV instead of a table")
-    _storage_args(parser)
+    storage_args(parser)
     args = parser.parse_args(list(argv))
     try:
         if args.top < 1:
