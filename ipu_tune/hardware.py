@@ -1,4 +1,5 @@
-"""IPU and host presets with sourced constants (shared/reference/ipu-hardware.md).
+"""IPU, machine (IPU-Fabric) and host-server presets with sourced constants
+(shared/reference/ipu-hardware.md).
 
 Each figure names its status there: read (stated by a source), derived (arithmetic on read
 figures) or estimate (no public figure; calibration settles it). Units live in the names.
@@ -123,6 +124,8 @@ class MachineSpec:
 
 # Machines by IPU generation.
 MACHINES: dict[str, MachineSpec] = {
+    # Mk1: a C2 card in a host (read: PCIe Gen3 x16 to it); no GW-Links, so the figure for
+    # joining domains is an estimate (one 100 GbE port of the host).
     "mk1": MachineSpec("C2 card", ipus_per_machine=2, ipu_link_domain_ipus=16,
                        host_port_bytes_per_s=16 * GB, gw_link_bytes_per_s=12.5 * GB),
     "mk2": MachineSpec("IPU-M2000", ipus_per_machine=4, ipu_link_domain_ipus=64,

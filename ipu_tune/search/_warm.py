@@ -126,7 +126,7 @@ def balanced_config(problem: SearchProblem, cfg: EvalConfig) -> EvalConfig:
     codec = problem.codec
     stages = codec.stages_of(cfg.plan.replication_factor)
     if codec.split_search is None or stages == 1 or stages > len(codec.blocks):
-        return cfg  # nothing to balance, or too few blocks: the simulator reports infeasible
+        return cfg  # nothing to balance, or more stages than blocks: no split exists
     plan = plan_from_config(cfg)
     model = StageCostModel(problem.profile, plan,
                            simulator_block_cycles(problem.profile, problem.system, plan))

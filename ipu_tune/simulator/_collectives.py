@@ -86,15 +86,18 @@ def update_times(
 ) -> UpdateTimes:
     if not plan.training:
         return NO_UPDATE
-    layout = replica_layout(system, plan) if plan.replication_factor > 1 else SINGLE
+    replicated = plan.replication_factor > 1
+    layout = replica_layout(system, plan) if replicated else SINGLE
     wu = pod = gw = sm = rts = 0.0
     for x in shapes:
         wu = max(wu, _weight_update_s(x, system, plan, c))
-        sm = max(sm, _streaming_memory_s(x, system, plan))
-        p, g, gather = _all_reduce_s(x, system, plan, c, layout)
-        if p + g > pod + gw:
-            pod, gw = p, g
-        rts = max(rts, gather)
+        if plan.offload_optimizer_state:
+            sm = max(sm, _streaming_memory_s(x, system, plan))
+        if replicated:
+            p, g, gather = _all_reduce_s(x, system, plan, c, layout)
+            if p + g > pod + gw:
+                pod, gw = p, g
+            rts = max(rts, gather)
     return UpdateTimes(wu, pod, gw, sm, rts, layout.pods)
 
 

@@ -26,7 +26,7 @@ from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
 from ipu_tune.simulator._memory import recompute_mode, stage_memory, stash_depth
 from ipu_tune.simulator._pipeline import StageParts, StepCore, pipeline_step
-from ipu_tune.simulator._result import TIME_PHASES, IpuMemory, SimResult, StageTime
+from ipu_tune.simulator._result import IpuMemory, SimResult, StageTime
 from ipu_tune.simulator._stages import StageShape, stage_shapes
 
 __all__ = ["simulate"]
@@ -184,19 +184,19 @@ def _call_time(
 
 def _phases(core: StepCore, update: UpdateTimes, call: CallTime, di: int) -> dict[str, float]:
     """Seconds per step by TIME_PHASES (host parts of the call amortised per step)."""
-    phases = dict.fromkeys(TIME_PHASES, 0.0)
-    phases["compute"] = core.compute
-    phases["exchange"] = core.exchange
-    phases["inter_ipu"] = core.inter_ipu
-    phases["pipeline_ramp"] = call.ramp_s
-    phases["weight_update"] = update.weight_update_s
-    phases["all_reduce_pod"] = update.all_reduce_pod_s
-    phases["all_reduce_gw"] = update.all_reduce_gw_s
-    phases["streaming_memory"] = update.streaming_memory_s
-    phases["host_io"] = call.host_io_s
-    phases["host_preprocess"] = call.host_exposed_s / di
-    phases["host_overhead"] = call.call_cost_s / di
-    return phases
+    return {
+        "compute": core.compute,
+        "exchange": core.exchange,
+        "inter_ipu": core.inter_ipu,
+        "pipeline_ramp": call.ramp_s,
+        "weight_update": update.weight_update_s,
+        "all_reduce_pod": update.all_reduce_pod_s,
+        "all_reduce_gw": update.all_reduce_gw_s,
+        "streaming_memory": update.streaming_memory_s,
+        "host_io": call.host_io_s,
+        "host_preprocess": call.host_exposed_s / di,
+        "host_overhead": call.call_cost_s / di,
+    }
 
 
 def _bottleneck(fits: bool, plan: ExecutionPlan, call: CallTime,

@@ -41,3 +41,12 @@ def test_throughput_search_raises_instances_on_a_host_bound_pod16() -> None:
     assert single.throughput < result.throughput
     assert single.bottleneck == "host_preprocess" or single.extras["host_call_s"] > (
         single.extras["device_call_s"])
+
+
+def test_warm_start_on_a_pod64_with_more_ipus_than_blocks() -> None:
+    """The user's single-replica plan would need 64 stages of an 18-block model: the warm
+    plans skip splitting it rather than failing, and the others replicate."""
+    problem = make_problem(compose_cfg("model=resnet50", "system=pod64",
+                                       "workload.micro_batch_size=16"))
+    plans = problem.warm_plans()
+    assert plans and all(wp.config.plan.replication_factor > 1 for wp in plans)
