@@ -56,6 +56,11 @@ def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[RunSumm
     return out
 
 
+def _eval_part(cfg: TuneConfig) -> dict[str, Any]:
+    plain = to_plain_dict(cfg)
+    return {k: plain[k] for k in ("model", "workload", "system", "plan")}
+
+
 def a_splits(cfg: Any) -> list[str]:
     return list(cfg.plan.pipeline.splits)
 
@@ -109,7 +114,7 @@ def test_summary_studies_and_report_name_the_objective_with_unit_and_value(
         assert count == len(summary.changes) == TrialRecord.of(best).changes
         want = f"{count} change" + ("" if count == 1 else "s")
         assert want in best_line and want in listing
-        user = load_config(to_plain_dict(_cfg(tmp)))
+        user = load_config(_eval_part(_cfg(tmp)))
         got = load_config(dict(TrialRecord.of(best).config))
         for change in summary.changes:
             assert change in best_line
@@ -237,12 +242,15 @@ def test_evaluate_takes_hydra_style_overrides(studies: dict[str, tuple[RunSummar
 
 
 def test_compare_marks_the_differences(studies: dict[str, tuple[RunSummary, Path]],
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+                                       capsys: pytest.CaptureFixture[str],
+                                       tmp_path: Path) -> None:
     from ipu_tune.cli.compare_cmd import main as compare_main
 
     summary, tmp = studies["throughput"]
     a = str(tmp / summary.study_name / "best.yaml")
-    b = str(REPO / "conf/experiment/seed_resnet101.yaml")
+    seed = tmp_path / "seed.yaml"  # the seed experiment as a plain config file
+    seed.write_text(yaml.safe_dump(_eval_part(_cfg(tmp_path))))
+    b = str(seed)
     assert compare_main([a, b, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     plan = {r["name"]: r for r in data["plan"]}
