@@ -324,7 +324,12 @@ def render_report(
     else:
         page.figure("pareto" if multi else "history", history_figure(plots))
     page.heading("Parameter importances", "Optuna's PED-ANOVA importance of each searched knob.")
-    imp = importances_figure(plots)
+    fits_any = "fits" in results and bool(results["fits"].fillna(False).astype(bool).any())
+    # With no plan that fits every objective value is the same penalty: importances of it
+    # would only rank noise.
+    imp = (importances_figure(plots) if fits_any or not has_complete else
+           "No plan fits: every trial has the same objective value, so no knob is more "
+           "important than another. See the remedies above.")
     if isinstance(imp, str):
         page.note("importances", imp)
     else:
