@@ -31,6 +31,12 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
                "export a study's results table to Parquet or CSV"),
     "calibrate": ("ipu_tune.cli.calibrate_cmd", "main",
                   "refit the simulator's constants to measured runs"),
+    "explain": ("ipu_tune.cli.explain_cmd", "main",
+                "the optimisation ladder from your plan to the study's best, one change a step"),
+    "trials": ("ipu_tune.cli.studies_cmd", "trials_main",
+               "a study's trials: top N, filters, sort by any column"),
+    "compare": ("ipu_tune.cli.compare_cmd", "main",
+                "two plans side by side: plan, memory by category, time by phase"),
 }
 COMMAND_NAMES = tuple(_COMMANDS)
 

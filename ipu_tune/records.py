@@ -115,6 +115,7 @@ def _sim_result(detail: Mapping[str, Any]) -> SimResult | None:
             samples_per_step=int(detail.get("samples_per_step") or 0),
             device_throughput=float(detail.get("device_throughput") or 0.0),
             extras=dict(detail.get("extras") or {}),
+            latency_s=float(detail.get("latency_s") or 0.0),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         return None

@@ -1,4 +1,8 @@
-"""`ipu-tune evaluate FILE [--json]`: simulate one config and print the breakdown."""
+"""`ipu-tune evaluate FILE [key=value ...] [--json]`: simulate one config, print the breakdown.
+
+Overrides are spelled as Hydra spells them (`plan.precision=16.16`, `plan.pipeline.splits=[a,b]`,
+`~plan.io_tiles` back to the default) and applied to the file's config before it is checked.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,58 @@ from pathlib import Path
 
 from ipu_tune._api import evaluate_config
 from ipu_tune.cli._common import TRUST_HELP, fail, print_out
-from ipu_tune.config import load_config, read_yaml
+from ipu_tune.config import EvalConfig, load_config, read_yaml, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import DEFAULT_CONSTANTS, constants_from_mapping
 
-__all__ = ["main"]
+__all__ = ["apply_overrides", "main"]
+
+
+def apply_overrides(path: str, overrides: Sequence[str],
+                    trust_remote_code: bool = False) -> EvalConfig:
+    """The config of YAML file `path` with Hydra-style `overrides` applied, then checked."""
+    cfg = load_config(path, trust_remote_code=trust_remote_code)
+    if not overrides:
+        return cfg
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    from ipu_tune.knobs import knob
+
+    plain = OmegaConf.create(to_plain_dict(cfg))
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            (o,) = parser.parse_overrides([text])
+        except HydraException as exc:
+            raise IpuTuneError(f"override {text!r}: not key=value ({exc})") from None
+        key = o.key_or_group
+        if o.is_delete():
+            node = plain
+            *parents, leaf = key.split(".")
+            for part in parents:
+                node = node.get(part) if node is not None else None
+            if node is None or leaf not in node:
+                raise IpuTuneError(f"override {text!r}: {key} is not set in {path}")
+            del node[leaf]
+            continue
+        value = o.value()
+        try:
+            k = knob(key)
+        except KeyError:
+            k = None
+        if k is not None and k.type is str and not isinstance(value, str):
+            value = text.split("=", 1)[1].strip()  # 16.16 is a precision, not a number
+        if OmegaConf.select(plain, key, default="<missing>") == "<missing>" and not o.is_add():
+            section = key.split(".", 1)[0]
+            if section not in ("model", "workload", "system", "plan"):
+                raise IpuTuneError(f"override {text!r}: unknown key {key!r}; keys begin with "
+                                   "model., workload., system. or plan.")
+        OmegaConf.update(plain, key, value, merge=False, force_add=True)
+    data = OmegaConf.to_container(plain)
+    assert isinstance(data, dict)
+    return load_config({str(k): v for k, v in data.items()}, trust_remote_code=trust_remote_code)
 
 
 def _read_constants(path: str) -> dict[str, float]:
@@ -29,13 +80,17 @@ def main(argv: Sequence[str]) -> int:
         description="Simulate one plan (a YAML of the config schema, e.g. an exported best.yaml).",
     )
     parser.add_argument("config", help="path to a YAML config (model/workload/system/plan)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="Hydra-style overrides, e.g. plan.precision=16.16 "
+                             "workload.micro_batch_size=16")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--constants", metavar="FILE",
                         help="simulator constants YAML written by `ipu-tune calibrate --output`")
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
-        cfg = load_config(args.config, trust_remote_code=args.trust_remote_code)
+        cfg = apply_overrides(args.config, args.overrides,
+                              trust_remote_code=args.trust_remote_code)
         constants = DEFAULT_CONSTANTS
         if args.constants:
             constants = constants_from_mapping(_read_constants(args.constants))

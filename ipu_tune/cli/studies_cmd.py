@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.cli._common import TRUST_HELP, fail
+from ipu_tune.cli._common import TRUST_HELP, fail, print_out
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord
@@ -18,11 +18,12 @@ from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
 
 if TYPE_CHECKING:
     from ipu_tune.results import ResultsStore
+    from ipu_tune.search import SearchProblem
 
 # The tuner, the search, the results store (SQLAlchemy, pandas) and the report (plotly) load
 # inside the command that needs them: `studies` lists from the Optuna storage alone.
 
-__all__ = ["export_main", "list_main", "report_main"]
+__all__ = ["export_main", "list_main", "load_problem", "report_main", "storage_args"]
 
 
 def _storage_args(parser: argparse.ArgumentParser) -> None:
@@ -49,21 +50,30 @@ def list_main(argv: Sequence[str]) -> int:
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     except IpuTuneError as exc:
         return fail(str(exc))
-    print(f"{'study':40} {'model':14} {'system':9} {'trials':>6} {'best':>12}")
+    from ipu_tune.search import OBJECTIVES, best_trial
+
+    print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  exported best (objective)")
     for s in summaries:
         meta = StudyMeta.of(s)
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        feasible = [t for t in trials if TrialRecord.of(t).feasible]
-        objective = (meta.objectives if meta and meta.objectives else ["value"])[0]
-        best = ""
-        if feasible and s.directions:
-            pick = max if s.directions[0].name == "MAXIMIZE" else min
-            best = f"{pick(t.values[0] for t in feasible if t.values):.6g}"
+        names = meta.objectives if meta and meta.objectives else []
+        directions = [d.name.lower() for d in s.directions]
+        # The trial `report`/`export` would export (a multi-objective study's compromise).
+        best = best_trial(study, directions) if trials else None
+        if best is None or not best.values:
+            shown = "no plan fits" if trials else ""
+        elif names and all(n in OBJECTIVES for n in names):
+            shown = ", ".join(
+                f"{OBJECTIVES[n].show(v)} from your plan" if n == "changes"
+                else f"{OBJECTIVES[n].title} {OBJECTIVES[n].show(v)}"
+                for n, v in zip(names, best.values, strict=False))
+            shown = f"trial {best.number}: {shown}"
+        else:
+            shown = f"trial {best.number}: " + ", ".join(f"{v:.6g}" for v in best.values)
         system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
         model = meta.model if meta else "?"
-        print(f"{s.study_name:40} {model!s:14} {system:9} {len(trials):>6} "
-              f"{best:>12} {objective if best else ''}")
+        print(f"{s.study_name:40} {model!s:14} {system:9} {len(trials):>6}  {shown}")
     return 0
 
 
@@ -83,6 +93,33 @@ def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneCo
     cfg = typed(TuneConfig, dict(meta.config))
     cfg.results_dir = args.results_dir
     return study, target, cfg
+
+
+def load_problem(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneConfig,
+                                                   SearchProblem]:
+    """The stored study named by `args.study`, its config and its search problem.
+
+    Code named by the stored config (`model._target_`) runs only with --trust-remote-code."""
+    from ipu_tune.case import build_system
+    from ipu_tune.models import profile_model
+    from ipu_tune.search import SearchProblem
+
+    study, target, cfg = _load(args)
+    if cfg.model._target_ and not getattr(args, "trust_remote_code", False):
+        raise IpuTuneError(
+            f"model._target_={cfg.model._target_[:80]!r} of study {args.study!r}: code named "
+            "in a stored study runs only with --trust-remote-code"
+        )
+    meta = StudyMeta.of(study)
+    pinned = frozenset(meta.pinned if meta else [])
+    problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg), pinned=pinned)
+    return study, target, cfg, problem
+
+
+def storage_args(parser: argparse.ArgumentParser) -> None:
+    """--storage, --results-dir and --trust-remote-code of the commands on a stored study."""
+    _storage_args(parser)
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
 
 
 def report_main(argv: Sequence[str]) -> int:
@@ -147,3 +184,120 @@ def export_main(argv: Sequence[str]) -> int:
         return fail(str(exc))
     print(f"table: {path}")
     return 0
+
+
+_OPS = (">=", "<=", "!=", "=", ">", "<")
+
+
+def _filter(df: Any, spec: str) -> Any:
+    """Rows of `df` matching `COLUMN<op>VALUE` (op one of >=, <=, !=, =, >, <)."""
+    for op in _OPS:
+        if op in spec:
+            col, _, raw = spec.partition(op)
+            col, raw = col.strip(), raw.strip()
+            break
+    else:
+        raise IpuTuneError(f"--where={spec!r}: expected COLUMN=VALUE (or >, <, >=, <=, !=)")
+    if col not in df.columns:
+        raise IpuTuneError(f"--where={spec!r}: no column {col!r}; columns: "
+                           + ", ".join(df.columns))
+    series = df[col]
+    value: Any = raw
+    try:
+        value = float(raw)
+        series = series.astype(float)
+    except (TypeError, ValueError):
+        series = series.astype(str).str.lower()
+        value = raw.lower()
+    if op in ("=", "!="):
+        mask = series == value
+        return df[mask if op == "=" else ~mask]
+    if isinstance(value, str):
+        raise IpuTuneError(f"--where={spec!r}: {op} needs a number")
+    return df[{">": series > value, "<": series < value, ">=": series >= value,
+               "<=": series <= value}[op]]
+
+
+def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
+    """One row per finished trial: objectives (named with units), fit, memory, knobs."""
+    import pandas as pd
+
+    from ipu_tune.knobs import KNOBS
+    from ipu_tune.search import OBJECTIVES
+
+    rows = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        rec = TrialRecord.of(t)
+        memory = rec.result.get("memory_per_ipu") or []
+        row: dict[str, Any] = {"trial": t.number}
+        for name, value in zip(problem.objective_names, t.values or [], strict=False):
+            o = OBJECTIVES[name]
+            shown = value * o.scale
+            row[o.axis()] = int(value) if name == "changes" else shown
+        row["fits"] = bool(rec.result.get("fits"))
+        row["feasible"] = rec.feasible
+        row["peak MB/IPU"] = max(memory) / 1e6 if memory else None
+        if "throughput" not in problem.objective_names:
+            row["samples/s"] = rec.result.get("throughput")
+        row["bottleneck"] = rec.result.get("bottleneck")
+        for k in KNOBS:
+            if not k.header:
+                continue
+            node: Any = rec.config
+            for part in k.key.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            row[k.header] = ", ".join(node) if isinstance(node, list) else node
+        row["reason"] = rec.reason
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def trials_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ipu-tune trials",
+        description="A stored study's finished trials as a table: the best N by the objective, "
+                    "or sorted by any column, filtered.",
+    )
+    parser.add_argument("study")
+    parser.add_argument("--top", type=int, default=20, metavar="N", help="rows shown (default 20)")
+    parser.add_argument("--sort", metavar="COLUMN",
+                        help="sort by this column (default: the objective, best first)")
+    parser.add_argument("--ascending", action="store_true", help="sort smallest first")
+    parser.add_argument("--where", action="append", default=[], metavar="COLUMN<op>VALUE",
+                        help="keep rows where e.g. 'precision=16.16', 'samples/s>5000' "
+                             "(repeatable)")
+    parser.add_argument("--fits", action="store_true", help="only feasible trials")
+    parser.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    storage_args(parser)
+    args = parser.parse_args(list(argv))
+    try:
+        if args.top < 1:
+            raise IpuTuneError(f"--top={args.top}: must be >= 1")
+        study, _, _, problem = load_problem(args)
+        df = trials_frame(study, problem)
+        if df.empty:
+            print(f"study {study.study_name}: no finished trial")
+            return 0
+        if args.fits:
+            df = df[df["feasible"]]
+        for spec in args.where:
+            df = _filter(df, spec)
+        from ipu_tune.search import OBJECTIVES
+
+        first = OBJECTIVES[problem.objective_names[0]]
+        if args.sort:
+            if args.sort not in df.columns:
+                raise IpuTuneError(f"--sort={args.sort!r}: no such column; columns: "
+                                   + ", ".join(df.columns))
+            df = df.sort_values(args.sort, ascending=args.ascending, kind="stable")
+        else:
+            # Feasible first, then the objective in its own direction.
+            df = df.sort_values(["feasible", first.axis()],
+                                ascending=[False, first.direction == "minimize"], kind="stable")
+    except IpuTuneError as exc:
+        return fail(str(exc))
+    df = df.head(args.top)
+    if args.csv:
+        return print_out(df.to_csv(index=False).rstrip("\n"))
+    table = df.drop(columns=["reason"])
+    return print_out(table.to_string(index=False, float_format=lambda v: f"{v:,.6g}"))

@@ -25,6 +25,8 @@ __all__ = [
     "importances_figure",
     "light_study",
     "memory_figure",
+    "objective_history_figure",
+    "pareto_figure",
     "phases_figure",
     "timeline_figure",
     "trials_figure",
@@ -38,6 +40,7 @@ KIND_COLORS = {
     "forward": "#2ca02c",
     "backward": "#d62728",
     "recompute": "#ff7f0e",
+    "exchange": "#f2c80f",  # on-chip exchange: its own colour, as PopVision's trace
     "inter_ipu": "#7f7f7f",
     "all_reduce_pod": "#17becf",
     "all_reduce_gw": "#aec7e8",
@@ -90,7 +93,7 @@ def memory_figure(result: SimResult) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         title=f"Memory by category per IPU ({status})",
-        yaxis_title="MiB",
+        yaxis_title="memory per IPU (MiB)",
         legend_title="category",
         **_LAYOUT,
     )
@@ -166,7 +169,9 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> go.Figure:
             )
     shown = timeline.micro_batches_shown
     per_step = timeline.micro_batches_per_step
-    elided = "" if shown == per_step else f" (first {shown} of {per_step} micro-batches)"
+    elided = ("" if shown == per_step else
+              f" (steady state compressed: {shown} of {per_step} micro-batches drawn, the other"
+              f" {per_step - shown} repeat the same slot)")
     span = "One step" if timeline.steps == 1 else f"One call ({timeline.steps} steps)"
     simulated = step_time_s * timeline.steps
     fig.update_layout(
@@ -176,7 +181,7 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> go.Figure:
             f"{span}, {timeline.schedule} schedule{elided}: trace {timeline.total_s * 1e3:.2f}"
             f" ms, simulated {simulated * 1e3:.2f} ms"
         ),
-        xaxis_title="ms",
+        xaxis_title="time (ms)",
         yaxis={
             "categoryorder": "array",
             "categoryarray": list(timeline.lanes),
@@ -191,21 +196,30 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> go.Figure:
     return fig
 
 
-def trials_figure(results: pd.DataFrame) -> go.Figure:
-    """Throughput against peak memory for every finished trial, coloured by fit."""
+def trials_figure(results: pd.DataFrame, exported: int | None = None) -> go.Figure:
+    """Throughput against peak memory for every finished trial; plans that do not fit are
+    grey, drawn at 0 samples/s only as a strip under the axis, and clipped at the x-range's
+    edge (the range fits the SRAM limit and the trials that fit)."""
     fig = go.Figure()
     df = results.dropna(subset=["throughput", "peak_memory_bytes"])
-    for fits, name, color in ((True, "fits", "#2ca02c"), (False, "does not fit", "#d62728")):
+    fitting = df[df["fits"].astype(bool)]
+    limit = (float(df["memory_limit_bytes"].dropna().iloc[0]) / _MIB
+             if "memory_limit_bytes" in df and df["memory_limit_bytes"].notna().any() else None)
+    x_hi = max([*(fitting["peak_memory_bytes"].astype(float) / _MIB), limit or 0.0]) * 1.15
+    for fits, name, color in ((True, "fits", "#2ca02c"),
+                              (False, "does not fit (clipped to the axis edge)", _GREY)):
         part = df[df["fits"].astype(bool) == fits]
         if part.empty:
             continue
+        xs = part["peak_memory_bytes"].astype(float) / _MIB
         fig.add_trace(
             go.Scatter(
                 name=name,
-                x=part["peak_memory_bytes"].astype(float) / _MIB,
+                x=xs if fits else xs.clip(upper=x_hi * 0.99),
                 y=part["throughput"].astype(float),
                 mode="markers",
-                marker={"color": color, "size": 7, "opacity": 0.7},
+                marker={"color": color, "size": 7, "opacity": 0.7,
+                        "symbol": "circle" if fits else "triangle-right"},
                 customdata=part[["trial_number", "bottleneck"]].astype(str).to_numpy(),
                 hovertemplate=(
                     "trial %{customdata[0]}<br>%{y:.1f} samples/s<br>%{x:.0f} MiB"
@@ -220,10 +234,16 @@ def trials_figure(results: pd.DataFrame) -> go.Figure:
             line={"color": "black", "dash": "dash"},
             annotation_text=f"SRAM limit {limit_mib:.0f} MiB",
         )
+    if exported is not None and (df["trial_number"] == exported).any():
+        row = df[df["trial_number"] == exported].iloc[0]
+        fig.add_trace(go.Scatter(x=[float(row["peak_memory_bytes"]) / _MIB],
+                                 y=[float(row["throughput"])], mode="markers",
+                                 name=f"exported: trial {exported}", marker=_STAR))
     fig.update_layout(
         title="Trials: throughput against peak memory per IPU",
         xaxis_title="peak memory per IPU (MiB)",
-        yaxis_title="samples/s",
+        yaxis_title="throughput (samples/s)",
+        xaxis={"range": [0, x_hi] if x_hi > 0 else None},
         **_LAYOUT,
     )
     return fig
@@ -260,7 +280,9 @@ def light_study(study: optuna.Study) -> optuna.Study:
     )
     light = _Snapshot(study_name=study.study_name, storage=storage)
     if study.metric_names is not None:
-        light.set_metric_names(list(study.metric_names))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            light.set_metric_names(list(study.metric_names))
     light.add_trials(
         optuna.trial.FrozenTrial(
             number=t.number,
@@ -334,4 +356,92 @@ def importances_figure(study: optuna.Study) -> go.Figure | str:
         height=max(300, 28 * len(names) + 120),
         **_LAYOUT,
     )
+    return fig
+
+
+# -- study views drawn here (not Optuna's): infeasible trials greyed and kept out of the axes --
+_GREY = "#b0b0b0"
+_STAR = {"symbol": "star", "size": 18, "color": "#ffbf00", "line": {"color": "black", "width": 1}}
+
+
+def _padded(lo: float, hi: float) -> list[float]:
+    pad = (hi - lo) * 0.08 or abs(hi) * 0.1 or 1.0
+    return [lo - pad, hi + pad]
+
+
+def objective_history_figure(points: pd.DataFrame, axis: str, direction: str,
+                             exported: int | None) -> go.Figure:
+    """Objective (shown unit) per trial; `points`: trial, value, feasible, reason.
+
+    Trials that do not fit have no real value: they are grey ticks on the axis's lower edge,
+    and the axis range is that of the trials that fit.
+    """
+    fig = go.Figure()
+    ok = points[points["feasible"]]
+    bad = points[~points["feasible"]]
+    if not ok.empty:
+        best = ok["value"].cummax() if direction == "maximize" else ok["value"].cummin()
+        fig.add_trace(go.Scatter(x=ok["trial"], y=ok["value"], mode="markers", name="fits",
+                                 marker={"color": "#1f77b4", "size": 7},
+                                 hovertemplate="trial %{x}<br>%{y:,.4g}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=ok["trial"], y=best, mode="lines", name="best so far",
+                                 line={"color": "#d62728", "shape": "hv"}))
+        lo, hi = float(ok["value"].min()), float(ok["value"].max())
+        yrange = _padded(lo, hi)
+    else:
+        yrange = [0.0, 1.0]
+    if not bad.empty:
+        fig.add_trace(go.Scatter(
+            x=bad["trial"], y=[yrange[0]] * len(bad), mode="markers",
+            name="does not fit (no value; drawn on the axis edge)",
+            marker={"color": _GREY, "symbol": "line-ns-open", "size": 12},
+            customdata=bad[["reason"]].to_numpy(),
+            hovertemplate="trial %{x}: does not fit<br>%{customdata[0]}<extra></extra>"))
+    if exported is not None and exported in set(ok["trial"]):
+        row = ok[ok["trial"] == exported].iloc[0]
+        fig.add_trace(go.Scatter(x=[exported], y=[row["value"]], mode="markers",
+                                 name=f"exported: trial {exported}", marker=_STAR))
+    fig.update_layout(title=f"Optimisation history: {axis}", xaxis_title="trial",
+                      yaxis_title=axis, yaxis={"range": yrange}, legend_title="trials",
+                      **_LAYOUT)
+    return fig
+
+
+def pareto_figure(points: pd.DataFrame, axes: Sequence[str], directions: Sequence[str],
+                  exported: int | None) -> go.Figure:
+    """Two objectives of the feasible trials (shown units), the Pareto front, the exported one.
+
+    `points`: trial, x, y, feasible. Trials that do not fit are counted in the title only: they
+    have no objective values worth a place on either axis.
+    """
+    ok = points[points["feasible"]]
+    n_bad = int((~points["feasible"]).sum())
+    sx = 1.0 if directions[0] == "maximize" else -1.0
+    sy = 1.0 if directions[1] == "maximize" else -1.0
+    front = [
+        i for i, a in ok.iterrows()
+        if not any((sx * b["x"] >= sx * a["x"] and sy * b["y"] >= sy * a["y"])
+                   and (b["x"], b["y"]) != (a["x"], a["y"]) for _, b in ok.iterrows())
+    ]
+    fr = ok.loc[front].sort_values("x")
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=ok["x"], y=ok["y"], mode="markers", name="fits",
+                             marker={"color": "#9ecae1", "size": 7}, text=ok["trial"],
+                             hovertemplate="trial %{text}<br>%{x:,.4g}<br>%{y:,.4g}"
+                                           "<extra></extra>"))
+    fig.add_trace(go.Scatter(x=fr["x"], y=fr["y"], mode="lines+markers", name="Pareto front",
+                             marker={"color": "#d62728", "size": 9},
+                             line={"color": "#d62728", "dash": "dot"}, text=fr["trial"],
+                             hovertemplate="trial %{text}<br>%{x:,.4g}<br>%{y:,.4g}"
+                                           "<extra></extra>"))
+    if exported is not None and exported in set(ok["trial"]):
+        row = ok[ok["trial"] == exported].iloc[0]
+        fig.add_trace(go.Scatter(x=[row["x"]], y=[row["y"]], mode="markers",
+                                 name=f"exported: trial {exported}", marker=_STAR))
+    xr = _padded(float(ok["x"].min()), float(ok["x"].max())) if not ok.empty else None
+    yr = _padded(float(ok["y"].min()), float(ok["y"].max())) if not ok.empty else None
+    fig.update_layout(
+        title=f"Pareto front of the trials that fit ({n_bad} that do not fit not drawn)",
+        xaxis_title=axes[0], yaxis_title=axes[1], xaxis={"range": xr}, yaxis={"range": yr},
+        legend_title="trials", **_LAYOUT)
     return fig

@@ -21,6 +21,7 @@ from optuna.trial import TrialState
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.plan import plan_from_config
+from ipu_tune.records import TrialRecord
 from ipu_tune.simulator import SimResult
 
 from ._figures import (
@@ -28,6 +29,8 @@ from ._figures import (
     importances_figure,
     light_study,
     memory_figure,
+    objective_history_figure,
+    pareto_figure,
     phases_figure,
     timeline_figure,
     trials_figure,
@@ -52,6 +55,11 @@ table.sortable th, table.sortable td { border: 1px solid #ddd; padding: 3px 6px;
 table.sortable th[aria-sort=ascending]::after { content: " \\25B2"; }
 table.sortable th[aria-sort=descending]::after { content: " \\25BC"; }
 .table-wrap { max-height: 700px; overflow: auto; }
+table.ladder { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0 1em; }
+table.ladder th, table.ladder td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+table.ladder td.text, table.ladder th.text { text-align: left; }
+tr.nofit td { color: #a00; } tr.exported td { background: #fff3c4; font-weight: 600; }
+.headline { font-size: 1.1em; }
 pre { background: #f6f8fa; padding: 1em; overflow: auto; font-size: 0.85em; }
 """
 
@@ -101,25 +109,118 @@ def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
     return [(prefix, value)]
 
 
-def _summary(study: optuna.Study, results: pd.DataFrame, best: SimResult | None) -> str:
+def _summary(study: optuna.Study, results: pd.DataFrame, best: SimResult | None,
+             explanation: dict[str, Any] | None, best_trial: int | None) -> str:
     trials = study.get_trials(deepcopy=False)
     complete = sum(t.state == TrialState.COMPLETE for t in trials)
     fitting = int(results["fits"].fillna(False).astype(bool).sum()) if "fits" in results else 0
+    ex = explanation or {}
+    objectives = ex.get("objectives") or []
     pairs: list[tuple[str, Any]] = [
         ("study", study.study_name),
-        ("objectives", ", ".join(study.metric_names or [d.name.lower() for d in study.directions])),
+        ("objectives", ", ".join(o["metric"] for o in objectives)
+         or ", ".join(study.metric_names or [d.name.lower() for d in study.directions])),
         ("trials", f"{len(trials)} ({complete} complete, {fitting} fitting in memory)"),
     ]
     if best is not None:
+        if best_trial is not None:
+            pairs.append(("exported", f"trial {best_trial} ({ex.get('rule', 'the best')})"))
+        for o in objectives:
+            if o["best_shown"] is not None:
+                pairs.append((o["axis"], o["best_shown"]))
+        steps = ex.get("steps") or []
+        if steps:
+            first, last = steps[0], steps[-1]
+            pairs.append(("speed-up over your plan",
+                          f"x{last['throughput'] / first['throughput']:.2f}"
+                          if first["fits"] and first["throughput"] > 0
+                          else "your plan does not fit in memory"))
+        named = {o["name"] for o in objectives}
+        if "throughput" not in named:
+            pairs.append(("throughput", f"{best.throughput:,.1f} samples/s"))
+        if "latency" not in named:
+            pairs.append(("latency per micro-batch", f"{best.latency_s * 1e3:.3f} ms"))
         pairs += [
-            ("best throughput", f"{best.throughput:,.1f} samples/s"),
             ("bottleneck", best.bottleneck),
             ("step time", f"{best.step_time_s * 1e3:.3f} ms"),
         ]
     return _rows(pairs, "summary")
 
 
-def _best_plan(page: _Page, cfg: EvalConfig | None, result: SimResult | None) -> None:
+def _cell(v: Any, css: str = "") -> str:
+    c = f' class="{css}"' if css else ""
+    return f"<td{c}>{html.escape(str(v))}</td>"
+
+
+def _ladder_html(ex: dict[str, Any]) -> str:
+    head = ("<tr><th>step</th><th class=text>change</th><th>fits</th>"
+            "<th>peak MB per IPU (limit)</th><th>samples/s</th><th>speed-up</th>"
+            "<th class=text>bottleneck</th></tr>")
+    rows = []
+    steps = ex.get("steps") or []
+    for s in steps:
+        css = "nofit" if not s["fits"] else ("exported" if s is steps[-1] else "")
+        rows.append(
+            f'<tr class="{css}">' + _cell(s["step"]) + _cell(s["change"], "text")
+            + _cell("yes" if s["fits"] else "NO")
+            + _cell(f"{s['peak_memory_bytes'] / 1e6:,.0f} ({s['memory_limit_bytes'] / 1e6:,.0f})")
+            + _cell(f"{s['throughput']:,.0f}" if s["fits"] else "-")
+            + _cell(f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-")
+            + _cell(s["bottleneck"], "text") + "</tr>")
+    return f'<table class="ladder" data-table="ladder">{head}{"".join(rows)}</table>'
+
+
+def _sensitivity_html(rows: list[dict[str, Any]]) -> str:
+    head = ("<tr><th class=text>knob</th><th>value</th><th>fits</th><th>samples/s</th>"
+            "<th>change</th></tr>")
+    body = "".join(
+        "<tr>" + _cell(r["knob"], "text") + _cell(r["value"])
+        + _cell("yes" if r["fits"] else ("NO" if r["valid"] else "n/a"))
+        + _cell(f"{r['throughput']:,.0f}" if r["fits"] else "-")
+        + _cell(f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-") + "</tr>"
+        for r in rows)
+    return f'<table class="ladder" data-table="sensitivity">{head}{body}</table>'
+
+
+def _explain(page: _Page, ex: dict[str, Any] | None) -> None:
+    if not ex:
+        return
+    closest = ex.get("closest")
+    if ex.get("best_trial") is None:
+        if closest:
+            lines = [
+                f"No plan fits. Closest: trial {closest['trial']}, peak "
+                f"{closest['peak_memory_bytes'] / 1e6:,.0f} MB of "
+                f"{closest['memory_limit_bytes'] / 1e6:,.0f} MB per IPU, over by "
+                f"{closest['excess_bytes'] / 1e6:,.0f} MB: {closest['reason']}"]
+            for r in closest.get("remedies") or []:
+                verdict = (f"fits, {r['throughput']:,.0f} samples/s" if r["fits"]
+                           else f"still does not fit ({r['memory']})")
+                lines.append(f"{r['remedy']}: {verdict}")
+            items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:])
+            page.add(f'<div class="note" data-note="no-fit"><p>{html.escape(lines[0])}</p>'
+                     f"<p>Remedies the simulator checked on that plan:</p><ul>{items}</ul></div>")
+        return
+    page.heading(
+        "How the best plan was reached",
+        "From your plan to the exported best, one change at a time, the change that gains most "
+        "first (each step simulated; speed-up over the first step that fits). Beside it, each "
+        "knob of the best plan one step down and up.",
+    )
+    page.add('<div class="plan-sections"><div><h3>Ladder</h3>' + _ladder_html(ex) + "</div>"
+             + "<div><h3>Sensitivity of the best plan</h3>"
+             + _sensitivity_html(ex.get("sensitivity") or []) + "</div></div>")
+
+
+def _section(cfg: EvalConfig, name: str, tokens: bool) -> dict[str, Any]:
+    d = asdict(getattr(cfg, name))
+    if name == "model" and tokens:
+        d.pop("input_shape", None)  # image-only: a token model's input is its sequence length
+    return d
+
+
+def _best_plan(page: _Page, cfg: EvalConfig | None, result: SimResult | None,
+               tokens: bool = False) -> None:
     page.heading("Best plan")
     if result is None or not result.fits:
         why = f" Closest plan: {result.reason}." if result is not None and result.reason else ""
@@ -130,7 +231,7 @@ def _best_plan(page: _Page, cfg: EvalConfig | None, result: SimResult | None) ->
         )
     if cfg is not None:
         tables = "".join(
-            f"<div><h3>{k}</h3>{_rows(_flatten('', asdict(getattr(cfg, k))), 'plan')}</div>"
+            f"<div><h3>{k}</h3>{_rows(_flatten('', _section(cfg, k, tokens)), 'plan')}</div>"
             for k in ("model", "workload", "system", "plan")
         )
         page.add(f'<div class="plan-sections">{tables}</div>')
@@ -147,14 +248,36 @@ def _best_plan(page: _Page, cfg: EvalConfig | None, result: SimResult | None) ->
     page.heading(
         "Execution trace of one step",
         "Stages x time like PopVision's execution trace: F forward, B backward, R recompute per"
-        " micro-batch; host time not hidden comes first, weight update last; grey bands are"
-        " the pipeline ramp. A stylised schedule of the simulator's per-stage times.",
+        " micro-batch, on-chip exchange in yellow; host time not hidden comes first, weight"
+        " update last; grey bands are the pipeline ramp. Long steps are compressed: the ramps"
+        " and a few steady slots are drawn, the title says how many repeat. A stylised"
+        " schedule of the simulator's per-stage times.",
     )
     if cfg is None or not result.stages:
         page.note("timeline", "No execution trace: the plan's configuration or stages are missing.")
         return
     plan = plan_from_config(cfg)
-    page.figure("timeline", timeline_figure(build_timeline(result, plan), result.step_time_s))
+    # Ramp up, a few steady slots, ramp down: the repeated steady slots in between are left
+    # out (the title says how many), so any GA reads as clearly as GA 8.
+    shown = 2 * max(1, plan.stages) + 4
+    page.figure("timeline", timeline_figure(
+        build_timeline(result, plan, max_micro_batches=shown), result.step_time_s))
+
+
+def _points(study: optuna.Study, objectives: list[dict[str, Any]]) -> pd.DataFrame:
+    """Trial, objective values in their shown units (v0, v1), feasible, reason."""
+    rows = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if t.values is None:
+            continue
+        rec = TrialRecord.of(t)
+        row: dict[str, Any] = {"trial": t.number, "feasible": rec.feasible,
+                               "reason": rec.reason or "infeasible"}
+        for i, o in enumerate(objectives):
+            row[f"v{i}"] = float(t.values[i]) * float(o["scale"])
+        rows.append(row)
+    cols = ["trial", "feasible", "reason", *(f"v{i}" for i in range(len(objectives)))]
+    return pd.DataFrame(rows, columns=cols).astype({"feasible": bool})
 
 
 def render_report(
@@ -166,6 +289,8 @@ def render_report(
     title: str,
     top_n: int = 50,
     snippet: str | None = None,
+    explanation: dict[str, Any] | None = None,
+    best_trial: int | None = None,
 ) -> str:
     """The report's HTML text (see `write_report`).
 
@@ -174,19 +299,37 @@ def render_report(
     """
     page = _Page()
     page.add(f"<h1>{html.escape(title)}</h1>")
-    page.add(_summary(study, results, best_result))
-    _best_plan(page, best_config, best_result)
+    ex = explanation or {}
+    page.add(_summary(study, results, best_result, explanation, best_trial))
+    _explain(page, explanation)
+    _best_plan(page, best_config, best_result, tokens=ex.get("input_kind") == "tokens")
 
     plots = light_study(study)  # Optuna's plots copy every trial per parameter: keep them light
     multi = len(study.directions) > 1
     has_complete = any(t.state == TrialState.COMPLETE for t in study.get_trials(deepcopy=False))
     page.heading("Pareto front" if multi else "Optimisation history")
-    if has_complete:
-        page.figure("pareto" if multi else "history", history_figure(plots))
-    else:
+    objectives = ex.get("objectives") or []
+    if not has_complete:
         page.note("history", "No completed trial yet: nothing to plot.")
+    elif len(objectives) == len(study.directions) and len(objectives) in (1, 2):
+        pts = _points(study, objectives)
+        if multi:
+            page.figure("pareto", pareto_figure(
+                pts.rename(columns={"v0": "x", "v1": "y"}), [o["axis"] for o in objectives],
+                [o["direction"] for o in objectives], best_trial))
+        else:
+            page.figure("history", objective_history_figure(
+                pts.rename(columns={"v0": "value"}), objectives[0]["axis"],
+                objectives[0]["direction"], best_trial))
+    else:
+        page.figure("pareto" if multi else "history", history_figure(plots))
     page.heading("Parameter importances", "Optuna's PED-ANOVA importance of each searched knob.")
-    imp = importances_figure(plots)
+    fits_any = "fits" in results and bool(results["fits"].fillna(False).astype(bool).any())
+    # With no plan that fits every objective value is the same penalty: importances of it
+    # would only rank noise.
+    imp = (importances_figure(plots) if fits_any or not has_complete else
+           "No plan fits: every trial has the same objective value, so no knob is more "
+           "important than another. See the remedies above.")
     if isinstance(imp, str):
         page.note("importances", imp)
     else:
@@ -194,12 +337,12 @@ def render_report(
     needed = ["throughput", "peak_memory_bytes", "fits"]
     if set(needed) <= set(results.columns) and not results.dropna(subset=needed[:2]).empty:
         page.heading("Trials", "Every finished trial: throughput against peak memory per IPU.")
-        page.figure("trials", trials_figure(results))
+        page.figure("trials", trials_figure(results, best_trial))
     page.heading(
         f"Top {top_n} trials",
         "By throughput, plans that fit first. Click a column header to sort.",
     )
-    page.add(f'<div class="table-wrap">{top_trials_table(results, top_n)}</div>')
+    page.add(f'<div class="table-wrap">{top_trials_table(results, top_n, best_trial)}</div>')
     if best_config is not None:
         page.heading("PopTorch options", "The snippet written beside best.yaml.")
         if snippet is None:
@@ -222,6 +365,8 @@ def write_report(
     best_result: SimResult | None,
     title: str,
     snippet: str | None = None,
+    explanation: dict[str, Any] | None = None,
+    best_trial: int | None = None,
 ) -> Path:
     """Write the HTML report atomically (temporary file + `os.replace`); returns `path`.
 
@@ -233,6 +378,8 @@ def write_report(
         best_result=best_result,
         title=title,
         snippet=snippet,
+        explanation=explanation,
+        best_trial=best_trial,
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

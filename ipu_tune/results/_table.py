@@ -67,8 +67,9 @@ def _cell(column: str, value: Any) -> tuple[str, str]:
     return str(value), str(value)
 
 
-def top_trials_table(results: pd.DataFrame, top_n: int) -> str:
-    """HTML of the `top_n` trials by throughput, fitting plans first."""
+def top_trials_table(results: pd.DataFrame, top_n: int, exported: int | None = None) -> str:
+    """HTML of the `top_n` trials by throughput, fitting plans first; the exported trial's row
+    is marked (class "exported") and kept even when it is not in the top `top_n`."""
     cols = [(c, h) for c, h in COLUMNS if c in results.columns]
     df = results
     if "state" in df.columns:
@@ -78,7 +79,12 @@ def top_trials_table(results: pd.DataFrame, top_n: int) -> str:
         df = df.assign(_fits=fits).sort_values(
             ["_fits", "throughput"], ascending=[False, False], kind="stable"
         )
-    df = df.head(top_n)
+    head_df = df.head(top_n)
+    if exported is not None and "trial_number" in df.columns:
+        mine = df[df["trial_number"] == exported]
+        if not mine.empty and exported not in set(head_df["trial_number"]):
+            head_df = pd.concat([mine, head_df.head(top_n - 1)])
+    df = head_df
     head = "".join(
         f'<th title="click to sort">{html.escape(h)}</th>' for _, h in [("", "#"), *cols]
     )
@@ -88,7 +94,10 @@ def top_trials_table(results: pd.DataFrame, top_n: int) -> str:
         for c, _ in cols:
             key, text = _cell(c, row[c])
             cells.append(f'<td data-v="{html.escape(key)}">{html.escape(text)}</td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+        mark = ("trial_number" in row and exported is not None
+                and int(row["trial_number"]) == exported)
+        rows.append(('<tr class="exported" data-exported="1" title="the exported trial">'
+                     if mark else "<tr>") + "".join(cells) + "</tr>")
     return (
         '<table class="sortable" data-table="top_trials">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

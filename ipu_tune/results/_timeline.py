@@ -39,6 +39,7 @@ SEGMENT_KINDS = (
     "forward",
     "backward",
     "recompute",
+    "exchange",
     "inter_ipu",
     "all_reduce_pod",
     "all_reduce_gw",
@@ -93,15 +94,21 @@ def _micro_batches(plan: ExecutionPlan) -> int:
     return max(1, per_step)
 
 
-def _stage_parts(st: StageTime, training: bool) -> tuple[list[_Part], list[_Part]]:
+def _stage_parts(st: StageTime, training: bool,
+                 exchange_share: float = 0.0) -> tuple[list[_Part], list[_Part]]:
     """(forward parts, backward parts) of one micro-batch on one stage.
 
     `inter_ipu_s` holds both IPU-Link copies of a training micro-batch: activations forward
     and their gradients back, the same tensor (so half each); inference only sends forward.
+    Each pass's on-chip exchange is drawn after its compute, as the step's exchange share of
+    compute + exchange (`SimResult.phases`; a stage's own split is not reported).
     """
     link = st.inter_ipu_s / 2 if training else st.inter_ipu_s
-    fwd = [("forward", st.forward_s), ("inter_ipu", link)]
-    bwd = [("recompute", st.recompute_s), ("backward", st.backward_s), ("inter_ipu", link)]
+    x = exchange_share
+    fwd = [("forward", st.forward_s * (1 - x)), ("exchange", st.forward_s * x),
+           ("inter_ipu", link)]
+    bwd = [("recompute", st.recompute_s), ("backward", st.backward_s * (1 - x)),
+           ("exchange", st.backward_s * x), ("inter_ipu", link)]
     return fwd, (bwd if training else [])
 
 
@@ -110,7 +117,8 @@ def _total(parts: list[_Part]) -> float:
 
 
 def _pipelined(
-    stages: tuple[StageTime, ...], n: int, training: bool, interleaved: bool, t0: float
+    stages: tuple[StageTime, ...], n: int, training: bool, interleaved: bool, t0: float,
+    exchange_share: float = 0.0,
 ) -> tuple[list[Segment], float, tuple[float, float], tuple[float, float]]:
     """Synchronous pipeline slots; returns segments, end time and the two ramp windows.
 
@@ -120,7 +128,7 @@ def _pipelined(
     phase and a backward phase of the longest passes.
     """
     depth = len(stages)
-    parts = [_stage_parts(st, training) for st in stages]
+    parts = [_stage_parts(st, training, exchange_share) for st in stages]
     f = [_total(fp) for fp, _ in parts]
     b = [_total(bp) for _, bp in parts]
     # Micro-batch m: forward of stage s in slot m + s; the last stage runs its backward right
@@ -167,10 +175,11 @@ def _pipelined(
 
 
 def _sharded(
-    stages: tuple[StageTime, ...], n: int, training: bool, t0: float
+    stages: tuple[StageTime, ...], n: int, training: bool, t0: float,
+    exchange_share: float = 0.0,
 ) -> tuple[list[Segment], float]:
     """One stage at a time (seed pipelining tutorial, "Sharded execution (sequential)")."""
-    parts = [_stage_parts(st, training) for st in stages]
+    parts = [_stage_parts(st, training, exchange_share) for st in stages]
     order = [(s, fwd) for s, (fwd, _) in enumerate(parts)]
     if training:
         order += [(s, parts[s][1]) for s in reversed(range(len(stages)))]
@@ -211,13 +220,15 @@ def build_timeline(
     device_start = t
 
     ramp_up = ramp_down = (device_start, device_start)
+    comp, exch = (float(result.phases.get(p, 0.0)) for p in ("compute", "exchange"))
+    share = exch / (comp + exch) if comp + exch > 0 else 0.0
     if stages:
         if plan.schedule == "sharded" or len(stages) == 1:
-            body, t = _sharded(stages, n, plan.training, device_start)
+            body, t = _sharded(stages, n, plan.training, device_start, share)
         else:
             interleaved = plan.schedule == "interleaved"
             body, t, ramp_up, ramp_down = _pipelined(
-                stages, n, plan.training, interleaved, device_start
+                stages, n, plan.training, interleaved, device_start, share
             )
         segments.extend(body)
 

@@ -5,7 +5,15 @@ the sampler, the warm-start plans, each trial's outcome and the best trial.
 """
 
 from ipu_tune.search._convergence import Convergence, convergence
-from ipu_tune.search._objectives import DIRECTIONS, count_changes
+from ipu_tune.search._objectives import (
+    DIRECTIONS,
+    OBJECTIVES,
+    Objective,
+    change_list,
+    count_changes,
+    metric_names,
+    show_value,
+)
 from ipu_tune.search._problem import SearchProblem, TrialOutcome
 from ipu_tune.search._refine import LocalSearch, refine_study
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
@@ -23,10 +31,12 @@ from ipu_tune.search._warm import WarmPlan, io_tiles_rule
 __all__ = [
     "DIRECTIONS",
     "KNOBS",
+    "OBJECTIVES",
     "SAMPLERS",
     "Convergence",
     "KnobSpec",
     "LocalSearch",
+    "Objective",
     "SearchProblem",
     "SearchSpace",
     "StageCostModel",
@@ -34,6 +44,7 @@ __all__ = [
     "WarmPlan",
     "balanced_split",
     "best_trial",
+    "change_list",
     "convergence",
     "count_changes",
     "cuts_to_starts",
@@ -42,8 +53,10 @@ __all__ = [
     "is_feasible",
     "load_space",
     "make_sampler",
+    "metric_names",
     "pareto_front",
     "parse_space",
     "refine_study",
+    "show_value",
     "stage_loads",
 ]

@@ -5,7 +5,8 @@ Objectives (`search.objectives`):
 - ``throughput`` (maximise): samples/s of the whole system (`SimResult.throughput`).
 - ``memory`` (minimise): peak bytes on the fullest IPU.
 - ``memory_headroom`` (maximise): share of the fullest IPU's memory left free, 1 - peak/limit.
-- ``latency`` (minimise): seconds per micro-batch pass (`SimResult.step_time_s`, inference).
+- ``latency`` (minimise): seconds from a micro-batch entering the device to its result
+  (`SimResult.latency_s`: the pipeline traversal, not amortised over device iterations).
 - ``changes`` (minimise): plan knobs that differ from the user's own plan, ties broken by
   throughput: value = changes + 1 / (1 + throughput / 1000 samples/s). The integer part is
   the count; the fraction, below 1, only orders plans with the same count.
@@ -19,6 +20,10 @@ Constraints (<= 0 feasible, > 0 violated, larger = further off; Optuna's convent
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, knob
@@ -27,19 +32,70 @@ from ipu_tune.simulator import SimResult
 __all__ = [
     "CHANGE_KEYS",
     "DIRECTIONS",
+    "OBJECTIVES",
+    "Objective",
+    "change_list",
     "count_changes",
     "get_key",
     "memory_constraint",
+    "metric_names",
     "objective_value",
+    "show_value",
 ]
 
-DIRECTIONS = {
-    "throughput": "maximize",
-    "memory": "minimize",
-    "memory_headroom": "maximize",
-    "latency": "minimize",
-    "changes": "minimize",
-}
+
+@dataclass(frozen=True)
+class Objective:
+    """How an objective is named, measured and shown (Optuna metric name = `metric`)."""
+
+    name: str  # as in search.objectives
+    direction: str  # maximize | minimize
+    metric: str  # Optuna metric name: the quantity and the unit of the stored value
+    title: str  # the quantity in words
+    unit: str  # unit of the shown value
+    scale: float  # shown = stored x scale
+    fmt: Callable[[float], str]  # shown value without the unit
+
+    def show(self, value: float) -> str:
+        """`value` (as stored) with its unit, e.g. ``1.54 ms``."""
+        text = self.fmt(value * self.scale)
+        return f"{text} {self.unit}" if self.unit else text
+
+    def axis(self) -> str:
+        """Axis title: the quantity and the shown unit."""
+        return f"{self.title} ({self.unit})" if self.unit else self.title
+
+
+def _int_changes(value: float) -> str:
+    n = int(value)  # the integer part is the count; the fraction is a throughput tie-break
+    return f"{n} change" + ("" if n == 1 else "s")
+
+
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
+    Objective("throughput", "maximize", "throughput [samples/s]", "throughput", "samples/s",
+              1.0, lambda v: f"{v:,.0f}"),
+    Objective("memory", "minimize", "peak memory per IPU [bytes]", "peak memory per IPU", "MB",
+              1e-6, lambda v: f"{v:,.1f}"),
+    Objective("memory_headroom", "maximize", "memory headroom [fraction of IPU SRAM]",
+              "memory headroom of the fullest IPU", "%", 100.0, lambda v: f"{v:.1f}"),
+    Objective("latency", "minimize", "latency per micro-batch [s]", "latency per micro-batch",
+              "ms", 1e3, lambda v: f"{v:,.3f}"),
+    Objective("changes", "minimize", "knobs changed [count + throughput tie-break < 1]",
+              "knobs changed from your plan", "", 1.0, _int_changes),
+)}
+
+
+def metric_names(names: list[str]) -> list[str]:
+    """Optuna metric names of objectives `names` (study.set_metric_names)."""
+    return [OBJECTIVES[n].metric for n in names]
+
+
+def show_value(name: str, value: float) -> str:
+    """`value` of objective `name` with its unit; an unknown name shows the number."""
+    o = OBJECTIVES.get(name)
+    return o.show(value) if o is not None else f"{value:.6g}"
+
+DIRECTIONS = {o.name: o.direction for o in OBJECTIVES.values()}
 
 # Throughput scale of the `changes` tie-break (any positive value orders plans the same).
 _CHANGES_THROUGHPUT_SCALE = 1000.0
@@ -48,12 +104,8 @@ _CHANGES_THROUGHPUT_SCALE = 1000.0
 CHANGE_KEYS = tuple(k.key for k in KNOBS if k.change)
 
 
-def count_changes(cfg: EvalConfig, user: EvalConfig) -> int:
-    """Knobs of `cfg` that differ from the user's plan (a whole split list counts once).
-
-    The schedule of a one-stage plan is moot and not counted.
-    """
-    n = 0
+def _changed(cfg: EvalConfig, user: EvalConfig) -> list[tuple[str, Any, Any]]:
+    out: list[tuple[str, Any, Any]] = []
     for key in CHANGE_KEYS:
         a, b = get_key(cfg, key), get_key(user, key)
         if knob(key).condition == "pipelined" and not (cfg.plan.pipeline.splits
@@ -62,8 +114,29 @@ def count_changes(cfg: EvalConfig, user: EvalConfig) -> int:
         if isinstance(a, list | tuple) and isinstance(b, list | tuple):
             a, b = list(a), list(b)
         if a != b:
-            n += 1
-    return n
+            out.append((key, b, a))
+    return out
+
+
+def count_changes(cfg: EvalConfig, user: EvalConfig) -> int:
+    """Knobs of `cfg` that differ from the user's plan (a whole split list counts once).
+
+    The schedule of a one-stage plan is moot and not counted.
+    """
+    return len(_changed(cfg, user))
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(map(str, v)) + "]"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def change_list(cfg: EvalConfig, user: EvalConfig) -> list[str]:
+    """The changes `count_changes` counts, as ``precision 32.32 -> 16.16``."""
+    return [f"{knob(k).label or k} {_shown(b)} -> {_shown(a)}" for k, b, a in _changed(cfg, user)]
 
 
 def memory_constraint(result: SimResult) -> float:
@@ -86,7 +159,7 @@ def objective_value(name: str, result: SimResult, changes: int = 0) -> float:
         return 1.0 - max((m.total_bytes / m.limit_bytes for m in result.memory
                           if m.limit_bytes > 0), default=0.0)
     if name == "latency":
-        return float(result.step_time_s)
+        return float(result.latency_s)
     if name == "changes":
         return changes + 1.0 / (1.0 + result.throughput / _CHANGES_THROUGHPUT_SCALE)
     raise IpuTuneError(f"search.objectives: {name!r} unknown; allowed: " + ", ".join(DIRECTIONS))

@@ -29,7 +29,9 @@ from ipu_tune.search._objectives import (
     DIRECTIONS,
     count_changes,
     memory_constraint,
+    metric_names,
     objective_value,
+    show_value,
 )
 from ipu_tune.search._refine import LocalSearch, Refiner
 from ipu_tune.search._samplers import make_sampler
@@ -157,6 +159,16 @@ class SearchProblem:
                    if "changes" in self.objective_names else None)
         TrialRecord.write_outcome(trial, outcome.reason, changes)
         return outcome
+
+    @property
+    def metric_names(self) -> list[str]:
+        """Optuna metric names (quantity [unit]) of the objectives."""
+        return metric_names(self.objective_names)
+
+    @staticmethod
+    def show_value(name: str, value: float) -> str:
+        """A stored objective value with its unit (``1.536 ms``)."""
+        return show_value(name, value)
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return make_sampler(self.cfg.sampler, len(self.directions))

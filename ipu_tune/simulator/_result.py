@@ -83,6 +83,9 @@ class SimResult:
     # Throughput the device alone could sustain (ignores host), samples/s.
     device_throughput: float = 0.0
     extras: Mapping[str, Any] = field(default_factory=dict)
+    # Seconds from one micro-batch entering the device to its result (not amortised over
+    # device iterations or overlapped micro-batches): the pipeline traversal, see `_simulate`.
+    latency_s: float = 0.0
 
     @property
     def memory_per_ipu(self) -> list[int]:
@@ -103,6 +106,7 @@ class SimResult:
             "step_time_s": self.step_time_s,
             "samples_per_step": self.samples_per_step,
             "device_throughput": self.device_throughput,
+            "latency_s": self.latency_s,
             "phases": dict(self.phases),
             "memory": [
                 {

@@ -55,6 +55,11 @@ def simulate(
     update = update_times(shapes, system, plan, c)
     call = _call_time(profile, system, plan, c, core, update, mb_in_bytes)
     phases = _phases(core, update, call, plan.device_iterations)
+    # Latency of one micro-batch: pipeline slots are synchronous across IPUs (`_pipeline`), so
+    # in the steady state a micro-batch crosses N stages in N slots of the longest stage;
+    # sharded or one stage: the stages one after another (core.slot is then their sum).
+    pipelined = plan.stages > 1 and plan.schedule != "sharded"
+    latency_s = plan.stages * core.slot if pipelined else core.slot
     return SimResult(
         fits=fits,
         throughput=plan.samples_per_call / call.call_s if fits else 0.0,
@@ -68,6 +73,7 @@ def simulate(
         samples_per_step=plan.samples_per_step,
         device_throughput=plan.samples_per_call / call.device_call_s,
         extras=_extras(system, plan, c, parts, costs, update, call),
+        latency_s=latency_s,
     )
 
 

@@ -25,6 +25,7 @@ from ipu_tune.config import (
     validate,
 )
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.explain import explain_study
 from ipu_tune.records import TrialRecord
 from ipu_tune.results import (
     ResultsStore,
@@ -35,7 +36,7 @@ from ipu_tune.results import (
     write_exports,
     write_report,
 )
-from ipu_tune.search import Convergence, SearchProblem, convergence
+from ipu_tune.search import Convergence, SearchProblem, change_list, convergence
 from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
 from ipu_tune.tuner._heartbeat import beating
@@ -59,6 +60,9 @@ class RunSummary:
     exports: dict[str, Path] = field(default_factory=dict)
     objectives: dict[str, float] = field(default_factory=dict)  # the best trial's values
     convergence: Convergence | None = None  # how the best evolved (ipu_tune.search)
+    objective_names: tuple[str, ...] = ()  # search.objectives, in order (also with no best)
+    changes: tuple[str, ...] = ()  # knobs the best changed from the user's plan (`fit`)
+    explanation: dict[str, Any] | None = None  # `ipu_tune.explain.explain_study`
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,7 @@ def export_study(
         exports.update(write_exports(out_dir, best_cfg, best_result, problem.profile,
                                      root=cfg.results_dir))
         snippet = exports["poptorch"].read_text()
+    explanation = explain_study(study, problem)
     exports["report"] = write_report(
         out_dir / "report.html",
         study=study,
@@ -237,6 +242,8 @@ def export_study(
         best_result=best_result,
         title=f"ipu-tune: {study.study_name}",
         snippet=snippet,
+        explanation=explanation,
+        best_trial=best.number if best is not None else None,
     )
     return RunSummary(
         study_name=study.study_name,
@@ -252,4 +259,7 @@ def export_study(
         if best is not None
         else {},
         convergence=convergence(study, problem.directions, problem.objective_names),
+        objective_names=tuple(problem.objective_names),
+        changes=tuple(change_list(best_cfg, problem.codec.user)) if best_cfg is not None else (),
+        explanation=explanation,
     )

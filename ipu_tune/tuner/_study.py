@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -211,6 +212,10 @@ def _open_one(name: str, storage: BaseStorage, cfg: TuneConfig, problem: SearchP
     created = meta is None
     if meta is None:
         mine.write(probe)
+        # Names with units for optuna-dashboard, the plots and the report (issue 14).
+        with warnings.catch_warnings():  # experimental in Optuna 5; the names are what we want
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            probe.set_metric_names(problem.metric_names)
     else:
         diffs = problem_differences(meta, mine)
         if diffs:

@@ -52,7 +52,8 @@ def _best_label(study: optuna.Study, problem: SearchProblem) -> str:
     best = problem.best_trial(study)
     if best is None or best.values is None:
         return "no plan fits yet"
-    return f"best {problem.objective_names[0]}={best.values[0]:.6g}"
+    name = problem.objective_names[0]
+    return f"best {name} {problem.show_value(name, best.values[0])}"
 
 
 def work(

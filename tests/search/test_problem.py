@@ -165,7 +165,7 @@ def test_latency_preset_runs_inference_and_refuses_a_pinned_train_mode() -> None
     for _, out in _collect(problem, 20):
         assert out.config.workload.mode == "infer"
         assert out.config.plan.gradient_accumulation == 1
-        assert out.values[0] == out.result.step_time_s
+        assert out.values[0] == out.result.latency_s  # per micro-batch, not amortised
     cfg = compose_cfg("+experiment=seed_resnet101", "search=latency", "workload.mode=train")
     with pytest.raises(IpuTuneError, match=r"workload.mode"):
         make_problem(cfg, pinned=["workload.mode"])

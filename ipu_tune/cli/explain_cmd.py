@@ -1,0 +1,106 @@
+"""`ipu-tune explain STUDY [--json]`: the optimisation ladder from your plan to the study's best.
+
+Heavy modules (Optuna, the search) are imported inside `main`, so listing commands stay light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ipu_tune.cli._common import fail, print_out
+from ipu_tune.errors import IpuTuneError
+
+__all__ = ["format_explain", "format_ladder", "format_remedies", "main"]
+
+MB = 1e6
+
+
+def format_ladder(data: Mapping[str, Any]) -> list[str]:
+    """The ladder table: step, change, fits, peak memory per IPU vs limit, samples/s, speed-up."""
+    steps = data.get("steps") or []
+    if not steps:
+        return []
+    width = min(60, max(len("change"), *(len(s["change"]) for s in steps)))
+    head = (f"{'step':>4}  {'change':<{width}}  {'fits':<4}  {'peak MB/IPU (limit)':>20}  "
+            f"{'samples/s':>10}  {'speed-up':>8}  bottleneck")
+    lines = [head, "-" * len(head)]
+    for s in steps:
+        change = s["change"] if len(s["change"]) <= width else s["change"][:width - 3] + "..."
+        mem = f"{s['peak_memory_bytes'] / MB:,.0f} ({s['memory_limit_bytes'] / MB:,.0f})"
+        speed = f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-"
+        tp = f"{s['throughput']:,.0f}" if s["fits"] else "-"
+        lines.append(f"{s['step']:>4}  {change:<{width}}  {'yes' if s['fits'] else 'NO':<4}  "
+                     f"{mem:>20}  {tp:>10}  {speed:>8}  {s['bottleneck']}")
+    lines.append("speed-up: samples/s over the first step that fits; peak MB on the fullest IPU.")
+    return lines
+
+
+def format_remedies(closest: Mapping[str, Any]) -> list[str]:
+    """What the no-fit summary says: the closest plan, its excess, remedies checked."""
+    lines = [
+        f"closest plan: trial {closest['trial']}, peak {closest['peak_memory_bytes'] / MB:,.0f} MB"
+        f" of {closest['memory_limit_bytes'] / MB:,.0f} MB per IPU (over by "
+        f"{closest['excess_bytes'] / MB:,.0f} MB): {closest['reason']}",
+    ]
+    checked = closest.get("remedies") or []
+    if checked:
+        lines.append("remedies checked by the simulator on that plan:")
+        for r in checked:
+            verdict = (f"fits, {r['throughput']:,.0f} samples/s" if r["fits"]
+                       else f"still does not fit ({r['memory']})")
+            lines.append(f"  - {r['remedy']}: {verdict}")
+    return lines
+
+
+def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "sensitivity of the best plan (one knob one step down / up, simulated):",
+             f"  {'knob':<16} {'value':>12}  {'fits':<4} {'samples/s':>10} {'change':>8}"]
+    for r in rows:
+        change = f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"
+        tp = f"{r['throughput']:,.0f}" if r["fits"] else "-"
+        fits = "yes" if r["fits"] else ("NO" if r["valid"] else "n/a")
+        lines.append(f"  {r['knob']:<16} {r['value']!s:>12}  {fits:<4} {tp:>10} {change:>8}")
+    return lines
+
+
+def format_explain(data: Mapping[str, Any]) -> str:
+    lines = [f"study {data['study']}: objective {data['metric']}"]
+    if data["best_trial"] is None:
+        lines.append("no plan fits: nothing to climb to")
+        if data.get("closest"):
+            lines += format_remedies(data["closest"])
+        return "\n".join(lines)
+    lines.append(f"from {data['start']} (step 0) to the exported best, trial {data['best_trial']},"
+                 " one change at a time, the change that gains most first:")
+    lines += format_ladder(data)
+    lines += format_sensitivity(data.get("sensitivity") or [])
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    from ipu_tune.cli.studies_cmd import load_problem, storage_args
+
+    parser = argparse.ArgumentParser(
+        prog="ipu-tune explain",
+        description="The optimisation ladder of a stored study: from your plan to its best, "
+                    "one knob at a time, each step simulated.",
+    )
+    parser.add_argument("study")
+    parser.add_argument("--json", action="store_true", help="print the steps as JSON")
+    parser.add_argument("--no-sensitivity", action="store_true",
+                        help="skip the one-step-per-knob sensitivity of the best plan")
+    storage_args(parser)
+    args = parser.parse_args(list(argv))
+    try:
+        from ipu_tune.explain import explain_study
+
+        study, _, _, problem = load_problem(args)
+        data = explain_study(study, problem, with_sensitivity=not args.no_sensitivity)
+    except IpuTuneError as exc:
+        return fail(str(exc))
+    return print_out(json.dumps(data, indent=2) if args.json else format_explain(data))
