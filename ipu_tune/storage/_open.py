@@ -7,6 +7,7 @@ processes on one machine through a kernel lock; many machines share a PostgreSQL
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -187,8 +188,15 @@ def open_storage(target: StorageTarget) -> BaseStorage:
     # Workers starting together on a new SQLite file would race to create Optuna's schema
     # ("UNIQUE constraint failed: alembic_version"): one at a time under the file's lock.
     local = target.claims
-    with local.recovering() if local.local else nullcontext():
-        return _open_rdb(target)
+    fresh_lock = local.local and local.path is not None and not os.path.exists(local.path)
+    try:
+        with local.recovering() if local.local else nullcontext():
+            return _open_rdb(target)
+    except BaseException:
+        if fresh_lock and local.path is not None:  # a refused storage leaves nothing behind
+            with contextlib.suppress(OSError):
+                os.unlink(local.path)
+        raise
 
 
 def _rdb_kwargs(url: str) -> dict[str, Any]:
