@@ -329,6 +329,11 @@ class Codec:
                         f"{cfg.workload.micro_batch_size} x {r} replicas; nearest plan has "
                         f"gradient accumulation {ga}")
             cfg.plan.gradient_accumulation = ga
+        if self.training and stages > 1 and cfg.plan.pipeline.schedule != "sharded":
+            # PopTorch refuses a pipelined training program whose gradient accumulation is
+            # below its stage count (poptorch Compiler.cpp; framework-apis.md 1.2): never draw
+            # one. With a fixed global batch the changed batch shows as its constraint.
+            cfg.plan.gradient_accumulation = max(cfg.plan.gradient_accumulation, stages)
         return Decoded(cfg, note)
 
     # -- config -> params ------------------------------------------------------------------

@@ -216,3 +216,21 @@ def test_bruteforce_sampler_enumerates_a_small_space(seed_cfg: TuneConfig) -> No
     seen = {tuple(sorted(t.params.items())) for t in study.trials}
     assert len(seen) == size
     assert profile_model(cfg.model).blocks == problem.codec.blocks
+
+
+def test_pipelined_training_plans_keep_gradient_accumulation_at_least_the_stages() -> None:
+    """PopTorch's compile-time rule (GA >= pipeline stages when pipelined): the codec never
+    decodes a plan that breaks it, whatever the sampler drew."""
+    from ipu_tune.case import build_system
+    from ipu_tune.config import TuneConfig
+    from ipu_tune.models import profile_model
+    from ipu_tune.search import SearchProblem
+
+    cfg = TuneConfig()
+    cfg.system.num_ipus = 4
+    problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg))
+    decoded = problem.codec.decode({"plan.gradient_accumulation": 1})
+    plan = decoded.config.plan
+    stages = len(plan.pipeline.splits) + 1
+    assert stages > 1
+    assert plan.gradient_accumulation >= stages
