@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from ipu_tune.search._objectives import OBJECTIVES, show_value
 from ipu_tune.search._select import is_feasible, pareto_front
 
 __all__ = ["Convergence", "convergence"]
@@ -41,14 +42,20 @@ class Convergence:
         return sum(1 for n, _ in self.history if n > self.last_improved)
 
 
+    def _show(self, value: float) -> str:
+        """With the objective's unit (hypervolume and front size have none)."""
+        if self.measure in OBJECTIVES:
+            return show_value(self.measure, value)
+        return f"{value:,.6g}"
+
     def describe(self) -> str:
         """One line: the first and the final best, when it last improved, and since."""
         firsts = [(n, v) for n, v in self.history if not math.isnan(v)]
         if not firsts or self.best is None:
             return f"convergence: no feasible plan in {self.finished} finished trials"
         n0, v0 = firsts[0]
-        return (f"convergence: best {self.measure} {v0:,.6g} at trial {n0}, "
-                f"{self.best:,.6g} from trial {self.last_improved}; no better plan in the "
+        return (f"convergence: best {self.measure} {self._show(v0)} at trial {n0}, "
+                f"{self._show(self.best)} from trial {self.last_improved}; no better plan in the "
                 f"{self.trials_since_improvement} finished trials after it")
 
 
