@@ -152,9 +152,9 @@ def _run_prepared(prepared: Prepared) -> int:
         summary = run(prepared, prepared.pinned)
     except IpuTuneError as exc:
         return fail(str(exc))
-    except KeyboardInterrupt:
-        print("ipu-tune: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+    except Exception as exc:  # a full or read-only disk is one line; anything else is a bug
+        return fail_on_disk_error(exc)
+    # (SIGINT/SIGTERM arrive as KeyboardInterrupt and are reported by `__main__`: 130/143.)
     print(format_summary(summary))
     return 0
 
