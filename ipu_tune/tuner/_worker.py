@@ -101,7 +101,10 @@ def work(
             frozen = study.tell(trial, [float(v) for v in outcome.values])
             if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
                 rows.append(frozen)
-                refine_study(study, problem, n_trials)  # local search: enqueues better plans
+                # Local search enqueues better plans; under the study-wide lock so that two
+                # workers climbing to the same optimum do not both enqueue it.
+                with claims.recovering():
+                    refine_study(study, problem, n_trials)
             if rows and time.monotonic() - last_flush >= _FLUSH_S:
                 store.append_many(study.study_name, rows)
                 rows, last_flush = [], time.monotonic()
