@@ -30,6 +30,7 @@ __all__ = [
     "knob",
     "knob_by_field",
     "set_key",
+    "shown",
     "valid_io_tiles",
 ]
 
@@ -208,3 +209,12 @@ def set_key(node: Any, key: str, value: Any) -> None:
     for part in parents:
         node = getattr(node, part)
     setattr(node, leaf, list(value) if isinstance(value, tuple) else value)
+
+
+def shown(value: Any) -> str:
+    """A knob value as tables and change lists print it (``[layer3.8]``, ``0.6``, ``16.16``)."""
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(map(str, value)) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

@@ -13,18 +13,11 @@ from typing import Any
 
 from ipu_tune.cli._common import fail, print_out
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import shown
 
 __all__ = ["main"]
 
 MB = 1e6
-
-
-def _shown(v: Any) -> str:
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(map(str, v)) + "]"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
 
 
 def _pct(a: float, b: float) -> str:
@@ -82,7 +75,7 @@ def format_compare(d: dict[str, Any]) -> str:
     lines = [f"A: {d['a']}", f"B: {d['b']}", "(* marks a difference; % is B against A)", ""]
     lines.append(f"{'plan':<{w}}{'A':>18}{'B':>18}")
     for r in d["plan"]:
-        lines.append(f"{r['name']:<{w}}{_shown(r['a']):>18}{_shown(r['b']):>18}"
+        lines.append(f"{r['name']:<{w}}{shown(r['a']):>18}{shown(r['b']):>18}"
                      f"{'  *' if r['differs'] else ''}")
     lines += ["", f"{'memory, fullest IPU (MB)':<{w}}{'A':>18}{'B':>18}"]
     for r in d["memory_bytes_fullest_ipu"]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipu_tune.config import EvalConfig, to_plain_dict
-from ipu_tune.knobs import KNOBS, get_key, knob, set_key
+from ipu_tune.knobs import KNOBS, get_key, knob, set_key, shown
 from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome
 
 __all__ = ["Step", "differing_keys", "ladder", "step_row"]
@@ -39,14 +39,6 @@ def _value(v: Any) -> Any:
     return list(v) if isinstance(v, list | tuple) else v
 
 
-def _shown(v: Any) -> str:
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(map(str, v)) + "]"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
-
-
 def differing_keys(a: EvalConfig, b: EvalConfig) -> list[str]:
     """Knob keys whose values differ between `a` and `b`, in schema order."""
     return [k.key for k in KNOBS if _value(get_key(a, k.key)) != _value(get_key(b, k.key))]
@@ -54,7 +46,7 @@ def differing_keys(a: EvalConfig, b: EvalConfig) -> list[str]:
 
 def _label(key: str, old: Any, new: Any) -> str:
     k = knob(key)
-    return f"{k.label or key.rsplit('.', 1)[-1]} {_shown(old)} -> {_shown(new)}"
+    return f"{k.label or key.rsplit('.', 1)[-1]} {shown(old)} -> {shown(new)}"
 
 
 def _score(problem: SearchProblem, o: TrialOutcome) -> tuple[float, float]:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, get_key, knob
+from ipu_tune.knobs import KNOBS, get_key, knob, shown
 from ipu_tune.simulator import SimResult
 
 __all__ = [
@@ -126,17 +126,9 @@ def count_changes(cfg: EvalConfig, user: EvalConfig) -> int:
     return len(_changed(cfg, user))
 
 
-def _shown(v: Any) -> str:
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(map(str, v)) + "]"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
-
-
 def change_list(cfg: EvalConfig, user: EvalConfig) -> list[str]:
     """The changes `count_changes` counts, as ``precision 32.32 -> 16.16``."""
-    return [f"{knob(k).label or k} {_shown(b)} -> {_shown(a)}" for k, b, a in _changed(cfg, user)]
+    return [f"{knob(k).label or k} {shown(b)} -> {shown(a)}" for k, b, a in _changed(cfg, user)]
 
 
 def memory_constraint(result: SimResult) -> float:
