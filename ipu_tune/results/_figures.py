@@ -2,25 +2,37 @@
 
 PopVision's Graph Analyser shows memory per IPU by category and an execution trace over time
 (seed `popvision-analysis-tools.txt`); `memory_figure` and `timeline_figure` are those two
-views of a simulated plan. The Optuna views (history, Pareto front, importances) are Optuna's
-own `optuna.visualization` figures.
+views of a simulated plan. The study views (history, Pareto front, trials, importances) are
+drawn here too, the importances from Optuna's own `optuna.importance`.
+
+Each figure is a plain Plotly figure spec (`{"data": [...], "layout": {...}}`, what Plotly.js
+reads), not a `plotly.graph_objects.Figure`: building and validating those took about a second
+per report, and importing them another (issue 16). The spec follows the Plotly.js schema (the
+tests validate every figure against `plotly.graph_objects`); the layout template and plotly.js
+itself are read from the installed plotly package's data files, without importing plotly.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import math
 import warnings
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
 
 import optuna
-import pandas as pd
-import plotly.graph_objects as go
 from optuna.trial import TrialState
 
+from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
 from ._timeline import HOST_LANE, SEGMENT_KINDS, Timeline
 
 __all__ = [
+    "Figure",
     "history_figure",
     "importances_figure",
     "light_study",
@@ -28,9 +40,14 @@ __all__ = [
     "objective_history_figure",
     "pareto_figure",
     "phases_figure",
+    "plotly_js",
     "timeline_figure",
     "trials_figure",
 ]
+
+# A Plotly figure spec as Plotly.js reads it: {"data": [trace, ...], "layout": {...}}.
+Figure = dict[str, Any]
+Row = Mapping[str, Any]
 
 _MIB = float(1 << 20)
 _KIB = float(1 << 10)
@@ -51,122 +68,151 @@ KIND_COLORS = {
     "host_overhead": "#e377c2",
 }
 _KIND_LABELS = {"forward": "F", "backward": "B", "recompute": "R"}
-_LAYOUT = {"template": "plotly_white", "margin": {"l": 70, "r": 30, "t": 60, "b": 50}}
+_MARGIN = {"l": 70, "r": 30, "t": 60, "b": 50}
 
 
-def memory_figure(result: SimResult) -> go.Figure:
+# -- the installed plotly package's data files (plotly.js, layout templates) -------------------
+
+@cache
+def _plotly_data() -> Path:
+    """plotly's `package_data` folder, found without importing plotly (~0.5 s)."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise IpuTuneError("report: the plotly package is not installed (pip install plotly)")
+    return Path(next(iter(spec.submodule_search_locations))) / "package_data"
+
+
+@cache
+def plotly_js() -> str:
+    """The plotly.js bundle that ships with the installed plotly (what `get_plotlyjs()` reads)."""
+    return (_plotly_data() / "plotly.min.js").read_text(encoding="utf-8")
+
+
+@cache
+def _template_text(name: str) -> str:
+    return (_plotly_data() / "templates" / f"{name}.json").read_text(encoding="utf-8")
+
+
+def _template(name: str) -> dict[str, Any]:
+    """A Plotly layout template by name (Plotly.js knows templates only as objects)."""
+    found: dict[str, Any] = json.loads(_template_text(name))
+    return found
+
+
+def _layout(title: str, **layout: Any) -> dict[str, Any]:
+    """The report's layout: a white template, room for axis titles, and `title`."""
+    return {"template": _template("plotly_white"), "margin": dict(_MARGIN),
+            "title": {"text": title}, **layout}
+
+
+def _title(text: str) -> dict[str, Any]:
+    return {"title": {"text": text}}
+
+
+def _num(value: Any) -> float | None:
+    """A float, or None for a missing value (None, NaN) of a results row."""
+    if value is None:
+        return None
+    f = float(value)
+    return None if math.isnan(f) else f
+
+
+def _flag(value: Any) -> bool:
+    """A results row's boolean: None and NaN (unknown) are False."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and bool(
+        value)
+
+
+def _hline(y: float, text: str, line: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A horizontal line across the plot at `y`, labelled at its top left (plotly's add_hline)."""
+    shape = {"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": y,
+             "y1": y, "line": line}
+    note = {"showarrow": False, "text": text, "xref": "x domain", "x": 0, "xanchor": "left",
+            "yref": "y", "y": y, "yanchor": "bottom"}
+    return shape, note
+
+
+def _vline(x: float, text: str, line: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A vertical line across the plot at `x`, labelled at its top (plotly's add_vline)."""
+    shape = {"type": "line", "xref": "x", "x0": x, "x1": x, "yref": "y domain", "y0": 0,
+             "y1": 1, "line": line}
+    note = {"showarrow": False, "text": text, "xref": "x", "x": x, "xanchor": "left",
+            "yref": "y domain", "y": 1, "yanchor": "top"}
+    return shape, note
+
+
+# -- the best plan ----------------------------------------------------------------------------
+
+def memory_figure(result: SimResult) -> Figure:
     """Stacked bytes by category on each IPU of one replica, against the SRAM limit."""
     x = [f"IPU{m.ipu} (stage {m.stage})" for m in result.memory]
-    fig = go.Figure()
+    data = []
     for cat in MEMORY_CATEGORIES:
         values = [m.categories.get(cat, 0) / _MIB for m in result.memory]
         if not any(values):
             continue  # a category no IPU uses only clutters the legend
-        fig.add_trace(
-            go.Bar(
-                name=cat,
-                x=x,
-                y=values,
-                hovertemplate=f"{cat}: %{{y:.1f}} MiB<extra>%{{x}}</extra>",
-            )
-        )
+        data.append({"type": "bar", "name": cat, "x": x, "y": values,
+                     "hovertemplate": f"{cat}: %{{y:.1f}} MiB<extra>%{{x}}</extra>"})
     limit_mib = result.memory_limit_bytes / _MIB
-    fig.add_hline(
-        y=limit_mib,
-        line={"color": "black", "dash": "dash", "width": 2},
-        annotation_text=f"SRAM limit {limit_mib:.0f} MiB",
-        annotation_position="top left",
-    )
-    for xi, m in zip(x, result.memory, strict=True):
-        # The program fails when any tile overflows, not only the IPU total (seed guide ch. 5).
-        fig.add_annotation(
-            x=xi,
-            y=m.total_bytes / _MIB,
-            text=(
-                f"{m.total_bytes / _MIB:.0f} MiB · max tile "
-                f"{m.max_tile_bytes / _KIB:.0f}/{m.tile_limit_bytes / _KIB:.0f} KiB"
-            ),
-            showarrow=False,
-            yshift=12,
-        )
+    shape, limit_note = _hline(limit_mib, f"SRAM limit {limit_mib:.0f} MiB",
+                               {"color": "black", "dash": "dash", "width": 2})
+    # The program fails when any tile overflows, not only the IPU total (seed guide ch. 5).
+    totals = [
+        {"x": xi, "y": m.total_bytes / _MIB, "showarrow": False, "yshift": 12,
+         "text": (f"{m.total_bytes / _MIB:.0f} MiB · max tile "
+                  f"{m.max_tile_bytes / _KIB:.0f}/{m.tile_limit_bytes / _KIB:.0f} KiB")}
+        for xi, m in zip(x, result.memory, strict=True)
+    ]
     status = "fits" if result.fits else f"does not fit: {result.reason}"
-    fig.update_layout(
-        barmode="stack",
-        title=f"Memory by category per IPU ({status})",
-        yaxis_title="memory per IPU (MiB)",
-        legend_title="category",
-        **_LAYOUT,
-    )
-    return fig
+    return {"data": data, "layout": _layout(
+        f"Memory by category per IPU ({status})", barmode="stack",
+        yaxis=_title("memory per IPU (MiB)"), legend=_title("category"), shapes=[shape],
+        annotations=[limit_note, *totals])}
 
 
-def phases_figure(result: SimResult) -> go.Figure:
+def phases_figure(result: SimResult) -> Figure:
     """Seconds per step by phase; the bottleneck phase is highlighted."""
     phases = [p for p in TIME_PHASES if result.phases.get(p, 0.0) > 0] or list(TIME_PHASES)
     ms = [result.phases.get(p, 0.0) * 1e3 for p in phases]
     colors = ["#d62728" if p == result.bottleneck else "#1f77b4" for p in phases]
-    fig = go.Figure(
-        go.Bar(
-            x=ms,
-            y=phases,
-            orientation="h",
-            marker_color=colors,
-            hovertemplate="%{y}: %{x:.3f} ms<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title=(
-            f"Time by phase per step: {result.step_time_s * 1e3:.2f} ms, "
-            f"bottleneck {result.bottleneck}"
-        ),
-        xaxis_title="ms per step",
-        yaxis={"autorange": "reversed"},
-        height=380,
-        **_LAYOUT,
-    )
-    return fig
+    bar = {"type": "bar", "x": ms, "y": phases, "orientation": "h", "marker": {"color": colors},
+           "hovertemplate": "%{y}: %{x:.3f} ms<extra></extra>"}
+    return {"data": [bar], "layout": _layout(
+        f"Time by phase per step: {result.step_time_s * 1e3:.2f} ms, "
+        f"bottleneck {result.bottleneck}",
+        xaxis=_title("ms per step"), yaxis={"autorange": "reversed"}, height=380)}
 
 
-def timeline_figure(timeline: Timeline, step_time_s: float) -> go.Figure:
+def timeline_figure(timeline: Timeline, step_time_s: float) -> Figure:
     """Execution-trace view: one horizontal lane per IPU plus the host, time in ms."""
-    fig = go.Figure()
+    data = []
     for kind in SEGMENT_KINDS:
         segs = [s for s in timeline.segments if s.kind == kind]
         if not segs:
             continue
         label = _KIND_LABELS.get(kind, "")
         # One trace per kind (not per segment) keeps a long schedule light in the HTML.
-        fig.add_trace(
-            go.Bar(
-                name=kind,
-                orientation="h",
-                y=[s.lane for s in segs],
-                base=[s.start_s * 1e3 for s in segs],
-                x=[s.duration_s * 1e3 for s in segs],
-                marker_color=KIND_COLORS[kind],
-                marker_line={"width": 0.5, "color": "white"},
-                text=[f"{label}{s.micro_batch}" if label else "" for s in segs],
-                textposition="inside",
-                insidetextanchor="middle",
-                customdata=[[s.micro_batch, s.start_s * 1e3] for s in segs],
-                hovertemplate=(
-                    f"{kind}<br>micro-batch %{{customdata[0]}}<br>start %{{customdata[1]:.3f}} ms"
-                    "<br>%{x:.3f} ms<extra>%{y}</extra>"
-                ),
-            )
-        )
+        data.append({
+            "type": "bar", "name": kind, "orientation": "h",
+            "y": [s.lane for s in segs],
+            "base": [s.start_s * 1e3 for s in segs],
+            "x": [s.duration_s * 1e3 for s in segs],
+            "marker": {"color": KIND_COLORS[kind], "line": {"width": 0.5, "color": "white"}},
+            "text": [f"{label}{s.micro_batch}" if label else "" for s in segs],
+            "textposition": "inside", "insidetextanchor": "middle",
+            "customdata": [[s.micro_batch, s.start_s * 1e3] for s in segs],
+            "hovertemplate": (
+                f"{kind}<br>micro-batch %{{customdata[0]}}<br>start %{{customdata[1]:.3f}} ms"
+                "<br>%{x:.3f} ms<extra>%{y}</extra>"),
+        })
+    shapes, notes = [], []
     for (x0, x1), name in ((timeline.ramp_up_s, "ramp up"), (timeline.ramp_down_s, "ramp down")):
-        if x1 > x0:
-            fig.add_vrect(
-                x0=x0 * 1e3,
-                x1=x1 * 1e3,
-                fillcolor="#888888",
-                opacity=0.12,
-                line_width=0,
-                layer="below",
-                annotation_text=name,
-                annotation_position="top left",
-            )
+        if x1 > x0:  # a grey band behind the bars (plotly's add_vrect)
+            shapes.append({"type": "rect", "xref": "x", "x0": x0 * 1e3, "x1": x1 * 1e3,
+                           "yref": "y domain", "y0": 0, "y1": 1, "fillcolor": "#888888",
+                           "opacity": 0.12, "line": {"width": 0}, "layer": "below"})
+            notes.append({"showarrow": False, "text": name, "xref": "x", "x": x0 * 1e3,
+                          "xanchor": "left", "yref": "y domain", "y": 1, "yanchor": "top"})
     shown = timeline.micro_batches_shown
     per_step = timeline.micro_batches_per_step
     elided = ("" if shown == per_step else
@@ -174,86 +220,82 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> go.Figure:
               f" {per_step - shown} repeat the same slot)")
     span = "One step" if timeline.steps == 1 else f"One call ({timeline.steps} steps)"
     simulated = step_time_s * timeline.steps
-    fig.update_layout(
-        barmode="overlay",
-        bargap=0.25,
-        title=(
-            f"{span}, {timeline.schedule} schedule{elided}: trace {timeline.total_s * 1e3:.2f}"
-            f" ms, simulated {simulated * 1e3:.2f} ms"
-        ),
-        xaxis_title="time (ms)",
-        yaxis={
-            "categoryorder": "array",
-            "categoryarray": list(timeline.lanes),
-            "autorange": "reversed",
-        },
-        uniformtext={"minsize": 8, "mode": "hide"},
-        height=max(260, 70 * len(timeline.lanes) + 140),
-        legend_title="work",
-        **_LAYOUT,
-    )
     assert timeline.lanes[0] == HOST_LANE
-    return fig
+    layout = _layout(
+        f"{span}, {timeline.schedule} schedule{elided}: trace {timeline.total_s * 1e3:.2f}"
+        f" ms, simulated {simulated * 1e3:.2f} ms",
+        barmode="overlay", bargap=0.25, xaxis=_title("time (ms)"),
+        yaxis={"categoryorder": "array", "categoryarray": list(timeline.lanes),
+               "autorange": "reversed"},
+        uniformtext={"minsize": 8, "mode": "hide"},
+        height=max(260, 70 * len(timeline.lanes) + 140), legend=_title("work"))
+    if shapes:
+        layout.update(shapes=shapes, annotations=notes)
+    return {"data": data, "layout": layout}
 
 
-def trials_figure(results: pd.DataFrame, exported: int | None = None) -> go.Figure:
-    """Throughput against peak memory for every finished trial; plans that do not fit are
-    grey, drawn at 0 samples/s only as a strip under the axis, and clipped at the x-range's
-    edge (the range fits the SRAM limit and the trials that fit)."""
-    fig = go.Figure()
-    df = results.dropna(subset=["throughput", "peak_memory_bytes"])
-    fitting = df[df["fits"].astype(bool)]
-    limit = (float(df["memory_limit_bytes"].dropna().iloc[0]) / _MIB
-             if "memory_limit_bytes" in df and df["memory_limit_bytes"].notna().any() else None)
-    x_hi = max([*(fitting["peak_memory_bytes"].astype(float) / _MIB), limit or 0.0]) * 1.15
+# -- the study --------------------------------------------------------------------------------
+
+# Infeasible trials greyed and kept out of the axes; the exported trial a star.
+_GREY = "#b0b0b0"
+_STAR = {"symbol": "star", "size": 18, "color": "#ffbf00", "line": {"color": "black", "width": 1}}
+
+
+def _star(exported: int, x: float, y: float) -> dict[str, Any]:
+    return {"type": "scatter", "x": [x], "y": [y], "mode": "markers",
+            "name": f"exported: trial {exported}", "marker": dict(_STAR)}
+
+
+def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure:
+    """Throughput against peak memory for every finished trial (rows of the results table);
+    plans that do not fit are grey, drawn at 0 samples/s only as a strip under the axis, and
+    clipped at the x-range's edge (the range fits the SRAM limit and the trials that fit)."""
+    rows = [r for r in results
+            if _num(r.get("throughput")) is not None and _num(r.get("peak_memory_bytes"))
+            is not None]
+    limits = [v for r in rows if (v := _num(r.get("memory_limit_bytes"))) is not None]
+    limit_mib = limits[0] / _MIB if limits else None
+    fitting = [r for r in rows if _flag(r.get("fits"))]
+    x_hi = max([*(float(r["peak_memory_bytes"]) / _MIB for r in fitting), limit_mib or 0.0]) * 1.15
+    data = []
     for fits, name, color in ((True, "fits", "#2ca02c"),
                               (False, "does not fit (clipped to the axis edge)", _GREY)):
-        part = df[df["fits"].astype(bool) == fits]
-        if part.empty:
+        part = [r for r in rows if _flag(r.get("fits")) == fits]
+        if not part:
             continue
-        xs = part["peak_memory_bytes"].astype(float) / _MIB
-        fig.add_trace(
-            go.Scatter(
-                name=name,
-                x=xs if fits else xs.clip(upper=x_hi * 0.99),
-                y=part["throughput"].astype(float),
-                mode="markers",
-                marker={"color": color, "size": 7, "opacity": 0.7,
-                        "symbol": "circle" if fits else "triangle-right"},
-                customdata=part[["trial_number", "bottleneck"]].astype(str).to_numpy(),
-                hovertemplate=(
-                    "trial %{customdata[0]}<br>%{y:.1f} samples/s<br>%{x:.0f} MiB"
-                    "<br>bottleneck %{customdata[1]}<extra></extra>"
-                ),
-            )
-        )
-    if "memory_limit_bytes" in df and df["memory_limit_bytes"].notna().any():
-        limit_mib = float(df["memory_limit_bytes"].dropna().iloc[0]) / _MIB
-        fig.add_vline(
-            x=limit_mib,
-            line={"color": "black", "dash": "dash"},
-            annotation_text=f"SRAM limit {limit_mib:.0f} MiB",
-        )
-    if exported is not None and (df["trial_number"] == exported).any():
-        row = df[df["trial_number"] == exported].iloc[0]
-        fig.add_trace(go.Scatter(x=[float(row["peak_memory_bytes"]) / _MIB],
-                                 y=[float(row["throughput"])], mode="markers",
-                                 name=f"exported: trial {exported}", marker=_STAR))
-    fig.update_layout(
-        title="Trials: throughput against peak memory per IPU",
-        xaxis_title="peak memory per IPU (MiB)",
-        yaxis_title="throughput (samples/s)",
-        xaxis={"range": [0, x_hi] if x_hi > 0 else None},
-        **_LAYOUT,
-    )
-    return fig
+        xs = [float(r["peak_memory_bytes"]) / _MIB for r in part]
+        data.append({
+            "type": "scatter", "name": name, "mode": "markers",
+            "x": xs if fits else [min(x, x_hi * 0.99) for x in xs],
+            "y": [float(r["throughput"]) for r in part],
+            "marker": {"color": color, "size": 7, "opacity": 0.7,
+                       "symbol": "circle" if fits else "triangle-right"},
+            "customdata": [[str(r.get("trial_number")), str(r.get("bottleneck"))] for r in part],
+            "hovertemplate": ("trial %{customdata[0]}<br>%{y:.1f} samples/s<br>%{x:.0f} MiB"
+                              "<br>bottleneck %{customdata[1]}<extra></extra>"),
+        })
+    layout = _layout("Trials: throughput against peak memory per IPU",
+                     xaxis={**_title("peak memory per IPU (MiB)"),
+                            **({"range": [0, x_hi]} if x_hi > 0 else {})},
+                     yaxis=_title("throughput (samples/s)"))
+    if limit_mib is not None:
+        shape, note = _vline(limit_mib, f"SRAM limit {limit_mib:.0f} MiB",
+                             {"color": "black", "dash": "dash"})
+        layout.update(shapes=[shape], annotations=[note])
+    mine = [r for r in rows if exported is not None and r.get("trial_number") == exported]
+    if mine:
+        assert exported is not None
+        data.append(_star(exported, float(mine[0]["peak_memory_bytes"]) / _MIB,
+                          float(mine[0]["throughput"])))
+    return {"data": data, "layout": layout}
 
 
 class _Snapshot(optuna.Study):
     """A read-only snapshot for plotting: reading `trials` does not deep-copy them.
 
-    Optuna's plots read `study.trials` (a deep copy of every trial) once per parameter; at 500
-    trials that alone took seconds. The plots only read trials, so the copies buy nothing.
+    Optuna's plots and importances read `study.trials` (a deep copy of every trial) once per
+    parameter; at 500 trials that alone took seconds. They only read trials, so the copies buy
+    nothing.
     """
 
     def get_trials(
@@ -269,7 +311,7 @@ class _Snapshot(optuna.Study):
 
 
 def light_study(study: optuna.Study) -> optuna.Study:
-    """An in-memory snapshot of `study`'s finished trials for Optuna's plots.
+    """An in-memory snapshot of `study`'s finished trials for Optuna's plots and importances.
 
     Trial attributes are left out: the tuner's trials carry their whole config and simulation
     result, which plots never read.
@@ -308,21 +350,27 @@ def _complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
 
 
-def history_figure(study: optuna.Study) -> go.Figure:
-    """Optuna's optimisation history; the Pareto front for multi-objective studies."""
+def history_figure(study: optuna.Study) -> Figure:
+    """Optuna's own view of a study the report's views do not fit (more than two objectives):
+    the optimisation history of the first objective. The one path that imports plotly."""
+    import plotly.io
+
+    names: Sequence[str] = study.metric_names or [f"objective {i}"
+                                                  for i in range(len(study.directions))]
     if len(study.directions) == 1:
-        return optuna.visualization.plot_optimization_history(study)
-    if len(study.directions) <= 3:
-        return optuna.visualization.plot_pareto_front(study)
-    names: Sequence[str] = study.metric_names or [f"objective {i}" for i in range(4)]
-    # Pareto plots stop at three objectives; fall back to the history of the first one.
-    return optuna.visualization.plot_optimization_history(
-        study, target=lambda t: t.values[0], target_name=names[0]
-    )
+        fig = optuna.visualization.plot_optimization_history(study)
+    elif len(study.directions) <= 3:
+        fig = optuna.visualization.plot_pareto_front(study)
+    else:  # Pareto plots stop at three objectives; the history of the first one
+        fig = optuna.visualization.plot_optimization_history(
+            study, target=lambda t: t.values[0], target_name=names[0])
+    spec: Figure = json.loads(plotly.io.to_json(fig))
+    return spec
 
 
-def importances_figure(study: optuna.Study) -> go.Figure | str:
-    """Optuna's parameter importances, or a note (str) saying why they are not shown."""
+def importances_figure(study: optuna.Study) -> Figure | str:
+    """Optuna's PED-ANOVA parameter importances as Optuna draws them (one objective), or for
+    reaching the Pareto front (several); a note (str) saying why they are not shown."""
     trials = _complete(study)
     if len(trials) < 2:
         return (
@@ -334,34 +382,40 @@ def importances_figure(study: optuna.Study) -> go.Figure | str:
         with warnings.catch_warnings():
             # PED-ANOVA warns for knobs with few trials per value; the ranking still stands.
             warnings.simplefilter("ignore", UserWarning)
-            if len(study.directions) == 1:
-                return optuna.visualization.plot_param_importances(study, evaluator=evaluator)
             # Multi-objective: importance for reaching the Pareto front (PED-ANOVA's own rule);
             # Optuna's plot would rank each objective as if lower were better.
             scores = optuna.importance.get_param_importances(study, evaluator=evaluator)
     except (ValueError, RuntimeError, ZeroDivisionError) as exc:  # e.g. a single distinct value
         return f"Parameter importances could not be computed: {exc}"
     names = list(scores)[::-1]  # most important on top
-    fig = go.Figure(
-        go.Bar(
-            x=[scores[n] for n in names],
-            y=names,
-            orientation="h",
-            hovertemplate="%{y}: %{x:.3f}<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title="Hyperparameter importances for reaching the Pareto front",
-        xaxis_title="importance",
-        height=max(300, 28 * len(names) + 120),
-        **_LAYOUT,
-    )
-    return fig
+    values = [scores[n] for n in names]
+    if len(study.directions) == 1:
+        return _optuna_importances(study, names, values)
+    bar = {"type": "bar", "x": values, "y": names, "orientation": "h",
+           "hovertemplate": "%{y}: %{x:.3f}<extra></extra>"}
+    return {"data": [bar], "layout": _layout(
+        "Hyperparameter importances for reaching the Pareto front",
+        xaxis=_title("importance"), height=max(300, 28 * len(names) + 120))}
 
 
-# -- study views drawn here (not Optuna's): infeasible trials greyed and kept out of the axes --
-_GREY = "#b0b0b0"
-_STAR = {"symbol": "star", "size": 18, "color": "#ffbf00", "line": {"color": "black", "width": 1}}
+def _optuna_importances(study: optuna.Study, names: list[str], values: list[float]) -> Figure:
+    """The figure of `optuna.visualization.plot_param_importances`, as that function draws it
+    (labels, hover text, Plotly's default template), without importing plotly."""
+    kinds: dict[str, str] = {}
+    for t in _complete(study):
+        for n, d in t.distributions.items():
+            kinds.setdefault(n, type(d).__name__)
+    bar = {
+        "type": "bar", "x": values, "y": names, "orientation": "h",
+        "name": study.metric_names[0] if study.metric_names else "Objective Value",
+        "text": [f"{v:.2f}" if v >= 0.01 else "<0.01" for v in values],
+        "textposition": "outside", "cliponaxis": False,
+        "hovertemplate": [f"{n} ({kinds.get(n, 'BaseDistribution')}): {v}<extra></extra>"
+                          for n, v in zip(names, values, strict=True)],
+    }
+    return {"data": [bar], "layout": {
+        "template": _template("plotly"), "title": {"text": "Hyperparameter Importances"},
+        "xaxis": _title("Hyperparameter Importance"), "yaxis": _title("Hyperparameter")}}
 
 
 def _padded(lo: float, hi: float) -> list[float]:
@@ -369,79 +423,80 @@ def _padded(lo: float, hi: float) -> list[float]:
     return [lo - pad, hi + pad]
 
 
-def objective_history_figure(points: pd.DataFrame, axis: str, direction: str,
-                             exported: int | None) -> go.Figure:
+def objective_history_figure(points: Sequence[Row], axis: str, direction: str,
+                             exported: int | None) -> Figure:
     """Objective (shown unit) per trial; `points`: trial, value, feasible, reason.
 
     Trials that do not fit have no real value: they are grey ticks on the axis's lower edge,
     and the axis range is that of the trials that fit.
     """
-    fig = go.Figure()
-    ok = points[points["feasible"]]
-    bad = points[~points["feasible"]]
-    if not ok.empty:
-        best = ok["value"].cummax() if direction == "maximize" else ok["value"].cummin()
-        fig.add_trace(go.Scatter(x=ok["trial"], y=ok["value"], mode="markers", name="fits",
-                                 marker={"color": "#1f77b4", "size": 7},
-                                 hovertemplate="trial %{x}<br>%{y:,.4g}<extra></extra>"))
-        fig.add_trace(go.Scatter(x=ok["trial"], y=best, mode="lines", name="best so far",
-                                 line={"color": "#d62728", "shape": "hv"}))
-        lo, hi = float(ok["value"].min()), float(ok["value"].max())
-        yrange = _padded(lo, hi)
+    ok = [p for p in points if p["feasible"]]
+    bad = [p for p in points if not p["feasible"]]
+    data: list[dict[str, Any]] = []
+    if ok:
+        values = [float(p["value"]) for p in ok]
+        pick = max if direction == "maximize" else min
+        best, so_far = [], values[0]
+        for v in values:
+            so_far = pick(so_far, v)
+            best.append(so_far)
+        trials = [p["trial"] for p in ok]
+        data.append({"type": "scatter", "x": trials, "y": values, "mode": "markers",
+                     "name": "fits", "marker": {"color": "#1f77b4", "size": 7},
+                     "hovertemplate": "trial %{x}<br>%{y:,.4g}<extra></extra>"})
+        data.append({"type": "scatter", "x": trials, "y": best, "mode": "lines",
+                     "name": "best so far", "line": {"color": "#d62728", "shape": "hv"}})
+        yrange = _padded(min(values), max(values))
     else:
         yrange = [0.0, 1.0]
-    if not bad.empty:
-        fig.add_trace(go.Scatter(
-            x=bad["trial"], y=[yrange[0]] * len(bad), mode="markers",
-            name="does not fit (no value; drawn on the axis edge)",
-            marker={"color": _GREY, "symbol": "line-ns-open", "size": 12},
-            customdata=bad[["reason"]].to_numpy(),
-            hovertemplate="trial %{x}: does not fit<br>%{customdata[0]}<extra></extra>"))
-    if exported is not None and exported in set(ok["trial"]):
-        row = ok[ok["trial"] == exported].iloc[0]
-        fig.add_trace(go.Scatter(x=[exported], y=[row["value"]], mode="markers",
-                                 name=f"exported: trial {exported}", marker=_STAR))
-    fig.update_layout(title=f"Optimisation history: {axis}", xaxis_title="trial",
-                      yaxis_title=axis, yaxis={"range": yrange}, legend_title="trials",
-                      **_LAYOUT)
-    return fig
+    if bad:
+        data.append({
+            "type": "scatter", "x": [p["trial"] for p in bad], "y": [yrange[0]] * len(bad),
+            "mode": "markers", "name": "does not fit (no value; drawn on the axis edge)",
+            "marker": {"color": _GREY, "symbol": "line-ns-open", "size": 12},
+            "customdata": [[p["reason"]] for p in bad],
+            "hovertemplate": "trial %{x}: does not fit<br>%{customdata[0]}<extra></extra>"})
+    mine = [p for p in ok if p["trial"] == exported]
+    if exported is not None and mine:
+        data.append(_star(exported, exported, float(mine[0]["value"])))
+    return {"data": data, "layout": _layout(
+        f"Optimisation history: {axis}", xaxis=_title("trial"),
+        yaxis={**_title(axis), "range": yrange}, legend=_title("trials"))}
 
 
-def pareto_figure(points: pd.DataFrame, axes: Sequence[str], directions: Sequence[str],
-                  exported: int | None) -> go.Figure:
+def pareto_figure(points: Sequence[Row], axes: Sequence[str], directions: Sequence[str],
+                  exported: int | None) -> Figure:
     """Two objectives of the feasible trials (shown units), the Pareto front, the exported one.
 
     `points`: trial, x, y, feasible. Trials that do not fit are counted in the title only: they
     have no objective values worth a place on either axis.
     """
-    ok = points[points["feasible"]]
-    n_bad = int((~points["feasible"]).sum())
+    ok = [p for p in points if p["feasible"]]
+    n_bad = len(points) - len(ok)
     sx = 1.0 if directions[0] == "maximize" else -1.0
     sy = 1.0 if directions[1] == "maximize" else -1.0
-    front = [
-        i for i, a in ok.iterrows()
-        if not any((sx * b["x"] >= sx * a["x"] and sy * b["y"] >= sy * a["y"])
-                   and (b["x"], b["y"]) != (a["x"], a["y"]) for _, b in ok.iterrows())
+    front = sorted(
+        (a for a in ok
+         if not any((sx * b["x"] >= sx * a["x"] and sy * b["y"] >= sy * a["y"])
+                    and (b["x"], b["y"]) != (a["x"], a["y"]) for b in ok)),
+        key=lambda p: p["x"])
+    hover = "trial %{text}<br>%{x:,.4g}<br>%{y:,.4g}<extra></extra>"
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "x": [p["x"] for p in ok], "y": [p["y"] for p in ok],
+         "mode": "markers", "name": "fits", "marker": {"color": "#9ecae1", "size": 7},
+         "text": [p["trial"] for p in ok], "hovertemplate": hover},
+        {"type": "scatter", "x": [p["x"] for p in front], "y": [p["y"] for p in front],
+         "mode": "lines+markers", "name": "Pareto front",
+         "marker": {"color": "#d62728", "size": 9}, "line": {"color": "#d62728", "dash": "dot"},
+         "text": [p["trial"] for p in front], "hovertemplate": hover},
     ]
-    fr = ok.loc[front].sort_values("x")
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=ok["x"], y=ok["y"], mode="markers", name="fits",
-                             marker={"color": "#9ecae1", "size": 7}, text=ok["trial"],
-                             hovertemplate="trial %{text}<br>%{x:,.4g}<br>%{y:,.4g}"
-                                           "<extra></extra>"))
-    fig.add_trace(go.Scatter(x=fr["x"], y=fr["y"], mode="lines+markers", name="Pareto front",
-                             marker={"color": "#d62728", "size": 9},
-                             line={"color": "#d62728", "dash": "dot"}, text=fr["trial"],
-                             hovertemplate="trial %{text}<br>%{x:,.4g}<br>%{y:,.4g}"
-                                           "<extra></extra>"))
-    if exported is not None and exported in set(ok["trial"]):
-        row = ok[ok["trial"] == exported].iloc[0]
-        fig.add_trace(go.Scatter(x=[row["x"]], y=[row["y"]], mode="markers",
-                                 name=f"exported: trial {exported}", marker=_STAR))
-    xr = _padded(float(ok["x"].min()), float(ok["x"].max())) if not ok.empty else None
-    yr = _padded(float(ok["y"].min()), float(ok["y"].max())) if not ok.empty else None
-    fig.update_layout(
-        title=f"Pareto front of the trials that fit ({n_bad} that do not fit not drawn)",
-        xaxis_title=axes[0], yaxis_title=axes[1], xaxis={"range": xr}, yaxis={"range": yr},
-        legend_title="trials", **_LAYOUT)
-    return fig
+    mine = [p for p in ok if p["trial"] == exported]
+    if exported is not None and mine:
+        data.append(_star(exported, mine[0]["x"], mine[0]["y"]))
+    xaxis, yaxis = _title(axes[0]), _title(axes[1])
+    if ok:
+        xaxis["range"] = _padded(min(p["x"] for p in ok), max(p["x"] for p in ok))
+        yaxis["range"] = _padded(min(p["y"] for p in ok), max(p["y"] for p in ok))
+    return {"data": data, "layout": _layout(
+        f"Pareto front of the trials that fit ({n_bad} that do not fit not drawn)",
+        xaxis=xaxis, yaxis=yaxis, legend=_title("trials"))}

@@ -1,22 +1,26 @@
 """`report.html`: one self-contained, offline page about a study and its best plan.
 
-plotly.js is inlined once (with the first figure) and every later figure reuses it, so the page
-opens without network. Every figure sits in `<div class="figure" data-figure="NAME">`; a view
-that cannot be drawn (too few trials, no feasible plan) becomes a `<div class="note">` instead.
+plotly.js (read from the installed plotly package's data file) is inlined once, with the first
+figure, and every later figure reuses it, so the page opens without network. The figures are
+plain Plotly figure specs (`_figures`), so building the page imports neither plotly nor pandas
+(issue 16: the report is part of every run's fixed cost). Every figure sits in
+`<div class="figure" data-figure="NAME">`; a view that cannot be drawn (too few trials, no
+feasible plan) becomes a `<div class="note">` instead.
 """
 
 from __future__ import annotations
 
 import html
+import json
+import math
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
-import pandas as pd
-import plotly.graph_objects as go
 from optuna.trial import TrialState
 
 from ipu_tune.config import EvalConfig
@@ -25,6 +29,7 @@ from ipu_tune.records import TrialRecord
 from ipu_tune.simulator import SimResult
 
 from ._figures import (
+    Figure,
     history_figure,
     importances_figure,
     light_study,
@@ -32,6 +37,7 @@ from ._figures import (
     objective_history_figure,
     pareto_figure,
     phases_figure,
+    plotly_js,
     timeline_figure,
     trials_figure,
 )
@@ -39,7 +45,16 @@ from ._poptorch import poptorch_snippet
 from ._table import SORT_JS, top_trials_table
 from ._timeline import build_timeline
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = ["write_report"]
+
+Rows = Sequence[Mapping[str, Any]]
+# What plotly's `to_html` escapes in the JSON it puts inside <script> (plotly.io._json).
+_JSON_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "/": "\\u002f",
+                            "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_PLOT_CONFIG = json.dumps({"displaylogo": False, "responsive": True})
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; color: #222; }
@@ -82,15 +97,51 @@ class _Page:
     def note(self, name: str, text: str) -> None:
         self.add(f'<div class="note" data-note="{name}">{html.escape(text)}</div>')
 
-    def figure(self, name: str, fig: go.Figure) -> None:
-        body = fig.to_html(
-            full_html=False,
-            include_plotlyjs=self.figures == 0,
-            div_id=f"plot-{name}",
-            config={"displaylogo": False, "responsive": True},
-        )
+    def figure(self, name: str, fig: Figure) -> None:
+        """The figure's div and its `Plotly.newPlot` call, as plotly's `to_html` writes them."""
+        div_id = f"plot-{name}"
+        load = ("<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>"
+                f"<script>{plotly_js()}</script>") if self.figures == 0 else ""
+        height = fig["layout"].get("height")
+        style = f"height:{height}px; width:100%;" if height else "height:100%; width:100%;"
+        body = (
+            f'<div style="{style}">{load}'
+            f'<div id="{div_id}" class="plotly-graph-div" style="height:100%; width:100%;">'
+            "</div><script>window.PLOTLYENV=window.PLOTLYENV || {};"
+            f'if (document.getElementById("{div_id}")) {{Plotly.newPlot("{div_id}", '
+            f"{_json(fig['data'])}, {_json(fig['layout'])}, {_PLOT_CONFIG})}};</script></div>")
         self.figures += 1
         self.add(f'<div class="figure" data-figure="{name}">{body}</div>')
+
+
+def _json(value: Any) -> str:
+    """JSON safe inside <script>; NaN and infinities are null (as plotly writes them)."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(value), separators=(",", ":"))
+    return text.translate(_JSON_SAFE)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _records(results: Rows | pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of the results table as plain dicts (a DataFrame's missing values are None)."""
+    rows: Any = results.to_dict("records") if hasattr(results, "to_dict") else results
+    return [{str(k): None if isinstance(v, float) and math.isnan(v) else v
+             for k, v in r.items()} for r in rows]
+
+
+def _fits(row: Mapping[str, Any]) -> bool:
+    return bool(row.get("fits"))
 
 
 def _rows(pairs: list[tuple[str, Any]], css: str) -> str:
@@ -109,11 +160,11 @@ def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
     return [(prefix, value)]
 
 
-def _summary(study: optuna.Study, results: pd.DataFrame, best: SimResult | None,
+def _summary(study: optuna.Study, results: Rows, best: SimResult | None,
              explanation: dict[str, Any] | None, best_trial: int | None) -> str:
     trials = study.get_trials(deepcopy=False)
     complete = sum(t.state == TrialState.COMPLETE for t in trials)
-    fitting = int(results["fits"].fillna(False).astype(bool).sum()) if "fits" in results else 0
+    fitting = sum(_fits(r) for r in results)
     ex = explanation or {}
     objectives = ex.get("objectives") or []
     pairs: list[tuple[str, Any]] = [
@@ -264,26 +315,26 @@ def _best_plan(page: _Page, cfg: EvalConfig | None, result: SimResult | None,
         build_timeline(result, plan, max_micro_batches=shown), result.step_time_s))
 
 
-def _points(study: optuna.Study, objectives: list[dict[str, Any]]) -> pd.DataFrame:
-    """Trial, objective values in their shown units (v0, v1), feasible, reason."""
+def _points(study: optuna.Study, objectives: list[dict[str, Any]],
+            names: Sequence[str]) -> list[dict[str, Any]]:
+    """Trial, objective values in their shown units (under `names`), feasible, reason."""
     rows = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         if t.values is None:
             continue
         rec = TrialRecord.of(t)
-        row: dict[str, Any] = {"trial": t.number, "feasible": rec.feasible,
+        row: dict[str, Any] = {"trial": t.number, "feasible": bool(rec.feasible),
                                "reason": rec.reason or "infeasible"}
-        for i, o in enumerate(objectives):
-            row[f"v{i}"] = float(t.values[i]) * float(o["scale"])
+        for i, (o, name) in enumerate(zip(objectives, names, strict=False)):
+            row[name] = float(t.values[i]) * float(o["scale"])
         rows.append(row)
-    cols = ["trial", "feasible", "reason", *(f"v{i}" for i in range(len(objectives)))]
-    return pd.DataFrame(rows, columns=cols).astype({"feasible": bool})
+    return rows
 
 
 def render_report(
     *,
     study: optuna.Study,
-    results: pd.DataFrame,
+    results: Rows | pd.DataFrame,
     best_config: EvalConfig | None,
     best_result: SimResult | None,
     title: str,
@@ -295,8 +346,10 @@ def render_report(
     """The report's HTML text (see `write_report`).
 
     `snippet` is the PopTorch snippet written beside best.yaml (built once by the exporter);
-    when None it is built here from the best config and result.
+    when None it is built here from the best config and result. `results`: the rows of the
+    results table (`ResultsStore.rows`), or its DataFrame (`ResultsStore.frame`).
     """
+    results = _records(results)
     page = _Page()
     page.add(f"<h1>{html.escape(title)}</h1>")
     ex = explanation or {}
@@ -312,19 +365,18 @@ def render_report(
     if not has_complete:
         page.note("history", "No completed trial yet: nothing to plot.")
     elif len(objectives) == len(study.directions) and len(objectives) in (1, 2):
-        pts = _points(study, objectives)
         if multi:
             page.figure("pareto", pareto_figure(
-                pts.rename(columns={"v0": "x", "v1": "y"}), [o["axis"] for o in objectives],
+                _points(study, objectives, ("x", "y")), [o["axis"] for o in objectives],
                 [o["direction"] for o in objectives], best_trial))
         else:
             page.figure("history", objective_history_figure(
-                pts.rename(columns={"v0": "value"}), objectives[0]["axis"],
+                _points(study, objectives, ("value",)), objectives[0]["axis"],
                 objectives[0]["direction"], best_trial))
     else:
         page.figure("pareto" if multi else "history", history_figure(plots))
     page.heading("Parameter importances", "Optuna's PED-ANOVA importance of each searched knob.")
-    fits_any = "fits" in results and bool(results["fits"].fillna(False).astype(bool).any())
+    fits_any = any(_fits(r) for r in results)
     # With no plan that fits every objective value is the same penalty: importances of it
     # would only rank noise.
     imp = (importances_figure(plots) if fits_any or not has_complete else
@@ -334,8 +386,8 @@ def render_report(
         page.note("importances", imp)
     else:
         page.figure("importances", imp)
-    needed = ["throughput", "peak_memory_bytes", "fits"]
-    if set(needed) <= set(results.columns) and not results.dropna(subset=needed[:2]).empty:
+    if any(r.get("throughput") is not None and r.get("peak_memory_bytes") is not None
+           and "fits" in r for r in results):
         page.heading("Trials", "Every finished trial: throughput against peak memory per IPU.")
         page.figure("trials", trials_figure(results, best_trial))
     page.heading(
@@ -360,7 +412,7 @@ def write_report(
     path: Path,
     *,
     study: optuna.Study,
-    results: pd.DataFrame,
+    results: Rows | pd.DataFrame,
     best_config: EvalConfig | None,
     best_result: SimResult | None,
     title: str,

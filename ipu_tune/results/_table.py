@@ -5,9 +5,8 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-import pandas as pd
 
 from ipu_tune.knobs import KNOBS
 
@@ -67,34 +66,43 @@ def _cell(column: str, value: Any) -> tuple[str, str]:
     return str(value), str(value)
 
 
-def top_trials_table(results: pd.DataFrame, top_n: int, exported: int | None = None) -> str:
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _rank(row: Mapping[str, Any]) -> tuple[bool, bool, float]:
+    """Sort key: plans that fit first, then throughput high to low, unknown last."""
+    tp = row.get("throughput")
+    fits = not _missing(row.get("fits")) and bool(row.get("fits"))
+    return (not fits, tp is None or _missing(tp), 0.0 if tp is None or _missing(tp) else -float(tp))
+
+
+def top_trials_table(results: Sequence[Mapping[str, Any]], top_n: int,
+                     exported: int | None = None) -> str:
     """HTML of the `top_n` trials by throughput, fitting plans first; the exported trial's row
-    is marked (class "exported") and kept even when it is not in the top `top_n`."""
-    cols = [(c, h) for c, h in COLUMNS if c in results.columns]
-    df = results
-    if "state" in df.columns:
-        df = df[df["state"] == "COMPLETE"]
-    if "throughput" in df.columns:
-        fits = df["fits"].astype(bool) if "fits" in df.columns else True
-        df = df.assign(_fits=fits).sort_values(
-            ["_fits", "throughput"], ascending=[False, False], kind="stable"
-        )
-    head_df = df.head(top_n)
-    if exported is not None and "trial_number" in df.columns:
-        mine = df[df["trial_number"] == exported]
-        if not mine.empty and exported not in set(head_df["trial_number"]):
-            head_df = pd.concat([mine, head_df.head(top_n - 1)])
-    df = head_df
+    is marked (class "exported") and kept even when it is not in the top `top_n`.
+
+    `results`: rows of the results table (plain mappings: column -> value)."""
+    columns = set().union(*(r.keys() for r in results)) if results else set()
+    cols = [(c, h) for c, h in COLUMNS if c in columns]
+    rows_in = [r for r in results if "state" not in r or r["state"] == "COMPLETE"]
+    if "throughput" in columns:
+        rows_in = sorted(rows_in, key=_rank)  # stable: the table's order among equals
+    head_rows = rows_in[:top_n]
+    if exported is not None and "trial_number" in columns:
+        mine = [r for r in rows_in if r.get("trial_number") == exported]
+        if mine and all(r.get("trial_number") != exported for r in head_rows):
+            head_rows = [*mine, *head_rows[: top_n - 1]]
     head = "".join(
         f'<th title="click to sort">{html.escape(h)}</th>' for _, h in [("", "#"), *cols]
     )
     rows = []
-    for rank, (_, row) in enumerate(df.iterrows(), start=1):
+    for rank, row in enumerate(head_rows, start=1):
         cells = [f'<td data-v="{rank}">{rank}</td>']
         for c, _ in cols:
-            key, text = _cell(c, row[c])
+            key, text = _cell(c, row.get(c))
             cells.append(f'<td data-v="{html.escape(key)}">{html.escape(text)}</td>')
-        mark = ("trial_number" in row and exported is not None
+        mark = (exported is not None and not _missing(row.get("trial_number"))
                 and int(row["trial_number"]) == exported)
         rows.append(('<tr class="exported" data-exported="1" title="the exported trial">'
                      if mark else "<tr>") + "".join(cells) + "</tr>")

@@ -346,13 +346,13 @@ def test_trace_compresses_a_long_step_and_draws_exchange_in_its_own_colour() -> 
     fig = timeline_figure(tl, r.step_time_s)
     assert tl.micro_batches_shown == 8 and tl.micro_batches_per_step == 63
     assert "steady state compressed: 8 of 63 micro-batches drawn, the other 55" in (
-        fig.layout.title.text)
+        fig["layout"]["title"]["text"])
     exch = [s for s in tl.segments if s.kind == "exchange"]
     work = [s for s in tl.segments if s.kind in ("forward", "backward", "exchange")]
     share = r.phases["exchange"] / (r.phases["exchange"] + r.phases["compute"])
     assert sum(s.duration_s for s in exch) == pytest.approx(
         share * sum(s.duration_s for s in work))
-    colours = {t.name: t.marker.color for t in fig.data}
+    colours = {t["name"]: t["marker"]["color"] for t in fig["data"]}
     assert colours["exchange"] == KIND_COLORS["exchange"]
     assert len(set(colours.values())) == len(colours)
-    assert fig.layout.xaxis.title.text == "time (ms)"
+    assert fig["layout"]["xaxis"]["title"]["text"] == "time (ms)"

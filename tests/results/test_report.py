@@ -177,6 +177,34 @@ def test_report_is_offline_and_has_every_view(single: Any, tmp_path: Path) -> No
     assert not list(path.parent.glob(".*tmp")), "no temporary file is left behind"
 
 
+def plotly_specs(text: str) -> dict[str, tuple[Any, Any]]:
+    """(data, layout) of each `Plotly.newPlot("plot-NAME", data, layout, config)` call."""
+    decoder = json.JSONDecoder()
+    out = {}
+    for m in re.finditer(r'Plotly\.newPlot\("plot-(\w+)", ', text):
+        data, end = decoder.raw_decode(text, m.end())
+        layout, _ = decoder.raw_decode(text, end + len(", "))
+        out[m.group(1)] = (data, layout)
+    return out
+
+
+@pytest.mark.parametrize("directions", [("maximize",), ("maximize", "minimize")])
+def test_every_figure_is_a_valid_plotly_figure(directions: tuple[str, ...]) -> None:
+    """The report writes its figures as plain Plotly specs (no plotly import when it runs):
+    plotly's own validation accepts each one, property by property."""
+    import plotly.graph_objects as go
+
+    study, frame, cfg, result = run_study(8, directions=directions, seed=2)
+    text = render_report(study=study, results=frame.to_dict("records"), best_config=cfg,
+                         best_result=result, title="specs")
+    specs = plotly_specs(text)
+    assert specs and set(specs) == set(figures(text))
+    for name, (data, layout) in specs.items():
+        fig = go.Figure(data=data, layout=layout)  # raises on any unknown property or value
+        assert fig.data, name
+        assert layout["template"]["layout"], f"{name}: the template went missing"
+
+
 def test_multi_objective_study_shows_the_pareto_front(tmp_path: Path) -> None:
     study, frame, cfg, result = run_study(6, directions=("maximize", "minimize"), seed=1)
     text = render_report(
