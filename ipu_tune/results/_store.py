@@ -9,81 +9,88 @@ killed between `tell` and the insert leaves a finished trial without a row, and 
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import optuna
-import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Boolean,
-    Column,
-    Float,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    UniqueConstraint,
-    create_engine,
-    event,
-    inspect,
-    select,
-    text,
-)
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS
 from ipu_tune.records import TrialRecord
 from ipu_tune.storage import redact
 
+if TYPE_CHECKING:
+    import pandas as pd
+    from sqlalchemy import Table
+    from sqlalchemy.engine import Engine
+
 __all__ = ["PLAN_COLUMNS", "TABLE_NAME", "ResultsStore", "row_from_trial"]
 
 TABLE_NAME = "ipu_tune_results"
 
-_SQL_TYPES: dict[str, Any] = {
-    "str8": String(8),
-    "str16": String(16),
-    "int": Integer,
-    "float": Float,
-    "bool": Boolean,
-    "json": String(2000),  # a JSON list (pipeline splits)
+# A column's kind -> (SQLAlchemy type name, its arguments); SQLite's DDL type is derived from it
+# exactly as SQLAlchemy's SQLite dialect writes it, so either path reads the other's tables.
+_KINDS: dict[str, tuple[str, tuple[int, ...], str]] = {
+    "int": ("Integer", (), "INTEGER"),
+    "bigint": ("BigInteger", (), "BIGINT"),  # bytes exceed 2**31 on infeasible plans
+    "float": ("Float", (), "FLOAT"),
+    "bool": ("Boolean", (), "BOOLEAN"),
+    "json": ("JSON", (), "JSON"),
+    **{f"str{n}": ("String", (n,), f"VARCHAR({n})")
+       for n in (8, 16, 32, 40, 64, 256, 512, 1000, 2000)},
 }
+# A knob's `sql` kind -> column kind ("json" there is a JSON list in text: pipeline splits).
+_KNOB_KINDS = {"str8": "str8", "str16": "str16", "int": "int", "float": "float", "bool": "bool",
+               "json": "str2000"}
 
-# Plan knob columns, in the order of `ipu_tune.knobs`.
-PLAN_COLUMNS: tuple[tuple[str, Any], ...] = tuple((k.column, _SQL_TYPES[k.sql]) for k in KNOBS)
+# Plan knob columns (name, kind), in the order of `ipu_tune.knobs`.
+PLAN_COLUMNS: tuple[tuple[str, str], ...] = tuple((k.column, _KNOB_KINDS[k.sql]) for k in KNOBS)
 
-_metadata = MetaData()
-_table = Table(
-    TABLE_NAME,
-    _metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("study", String(512), nullable=False),
-    Column("trial_number", Integer, nullable=False),
-    Column("state", String(16), nullable=False),
-    Column("values", String(1000)),
-    Column("throughput", Float),
-    Column("fits", Boolean),
-    Column("peak_memory_bytes", BigInteger),  # bytes exceed 2**31 on infeasible plans
-    Column("memory_per_ipu", String(2000)),
-    Column("memory_limit_bytes", BigInteger),
-    Column("bottleneck", String(64)),
-    Column("reason", String(1000)),
-    *[Column(name, type_) for name, type_ in PLAN_COLUMNS],
-    Column("model", String(256)),
-    Column("ipu", String(16)),
-    Column("num_ipus", Integer),
-    Column("simulator_version", String(32)),
-    Column("started_at", String(40)),
-    Column("finished_at", String(40)),
-    Column("extra", JSON),
-    UniqueConstraint("study", "trial_number", name="uq_ipu_tune_results_trial"),
+# The table's columns after its integer primary key `id`: (name, kind, not null).
+_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("study", "str512", True),
+    ("trial_number", "int", True),
+    ("state", "str16", True),
+    ("values", "str1000", False),
+    ("throughput", "float", False),
+    ("fits", "bool", False),
+    ("peak_memory_bytes", "bigint", False),
+    ("memory_per_ipu", "str2000", False),
+    ("memory_limit_bytes", "bigint", False),
+    ("bottleneck", "str64", False),
+    ("reason", "str1000", False),
+    *((name, kind, False) for name, kind in PLAN_COLUMNS),
+    ("model", "str256", False),
+    ("ipu", "str16", False),
+    ("num_ipus", "int", False),
+    ("simulator_version", "str32", False),
+    ("started_at", "str40", False),
+    ("finished_at", "str40", False),
+    ("extra", "json", False),
 )
+_UNIQUE = ("uq_ipu_tune_results_trial", ("study", "trial_number"))
+
+
+@cache
+def _sa_table() -> Table:
+    """The table for SQLAlchemy (database servers), built on first use: SQLAlchemy takes
+    ~0.4 s to import and a journal's results (SQLite) do not need it (issue 16)."""
+    import sqlalchemy as sa
+
+    def column(name: str, kind: str, not_null: bool) -> sa.Column[Any]:
+        type_name, args, _ = _KINDS[kind]
+        return sa.Column(name, getattr(sa, type_name)(*args), nullable=not not_null)
+
+    return sa.Table(
+        TABLE_NAME, sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        *(column(*c) for c in _COLUMNS),
+        sa.UniqueConstraint(*_UNIQUE[1], name=_UNIQUE[0]),
+    )
 
 
 def row_from_trial(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
@@ -126,46 +133,133 @@ def _lookup(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def _sqlite_pragmas(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+def _sqlite_path(url: str) -> str | None:
+    """The file of a plain `sqlite:///FILE` URL (stdlib sqlite3 serves it); None for any other
+    URL (a driver, options, in-memory), which SQLAlchemy serves."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or "?" in url or "%" in url or len(url) == len(prefix):
+        return None
+    return url[len(prefix):]
+
+
+class _SqliteTable:
+    """The results table in a SQLite file through the standard library's sqlite3.
+
+    Same table (DDL as SQLAlchemy's SQLite dialect writes it), same pragmas, same insert rule
+    and the same Python values read back (booleans, the JSON column decoded) as `_RdbTable`.
+    """
+
+    def __init__(self, path: str) -> None:
+        # One connection per store, used under a lock (the heartbeat is another thread).
+        self._conn = sqlite3.connect(path, timeout=60, check_same_thread=False,
+                                     isolation_level=None)
+        self._lock = threading.Lock()
         # WAL lets readers and one writer proceed together; busy timeout waits out other writers.
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL survives a killed process (only power loss may drop the last commits,
         # and those rows are rebuilt from the study by `sync`).
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA busy_timeout=60000")
-        cur.close()
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA busy_timeout=60000")
+        self._create()
+
+    def _create(self) -> None:
+        cols = ",\n\t".join(
+            f'"{n}" {_KINDS[k][2]}' + (" NOT NULL" if nn else "") for n, k, nn in _COLUMNS)
+        name, unique = _UNIQUE
+        with self._lock:
+            # IF NOT EXISTS: workers starting together do not race on CREATE TABLE.
+            self._conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} (\n\tid INTEGER NOT NULL,\n\t{cols},"
+                f"\n\tPRIMARY KEY (id),\n\tCONSTRAINT {name} UNIQUE ({', '.join(unique)})\n)")
+            have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({TABLE_NAME})")}
+            for n, k, _ in _COLUMNS:  # knobs declared after the table was made (nullable)
+                if n not in have:
+                    try:
+                        self._conn.execute(
+                            f'ALTER TABLE {TABLE_NAME} ADD COLUMN "{n}" {_KINDS[k][2]}')
+                    except sqlite3.OperationalError as exc:  # a racing worker added it first
+                        if "duplicate column" not in str(exc):
+                            raise
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        names = [n for n, _, _ in _COLUMNS]
+        quoted = ", ".join(f'"{n}"' for n in names)
+        marks = ", ".join("?" * len(names))
+        values = [tuple(json.dumps(r.get(n)) if k == "json" else r.get(n)
+                        for n, k, _ in _COLUMNS) for r in rows]
+        with self._lock, self._conn:
+            self._conn.execute("BEGIN")
+            self._conn.executemany(
+                f"INSERT INTO {TABLE_NAME} ({quoted}) VALUES ({marks}) "
+                f"ON CONFLICT ({', '.join(_UNIQUE[1])}) DO NOTHING", values)
+
+    def trial_numbers(self, study_name: str) -> list[int]:
+        with self._lock:
+            cur = self._conn.execute(
+                f"SELECT trial_number FROM {TABLE_NAME} WHERE study = ?", (study_name,))
+            return [r[0] for r in cur.fetchall()]
+
+    def rows(self, study_name: str | None) -> list[dict[str, Any]]:
+        where, args = ("WHERE study = ?", (study_name,)) if study_name is not None else ("", ())
+        kinds = dict((n, k) for n, k, _ in _COLUMNS)
+        with self._lock:
+            cur = self._conn.execute(
+                f"SELECT * FROM {TABLE_NAME} {where} ORDER BY study, trial_number", args)
+            names = [d[0] for d in cur.description]
+            raw = cur.fetchall()
+        return [{n: _read(kinds.get(n), v) for n, v in zip(names, r, strict=True) if n != "id"}
+                for r in raw]
+
+    def studies(self) -> list[str]:
+        with self._lock:
+            cur = self._conn.execute(f"SELECT DISTINCT study FROM {TABLE_NAME}")
+            return [r[0] for r in cur.fetchall()]
+
+    def close(self) -> None:
+        self._conn.close()
 
 
-class ResultsStore:
-    """The `ipu_tune_results` table in the study's database (or `results.db` beside a journal)."""
+def _read(kind: str | None, value: Any) -> Any:
+    """A stored value as SQLAlchemy's types give it back (Boolean -> bool, JSON decoded)."""
+    if value is None:
+        return None
+    if kind == "bool":
+        return bool(value)
+    if kind == "json":
+        return json.loads(value)
+    return value
+
+
+class _RdbTable:
+    """The results table in a database server (or any SQLAlchemy URL) through SQLAlchemy."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
-        backend = make_url(url).get_backend_name()
-        self._backend = backend
-        try:
-            if backend == "sqlite":
-                self._engine = create_engine(url, connect_args={"timeout": 60})
-                _sqlite_pragmas(self._engine)
-            else:
-                self._engine = create_engine(url, pool_pre_ping=True)
-            self._create_table()
-        except Exception as exc:
-            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-            raise IpuTuneError(
-                f"results store {redact(url)!r}: cannot open "
-                f"({detail[0] if detail else type(exc).__name__})"
-            ) from None
+        from sqlalchemy import create_engine, event
+        from sqlalchemy.engine import make_url
+
+        self._backend = make_url(url).get_backend_name()
+        if self._backend == "sqlite":
+            self._engine: Engine = create_engine(url, connect_args={"timeout": 60})
+
+            @event.listens_for(self._engine, "connect")
+            def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+                cur = dbapi_conn.cursor()  # the pragmas of `_SqliteTable`, same reasons
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute("PRAGMA busy_timeout=60000")
+                cur.close()
+        else:
+            self._engine = create_engine(url, pool_pre_ping=True)
+        self._create_table()
 
     def _create_table(self, attempts: int = 5) -> None:
+        from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
         # Workers starting together race on CREATE TABLE; the loser sees "already exists"
         # and finds the table on its next check.
         for attempt in range(attempts):
             try:
-                _metadata.create_all(self._engine, checkfirst=True)
+                _sa_table().metadata.create_all(self._engine, checkfirst=True)
                 self._add_missing_columns()
                 return
             except (OperationalError, ProgrammingError, IntegrityError):
@@ -175,23 +269,81 @@ class ResultsStore:
     def _add_missing_columns(self) -> None:
         """Add the columns of knobs declared after the table was made (nullable, so old rows
         read as unknown); a racing worker's ALTER makes ours fail, and the retry finds it."""
+        from sqlalchemy import inspect, text
+
         have = {c["name"] for c in inspect(self._engine).get_columns(TABLE_NAME)}
         with self._engine.begin() as conn:
-            for column in _table.columns:
+            for column in _sa_table().columns:
                 if column.name not in have:
                     kind = column.type.compile(dialect=self._engine.dialect)
                     conn.execute(
                         text(f'ALTER TABLE {TABLE_NAME} ADD COLUMN "{column.name}" {kind}'))
 
-    def _insert(self, rows: list[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        ins = pg_insert if self._backend == "postgresql" else sqlite_insert
-        stmt = ins(_table).values(rows).on_conflict_do_nothing(
-            index_elements=["study", "trial_number"]
-        )
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        if self._backend == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+        stmt = insert(_sa_table()).values(rows).on_conflict_do_nothing(
+            index_elements=list(_UNIQUE[1]))
         with self._engine.begin() as conn:
             conn.execute(stmt)
+
+    def trial_numbers(self, study_name: str) -> list[int]:
+        from sqlalchemy import select
+
+        table = _sa_table()
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(table.c.trial_number).where(table.c.study == study_name)).all()
+        return [r[0] for r in rows]
+
+    def rows(self, study_name: str | None) -> list[dict[str, Any]]:
+        from sqlalchemy import select
+
+        table = _sa_table()
+        query = select(table)
+        if study_name is not None:
+            query = query.where(table.c.study == study_name)
+        with self._engine.connect() as conn:
+            found = conn.execute(query.order_by(table.c.study, table.c.trial_number)).mappings()
+            return [{k: v for k, v in r.items() if k != "id"} for r in found]
+
+    def studies(self) -> list[str]:
+        from sqlalchemy import select
+
+        table = _sa_table()
+        with self._engine.connect() as conn:
+            return [r[0] for r in conn.execute(select(table.c.study).distinct()).all()]
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+class ResultsStore:
+    """The `ipu_tune_results` table in the study's database (or `results.db` beside a journal).
+
+    A plain SQLite file goes through the standard library's sqlite3, a database server through
+    SQLAlchemy: a journal run does not import SQLAlchemy (~0.4 s) nor pandas (~0.5 s; only
+    `frame` needs it).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        path = _sqlite_path(url)
+        try:
+            self._table: _SqliteTable | _RdbTable = (
+                _SqliteTable(path) if path is not None else _RdbTable(url))
+        except Exception as exc:
+            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            raise IpuTuneError(
+                f"results store {redact(url)!r}: cannot open "
+                f"({detail[0] if detail else type(exc).__name__})"
+            ) from None
+
+    def _insert(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self._table.insert(rows)
 
     def append(self, study_name: str, trial: FrozenTrial) -> None:
         self._insert([row_from_trial(study_name, trial)])
@@ -212,23 +364,23 @@ class ResultsStore:
         return len(missing)
 
     def trial_numbers(self, study_name: str) -> list[int]:
-        with self._engine.connect() as conn:
-            rows = conn.execute(
-                select(_table.c.trial_number).where(_table.c.study == study_name)
-            ).all()
-        return [r[0] for r in rows]
+        return self._table.trial_numbers(study_name)
+
+    def rows(self, study_name: str | None = None) -> list[dict[str, Any]]:
+        """The table's rows (column -> value, without the row id), by study and trial."""
+        return self._table.rows(study_name)
 
     def frame(self, study_name: str | None = None) -> pd.DataFrame:
-        query = select(_table)
-        if study_name is not None:
-            query = query.where(_table.c.study == study_name)
-        with self._engine.connect() as conn:
-            df = pd.read_sql(query.order_by(_table.c.study, _table.c.trial_number), conn)
-        return df.drop(columns=["id"])
+        """The rows as a DataFrame (the `export` and `trials` commands)."""
+        import pandas as pd
+
+        names = [n for n, _, _ in _COLUMNS]
+        rows = self.rows(study_name)
+        names += [n for n in (rows[0] if rows else {}) if n not in names]  # unknown columns
+        return pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
 
     def studies(self) -> Iterable[str]:
-        with self._engine.connect() as conn:
-            return [r[0] for r in conn.execute(select(_table.c.study).distinct()).all()]
+        return self._table.studies()
 
     def close(self) -> None:
-        self._engine.dispose()
+        self._table.close()

@@ -237,7 +237,7 @@ def export_study(
     exports["report"] = write_report(
         out_dir / "report.html",
         study=study,
-        results=store.frame(study.study_name),
+        results=store.rows(study.study_name),
         best_config=best_cfg,
         best_result=best_result,
         title=f"ipu-tune: {study.study_name}",

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.results import PLAN_COLUMNS, ResultsStore, export_table
+from ipu_tune.results import PLAN_COLUMNS, ResultsStore, export_table, row_from_trial
 
 
 def _study_with_attrs(n: int) -> optuna.Study:
@@ -79,4 +79,35 @@ def test_store_on_postgres(pg_url: str) -> None:
     frame = store.frame("s")
     assert len(frame) == 5
     assert frame["peak_memory_bytes"].max() == 3_000_000_000
+    store.close()
+
+
+def test_sqlite_without_sqlalchemy_is_the_same_table(tmp_path: Path) -> None:
+    """A journal's results.db goes through the standard library's sqlite3 (no SQLAlchemy
+    import, issue 16): same columns, types, keys and unique rule as SQLAlchemy's SQLite table,
+    and the same values read back by either."""
+    import sqlite3
+
+    from ipu_tune.results._store import _RdbTable
+
+    ours, theirs = tmp_path / "ours.db", tmp_path / "theirs.db"
+    study = _study_with_attrs(4)
+    store = ResultsStore(f"sqlite:///{ours}")
+    assert store.sync(study) == 4
+    rdb = _RdbTable(f"sqlite:///{theirs}")
+    rdb.insert([row_from_trial("s", t) for t in study.trials])
+
+    def schema(path: Path) -> tuple[object, ...]:
+        with sqlite3.connect(path) as conn:
+            info = conn.execute("PRAGMA table_info(ipu_tune_results)").fetchall()
+            index = [conn.execute(f"PRAGMA index_info({i[1]})").fetchall()
+                     for i in conn.execute("PRAGMA index_list(ipu_tune_results)").fetchall()]
+        return info, index
+
+    assert schema(ours) == schema(theirs)
+    assert store.rows("s") == rdb.rows("s")
+    assert _RdbTable(f"sqlite:///{ours}").rows("s") == rdb.rows("s")  # each reads the other's
+    assert isinstance(store.rows("s")[0]["fits"], bool)
+    assert store.rows("s")[0]["extra"] == {"constraints": [-1.0]}
+    rdb.close()
     store.close()
