@@ -3,23 +3,28 @@
 A thin `@hydra.main` calls the plain `ipu_tune.tuner.run(cfg)` with the typed config. Before
 Hydra runs (and writes anything), `preflight` composes the same overrides with `compose()` and
 runs every check, so a bad override ends with one line and a non-zero exit.
+
+Start-up (issue 16): Hydra is imported only when it composes. A single run of the default
+config groups with plain `key=value` overrides (the common case) starts from Hydra's
+composition of the defaults, cached on disk per state of conf/ and of the schema, and sets
+the overridden keys on it (`_quick_compose`); anything else (a group choice, `+`/`~`, a list,
+an interpolation, a sweep, a Hydra flag) is composed by Hydra as before. A test checks that both
+give the same config.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import itertools
+import json
+import os
+import re
 import sys
-from collections.abc import Sequence
-
-import hydra
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
-from hydra.errors import HydraException
-from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ipu_tune.cli._common import (
     check_target_typed,
@@ -36,10 +41,15 @@ from ipu_tune.config import (
     group_options,
     omegaconf_error,
     register,
+    to_plain_dict,
     typed,
 )
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.models import cache_dir
 from ipu_tune.tuner import Prepared, RunSummary, prepare, run
+
+if TYPE_CHECKING:
+    from hydra.core.override_parser.types import Override
 
 __all__ = ["hydra_main", "pinned_keys", "preflight"]
 
@@ -58,8 +68,14 @@ _SUMMARIES: list[RunSummary] = []
 
 def pinned_keys(overrides: Sequence[str]) -> frozenset[str]:
     """Plan/workload keys the user set on the command line: the search never changes them."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     keys = {o.key_or_group.lstrip("+~") for o in parsed}
+    return _pinned(keys)
+
+
+def _pinned(keys: set[str]) -> frozenset[str]:
     return frozenset(k for k in keys if k.startswith(("plan.", "workload.")))
 
 
@@ -78,6 +94,11 @@ def _check_groups(parsed: list[Override]) -> None:
 
 
 def _compose(overrides: list[str]) -> TuneConfig:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     register()
     GlobalHydra.instance().clear()
     try:
@@ -99,6 +120,15 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> None:
     """Compose and check every run the arguments ask for; raise `IpuTuneError` on the first."""
     if any(a.split("=")[0] in _NO_RUN_FLAGS for a in argv):
         return
+    _PREPARED.clear()
+    quick = _quick_compose(argv)
+    if quick is not None:
+        check_target_typed(quick.model._target_, list(argv), trust_remote_code)
+        _PREPARED.append(prepare(quick, _pinned({a.partition("=")[0] for a in argv})))
+        return
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
     overrides = [a for a in argv if not a.startswith("-")]
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
@@ -111,7 +141,6 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> None:
         else [raw]
         for o, raw in zip(parsed, overrides, strict=True)
     ]
-    _PREPARED.clear()
     for combo in itertools.islice(itertools.product(*choices), _MAX_SWEEP_CHECKS):
         cfg = _compose(list(combo))
         check_target_typed(cfg.model._target_, list(combo), trust_remote_code)
@@ -123,8 +152,10 @@ def _prepared(cfg: TuneConfig, pinned: frozenset[str]) -> Prepared | TuneConfig:
     return next((p for p in _PREPARED if p.cfg == cfg and p.pinned == pinned), cfg)
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def _task(cfg: DictConfig) -> None:
+def _task(cfg: Any) -> None:
+    """The Hydra task (`@hydra.main`, see `_hydra_task`): one composed config, one run."""
+    from hydra.core.hydra_config import HydraConfig
+
     try:
         tune_cfg = typed(TuneConfig, cfg)
         check_target_typed(tune_cfg.model._target_, HydraConfig.get().overrides.task,
@@ -159,8 +190,108 @@ def _run_prepared(prepared: Prepared) -> int:
     return 0
 
 
+def _hydra_task() -> Callable[[], None]:
+    """`_task` under `@hydra.main` (built on use: importing Hydra costs ~0.5 s, issue 16)."""
+    import hydra
+
+    main: Callable[[], None] = hydra.main(version_base="1.3", config_path=str(CONF_DIR),
+                                          config_name="config")(_task)
+    return main
+
+
+# -- a single run of the default groups, composed without importing Hydra -------------------
+
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# Values Hydra's override grammar reads the same way as here (anything else: Hydra composes).
+_INT = re.compile(r"[+-]?(0|[1-9][0-9]*)$")
+_FLOAT = re.compile(r"[+-]?(0|[1-9][0-9]*)\.[0-9]+$")
+_WORD = re.compile(r"[A-Za-z_/][A-Za-z0-9_./-]*$")
+_NOT_WORDS = {"inf", "nan", "true", "false", "null"}
+_MISSING = object()
+
+
+def _plain_value(text: str) -> Any:
+    """The value Hydra's grammar gives an unquoted `text`, or `_MISSING` when it is not one of
+    the plain forms handled here (bool, null, int, decimal float, a word or path)."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "null":
+        return None
+    if _INT.match(text):
+        return int(text)
+    if _FLOAT.match(text):
+        return float(text)
+    if _WORD.match(text) and low not in _NOT_WORDS:
+        return text
+    return _MISSING
+
+
+def _state_key() -> str:
+    """What the composition of the defaults depends on: conf/, the schema, Hydra, OmegaConf."""
+    h = hashlib.sha256(b"ipu-tune compose 1\0")
+    for path in sorted(CONF_DIR.rglob("*.yaml")):
+        h.update(str(path.relative_to(CONF_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    pkg = Path(__file__).resolve().parent.parent
+    for path in (pkg / "config" / "_schema.py", pkg / "knobs.py"):
+        h.update(path.read_bytes() + b"\0")
+    for name in ("hydra", "omegaconf"):  # their version, without importing them
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        st = os.stat(origin) if origin else None
+        h.update(f"{name}:{origin}:{st.st_mtime_ns if st else 0}\0".encode())
+    return h.hexdigest()[:32]
+
+
+def _default_composition() -> dict[str, Any]:
+    """Hydra's composition of conf/config.yaml with no override, as plain containers; cached
+    in the profile cache folder (a file per state of conf/ and the schema)."""
+    path = cache_dir() / f"compose-{_state_key()}.json"
+    try:
+        found: dict[str, Any] = json.loads(path.read_text())
+        return found
+    except (OSError, ValueError):
+        pass
+    plain = to_plain_dict(_compose([]))
+    try:  # a cache: a folder that cannot be written only costs the next run its speed
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".compose.", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(plain, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return plain
+
+
+def _quick_compose(argv: Sequence[str]) -> TuneConfig | None:
+    """The config of a single run whose arguments are all plain `a.b=value` overrides of keys
+    the default composition has (no group choice, no `+`/`~`, no Hydra flag or `hydra.*`);
+    None when Hydra must compose (also when the result would be an error: Hydra words it)."""
+    edits: list[tuple[list[str], Any]] = []
+    for arg in argv:
+        key, eq, text = arg.partition("=")
+        value = _plain_value(text) if eq else _MISSING
+        if (value is _MISSING or not _KEY.match(key) or key in GROUPS
+                or key.split(".")[0] == "hydra"):
+            return None  # a flag, a group choice, +/~, a sweep, a list, a quoted string ...
+        edits.append((key.split("."), value))
+    plain = _default_composition()
+    for parts, value in edits:
+        node: Any = plain
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or parts[-1] not in node or isinstance(
+                node[parts[-1]], dict | list):
+            return None
+        node[parts[-1]] = value
+    try:
+        return typed(TuneConfig, plain)
+    except IpuTuneError:
+        return None
+
+
 def hydra_main(argv: Sequence[str]) -> int:
-    register()
     try:
         argv, trusted = split_trust_flag(argv)
         _TRUSTED[0] = trusted
@@ -171,7 +302,8 @@ def hydra_main(argv: Sequence[str]) -> int:
         return _run_prepared(_PREPARED[0])
     sys.argv = [sys.argv[0], *argv]
     _SUMMARIES.clear()
-    _task()
+    register()
+    _hydra_task()()
     if {"-m", "--multirun"} & set(argv) and _SUMMARIES:
         print(format_comparison(_SUMMARIES))  # one table comparing the sweep's runs
     return 0

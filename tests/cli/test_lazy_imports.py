@@ -1,6 +1,7 @@
 """Each command imports what it needs and no more: no torch for a stored study or a cached
-model, no Hydra/Optuna for `--help` (issue 15/16: a quick CLI). Checked in a fresh process
-per command, from its `sys.modules` after the command ran."""
+model, no Hydra/Optuna for `--help`, none of Hydra, pandas, plotly, SQLAlchemy for a plain
+1-trial run (issue 15/16: a quick CLI). Checked in a fresh process per command, from its
+`sys.modules` after the command ran."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ CASES: list[tuple[list[str], set[str]]] = [
     (["export", STUDY, "--output", "table.csv"], {"torch", "hydra", "plotly"}),
     (["report", STUDY], {"torch", "hydra"}),
 ]
+# A 1-trial run on a fresh journal, once the profile and the composition of the defaults are
+# cached (by the fixture's run): no Hydra/OmegaConf (composed from the cache), no SQLAlchemy
+# (the journal's results table is SQLite through sqlite3), no pandas, no plotly (the report's
+# figures are plain Plotly specs), no torch (cached profile).
+CASES.append((["study.n_trials=1", "study.progress_bar=false", "results_dir=one"],
+              {"torch", "hydra", "omegaconf", "pandas", "plotly", "sqlalchemy"}))
 if "trials" in COMMAND_NAMES:
     CASES.append((["trials", STUDY], {"torch", "hydra", "plotly"}))
 

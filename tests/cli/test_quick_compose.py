@@ -1,0 +1,80 @@
+"""A single run of the default groups is composed without importing Hydra (issue 16): from
+Hydra's own composition of the defaults (cached) plus the plain `key=value` overrides. It must
+give exactly the config Hydra composes from the same arguments, and leave everything else to
+Hydra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ipu_tune.cli import run as cli_run
+from ipu_tune.config import to_plain_dict
+
+SAME = [
+    [],
+    ["study.n_trials=7", "results_dir=/tmp/somewhere/results", "study.progress_bar=false"],
+    ["plan.precision=16.16", "system.num_ipus=4", "plan.available_memory_proportion=1",
+     "study.name=my-study_1", "sampler.seed=3", "study.timeout_s=1.5", "plan.eight_bit_io=True",
+     "study.storage=null", "workload.micro_batch_size=32", "plan.pipeline.schedule=sharded"],
+    ["plan.gradient_accumulation=-3", "search.warm_start=FALSE", "model.num_classes=0"],
+]
+
+HYDRA = [
+    ["model=bert_base"],  # a group choice
+    ["+model.kwargs.width=2"],  # a new key
+    ["plan.pipeline.splits=[layer3.8]"],  # a list
+    ["study.n_trials=abc"],  # a bad value: Hydra and OmegaConf word the error
+    ["study.n_trails=5"],  # a key the config does not have
+    ["hydra.run.dir=x"],
+    ["-m", "system.num_ipus=2,4"],
+    ["study.name='quoted'"],
+    ["study.timeout_s=1e3"],
+    ["study.name=${results_dir}"],
+    ["plan.precision"],
+]
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IPU_TUNE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("overrides", SAME, ids=lambda o: " ".join(o) or "defaults")
+def test_the_quick_composition_is_hydras(overrides: list[str], tmp_path: Path) -> None:
+    quick = cli_run._quick_compose(overrides)
+    assert quick is not None, overrides
+    assert to_plain_dict(quick) == to_plain_dict(cli_run._compose(overrides))
+    assert list((tmp_path / "cache").glob("compose-*.json")), "the defaults are cached"
+    again = cli_run._quick_compose(overrides)  # from the cache file this time
+    assert again == quick
+
+
+@pytest.mark.parametrize("argv", HYDRA, ids=lambda o: " ".join(o))
+def test_anything_else_is_composed_by_hydra(argv: list[str]) -> None:
+    assert cli_run._quick_compose(argv) is None
+
+
+def test_a_changed_conf_is_composed_again(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is keyed by the content of conf/: an edited file is never read stale."""
+    import shutil
+
+    conf = tmp_path / "conf"
+    shutil.copytree(cli_run.CONF_DIR, conf)
+    monkeypatch.setattr(cli_run, "CONF_DIR", conf)
+    before = cli_run._quick_compose([])
+    assert before is not None and before.study.n_trials == 100
+    text = (conf / "config.yaml").read_text().replace("n_trials: 100", "n_trials: 42")
+    (conf / "config.yaml").write_text(text)
+    after = cli_run._quick_compose([])
+    assert after is not None and after.study.n_trials == 42
+    assert len(list((tmp_path / "cache").glob("compose-*.json"))) == 2
+
+
+def test_a_bad_cache_file_is_composed_again(tmp_path: Path) -> None:
+    first = cli_run._quick_compose(["study.n_trials=3"])
+    (cached,) = (tmp_path / "cache").glob("compose-*.json")
+    cached.write_text("{not json")
+    assert cli_run._quick_compose(["study.n_trials=3"]) == first
