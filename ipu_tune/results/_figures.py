@@ -41,6 +41,7 @@ __all__ = [
     "pareto_figure",
     "phases_figure",
     "plotly_js",
+    "plotly_js_bytes",
     "timeline_figure",
     "trials_figure",
 ]
@@ -83,9 +84,15 @@ def _plotly_data() -> Path:
 
 
 @cache
+def plotly_js_bytes() -> bytes:
+    """The plotly.js bundle that ships with the installed plotly (what `get_plotlyjs()` reads),
+    as the bytes of its file (UTF-8)."""
+    return (_plotly_data() / "plotly.min.js").read_bytes()
+
+
 def plotly_js() -> str:
-    """The plotly.js bundle that ships with the installed plotly (what `get_plotlyjs()` reads)."""
-    return (_plotly_data() / "plotly.min.js").read_text(encoding="utf-8")
+    """`plotly_js_bytes` as text."""
+    return plotly_js_bytes().decode("utf-8")
 
 
 @cache
