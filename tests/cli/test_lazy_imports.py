@@ -39,7 +39,7 @@ CASES: list[tuple[list[str], set[str]]] = [
      {"torch", "hydra", "omegaconf", "optuna", "pandas", "plotly", "sqlalchemy"}),
     (["studies"], {"torch", "hydra", "omegaconf", "pandas", "plotly", "sqlalchemy"}),
     (["export", STUDY, "--output", "table.csv"], {"torch", "hydra", "plotly"}),
-    (["report", STUDY], {"torch", "hydra"}),
+    (["report", STUDY], {"torch", "hydra", "omegaconf", "pandas", "plotly", "sqlalchemy"}),
 ]
 # A 1-trial run on a fresh journal, once the profile and the composition of the defaults are
 # cached (by the fixture's run): no Hydra/OmegaConf (composed from the cache), no SQLAlchemy
