@@ -19,6 +19,9 @@ SAME = [
      "study.name=my-study_1", "sampler.seed=3", "study.timeout_s=1.5", "plan.eight_bit_io=True",
      "study.storage=null", "workload.micro_batch_size=32", "plan.pipeline.schedule=sharded"],
     ["plan.gradient_accumulation=-3", "search.warm_start=FALSE", "model.num_classes=0"],
+    # values OmegaConf converts for the schema's type: the same conversions either way
+    ["study.name=123", "plan.precision=16", "study.progress_bar=yes", "plan.eight_bit_io=0",
+     "sampler.params.n_startup_trials=5", "system.ipu=MK2"],
 ]
 
 HYDRA = [
@@ -33,6 +36,10 @@ HYDRA = [
     ["study.timeout_s=1e3"],
     ["study.name=${results_dir}"],
     ["plan.precision"],
+    ["study.workers=true"],  # values the schema refuses: Hydra and OmegaConf word the error
+    ["plan.recompute=null"],
+    ["model.input_shape=3"],
+    ["study.n_trials=1.0"],
 ]
 
 
