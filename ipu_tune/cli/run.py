@@ -4,12 +4,12 @@ A thin `@hydra.main` calls the plain `ipu_tune.tuner.run(cfg)` with the typed co
 Hydra runs (and writes anything), `preflight` composes the same overrides with `compose()` and
 runs every check, so a bad override ends with one line and a non-zero exit.
 
-Start-up (issue 16): Hydra is imported only when it composes. A single run of the default
-config groups with plain `key=value` overrides (the common case) starts from Hydra's
-composition of the defaults, cached on disk per state of conf/ and of the schema, and sets
-the overridden keys on it (`_quick_compose`); anything else (a group choice, `+`/`~`, a list,
-an interpolation, a sweep, a Hydra flag) is composed by Hydra as before. A test checks that both
-give the same config.
+Start-up (issue 16): Hydra is imported only when it composes. A single run whose arguments
+are group choices by name and plain `key=value` overrides (the common case, e.g. the main
+command) starts from Hydra's composition of those group choices, cached on disk per state of
+conf/ and of the schema, and sets the overridden keys on it (`_quick_compose`); anything else
+(`~`, a new `+` key, a list, a quoted or interpolated value, a sweep, a Hydra flag) is composed
+by Hydra as before. A test checks that both give the same config.
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def _check_groups(parsed: list[Override]) -> None:
                 )
 
 
-def _compose(overrides: list[str]) -> TuneConfig:
+def _compose_raw(overrides: list[str]) -> Any:
+    """Hydra's composition of `overrides` (a DictConfig); errors as one `IpuTuneError` line."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -103,7 +104,7 @@ def _compose(overrides: list[str]) -> TuneConfig:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-            cfg = compose(config_name="config", overrides=overrides)
+            return compose(config_name="config", overrides=overrides)
     except OmegaConfBaseException as exc:
         raise omegaconf_error(exc) from None
     except HydraException as exc:
@@ -113,7 +114,10 @@ def _compose(overrides: list[str]) -> TuneConfig:
         raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
     finally:
         GlobalHydra.instance().clear()
-    return typed(TuneConfig, cfg)
+
+
+def _compose(overrides: list[str]) -> TuneConfig:
+    return typed(TuneConfig, _compose_raw(overrides))
 
 
 def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> None:
@@ -243,16 +247,38 @@ def _state_key() -> str:
     return h.hexdigest()[:32]
 
 
-def _default_composition() -> dict[str, Any]:
-    """Hydra's composition of conf/config.yaml with no override, as plain containers; cached
-    in the profile cache folder (a file per state of conf/ and the schema)."""
-    path = cache_dir() / f"compose-{_state_key()}.json"
+def _has_interpolation(node: Any) -> bool:
+    if isinstance(node, dict):
+        return any(_has_interpolation(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_interpolation(v) for v in node)
+    return isinstance(node, str) and "${" in node
+
+
+def _group_composition(groups: list[str]) -> dict[str, Any] | None:
+    """Hydra's composition of conf/config.yaml with the group choices `groups` only, as plain
+    containers; cached in the profile cache folder (a file per state of conf/ and the schema
+    and per list of choices). None when the composition holds an interpolation (a key set
+    later could change what it resolves to) or fails (Hydra then words the error)."""
+    key = hashlib.sha256("\0".join([_state_key(), *groups]).encode()).hexdigest()[:32]
+    path = cache_dir() / f"compose-{key}.json"
     try:
         found: dict[str, Any] = json.loads(path.read_text())
         return found
     except (OSError, ValueError):
         pass
-    plain = to_plain_dict(_compose([]))
+    from omegaconf import OmegaConf
+
+    try:
+        raw = OmegaConf.to_container(_compose_raw(groups), resolve=False)
+    except IpuTuneError:
+        return None
+    if not isinstance(raw, dict) or _has_interpolation(raw):
+        return None
+    try:
+        plain = to_plain_dict(typed(TuneConfig, raw))
+    except IpuTuneError:
+        return None
     try:  # a cache: a folder that cannot be written only costs the next run its speed
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".compose.", dir=path.parent)
@@ -264,19 +290,33 @@ def _default_composition() -> dict[str, Any]:
     return plain
 
 
+def _is_group_choice(key: str) -> bool:
+    """`model=...`, `+experiment=...`: a config group's option chosen by name."""
+    return key == "+experiment" or (key in GROUPS and key != "experiment")
+
+
 def _quick_compose(argv: Sequence[str]) -> TuneConfig | None:
-    """The config of a single run whose arguments are all plain `a.b=value` overrides of keys
-    the default composition has (no group choice, no `+`/`~`, no Hydra flag or `hydra.*`);
-    None when Hydra must compose (also when the result would be an error: Hydra words it)."""
+    """The config of a single run whose arguments are group choices by name (`model=bert_base`,
+    `+experiment=seed_resnet101`) and plain `a.b=value` overrides of keys the composition of
+    those groups has: Hydra's cached composition of the groups, then the values set (Hydra
+    also applies command-line values after the defaults tree). None when Hydra must compose
+    (`~`, a new `+` key, a list, a quoted or interpolated value, a sweep, a Hydra flag or
+    `hydra.*`), also when the result would be an error: Hydra words it."""
+    groups: list[str] = []
     edits: list[tuple[list[str], Any]] = []
     for arg in argv:
         key, eq, text = arg.partition("=")
+        if eq and _is_group_choice(key) and _WORD.match(text):
+            groups.append(arg)
+            continue
         value = _plain_value(text) if eq else _MISSING
         if (value is _MISSING or not _KEY.match(key) or key in GROUPS
                 or key.split(".")[0] == "hydra"):
-            return None  # a flag, a group choice, +/~, a sweep, a list, a quoted string ...
+            return None  # a flag, +/~, a sweep, a list, a quoted string ...
         edits.append((key.split("."), value))
-    plain = _default_composition()
+    plain = _group_composition(groups)
+    if plain is None:
+        return None
     for parts, value in edits:
         node: Any = plain
         for part in parts[:-1]:

@@ -1,5 +1,5 @@
-"""A single run of the default groups is composed without importing Hydra (issue 16): from
-Hydra's own composition of the defaults (cached) plus the plain `key=value` overrides. It must
+"""A single run is composed without importing Hydra (issue 16): from Hydra's own composition
+of its group choices (cached) plus the plain `key=value` overrides. It must
 give exactly the config Hydra composes from the same arguments, and leave everything else to
 Hydra."""
 
@@ -22,10 +22,18 @@ SAME = [
     # values OmegaConf converts for the schema's type: the same conversions either way
     ["study.name=123", "plan.precision=16", "study.progress_bar=yes", "plan.eight_bit_io=0",
      "sampler.params.n_startup_trials=5", "system.ipu=MK2"],
+    # group choices by name: Hydra's composition of them, cached, then the values
+    ["model=resnet101", "search=throughput"],
+    ["model=bert_base", "plan.precision=16.16", "model.sequence_length=64"],
+    ["model=resnet50", "system=pod16", "search=pareto", "sampler=random", "study.n_trials=3"],
+    ["+experiment=seed_resnet101", "study.n_trials=3"],
+    ["+experiment=seed_mnist", "plan.gradient_accumulation=20"],
 ]
 
 HYDRA = [
-    ["model=bert_base"],  # a group choice
+    ["model=no_such_model"],  # an unknown option: Hydra and our group check word the error
+    ["experiment=seed_resnet101"],  # a group without a default needs `+`
+    ["+experiment=no_such_experiment"],
     ["+model.kwargs.width=2"],  # a new key
     ["plan.pipeline.splits=[layer3.8]"],  # a list
     ["study.n_trials=abc"],  # a bad value: Hydra and OmegaConf word the error
@@ -85,3 +93,17 @@ def test_a_bad_cache_file_is_composed_again(tmp_path: Path) -> None:
     (cached,) = (tmp_path / "cache").glob("compose-*.json")
     cached.write_text("{not json")
     assert cli_run._quick_compose(["study.n_trials=3"]) == first
+
+
+def test_an_interpolation_in_conf_goes_to_hydra(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A composed value that refers to another key is not cached: a key set afterwards could
+    change what it resolves to."""
+    import shutil
+
+    conf = tmp_path / "conf"
+    shutil.copytree(cli_run.CONF_DIR, conf)
+    monkeypatch.setattr(cli_run, "CONF_DIR", conf)
+    text = (conf / "config.yaml").read_text().replace("name: null", "name: ${results_dir}")
+    (conf / "config.yaml").write_text(text)
+    assert cli_run._quick_compose(["results_dir=elsewhere"]) is None
