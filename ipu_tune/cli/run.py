@@ -270,13 +270,10 @@ def _group_composition(groups: list[str]) -> dict[str, Any] | None:
     from omegaconf import OmegaConf
 
     try:
-        raw = OmegaConf.to_container(_compose_raw(groups), resolve=False)
-    except IpuTuneError:
-        return None
-    if not isinstance(raw, dict) or _has_interpolation(raw):
-        return None
-    try:
-        plain = to_plain_dict(typed(TuneConfig, raw))
+        composed = _compose_raw(groups)
+        if _has_interpolation(OmegaConf.to_container(composed, resolve=False)):
+            return None
+        plain = to_plain_dict(typed(TuneConfig, composed))
     except IpuTuneError:
         return None
     try:  # a cache: a folder that cannot be written only costs the next run its speed
