@@ -8,11 +8,11 @@ the checks that need the model profile (split names exist and are in order).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import bad_value
-from ipu_tune.knobs import KNOBS, get_key, knob_by_field
+from ipu_tune.knobs import KNOBS, knob_by_field
 from ipu_tune.models import ModelProfile
 
 __all__ = ["ExecutionPlan", "plan_from_config", "stage_starts"]
@@ -72,12 +72,15 @@ class ExecutionPlan:
         return self.samples_per_step * self.device_iterations
 
 
+# Every knob's value of a config in one C call, and the ExecutionPlan field each one fills.
+_KNOB_VALUES = attrgetter(*(k.key for k in KNOBS))
+_FIELDS = tuple((k.field, k.type is tuple) for k in KNOBS)
+
+
 def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
     """The plan of a config: every knob's value, lists made tuples (the plan is hashable)."""
-    values: dict[str, Any] = {}
-    for k in KNOBS:
-        value = get_key(cfg, k.key)
-        values[k.field] = tuple(value) if k.type is tuple else value
+    values = {name: tuple(value) if as_tuple else value
+              for (name, as_tuple), value in zip(_FIELDS, _KNOB_VALUES(cfg), strict=True)}
     return ExecutionPlan(**values)
 
 
