@@ -144,7 +144,7 @@ def _inner_converter(hint: Any) -> _Converter:
         schema = hint
 
         def nested(value: Any) -> Any:
-            if isinstance(value, Mapping):
+            if type(value) is dict or isinstance(value, Mapping):
                 return _merge(schema, value)  # type: ignore[arg-type]
             raise _Fallback
         return nested
@@ -195,7 +195,7 @@ def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
 
 def _reject_targets(node: Any, path: str = "") -> None:
     """Only `model._target_` may name a factory; anywhere else it is refused, not ignored."""
-    if isinstance(node, Mapping):
+    if type(node) is dict or isinstance(node, Mapping):  # dict first: ABC checks are slow
         for key, value in node.items():
             if key == "_target_" and path != "model":
                 where = f"{path}.{key}" if path else str(key)
@@ -380,7 +380,8 @@ def load_config(
                 f"{PROVENANCE_KEY}"
             )
     for key, value in data.items():
-        if key in sections and value is not None and not isinstance(value, Mapping):
+        if (key in sections and value is not None and type(value) is not dict
+                and not isinstance(value, Mapping)):
             raise IpuTuneError(f"{key}: expected a mapping, got {value!r}")
     picked = {k: v for k, v in data.items() if k in sections and v is not None}
     return validate(typed(EvalConfig, picked))

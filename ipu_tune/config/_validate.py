@@ -87,7 +87,8 @@ def check_name(key: str, value: object) -> str:
 
 def _bounded(key: str, value: Any) -> None:
     limit = LIMITS[key]
-    if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+    if (type(value) is int or (isinstance(value, int) and not isinstance(value, bool))) and (
+            value > limit):
         raise IpuTuneError(f"{key}={_short(value)}: must be <= {limit}")
 
 
