@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import bad_value
@@ -79,7 +80,7 @@ _FIELDS = tuple((k.field, k.type is tuple) for k in KNOBS)
 
 def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
     """The plan of a config: every knob's value, lists made tuples (the plan is hashable)."""
-    values = {name: tuple(value) if as_tuple else value
+    values: dict[str, Any] = {name: tuple(value) if as_tuple else value
               for (name, as_tuple), value in zip(_FIELDS, _KNOB_VALUES(cfg), strict=True)}
     return ExecutionPlan(**values)
 
