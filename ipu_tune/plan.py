@@ -7,7 +7,7 @@ the checks that need the model profile (split names exist and are in order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any
 
@@ -73,16 +73,20 @@ class ExecutionPlan:
         return self.samples_per_step * self.device_iterations
 
 
-# Every knob's value of a config in one C call, and the ExecutionPlan field each one fills.
+# Every knob's value of a config in one C call, in ExecutionPlan's field order (checked here),
+# and the positions of the lists that become tuples.
 _KNOB_VALUES = attrgetter(*(k.key for k in KNOBS))
-_FIELDS = tuple((k.field, k.type is tuple) for k in KNOBS)
+_AS_TUPLE = tuple(i for i, k in enumerate(KNOBS) if k.type is tuple)
+if tuple(f.name for f in fields(ExecutionPlan)) != tuple(k.field for k in KNOBS):
+    raise ImportError("ExecutionPlan's fields must follow ipu_tune.knobs.KNOBS in order")
 
 
 def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
     """The plan of a config: every knob's value, lists made tuples (the plan is hashable)."""
-    values: dict[str, Any] = {name: tuple(value) if as_tuple else value
-              for (name, as_tuple), value in zip(_FIELDS, _KNOB_VALUES(cfg), strict=True)}
-    return ExecutionPlan(**values)
+    values: list[Any] = list(_KNOB_VALUES(cfg))
+    for i in _AS_TUPLE:
+        values[i] = tuple(values[i])
+    return ExecutionPlan(*values)
 
 
 def stage_starts(plan: ExecutionPlan, profile: ModelProfile) -> tuple[int, ...]:
