@@ -32,6 +32,8 @@ from ipu_tune.search import SearchProblem
 from ipu_tune.storage import open_storage, resolve_storage
 from ipu_tune.tuner import run
 
+_CPU: list[float] = []  # CPU seconds per trial of each loop run, in run order (one process)
+
 
 def _cfg(results: Path, n: int, sampler: str) -> TuneConfig:
     register()
@@ -54,16 +56,18 @@ def bare(n: int, sampler: str) -> float:
         def objective(trial: optuna.Trial) -> list[float]:
             return [float(v) for v in problem.run_trial(trial).values]
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         study.optimize(objective, n_trials=n)
+        _CPU.append((time.process_time() - cpu) / n)
         return (time.perf_counter() - start) / n
 
 
 def tuner(n: int, sampler: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = _cfg(Path(tmp), n, sampler)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         run(cfg)
+        _CPU.append((time.process_time() - cpu) / n)
         return (time.perf_counter() - start) / n
 
 
@@ -76,16 +80,21 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     bare(3, args.sampler), tuner(3, args.sampler)  # warm the profile cache and imports
     print(f"| trials | bare Optuna loop, ms per trial | ipu-tune run, ms per trial | "
-          f"ratio (median of {args.rounds} paired rounds) |")
-    print("| --- | --- | --- | --- |")
+          f"ratio (median of {args.rounds} paired rounds) | CPU ms per trial, bare / ipu-tune "
+          "(ratio) |")
+    print("| --- | --- | --- | --- | --- |")
     for n in args.trials:
-        b, t, r = [], [], []
+        b, t, r, cb, ct = [], [], [], [], []
         for _ in range(args.rounds):
             b.append(bare(n, args.sampler))
+            cb.append(_CPU[-1])
             t.append(tuner(n, args.sampler))
+            ct.append(_CPU[-1])
             r.append(t[-1] / b[-1])
+        cpu_b, cpu_t = statistics.median(cb), statistics.median(ct)
         print(f"| {n} ({args.sampler}, journal) | {1e3 * statistics.median(b):.1f} | "
-              f"{1e3 * statistics.median(t):.1f} | {statistics.median(r):.2f}x |", flush=True)
+              f"{1e3 * statistics.median(t):.1f} | {statistics.median(r):.2f}x | "
+              f"{1e3 * cpu_b:.1f} / {1e3 * cpu_t:.1f} ({cpu_t / cpu_b:.2f}x) |", flush=True)
 
 
 if __name__ == "__main__":

@@ -28,5 +28,7 @@ def __getattr__(name: str) -> Any:
     if name in _API:
         from ipu_tune import _api
 
-        return getattr(_api, name)
+        value = getattr(_api, name)
+        globals()[name] = value  # later reads find it without this hook (once per call)
+        return value
     raise AttributeError(f"module 'ipu_tune' has no attribute {name!r}")

@@ -13,9 +13,10 @@ This module imports nothing of ipu_tune: every layer may read it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
 __all__ = [
@@ -25,10 +26,12 @@ __all__ = [
     "SQL_TYPES",
     "WORKLOAD_KNOBS",
     "Knob",
+    "checker",
     "get_key",
     "is_power_of_two",
     "knob",
     "knob_by_field",
+    "never_wrong",
     "set_key",
     "shown",
     "valid_io_tiles",
@@ -97,20 +100,41 @@ class Knob:
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with `value` for this knob, in the words of `bad_value` (None: ok)."""
-        if self.rule == "power_of_two":
-            return None if is_power_of_two(value) else "must be a power of two (1, 2, 4, ...)"
-        if self.rule == "io_tiles":
-            return None if valid_io_tiles(value) else "allowed: 0 or an even number in 32..192"
-        if self.type is float:
-            upper = self.high if self.high is not None else float("inf")
-            if not self.low < value <= upper:
-                return f"must be in ({self.low:g}, {upper:g}]"
-            return None
-        if self.domain is not None and self.type is str:
-            return None if value in self.domain else "allowed: " + ", ".join(self.domain)
-        if self.type is int and value < self.low:
-            return f"must be >= {self.low:g}"
-        return None
+        return checker(self)(value)
+
+
+@cache
+def checker(k: Knob) -> Callable[[Any], str | None]:
+    """`Knob.problem` with the knob's branch chosen and its message worded once (validation
+    checks every knob on each `evaluate` call); `never_wrong` when every typed value is ok."""
+    if k.rule == "power_of_two":
+        return _power_of_two_problem
+    if k.rule == "io_tiles":
+        return _io_tiles_problem
+    if k.type is float:
+        low, upper = k.low, k.high if k.high is not None else float("inf")
+        outside = f"must be in ({low:g}, {upper:g}]"
+        return lambda value: None if low < value <= upper else outside
+    if k.domain is not None and k.type is str:
+        domain, allowed = k.domain, "allowed: " + ", ".join(k.domain)
+        return lambda value: None if value in domain else allowed
+    if k.type is int:
+        low, below = k.low, f"must be >= {k.low:g}"
+        return lambda value: below if value < low else None
+    return never_wrong
+
+
+def never_wrong(value: Any) -> str | None:
+    """The `Knob.checker` of a knob whose every typed value is allowed."""
+    return None
+
+
+def _power_of_two_problem(value: Any) -> str | None:
+    return None if is_power_of_two(value) else "must be a power of two (1, 2, 4, ...)"
+
+
+def _io_tiles_problem(value: Any) -> str | None:
+    return None if valid_io_tiles(value) else "allowed: 0 or an even number in 32..192"
 
 
 _BOOL = (False, True)
@@ -192,15 +216,13 @@ def knob_by_field(name: str) -> Knob:
 
 
 @cache
-def _parts(key: str) -> tuple[str, ...]:
-    return tuple(key.split("."))
+def _getter(key: str) -> Callable[[Any], Any]:
+    return attrgetter(key)  # follows the dots in C; built once per key
 
 
 def get_key(node: Any, key: str) -> Any:
     """The value at dotted `key` of a config (``plan.pipeline.splits``)."""
-    for part in _parts(key):  # split once per key: `evaluate` validates every knob per call
-        node = getattr(node, part)
-    return node
+    return _getter(key)(node)  # `evaluate` validates every knob per call
 
 
 def set_key(node: Any, key: str, value: Any) -> None:

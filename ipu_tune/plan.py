@@ -7,12 +7,13 @@ the checks that need the model profile (split names exist and are in order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import bad_value
-from ipu_tune.knobs import KNOBS, get_key, knob_by_field
+from ipu_tune.knobs import KNOBS, knob_by_field
 from ipu_tune.models import ModelProfile
 
 __all__ = ["ExecutionPlan", "plan_from_config", "stage_starts"]
@@ -72,13 +73,20 @@ class ExecutionPlan:
         return self.samples_per_step * self.device_iterations
 
 
+# Every knob's value of a config in one C call, in ExecutionPlan's field order (checked here),
+# and the positions of the lists that become tuples.
+_KNOB_VALUES = attrgetter(*(k.key for k in KNOBS))
+_AS_TUPLE = tuple(i for i, k in enumerate(KNOBS) if k.type is tuple)
+if tuple(f.name for f in fields(ExecutionPlan)) != tuple(k.field for k in KNOBS):
+    raise ImportError("ExecutionPlan's fields must follow ipu_tune.knobs.KNOBS in order")
+
+
 def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
     """The plan of a config: every knob's value, lists made tuples (the plan is hashable)."""
-    values: dict[str, Any] = {}
-    for k in KNOBS:
-        value = get_key(cfg, k.key)
-        values[k.field] = tuple(value) if k.type is tuple else value
-    return ExecutionPlan(**values)
+    values: list[Any] = list(_KNOB_VALUES(cfg))
+    for i in _AS_TUPLE:
+        values[i] = tuple(values[i])
+    return ExecutionPlan(*values)
 
 
 def stage_starts(plan: ExecutionPlan, profile: ModelProfile) -> tuple[int, ...]:

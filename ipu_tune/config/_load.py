@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -53,25 +53,26 @@ class _Fallback(Exception):
 _SCALARS = (int, float, str, bool)
 
 
-_Plan = tuple[tuple[tuple[str, Any, bool], ...], frozenset[str]]
+_Converter = Callable[[Any], Any]
+_Plan = tuple[dict[str, _Converter], frozenset[str]]
 _PLANS: dict[type, _Plan] = {}
 
 
 def _plan_of(schema: type) -> _Plan:
-    """((field name, type hint without Optional, optional), ...) and the field names of a
-    dataclass schema, resolved once per schema."""
+    """{field name: converter of a value for it} and the field names of a dataclass schema,
+    resolved once per schema (the type hints are not read again per call)."""
     found = _PLANS.get(schema)
     if found is None:
         hints = get_type_hints(schema)
-        fields = []
+        converters: dict[str, _Converter] = {}
         for f in dataclasses.fields(schema):
             hint = hints[f.name]
             optional = False
             if get_origin(hint) is Union:
                 args = [a for a in get_args(hint) if a is not type(None)]
                 optional, hint = True, args[0]
-            fields.append((f.name, hint, optional))
-        found = _PLANS[schema] = (tuple(fields), frozenset(name for name, _, _ in fields))
+            converters[f.name] = _converter(hint, optional)
+        found = _PLANS[schema] = (converters, frozenset(converters))
     return found
 
 
@@ -90,50 +91,96 @@ def _plain_any(value: Any) -> Any:
     raise _Fallback
 
 
-def _convert(hint: Any, optional: bool, value: Any) -> Any:
-    """`value` for a field typed `hint`, exactly as OmegaConf's merge + `to_object` would give it;
-    `_Fallback` for anything else (a conversion OmegaConf does from strings, or an error)."""
-    if value is None:
-        if optional:
-            return None
-        raise _Fallback
-    kind = type(value)
-    if hint is int:
-        if kind is int:
-            return value
-    elif hint is float:
-        if kind is float or kind is int:
-            return float(value)
-    elif hint is bool:
-        if kind is bool:
-            return value
-    elif hint is str:
-        if kind is str and "${" not in value and value != "???":
-            return value
-    elif dataclasses.is_dataclass(hint):
-        if isinstance(value, Mapping):
-            return _merge(hint, value)  # type: ignore[arg-type]
-    else:
-        origin = get_origin(hint)
-        if origin is list and isinstance(value, list | tuple):
-            (item,) = get_args(hint)
-            return [_convert(item, False, v) for v in value]
-        if origin is dict and isinstance(value, Mapping):
-            key_t, item_t = get_args(hint)
-            if key_t is str and item_t is Any:
-                return _plain_any(value)
-        if hint is Any:
-            return _plain_any(value)
+def _as_int(value: Any) -> Any:
+    if type(value) is int:
+        return value
     raise _Fallback
+
+
+def _as_float(value: Any) -> Any:
+    kind = type(value)
+    if kind is float or kind is int:
+        return float(value)
+    raise _Fallback
+
+
+def _as_bool(value: Any) -> Any:
+    if type(value) is bool:
+        return value
+    raise _Fallback
+
+
+def _as_str(value: Any) -> Any:
+    if type(value) is str and "${" not in value and value != "???":
+        return value
+    raise _Fallback
+
+
+def _fallback(value: Any) -> Any:
+    raise _Fallback
+
+
+def _converter(hint: Any, optional: bool) -> _Converter:
+    """The function giving a value for a field typed `hint` exactly as OmegaConf's merge +
+    `to_object` would; it raises `_Fallback` for anything else (a conversion OmegaConf does
+    from strings, or an error). Chosen once per field: the per-call work is the value's own."""
+    inner = _inner_converter(hint)
+    if optional:
+        def convert(value: Any) -> Any:
+            return None if value is None else inner(value)
+    else:
+        def convert(value: Any) -> Any:
+            if value is None:
+                raise _Fallback
+            return inner(value)
+    return convert
+
+
+def _inner_converter(hint: Any) -> _Converter:
+    simple = {int: _as_int, float: _as_float, bool: _as_bool, str: _as_str}.get(hint)
+    if simple is not None:
+        return simple
+    if dataclasses.is_dataclass(hint):
+        schema = hint
+
+        def nested(value: Any) -> Any:
+            if type(value) is dict or isinstance(value, Mapping):
+                return _merge(schema, value)  # type: ignore[arg-type]
+            raise _Fallback
+        return nested
+    origin = get_origin(hint)
+    if origin is list:
+        (item_hint,) = get_args(hint)
+        item = _converter(item_hint, False)
+
+        def items(value: Any) -> Any:
+            if isinstance(value, list | tuple):
+                return [item(v) for v in value]
+            raise _Fallback
+        return items
+    if origin is dict:
+        key_t, item_t = get_args(hint)
+        if key_t is str and item_t is Any:
+            def plain_dict(value: Any) -> Any:
+                if isinstance(value, Mapping):
+                    return _plain_any(value)
+                raise _Fallback
+            return plain_dict
+        return _fallback
+    if hint is Any:
+        return _plain_any
+    return _fallback
 
 
 def _merge(schema: type[T], data: Mapping[str, Any]) -> T:
     """The schema's defaults with `data` merged over them, in plain Python (no OmegaConf)."""
-    plan, names = _plan_of(schema)
-    if any(key not in names for key in data):
-        raise _Fallback  # unknown key: OmegaConf's message names it
-    kwargs = {name: _convert(hint, optional, data[name])
-              for name, hint, optional in plan if name in data}
+    converters = _plan_of(schema)[0]
+    kwargs = {}
+    for key, value in data.items():
+        convert = converters.get(key)
+        if convert is None:
+            raise _Fallback  # unknown key: OmegaConf's message names it
+        kwargs[key] = convert(value)
     return schema(**kwargs)
 
 
@@ -148,14 +195,15 @@ def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
 
 def _reject_targets(node: Any, path: str = "") -> None:
     """Only `model._target_` may name a factory; anywhere else it is refused, not ignored."""
-    if isinstance(node, Mapping):
+    if type(node) is dict or isinstance(node, Mapping):  # dict first: ABC checks are slow
         for key, value in node.items():
-            where = f"{path}.{key}" if path else str(key)
             if key == "_target_" and path != "model":
+                where = f"{path}.{key}" if path else str(key)
                 raise IpuTuneError(
                     f"{where}={value!r}: only model._target_ may name a factory to instantiate"
                 )
-            _reject_targets(value, where)
+            if value is not None and type(value) not in _SCALARS:  # a path only below here
+                _reject_targets(value, f"{path}.{key}" if path else str(key))
     elif isinstance(node, list):
         for item in node:
             _reject_targets(item, path)
@@ -295,6 +343,9 @@ def check_trusted(data: Mapping[str, Any], where: str) -> None:
         )
 
 
+_SECTIONS = frozenset(f.name for f in dataclasses.fields(EvalConfig))
+
+
 def load_config(
     source: str | Path | Mapping[str, Any] | EvalConfig, trust_remote_code: bool = False
 ) -> EvalConfig:
@@ -321,7 +372,7 @@ def load_config(
         raise IpuTuneError(
             f"config: expected a YAML path or a mapping, got {type(source).__name__}"
         )
-    sections = {f.name for f in dataclasses.fields(EvalConfig)}
+    sections = _SECTIONS
     for key in data:
         if key not in sections and key != PROVENANCE_KEY:
             raise IpuTuneError(
@@ -329,7 +380,8 @@ def load_config(
                 f"{PROVENANCE_KEY}"
             )
     for key, value in data.items():
-        if key in sections and value is not None and not isinstance(value, Mapping):
+        if (key in sections and value is not None and type(value) is not dict
+                and not isinstance(value, Mapping)):
             raise IpuTuneError(f"{key}: expected a mapping, got {value!r}")
     picked = {k: v for k, v in data.items() if k in sections and v is not None}
     return validate(typed(EvalConfig, picked))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
@@ -11,8 +13,9 @@ from ipu_tune.knobs import (
     PLAN_KNOBS,
     WORKLOAD_KNOBS,
     Knob,
-    get_key,
+    checker,
     is_power_of_two,
+    never_wrong,
     valid_io_tiles,
 )
 
@@ -84,7 +87,8 @@ def check_name(key: str, value: object) -> str:
 
 def _bounded(key: str, value: Any) -> None:
     limit = LIMITS[key]
-    if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+    if (type(value) is int or (isinstance(value, int) and not isinstance(value, bool))) and (
+            value > limit):
         raise IpuTuneError(f"{key}={_short(value)}: must be <= {limit}")
 
 
@@ -140,12 +144,24 @@ def _choice(key: str, value: object, choices: tuple[str, ...]) -> None:
         raise bad_value(key, value, "allowed: " + ", ".join(choices))
 
 
-def _check_knobs(cfg: EvalConfig, knobs: tuple[Knob, ...]) -> None:
-    for k in knobs:
-        value = get_key(cfg, k.key)
-        message = k.problem(value)
+def _checks(knobs: tuple[Knob, ...]) -> tuple[tuple[str, Callable[[Any], Any],
+                                                   Callable[[Any], str | None]], ...]:
+    """(key, value getter, checker) of the knobs that can hold a wrong value."""
+    return tuple((k.key, attrgetter(k.key), checker(k)) for k in knobs
+                 if checker(k) is not never_wrong)
+
+
+_WORKLOAD_CHECKS = _checks(WORKLOAD_KNOBS)
+_PLAN_CHECKS = _checks(PLAN_KNOBS)
+
+
+def _check_knobs(cfg: EvalConfig, checks: tuple[tuple[str, Callable[[Any], Any],
+                                                      Callable[[Any], str | None]], ...]) -> None:
+    for key, get, check in checks:
+        value = get(cfg)
+        message = check(value)
         if message is not None:
-            raise bad_value(k.key, list(value) if isinstance(value, list) else value, message)
+            raise bad_value(key, list(value) if isinstance(value, list) else value, message)
 
 
 def _at_least(key: str, value: float, low: float) -> None:
@@ -175,7 +191,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     if m.dataset.preprocess_s_per_sample is not None:
         _at_least("model.dataset.preprocess_s_per_sample", m.dataset.preprocess_s_per_sample, 0.0)
 
-    _check_knobs(cfg, WORKLOAD_KNOBS)
+    _check_knobs(cfg, _WORKLOAD_CHECKS)
 
     _choice("system.ipu", s.ipu, IPUS)
     if not is_power_of_two(s.num_ipus):
@@ -189,7 +205,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
         raise bad_value("system.host.network_bytes_per_s", s.host.network_bytes_per_s,
                         "must be > 0")
 
-    _check_knobs(cfg, PLAN_KNOBS)
+    _check_knobs(cfg, _PLAN_CHECKS)
     _check_instances(p.host_instances, s.hosts, p.replication_factor, check_layout)
     if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")

@@ -281,9 +281,19 @@ class LocalSearch:
         return out
 
 
-def _signed_best(trials: list[FrozenTrial], sign: float) -> FrozenTrial | None:
-    ok = [t for t in trials if t.values and math.isfinite(t.values[0])
-          and TrialRecord.of(t).feasible]
+def _signed_best(trials: list[FrozenTrial], sign: float,
+                 feasible: dict[int, bool] | None = None) -> FrozenTrial | None:
+    """The best finite feasible trial; `feasible` caches each finished trial's feasibility by
+    number (it never changes), so a call per trial does not decode every trial's record."""
+    known = {} if feasible is None else feasible
+
+    def fits(t: FrozenTrial) -> bool:
+        hit = known.get(t.number)
+        if hit is None:
+            hit = known[t.number] = TrialRecord.of(t).feasible
+        return hit
+
+    ok = [t for t in trials if t.values and math.isfinite(t.values[0]) and fits(t)]
     return max(ok, key=lambda t: (sign * t.values[0], -t.number), default=None)
 
 
@@ -295,6 +305,7 @@ class Refiner:
     first_pass_done: bool = False
     climbed: set[int] = field(default_factory=set)
     kicked_at: set[int] = field(default_factory=set)
+    feasible: dict[int, bool] = field(default_factory=dict)  # by finished trial number
 
     def _enqueue(self, study: optuna.Study, params: Params, label: str) -> None:
         study.enqueue_trial(params, user_attrs=TrialRecord.origin_attrs(label),
@@ -319,7 +330,7 @@ class Refiner:
             self.first_pass_done = True
             return self._weighted_pass(study, done, budget, left)
         sign = 1.0 if self.search.problem.directions[0] == "maximize" else -1.0
-        best = _signed_best(done, sign)
+        best = _signed_best(done, sign, self.feasible)
         if not self.first_pass_done:
             self.first_pass_done = True
             return self._first_pass(study, done, sign, budget,
@@ -370,7 +381,7 @@ class Refiner:
             score, params = self.search.climb(start, budget)
             if score[0] == 1.0 and _key(params) not in optima:
                 optima[_key(params)] = (score, label, params)
-        best = _signed_best(done, sign)
+        best = _signed_best(done, sign, self.feasible)
         floor = (1.0, sign * best.values[0]) if best is not None and best.values else (0.0, -1e300)
         chosen = sorted(optima.values(), key=lambda slp: slp[0], reverse=True)[:keep]
         n = 0

@@ -25,7 +25,7 @@ from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
 from ipu_tune.simulator._memory import plan_memory, recompute_mode, stage_memory, stash_depth
 from ipu_tune.simulator._pipeline import StageParts, StepCore, pipeline_step
-from ipu_tune.simulator._result import IpuMemory, SimResult, StageTime
+from ipu_tune.simulator._result import IpuMemory, SimResult, StageTime, built
 from ipu_tune.simulator._stages import StageShape, stage_shapes
 
 __all__ = ["simulate"]
@@ -54,27 +54,31 @@ def simulate(
                          plan.gradient_accumulation if plan.training else 1, plan.training)
     update = update_times(shapes, system, plan, c)
     call = _call_time(profile, system, plan, c, core, update, mb_in_bytes)
-    phases = _phases(core, update, call, plan.device_iterations)
+    di = plan.device_iterations
+    phases = _phases(core, update, call, di)
     # Latency of one micro-batch: pipeline slots are synchronous across IPUs (`_pipeline`), so
     # in the steady state a micro-batch crosses N stages in N slots of the longest stage;
     # sharded or one stage: the stages one after another (core.slot is then their sum).
-    pipelined = plan.stages > 1 and plan.schedule != "sharded"
-    latency_s = plan.stages * core.slot if pipelined else core.slot
-    return SimResult(
-        fits=fits,
-        throughput=plan.samples_per_call / call.call_s if fits else 0.0,
-        step_time_s=call.call_s / plan.device_iterations,
-        phases=phases,
-        bottleneck=_bottleneck(fits, plan, call, phases),
-        memory=tuple(memory),
-        stages=tuple(times),
-        reason="" if fits else _reason(memory, mb_in_bytes, plan.io_tiles,
-                                       c.io_tile_overhead),
-        samples_per_step=plan.samples_per_step,
-        device_throughput=plan.samples_per_call / call.device_call_s,
-        extras=_extras(system, plan, c, parts, costs, update, call),
-        latency_s=latency_s,
-    )
+    n = len(shapes)
+    pipelined = n > 1 and plan.schedule != "sharded"
+    latency_s = n * core.slot if pipelined else core.slot
+    samples_per_step = plan.samples_per_step
+    samples_per_call = samples_per_step * di  # plan.samples_per_call
+    return built(SimResult, {
+        "fits": fits,
+        "throughput": samples_per_call / call.call_s if fits else 0.0,
+        "step_time_s": call.call_s / di,
+        "phases": phases,
+        "bottleneck": _bottleneck(fits, plan, call, phases),
+        "memory": tuple(memory),
+        "stages": tuple(times),
+        "reason": "" if fits else _reason(memory, mb_in_bytes, plan.io_tiles,
+                                          c.io_tile_overhead),
+        "samples_per_step": samples_per_step,
+        "device_throughput": samples_per_call / call.device_call_s,
+        "extras": _extras(system, plan, c, parts, costs, update, call, samples_per_call),
+        "latency_s": latency_s,
+    })
 
 
 def _stages(
@@ -118,14 +122,14 @@ def _stages(
         else:
             p = StageParts(f_comp, f_exch, send)
         parts.append(p)
-        times.append(StageTime(
-            stage=s,
-            blocks=(x.first_block, x.last_block),
-            forward_s=f_comp + f_exch,
-            backward_s=p.b_compute + p.b_exchange,
-            recompute_s=p.r_compute + p.r_exchange,
-            inter_ipu_s=p.f_link + p.b_link,
-        ))
+        times.append(built(StageTime, {
+            "stage": s,
+            "blocks": (x.first_block, x.last_block),
+            "forward_s": f_comp + f_exch,
+            "backward_s": p.b_compute + p.b_exchange,
+            "recompute_s": p.r_compute + p.r_exchange,
+            "inter_ipu_s": p.f_link + p.b_link,
+        }))
         cats, max_tile, total = stage_memory(
             x, pm,
             temp_bytes=max(temp[lo:hi]),
@@ -134,10 +138,10 @@ def _stages(
         )
         # IpuMemory.fits, from the total already summed.
         fits = fits and total <= limit and max_tile <= tile_limit
-        memory.append(IpuMemory(
-            ipu=s, stage=s, categories=cats, limit_bytes=limit,
-            max_tile_bytes=max_tile, tile_limit_bytes=tile_limit,
-        ))
+        memory.append(built(IpuMemory, {
+            "ipu": s, "stage": s, "categories": cats, "limit_bytes": limit,
+            "max_tile_bytes": max_tile, "tile_limit_bytes": tile_limit,
+        }))
     return parts, memory, times, fits
 
 
@@ -216,21 +220,23 @@ def _bottleneck(fits: bool, plan: ExecutionPlan, call: CallTime,
 def _extras(
     system: System, plan: ExecutionPlan, c: SimConstants,
     parts: list[StageParts], costs: BlockCosts,
-    update: UpdateTimes, call: CallTime,
+    update: UpdateTimes, call: CallTime, samples_per_call: int,
 ) -> dict[str, Any]:
-    n = plan.stages
+    n = len(parts)  # plan.stages
     training = plan.training
+    schedule = plan.schedule
     return {
         "device_call_s": call.device_call_s,
         "device_call_cycles": call.device_call_s * system.ipu.clock_hz,
         "host_call_s": call.host_call_s,
         "host_s_per_sample": call.host_s_per_sample,
-        "samples_per_call": plan.samples_per_call,
+        "samples_per_call": samples_per_call,
         "stream_copy_s": call.stream_copy_s,
         "io_overlap": call.io_overlap,
         "compute_tiles": system.ipu.tiles - plan.io_tiles,
-        "stash_depths": [stash_depth(plan.schedule, n, s) if training else 0 for s in range(n)],
-        "stage_slot_s": [p.slot if training else p.forward for p in parts],
+        "stash_depths": ([stash_depth(schedule, n, s) for s in range(n)] if training
+                         else [0] * n),
+        "stage_slot_s": [p.slot for p in parts] if training else [p.forward for p in parts],
         "amp_max_passes": costs.max_passes,
         "rts_gather_s": update.rts_gather_s,
         "io_call_s": call.io_call_s,
