@@ -566,7 +566,7 @@ class Refiner:
         budget = ls.evals + (_FRONT_EVALS_FIRST if first else _FRONT_EVALS)
         if first:  # the two ends of the front
             for k in range(2):
-                best = max(ok, key=lambda t, k=k: signs[k] * t.values[k])
+                best = max(ok, key=lambda t: signs[k] * t.values[k])
                 start = self._params(best)
                 if start is not None:
                     self._climb_as(f"Pareto local search: best {names[k]}", start,
@@ -608,9 +608,9 @@ class Refiner:
         assert self.front is not None
         pts = self.front.points
         # Reference point: just below the front's worst values, so that its ends add area.
-        ref = tuple(min(p.values[k] for p in pts)
-                    - 0.01 * (max(p.values[k] for p in pts) - min(p.values[k] for p in pts))
-                    for k in range(2))
+        lows = [min(p.values[k] for p in pts) for k in range(2)]
+        highs = [max(p.values[k] for p in pts) for k in range(2)]
+        ref = (lows[0] - 0.01 * (highs[0] - lows[0]), lows[1] - 0.01 * (highs[1] - lows[1]))
         chosen_vals = [p.values for p in pts if _key(p.params) in tried]
         total = _hv2([p.values for p in pts], ref)
         keep = _FRONT_ENQUEUE if left is None else min(left, _FRONT_ENQUEUE)
