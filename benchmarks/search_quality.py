@@ -15,8 +15,10 @@ Reference optimum: the best of a large multi-start local search over the simulat
 (`ipu_tune.search.LocalSearch`: the warm-start plans and `--ref-starts` seeded random plans,
 each climbed to its local optimum, then `--ref-kicks` iterated-local-search kicks of the best),
 computed at run time from the simulator, never hard-coded. For ``pareto``: the hypervolume of
-the non-dominated plans among every plan that reference search evaluated on the two objectives
-and on weighted sums of them.
+every feasible plan met by weighted-sum local searches (8 weightings, each from the warm-start
+plans and 5 seeded random plans) and by an epsilon-constraint sweep (at 41 evenly spaced levels
+of each objective, the best of the other subject to it, from the best plan known at that
+level): about 100,000 simulations.
 
 Searches (in-memory storage; a trial = ask, simulate, tell, as the runner):
 

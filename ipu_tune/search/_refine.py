@@ -15,10 +15,15 @@ is a trial with its stored result and results row. When the best has not improve
 `_STALL_TRIALS` trials, an iterated local search restarts from a perturbed best (Lourenço,
 Martin & Stützle, *Iterated Local Search*, 2003); an improvement found is enqueued likewise.
 
-Several objectives (the `pareto` preset): once, after the warm start, one climb per weighting
-of the scaled objectives (each alone, equal weights, 0.8/0.2 and 0.2/0.8 for two), each optimum
-enqueued; no kicks (a front has no single best to stall on). The sampler's seed seeds the
-random starts and kicks, so a run is reproducible.
+Two objectives (the `pareto` preset): every feasible plan the climbs meet joins a Pareto
+archive (`_Front`). The first pass climbs to each end of the front, then into the archive's
+widest gap, again and again: an epsilon-constraint climb (maximise the first objective with
+the second held at least at the gap's middle level; Haimes, Lasdon & Wismer 1971) reaches the
+non-convex parts of a front that weighted sums cannot. The archive's plans that add the most
+hypervolume to the study's trials are enqueued (lazy greedy); a second pass, once they have
+run, fills more gaps. More than two objectives: once, one climb per weighting of the scaled
+objectives (each alone, equal weights). No kicks (a front has no single best to stall on).
+The sampler's seed seeds the random starts and kicks, so a run is reproducible.
 """
 
 from __future__ import annotations
@@ -494,8 +499,6 @@ class Refiner:
         scales = tuple(max(abs(t.values[k]) for t in ok) or 1.0 for k in range(n))
         weightings = [tuple(1.0 if j == k else 0.0 for j in range(n)) for k in range(n)]
         weightings.append(tuple(1.0 / n for _ in range(n)))
-        if n == 2:
-            weightings += [(0.8, 0.2), (0.2, 0.8)]
         share = max(1, (budget - self.search.evals) // len(weightings))
         found: dict[tuple[tuple[str, Any], ...], tuple[str, Params]] = {}
         for weights in weightings:
