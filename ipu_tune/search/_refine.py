@@ -65,6 +65,7 @@ _CACHE_SIZE = 20000
 _FRONT_PASSES = 2  # two objectives: refinement passes over the front (each once the queue ran)
 _FRONT_EVALS_FIRST = 8000  # simulations the first front pass may spend
 _FRONT_EVALS = 4000  # simulations each later front pass may spend
+_FRONT_EVALS_PER_TRIAL = 150  # at most this many simulations per trial left in the budget
 _ANCHOR_EVALS = 2000  # simulations per climb to an end of the front
 _GAP_EVALS = 300  # simulations per epsilon-constraint climb (two per gap)
 _FRONT_ENQUEUE = 48  # plans enqueued by one front pass at most
@@ -566,14 +567,17 @@ class Refiner:
         ls.scales = tuple(max(abs(s * t.values[k]) for t in ok) or 1.0
                           for k, s in enumerate(signs))
         names = problem.objective_names
-        budget = ls.evals + (_FRONT_EVALS_FIRST if first else _FRONT_EVALS)
+        spend = _FRONT_EVALS_FIRST if first else _FRONT_EVALS
+        if left is not None:  # a short study cannot run many plans: search less for it
+            spend = min(spend, _FRONT_EVALS_PER_TRIAL * left)
+        budget = ls.evals + spend
         if first:  # the two ends of the front
             for k in range(2):
                 best = max(ok, key=lambda t: signs[k] * t.values[k])
                 start = self._params(best)
                 if start is not None:
                     self._climb_as(f"Pareto local search: best {names[k]}", start,
-                                   ls.evals + _ANCHOR_EVALS,
+                                   min(budget, ls.evals + _ANCHOR_EVALS),
                                    weights=tuple(1.0 if j == k else 0.0 for j in range(2)))
         while ls.evals < budget:
             if not self._fill_widest_gap(budget, signs):
