@@ -67,7 +67,7 @@ _FRONT_EVALS_FIRST = 8000  # simulations the first front pass may spend
 _FRONT_EVALS = 4000  # simulations each later front pass may spend
 _FRONT_EVALS_PER_TRIAL = 150  # at most this many simulations per trial left in the budget
 _ANCHOR_EVALS = 2000  # simulations per climb to an end of the front
-_GAP_EVALS = 300  # simulations per epsilon-constraint climb (two per gap)
+_GAP_EVALS = 300  # simulations per epsilon-constraint climb into a gap
 _FRONT_ENQUEUE = 48  # plans enqueued by one front pass at most
 _FRONT_MIN_GAIN = 0.0001  # least share of the front's hypervolume an enqueued plan adds
 _ENUMERATE_UP_TO = 24  # ranges with at most this many values: every value is a neighbour
@@ -540,9 +540,10 @@ class Refiner:
         epsilon-constraint climbs (maximise one objective with the other held at the gap's
         middle level, each way); enqueue the plans met that add the most hypervolume.
 
-        Several passes (`_FRONT_PASSES`), each when the queue has run; each spends at most
-        `_FRONT_EVALS` simulations and enqueues at most `_FRONT_ENQUEUE` plans that add at
-        least `_FRONT_MIN_GAIN` of the front's hypervolume.
+        Several passes (`_FRONT_PASSES`), each when the queue has run; the first spends at
+        most `_FRONT_EVALS_FIRST` simulations, the others `_FRONT_EVALS` (and at most
+        `_FRONT_EVALS_PER_TRIAL` per trial left); each enqueues at most `_FRONT_ENQUEUE` plans
+        that add at least `_FRONT_MIN_GAIN` of the front's hypervolume.
         """
         if self.front_passes >= _FRONT_PASSES:
             return 0
@@ -585,7 +586,7 @@ class Refiner:
         return self._enqueue_front(study, tried, left)
 
     def _fill_widest_gap(self, budget: int, signs: list[float]) -> bool:
-        """Two epsilon-constraint climbs into the widest gap not tried yet (False: none)."""
+        """An epsilon-constraint climb into the widest gap not tried yet (False: none)."""
         assert self.front is not None and self.search.scales is not None
         sx, sy = self.search.scales
         pts = self.front.points  # ascending first objective, descending second
