@@ -15,18 +15,26 @@ is a trial with its stored result and results row. When the best has not improve
 `_STALL_TRIALS` trials, an iterated local search restarts from a perturbed best (Lourenço,
 Martin & Stützle, *Iterated Local Search*, 2003); an improvement found is enqueued likewise.
 
-Several objectives (the `pareto` preset): once, after the warm start, one climb per weighting
-of the scaled objectives (each alone, equal weights, 0.8/0.2 and 0.2/0.8 for two), each optimum
-enqueued; no kicks (a front has no single best to stall on). The sampler's seed seeds the
-random starts and kicks, so a run is reproducible.
+Two objectives (the `pareto` preset): every feasible plan the climbs meet joins a Pareto
+archive (`_Front`). The first pass climbs to each end of the front, then into the archive's
+widest gap, again and again: an epsilon-constraint climb (maximise the first objective with
+the second held at least at the gap's middle level; Haimes, Lasdon & Wismer 1971) reaches the
+non-convex parts of a front that weighted sums cannot. The archive's plans that add the most
+hypervolume to the study's trials are enqueued (lazy greedy); a second pass, once they have
+run, fills more gaps. More than two objectives: once, one climb per weighting of the scaled
+objectives (each alone, equal weights). No kicks (a front has no single best to stall on).
+The sampler's seed seeds the random starts and kicks, so a run is reproducible.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
 import math
 import random
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,6 +43,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.records import TrialRecord
 from ipu_tune.search._codec import R_PARAM, Codec
+from ipu_tune.search._objectives import show_value
 from ipu_tune.search._space import KnobSpec
 from ipu_tune.search._splits import cut_param, even_split
 
@@ -53,6 +62,14 @@ _REPAIR_DEPTH = 3  # memory-saving moves added to a promising move that does not
 _REPAIR_CANDIDATES = 6  # promising moves repaired per step
 _EVALS_PER_CALL = 2500  # simulations one `refine_study` call may spend
 _CACHE_SIZE = 20000
+_FRONT_PASSES = 2  # two objectives: refinement passes over the front (each once the queue ran)
+_FRONT_EVALS_FIRST = 8000  # simulations the first front pass may spend
+_FRONT_EVALS = 4000  # simulations each later front pass may spend
+_FRONT_EVALS_PER_TRIAL = 150  # at most this many simulations per trial left in the budget
+_ANCHOR_EVALS = 2000  # simulations per climb to an end of the front
+_GAP_EVALS = 300  # simulations per epsilon-constraint climb into a gap
+_FRONT_ENQUEUE = 48  # plans enqueued by one front pass at most
+_FRONT_MIN_GAIN = 0.0001  # least share of the front's hypervolume an enqueued plan adds
 _ENUMERATE_UP_TO = 24  # ranges with at most this many values: every value is a neighbour
 
 
@@ -93,6 +110,17 @@ def _range_values(spec: KnobSpec, current: Any) -> list[Any]:
     return [round(v, 12) for v in out_f if not math.isclose(v, cur)]
 
 
+@dataclass(frozen=True)
+class _Eval:
+    """One simulated plan, as the climbs read it (cached; the scoring mode is applied after)."""
+
+    values: tuple[float, ...]  # objective values oriented so that larger is better
+    feasible: bool
+    excess: float  # sum of the violated constraints (0 when feasible)
+    potential: float  # samples/s the plan would reach if it fitted (-inf: unknown)
+    invalid: bool = False  # the simulator refused the plan (or a value is not finite)
+
+
 @dataclass
 class LocalSearch:
     """Best-improvement hill climbing with repair over one problem's parameters (cached)."""
@@ -105,8 +133,14 @@ class LocalSearch:
     # Optimization, 1999, 3.1); None: the first objective alone.
     weights: tuple[float, ...] | None = None
     scales: tuple[float, ...] | None = None
-    _cache: OrderedDict[tuple[tuple[str, Any], ...], tuple[Score, float]] = field(
-        default_factory=OrderedDict)
+    # Epsilon-constraint scalarisation (Haimes, Lasdon & Wismer 1971; Miettinen 1999, 3.2):
+    # maximise objective `m` subject to objective `c` >= `level` (both oriented larger is
+    # better); reaches the non-convex parts of a front that weighted sums cannot.
+    epsilon: tuple[int, int, float] | None = None
+    # Called with every feasible plan evaluated (its parameters and oriented values): the
+    # Pareto refinement keeps the non-dominated ones.
+    on_feasible: Callable[[Params, tuple[float, ...]], None] | None = None
+    _cache: OrderedDict[tuple[tuple[str, Any], ...], _Eval] = field(default_factory=OrderedDict)
 
     @property
     def codec(self) -> Codec:
@@ -116,8 +150,7 @@ class LocalSearch:
     def score(self, params: Mapping[str, Any]) -> Score:
         return self._scored(params)[0]
 
-    def _scored(self, params: Mapping[str, Any]) -> tuple[Score, float]:
-        """(score, potential): potential = samples/s the plan would reach if it fitted."""
+    def _evaluate(self, params: Mapping[str, Any]) -> _Eval:
         key = _key(params)
         hit = self._cache.get(key)
         if hit is not None:
@@ -126,28 +159,51 @@ class LocalSearch:
         decoded = self.codec.decode(params)
         out = self.problem.evaluate(decoded.config, decoded.note)
         signs = [1.0 if d == "maximize" else -1.0 for d in self.problem.directions]
-        if self.weights is None:
-            sign, value = signs[0], out.values[0]
-        else:
-            scales = self.scales or (1.0,) * len(signs)
-            sign, value = 1.0, sum(w * s * v / sc for w, s, v, sc
-                                   in zip(self.weights, signs, out.values, scales, strict=True))
-        if value is None or not math.isfinite(value):
-            scored: tuple[Score, float] = ((-1.0, 0.0), 0.0)
+        values = tuple(s * v for s, v in zip(signs, out.values, strict=True))
+        if not all(v is not None and math.isfinite(v) for v in values):
+            ev = _Eval(values, False, math.inf, -math.inf, invalid=True)
         elif out.feasible:
-            scored = ((1.0, sign * value), sign * value)
+            ev = _Eval(values, True, 0.0, values[0])
+            if self.on_feasible is not None:
+                self.on_feasible(dict(params), values)
         else:
-            excess = sum(max(0.0, c) for c in out.constraints)
             r = out.result
             potential = -math.inf
             if self.problem.objective_names[0] == "throughput" and r.step_time_s > 0 \
                     and math.isfinite(r.step_time_s) and r.samples_per_step:
                 potential = r.samples_per_step / r.step_time_s
-            scored = ((0.0, -excess), potential)
-        self._cache[key] = scored
+            ev = _Eval(values, False, sum(max(0.0, c) for c in out.constraints), potential)
+        self._cache[key] = ev
         if len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)
-        return scored
+        return ev
+
+    def _scored(self, params: Mapping[str, Any]) -> tuple[Score, float]:
+        """(score, potential): potential = the score's value the plan would reach if it fitted
+        (samples/s when the first objective is throughput)."""
+        ev = self._evaluate(params)
+        if ev.invalid:
+            return (-1.0, 0.0), 0.0
+        if self.epsilon is not None:
+            m, c, level = self.epsilon
+            scale = (self.scales or (1.0,) * len(ev.values))[c] or 1.0
+            short = max(0.0, level - ev.values[c]) / abs(scale)
+            if ev.feasible and short == 0.0:
+                return (1.0, ev.values[m]), ev.values[m]
+            potential = ev.values[m] if ev.feasible else (ev.potential if m == 0 else -math.inf)
+            return (0.0, -(ev.excess + short)), potential
+        if self.weights is None:
+            value, potential = ev.values[0], ev.potential
+        else:
+            scales = self.scales or (1.0,) * len(ev.values)
+            value = sum(w * v / sc for w, v, sc in zip(self.weights, ev.values, scales,
+                                                       strict=True))
+            # Weighted: the throughput term at the samples/s it would reach if it fitted.
+            potential = value + self.weights[0] * (ev.potential - ev.values[0]) / scales[0] \
+                if math.isfinite(ev.potential) else -math.inf
+        if ev.feasible:
+            return (1.0, value), value
+        return (0.0, -ev.excess), potential
 
     # -- neighbourhood ---------------------------------------------------------------------
     def _structure(self, params: Params, replicas: int) -> Params:
@@ -297,6 +353,50 @@ def _signed_best(trials: list[FrozenTrial], sign: float,
     return max(ok, key=lambda t: (sign * t.values[0], -t.number), default=None)
 
 
+def _hv2(points: list[tuple[float, float]], ref: tuple[float, float]) -> float:
+    """Area dominated by `points` (larger is better) above `ref` (Zitzler & Thiele 1998)."""
+    area, top = 0.0, ref[1]
+    for x, y in sorted(points, reverse=True):
+        if x > ref[0] and y > top:
+            area += (x - ref[0]) * (y - top)
+            top = y
+    return area
+
+
+def _gain(front: list[tuple[float, float]], p: tuple[float, float],
+          ref: tuple[float, float]) -> float:
+    """Hypervolume `p` adds to `front`: its box less the part the front already covers."""
+    box = max(0.0, p[0] - ref[0]) * max(0.0, p[1] - ref[1])
+    return box - _hv2([(min(x, p[0]), min(y, p[1])) for x, y in front], ref)
+
+
+@dataclass
+class _Point:
+    values: tuple[float, float]  # oriented, larger is better
+    params: Params
+    label: str  # the climb that found it
+
+
+class _Front:
+    """The non-dominated plans of two objectives seen so far, sorted by the first objective
+    (then the second is sorted the other way): insertion by bisection."""
+
+    def __init__(self) -> None:
+        self.xs: list[float] = []  # first objective, ascending
+        self.points: list[_Point] = []  # same order; second objective descending
+
+    def add(self, values: tuple[float, ...], params: Params, label: str) -> None:
+        x, y = values[0], values[1]
+        i = bisect.bisect_left(self.xs, x)
+        if i < len(self.points) and self.points[i].values[1] >= y:
+            return  # dominated (or equal) by a plan at least as good on the first objective
+        j = i  # plans with x' <= x and y' <= y are dominated: contiguous, just below i
+        while j > 0 and self.points[j - 1].values[1] <= y:
+            j -= 1
+        self.xs[j:i] = [x]
+        self.points[j:i] = [_Point((x, y), dict(params), label)]
+
+
 @dataclass
 class Refiner:
     """The refinement state of one process's problem (which trials were climbed from)."""
@@ -306,6 +406,10 @@ class Refiner:
     climbed: set[int] = field(default_factory=set)
     kicked_at: set[int] = field(default_factory=set)
     feasible: dict[int, bool] = field(default_factory=dict)  # by finished trial number
+    front: _Front | None = None  # two objectives: the non-dominated plans the climbs met
+    front_passes: int = 0
+    gaps_tried: set[tuple[tuple[tuple[str, Any], ...], ...]] = field(default_factory=set)
+    label: str = ""  # the climb running now (labels the plans it meets)
 
     def _enqueue(self, study: optuna.Study, params: Params, label: str) -> None:
         study.enqueue_trial(params, user_attrs=TrialRecord.origin_attrs(label),
@@ -324,6 +428,8 @@ class Refiner:
         if not done:
             return 0
         budget = self.search.evals + _EVALS_PER_CALL
+        if len(self.search.problem.directions) == 2:
+            return self._front_pass(study, done, left)
         if len(self.search.problem.directions) > 1:
             if self.first_pass_done:
                 return 0
@@ -405,8 +511,6 @@ class Refiner:
         scales = tuple(max(abs(t.values[k]) for t in ok) or 1.0 for k in range(n))
         weightings = [tuple(1.0 if j == k else 0.0 for j in range(n)) for k in range(n)]
         weightings.append(tuple(1.0 / n for _ in range(n)))
-        if n == 2:
-            weightings += [(0.8, 0.2), (0.2, 0.8)]
         share = max(1, (budget - self.search.evals) // len(weightings))
         found: dict[tuple[tuple[str, Any], ...], tuple[str, Params]] = {}
         for weights in weightings:
@@ -424,6 +528,127 @@ class Refiner:
         for label, params in chosen:
             self._enqueue(study, params, label)
         return len(chosen)
+
+    # -- two objectives: the whole front -------------------------------------------------------
+    def _record(self, params: Params, values: tuple[float, ...]) -> None:
+        assert self.front is not None
+        self.front.add(values, params, self.label)
+
+    def _climb_as(self, label: str, start: Params, budget: int, *,
+                  weights: tuple[float, ...] | None = None,
+                  epsilon: tuple[int, int, float] | None = None) -> None:
+        """One climb of the front pass; every feasible plan it meets joins the front."""
+        ls = self.search
+        self.label, ls.weights, ls.epsilon = label, weights, epsilon
+        try:
+            ls.climb(start, budget)
+        finally:
+            ls.weights = ls.epsilon = None
+
+    def _front_pass(self, study: optuna.Study, done: list[FrozenTrial],
+                    left: int | None) -> int:
+        """Two objectives: climb to the front's ends, then fill its widest gaps by
+        epsilon-constraint climbs (maximise one objective with the other held at the gap's
+        middle level, each way); enqueue the plans met that add the most hypervolume.
+
+        Several passes (`_FRONT_PASSES`), each when the queue has run; the first spends at
+        most `_FRONT_EVALS_FIRST` simulations, the others `_FRONT_EVALS` (and at most
+        `_FRONT_EVALS_PER_TRIAL` per trial left); each enqueues at most `_FRONT_ENQUEUE` plans
+        that add at least `_FRONT_MIN_GAIN` of the front's hypervolume.
+        """
+        if self.front_passes >= _FRONT_PASSES:
+            return 0
+        ls, problem = self.search, self.search.problem
+        signs = [1.0 if d == "maximize" else -1.0 for d in problem.directions]
+        ok = [t for t in done if t.values and all(math.isfinite(v) for v in t.values)
+              and TrialRecord.of(t).feasible]
+        if not ok:
+            return 0
+        first = self.front is None
+        self.front_passes += 1
+        if self.front is None:
+            self.front = _Front()
+            ls.on_feasible = self._record
+        tried: set[tuple[tuple[str, Any], ...]] = set()
+        for t in ok:  # the study's own plans are on the front already (not enqueued again)
+            p = self._params(t)
+            if p is not None:
+                tried.add(_key(p))
+                self.front.add(tuple(s * v for s, v in zip(signs, t.values, strict=True)), p,
+                               f"trial {t.number}")
+        ls.scales = tuple(max(abs(s * t.values[k]) for t in ok) or 1.0
+                          for k, s in enumerate(signs))
+        names = problem.objective_names
+        spend = _FRONT_EVALS_FIRST if first else _FRONT_EVALS
+        if left is not None:  # a short study cannot run many plans: search less for it
+            spend = min(spend, _FRONT_EVALS_PER_TRIAL * left)
+        budget = ls.evals + spend
+        if first:  # the two ends of the front
+            for k in range(2):
+                best = max(ok, key=lambda t: signs[k] * t.values[k])
+                start = self._params(best)
+                if start is not None:
+                    self._climb_as(f"Pareto local search: best {names[k]}", start,
+                                   min(budget, ls.evals + _ANCHOR_EVALS),
+                                   weights=tuple(1.0 if j == k else 0.0 for j in range(2)))
+        while ls.evals < budget:
+            if not self._fill_widest_gap(budget, signs):
+                break
+        return self._enqueue_front(study, tried, left)
+
+    def _fill_widest_gap(self, budget: int, signs: list[float]) -> bool:
+        """An epsilon-constraint climb into the widest gap not tried yet (False: none)."""
+        assert self.front is not None and self.search.scales is not None
+        sx, sy = self.search.scales
+        pts = self.front.points  # ascending first objective, descending second
+        gaps = [((b.values[0] - a.values[0]) * (a.values[1] - b.values[1]) / (sx * sy), a, b)
+                for a, b in itertools.pairwise(pts)
+                if (_key(a.params), _key(b.params)) not in self.gaps_tried]
+        if not gaps:
+            return False
+        _, low, high = max(gaps, key=lambda g: g[0])  # low: more of objective 1, less of 0
+        self.gaps_tried.add((_key(low.params), _key(high.params)))
+        names = self.search.problem.objective_names
+        # The first objective's climb (it repairs plans that do not fit); the other way
+        # round did not add to the front in benchmarks/search_quality.py.
+        for m, c, start in ((0, 1, low),):
+            cap = min(budget, self.search.evals + _GAP_EVALS)
+            level = (low.values[c] + high.values[c]) / 2
+            bound = show_value(names[c], signs[c] * level)
+            label = (f"Pareto local search: best {names[m]} with {names[c]} "
+                     f"{'>=' if signs[c] > 0 else '<='} {bound}")
+            self._climb_as(label, start.params, cap, epsilon=(m, c, level))
+        return True
+
+    def _enqueue_front(self, study: optuna.Study, tried: set[tuple[tuple[str, Any], ...]],
+                       left: int | None) -> int:
+        """Enqueue the front's plans adding the most hypervolume to the study's trials
+        (lazy greedy: a plan's gain only shrinks as others are added, Minoux 1978)."""
+        assert self.front is not None
+        pts = self.front.points
+        # Reference point: just below the front's worst values, so that its ends add area.
+        lows = [min(p.values[k] for p in pts) for k in range(2)]
+        highs = [max(p.values[k] for p in pts) for k in range(2)]
+        ref = (lows[0] - 0.01 * (highs[0] - lows[0]), lows[1] - 0.01 * (highs[1] - lows[1]))
+        chosen_vals = [p.values for p in pts if _key(p.params) in tried]
+        total = _hv2([p.values for p in pts], ref)
+        keep = _FRONT_ENQUEUE if left is None else min(left, _FRONT_ENQUEUE)
+        heap = [(-_gain(chosen_vals, p.values, ref), i) for i, p in enumerate(pts)
+                if _key(p.params) not in tried]
+        heapq.heapify(heap)
+        n = 0
+        while heap and n < keep:
+            _, i = heapq.heappop(heap)
+            gain = _gain(chosen_vals, pts[i].values, ref)
+            if heap and gain < -heap[0][0]:
+                heapq.heappush(heap, (-gain, i))  # stale: re-rank
+                continue
+            if gain <= _FRONT_MIN_GAIN * total:
+                break
+            self._enqueue(study, pts[i].params, pts[i].label)
+            chosen_vals.append(pts[i].values)
+            n += 1
+        return n
 
 
 def refine_study(study: optuna.Study, problem: Any, n_trials: int | None = None) -> int:

@@ -90,7 +90,7 @@ def test_refinement_only_enqueues_improvements_and_not_for_baselines() -> None:
     assert make_problem(random_cfg).refiner() is None
 
 
-def test_a_pareto_search_is_refined_once_per_weighting() -> None:
+def test_a_pareto_search_enqueues_labelled_front_plans_in_passes() -> None:
     cfg = compose_cfg("model=resnet101", "search=pareto")
     problem = make_problem(cfg)
     study = optuna.create_study(directions=problem.directions, sampler=problem.sampler())
@@ -99,14 +99,75 @@ def test_a_pareto_search_is_refined_once_per_weighting() -> None:
     for _ in problem.warm_start():
         trial = study.ask()
         study.tell(trial, problem.run_trial(trial).values)
-    added = refine_study(study, problem, n_trials=100)
+    front_before = _hypervolume(study)
+    added = refine_study(study, problem, n_trials=30)
     waiting = study.get_trials(states=(TrialState.WAITING,))
-    assert added == len(waiting) >= 2
-    assert all("weights" in TrialRecord.of(t).origin for t in waiting)
+    assert added == len(waiting) == 30 - len(problem.warm_start())  # at most the budget
+    assert all(TrialRecord.of(t).origin.startswith("Pareto local search") for t in waiting)
+    assert any(">=" in TrialRecord.of(t).origin for t in waiting)  # epsilon-constraint climbs
+    assert refine_study(study, problem, n_trials=100) == 0  # the queue runs first
     for _ in waiting:
         trial = study.ask()
         study.tell(trial, problem.run_trial(trial).values)
-    assert refine_study(study, problem, n_trials=100) == 0  # once only
+    enqueued = {t.number for t in waiting}
+    assert all(TrialRecord.of(t).feasible for t in study.trials if t.number in enqueued)
+    assert _hypervolume(study) > 1.5 * front_before
+    assert refine_study(study, problem, n_trials=100) >= 1  # a second pass
+    for _ in study.get_trials(states=(TrialState.WAITING,)):
+        trial = study.ask()
+        study.tell(trial, problem.run_trial(trial).values)
+    assert refine_study(study, problem, n_trials=200) == 0  # passes are bounded
+
+
+def _hypervolume(study: optuna.Study) -> float:
+    """Area dominated by the feasible trials above (0 samples/s, 0 headroom)."""
+    pts = sorted(((t.values[0], t.values[1]) for t in study.trials
+                  if t.state == TrialState.COMPLETE and TrialRecord.of(t).feasible),
+                 reverse=True)
+    area, top = 0.0, 0.0
+    for x, y in pts:
+        if y > top and x > 0:
+            area += x * (y - top)
+            top = y
+    return area
+
+
+def _front_reference(problem: SearchProblem, levels: int = 16) -> float:
+    """Hypervolume of every plan an epsilon-constraint sweep meets (not the tool's run:
+    its own random starts and levels): the fastest plan from warm and random starts, then
+    at `levels` headroom levels the fastest plan with at least that headroom."""
+    ls = LocalSearch(problem, random.Random(2024))
+    seen: list[tuple[tuple[float, ...], dict[str, object]]] = []
+    ls.on_feasible = lambda params, values: seen.append((values, params))
+    begin = [w.params for w in problem.warm_plans()] + [ls.random_params() for _ in range(4)]
+    for p in begin:
+        ls.climb(p, ls.evals + 3_000)
+    top = max(v[1] for v, _ in seen)
+    ls.scales = (1.0, 1.0)
+    for i in range(1, levels + 1):
+        level = top * i / (levels + 1)
+        start = max(((v, p) for v, p in seen if v[1] >= level), key=lambda vp: vp[0][0])[1]
+        ls.epsilon = (0, 1, level)
+        ls.climb(start, ls.evals + 2_000)
+    area, best_y = 0.0, 0.0
+    for x, y in sorted(((v[0], v[1]) for v, _ in seen), reverse=True):
+        if y > best_y and x > 0:
+            area += x * (y - best_y)
+            best_y = y
+    return area
+
+
+def test_default_pareto_run_reaches_the_reference_front(tmp_path: Path) -> None:
+    cfg = compose_cfg("model=resnet101", "search=pareto", f"results_dir={tmp_path}",
+                      "study.progress_bar=false", "sampler.seed=0")
+    assert cfg.study.n_trials == 100  # the default budget
+    summary = run(cfg)
+    storage = open_storage(resolve_storage(None, str(tmp_path)))
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    assert _hypervolume(study) >= 0.99 * _front_reference(make_problem(cfg))
+    origins = [TrialRecord.of(t).origin for t in study.trials]
+    assert sum(o.startswith("Pareto local search") for o in origins) >= 20
+    assert not study.get_trials(states=(TrialState.WAITING,))  # nothing enqueued past budget
 
 
 def test_convergence_of_a_pareto_study_is_its_hypervolume() -> None:
