@@ -45,9 +45,12 @@ PARETO_RULE = ("compromise: the trial of the feasible Pareto front closest to th
 
 
 def closest_trial(study: optuna.Study) -> tuple[int, TrialRecord] | None:
-    """The finished trial nearest to fitting: the smallest memory excess (first constraint)."""
+    """The finished trial nearest to fitting: the smallest memory excess (first constraint).
+
+    Infeasible trials are PRUNED (`ipu_tune.search.tell_outcome`); older studies told them
+    COMPLETE: both are read."""
     best: tuple[float, int, TrialRecord] | None = None
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
         rec = TrialRecord.of(t)
         if not rec.constraints or not rec.config or rec.result.get("step_time_s") is None:
             continue

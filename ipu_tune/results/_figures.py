@@ -201,7 +201,8 @@ def trials_figure(results: pd.DataFrame, exported: int | None = None) -> go.Figu
     grey, drawn at 0 samples/s only as a strip under the axis, and clipped at the x-range's
     edge (the range fits the SRAM limit and the trials that fit)."""
     fig = go.Figure()
-    df = results.dropna(subset=["throughput", "peak_memory_bytes"])
+    # A plan that does not fit has no throughput (NULL in the store): 0 places it on the strip.
+    df = results.dropna(subset=["peak_memory_bytes"]).fillna({"throughput": 0.0})
     fitting = df[df["fits"].astype(bool)]
     limit = (float(df["memory_limit_bytes"].dropna().iloc[0]) / _MIB
              if "memory_limit_bytes" in df and df["memory_limit_bytes"].notna().any() else None)

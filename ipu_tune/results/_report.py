@@ -41,6 +41,9 @@ from ._timeline import build_timeline
 
 __all__ = ["write_report"]
 
+# Finished trials: COMPLETE (feasible, with values), PRUNED (infeasible: no value).
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; color: #222; }
 h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; }
@@ -113,6 +116,7 @@ def _summary(study: optuna.Study, results: pd.DataFrame, best: SimResult | None,
              explanation: dict[str, Any] | None, best_trial: int | None) -> str:
     trials = study.get_trials(deepcopy=False)
     complete = sum(t.state == TrialState.COMPLETE for t in trials)
+    pruned = sum(t.state == TrialState.PRUNED for t in trials)  # infeasible (no value)
     fitting = int(results["fits"].fillna(False).astype(bool).sum()) if "fits" in results else 0
     ex = explanation or {}
     objectives = ex.get("objectives") or []
@@ -120,7 +124,8 @@ def _summary(study: optuna.Study, results: pd.DataFrame, best: SimResult | None,
         ("study", study.study_name),
         ("objectives", ", ".join(o["metric"] for o in objectives)
          or ", ".join(study.metric_names or [d.name.lower() for d in study.directions])),
-        ("trials", f"{len(trials)} ({complete} complete, {fitting} fitting in memory)"),
+        ("trials", f"{len(trials)} ({complete} complete, {pruned} infeasible (pruned), "
+                   f"{fitting} fitting in memory)"),
     ]
     if best is not None:
         if best_trial is not None:
@@ -265,16 +270,16 @@ def _best_plan(page: _Page, cfg: EvalConfig | None, result: SimResult | None,
 
 
 def _points(study: optuna.Study, objectives: list[dict[str, Any]]) -> pd.DataFrame:
-    """Trial, objective values in their shown units (v0, v1), feasible, reason."""
+    """Trial, objective values in their shown units (v0, v1; NaN for an infeasible trial,
+    PRUNED without a value), feasible, reason."""
     rows = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.values is None:
-            continue
+    for t in study.get_trials(deepcopy=False, states=_FINISHED):
         rec = TrialRecord.of(t)
-        row: dict[str, Any] = {"trial": t.number, "feasible": rec.feasible,
+        row: dict[str, Any] = {"trial": t.number, "feasible": rec.feasible and bool(t.values),
                                "reason": rec.reason or "infeasible"}
         for i, o in enumerate(objectives):
-            row[f"v{i}"] = float(t.values[i]) * float(o["scale"])
+            row[f"v{i}"] = (float(t.values[i]) * float(o["scale"]) if t.values
+                            else float("nan"))
         rows.append(row)
     cols = ["trial", "feasible", "reason", *(f"v{i}" for i in range(len(objectives)))]
     return pd.DataFrame(rows, columns=cols).astype({"feasible": bool})
@@ -306,11 +311,11 @@ def render_report(
 
     plots = light_study(study)  # Optuna's plots copy every trial per parameter: keep them light
     multi = len(study.directions) > 1
-    has_complete = any(t.state == TrialState.COMPLETE for t in study.get_trials(deepcopy=False))
+    has_complete = any(t.state in _FINISHED for t in study.get_trials(deepcopy=False))
     page.heading("Pareto front" if multi else "Optimisation history")
     objectives = ex.get("objectives") or []
     if not has_complete:
-        page.note("history", "No completed trial yet: nothing to plot.")
+        page.note("history", "No finished trial yet: nothing to plot.")
     elif len(objectives) == len(study.directions) and len(objectives) in (1, 2):
         pts = _points(study, objectives)
         if multi:
@@ -325,17 +330,18 @@ def render_report(
         page.figure("pareto" if multi else "history", history_figure(plots))
     page.heading("Parameter importances", "Optuna's PED-ANOVA importance of each searched knob.")
     fits_any = "fits" in results and bool(results["fits"].fillna(False).astype(bool).any())
-    # With no plan that fits every objective value is the same penalty: importances of it
-    # would only rank noise.
+    # With no plan that fits no trial has an objective value (infeasible trials are PRUNED):
+    # there is nothing to rank the knobs by.
     imp = (importances_figure(plots) if fits_any or not has_complete else
-           "No plan fits: every trial has the same objective value, so no knob is more "
-           "important than another. See the remedies above.")
+           "No plan fits: no trial has an objective value (infeasible trials are pruned), so "
+           "no knob can be ranked by its importance. See the remedies above.")
     if isinstance(imp, str):
         page.note("importances", imp)
     else:
         page.figure("importances", imp)
     needed = ["throughput", "peak_memory_bytes", "fits"]
-    if set(needed) <= set(results.columns) and not results.dropna(subset=needed[:2]).empty:
+    # Plans that do not fit have no throughput (NULL) but a peak memory: they are drawn too.
+    if set(needed) <= set(results.columns) and not results.dropna(subset=needed[1:2]).empty:
         page.heading("Trials", "Every finished trial: throughput against peak memory per IPU.")
         page.figure("trials", trials_figure(results, best_trial))
     page.heading(

@@ -73,7 +73,7 @@ def top_trials_table(results: pd.DataFrame, top_n: int, exported: int | None = N
     cols = [(c, h) for c, h in COLUMNS if c in results.columns]
     df = results
     if "state" in df.columns:
-        df = df[df["state"] == "COMPLETE"]
+        df = df[df["state"].isin(("COMPLETE", "PRUNED"))]  # PRUNED: infeasible, no value
     if "throughput" in df.columns:
         fits = df["fits"].astype(bool) if "fits" in df.columns else True
         df = df.assign(_fits=fits).sort_values(

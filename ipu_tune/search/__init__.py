@@ -14,7 +14,7 @@ from ipu_tune.search._objectives import (
     metric_names,
     show_value,
 )
-from ipu_tune.search._problem import SearchProblem, TrialOutcome
+from ipu_tune.search._problem import SearchProblem, TrialOutcome, tell_outcome
 from ipu_tune.search._refine import LocalSearch, refine_study
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
 from ipu_tune.search._select import best_trial, is_feasible, pareto_front
@@ -59,4 +59,5 @@ __all__ = [
     "refine_study",
     "show_value",
     "stage_loads",
+    "tell_outcome",
 ]
