@@ -172,7 +172,10 @@ def _ladder_html(ex: dict[str, Any]) -> str:
             + _cell(f"{s['throughput']:,.0f}" if s["fits"] else "-")
             + _cell(f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-")
             + _cell(s["bottleneck"], "text") + "</tr>")
-    return f'<table class="ladder" data-table="ladder">{head}{"".join(rows)}</table>'
+    caption = (f"<caption>Steps ranked by: {html.escape(ex['ladder_rank'])}</caption>"
+               if ex.get("ladder_rank") else "")
+    return (f'<table class="ladder" data-table="ladder">{caption}{head}{"".join(rows)}'
+            "</table>")
 
 
 def _sensitivity_html(rows: list[dict[str, Any]]) -> str:
