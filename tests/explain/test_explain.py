@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -319,9 +318,18 @@ def test_reports_render_with_the_exported_trial_marked(
         assert 'class="exported" data-exported="1"' in dom
         row = re.search(r'<tr class="exported" data-exported="1"[^>]*>(.*?)</tr>', dom)
         assert row and f'data-v="{summary.best_trial}"' in row.group(1)
-    # No value drawn for trials that do not fit: no figure's y-range reaches 0 on a history
-    # whose fitting trials are all above it.
-    assert math.isfinite(len(text))
+    # Trials that do not fit are PRUNED without a value: counted in the header, greyed on the
+    # history's edge or left out of the Pareto plot, never drawn at a value.
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp / "ipu_tune.journal")))
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned and all(t.values is None for t in pruned)
+    assert f"{len(pruned)} infeasible (pruned)" in dom
+    if which == "pareto":
+        assert f"({len(pruned)} that do not fit not drawn)" in text
+    else:
+        assert "does not fit (no value; drawn on the axis edge)" in text
     if os.environ.get("IPU_TUNE_UPDATE_SCREENSHOT") == "1":
         png = REPO / "docs" / f"report-{which}.png"
         png.parent.mkdir(exist_ok=True)
