@@ -54,7 +54,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ipu_tune.config import CONF_DIR, TuneConfig, typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
-from ipu_tune.search import LocalSearch, SearchProblem, is_feasible, refine_study
+from ipu_tune.search import (
+    LocalSearch,
+    SearchProblem,
+    is_feasible,
+    refine_study,
+    tell_outcome,
+)
 
 
 @dataclass(frozen=True)
@@ -238,7 +244,9 @@ def run_search(case: Case, kind: str, seed: int, trials: int) -> list[float]:
     for _ in range(trials):
         trial = study.ask()
         outcome = problem.run_trial(trial)
-        frozen = study.tell(trial, outcome.values)
+        # The tool tells as the tuner does (infeasible: PRUNED); the TPE baseline stays bare.
+        frozen = (tell_outcome(study, trial, outcome) if kind == "tool"
+                  else study.tell(trial, outcome.values))
         tracker.add(frozen.values, is_feasible(frozen))
         if kind == "tool":
             refine_study(study, problem, trials)

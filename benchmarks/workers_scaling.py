@@ -53,7 +53,9 @@ def one_run(n: int, workers: int) -> tuple[float, float, float]:
         cpu_ms = 1e3 * (_cpu_s() - cpu) / n
         study = optuna.load_study(study_name="scaling",
                                   storage=open_storage(resolve_storage(None, tmp)))
-        done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        # Finished: COMPLETE (feasible) and PRUNED (infeasible) trials alike.
+        done = study.get_trials(deepcopy=False,
+                                states=(TrialState.COMPLETE, TrialState.PRUNED))
         first = min(t.datetime_start for t in done if t.datetime_start is not None)
         last = max(t.datetime_complete for t in done if t.datetime_complete is not None)
         return wall_s, len(done) / (last - first).total_seconds(), cpu_ms

@@ -26,7 +26,8 @@ def format_ladder(data: Mapping[str, Any]) -> list[str]:
     width = min(60, max(len("change"), *(len(s["change"]) for s in steps)))
     head = (f"{'step':>4}  {'change':<{width}}  {'fits':<4}  {'peak MB/IPU (limit)':>20}  "
             f"{'samples/s':>10}  {'speed-up':>8}  bottleneck")
-    lines = [head, "-" * len(head)]
+    lines = [f"steps ranked by: {data['ladder_rank']}"] if data.get("ladder_rank") else []
+    lines += [head, "-" * len(head)]
     for s in steps:
         change = s["change"] if len(s["change"]) <= width else s["change"][:width - 3] + "..."
         mem = f"{s['peak_memory_bytes'] / MB:,.0f} ({s['memory_limit_bytes'] / MB:,.0f})"
@@ -76,7 +77,7 @@ def format_explain(data: Mapping[str, Any]) -> str:
             lines += format_remedies(data["closest"])
         return "\n".join(lines)
     lines.append(f"from {data['start']} (step 0) to the exported best, trial {data['best_trial']},"
-                 " one change at a time, the change that gains most first:")
+                 " one change at a time:")
     lines += format_ladder(data)
     lines += format_sensitivity(data.get("sensitivity") or [])
     return "\n".join(lines)

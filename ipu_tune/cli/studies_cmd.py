@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["export_main", "list_main", "load_problem", "report_main", "storage_args"]
 
+# A finished trial: COMPLETE (a feasible plan, with values) or PRUNED (infeasible, no value).
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
 
 def _storage_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -56,7 +59,8 @@ def list_main(argv: Sequence[str]) -> int:
     for s in summaries:
         meta = StudyMeta.of(s)
         study = optuna.load_study(study_name=s.study_name, storage=storage)
-        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        # Finished: COMPLETE (feasible) and PRUNED (infeasible, no value) trials.
+        trials = study.get_trials(deepcopy=False, states=_FINISHED)
         names = meta.objectives if meta and meta.objectives else []
         directions = [d.name.lower() for d in s.directions]
         # The trial `report`/`export` would export (a multi-objective study's compromise).
@@ -219,26 +223,30 @@ def _filter(df: Any, spec: str) -> Any:
 
 
 def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
-    """One row per finished trial: objectives (named with units), fit, memory, knobs."""
+    """One row per finished trial: objectives (named with units; empty for an infeasible
+    trial, which has no value), fit, memory, knobs, why it is infeasible."""
     import pandas as pd
 
     from ipu_tune.knobs import KNOBS
     from ipu_tune.search import OBJECTIVES
 
     rows = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+    for t in study.get_trials(deepcopy=False, states=_FINISHED):
         rec = TrialRecord.of(t)
         memory = rec.result.get("memory_per_ipu") or []
         row: dict[str, Any] = {"trial": t.number}
-        for name, value in zip(problem.objective_names, t.values or [], strict=False):
+        values = t.values if rec.feasible and t.values else [None] * len(problem.objective_names)
+        for name, value in zip(problem.objective_names, values, strict=False):
             o = OBJECTIVES[name]
-            shown = value * o.scale
-            row[o.axis()] = int(value) if name == "changes" else shown
+            if value is None:
+                row[o.axis()] = None
+            else:
+                row[o.axis()] = int(value) if name == "changes" else value * o.scale
         row["fits"] = bool(rec.result.get("fits"))
         row["feasible"] = rec.feasible
         row["peak MB/IPU"] = max(memory) / 1e6 if memory else None
         if "throughput" not in problem.objective_names:
-            row["samples/s"] = rec.result.get("throughput")
+            row["samples/s"] = rec.result.get("throughput") if row["fits"] else None
         row["bottleneck"] = rec.result.get("bottleneck")
         for k in KNOBS:
             if not k.header:

@@ -15,14 +15,18 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ipu_tune.config import EvalConfig, to_plain_dict
 from ipu_tune.knobs import KNOBS, get_key, knob, set_key, shown
-from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome
+from ipu_tune.search import OBJECTIVES, Compromise, SearchProblem, TrialOutcome
 
-__all__ = ["Step", "differing_keys", "ladder", "step_row"]
+__all__ = ["Rank", "Step", "differing_keys", "ladder", "rank_by", "step_row"]
+
+# Larger is better: how the ladder orders the candidate changes of a step.
+Rank = Callable[[TrialOutcome], tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -49,12 +53,20 @@ def _label(key: str, old: Any, new: Any) -> str:
     return f"{k.label or key.rsplit('.', 1)[-1]} {shown(old)} -> {shown(new)}"
 
 
-def _score(problem: SearchProblem, o: TrialOutcome) -> tuple[float, float]:
-    """Larger is better: fitting plans first (by the first objective), then the least excess."""
-    if not o.feasible or not all(math.isfinite(v) for v in o.values):
-        return (0.0, -max(o.constraints, default=math.inf))
+def rank_by(problem: SearchProblem, rule: Compromise | None = None) -> Rank:
+    """Feasible plans first, ranked by the rule that picked the exported trial: the first
+    objective (one objective), or the distance to the compromise ideal (`rule`, several);
+    infeasible plans by the least constraint excess."""
     sign = 1.0 if problem.directions[0] == "maximize" else -1.0
-    return (1.0, sign * o.values[0])
+
+    def rank(o: TrialOutcome) -> tuple[float, float]:
+        if not o.feasible or not all(math.isfinite(v) for v in o.values):
+            return (0.0, -max(o.constraints, default=math.inf))
+        if rule is not None:
+            return (1.0, -rule.distance(o.values))
+        return (1.0, sign * o.values[0])
+
+    return rank
 
 
 def _apply(cfg: EvalConfig, keys: tuple[str, ...], target: EvalConfig) -> EvalConfig:
@@ -68,8 +80,11 @@ def _valid(problem: SearchProblem, cfg: EvalConfig) -> bool:
     return problem.evaluate(cfg).result.bottleneck != "invalid plan"
 
 
-def ladder(problem: SearchProblem, start: EvalConfig, best: EvalConfig) -> list[Step]:
-    """The steps from `start` to `best` (step 0 is `start` itself; the last step is `best`)."""
+def ladder(problem: SearchProblem, start: EvalConfig, best: EvalConfig,
+           rank: Rank | None = None) -> list[Step]:
+    """The steps from `start` to `best` (step 0 is `start` itself; the last step is `best`);
+    at each step the change `rank` puts first (default `rank_by(problem)`)."""
+    score = rank or rank_by(problem)
     current = copy.deepcopy(start)
     steps = [Step(0, (), current, problem.evaluate(current))]
     remaining = differing_keys(current, best)
@@ -82,7 +97,7 @@ def ladder(problem: SearchProblem, start: EvalConfig, best: EvalConfig) -> list[
                 if not _valid(problem, cand):
                     continue
                 outcome = problem.evaluate(cand)
-                if chosen is None or _score(problem, outcome) > _score(problem, chosen[2]):
+                if chosen is None or score(outcome) > score(chosen[2]):
                     chosen = (group, cand, outcome)
             if chosen is not None or size >= 2:
                 break

@@ -70,7 +70,10 @@ def _row(problem: SearchProblem, cfg: EvalConfig, base: TrialOutcome, label: str
 
 
 def sensitivity(problem: SearchProblem, cfg: EvalConfig) -> list[dict[str, Any]]:
-    """Each knob of `cfg` one step down and up: fits, samples/s and the change against `cfg`."""
+    """Each knob of `cfg` one step down and up: fits, samples/s and the change against `cfg`.
+
+    Also each pipeline cut one block earlier and later, and the replicas doubled and halved
+    on the same IPUs (with the stages halved or doubled), when the plan rules allow them."""
     base = problem.evaluate(cfg)
     tokens = problem.profile.input_kind == "tokens"
     rows: list[dict[str, Any]] = []
@@ -81,7 +84,59 @@ def sensitivity(problem: SearchProblem, cfg: EvalConfig) -> list[dict[str, Any]]
         for new in _neighbours(k, v):
             rows.append(_row(problem, _with(cfg, **{k.key.replace(".", "__"): new}), base,
                              k.label or k.key, k.key, new))
+    for label, key, value, cand in (*_cut_moves(problem, cfg), *_replica_moves(problem, cfg)):
+        row = _row(problem, cand, base, label, key, value)
+        if row["valid"]:  # a move the plan rules refuse is no alternative
+            rows.append(row)
     return rows
+
+
+def _cut_moves(problem: SearchProblem,
+               cfg: EvalConfig) -> list[tuple[str, str, Any, EvalConfig]]:
+    """Each pipeline cut one block earlier and one later, when the stages stay non-empty."""
+    blocks = list(problem.profile.blocks)
+    splits = list(cfg.plan.pipeline.splits)
+    if not splits or any(b not in blocks for b in splits):
+        return []
+    at = [blocks.index(b) for b in splits]
+    out: list[tuple[str, str, Any, EvalConfig]] = []
+    for i, j in enumerate(at):
+        lo = at[i - 1] if i else 0  # the stage before keeps at least one block
+        hi = at[i + 1] if i + 1 < len(at) else len(blocks)
+        for new in (j - 1, j + 1):
+            if lo < new < hi:
+                moved = [*splits[:i], blocks[new], *splits[i + 1:]]
+                out.append((f"pipeline cut {i + 1}", "plan.pipeline.splits", blocks[new],
+                            _with(cfg, plan__pipeline__splits=moved)))
+    return out
+
+
+def _layout(replicas: int, stages: int) -> str:
+    return f"{replicas} ({stages} stage{'' if stages == 1 else 's'})"
+
+
+def _replica_moves(problem: SearchProblem,
+                   cfg: EvalConfig) -> list[tuple[str, str, Any, EvalConfig]]:
+    """Replicas x2 and /2 on the same IPUs (stages x replicas = IPUs, PopTorch's layout):
+    twice the replicas on half the stages (every other cut kept), half the replicas on twice
+    the stages (an even split, as the remedies)."""
+    replicas = cfg.plan.replication_factor
+    splits = list(cfg.plan.pipeline.splits)
+    stages = len(splits) + 1
+    blocks = list(problem.profile.blocks)
+    out: list[tuple[str, str, Any, EvalConfig]] = []
+    key = "plan.replication_factor"
+    if stages % 2 == 0:
+        fewer = splits[1::2]  # stages 2k-1 and 2k merge
+        out.append(("replicas", key, _layout(replicas * 2, stages // 2),
+                    _with(cfg, plan__replication_factor=replicas * 2,
+                          plan__pipeline__splits=fewer)))
+    if replicas % 2 == 0 and stages * 2 <= len(blocks):
+        starts = even_split(len(blocks), stages * 2)
+        out.append(("replicas", key, _layout(replicas // 2, stages * 2),
+                    _with(cfg, plan__replication_factor=replicas // 2,
+                          plan__pipeline__splits=[blocks[b] for b in starts[1:]])))
+    return out
 
 
 def _memory_line(o: TrialOutcome) -> str:

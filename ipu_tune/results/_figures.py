@@ -257,9 +257,9 @@ def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure
     """Throughput against peak memory for every finished trial (rows of the results table);
     plans that do not fit are grey, drawn at 0 samples/s only as a strip under the axis, and
     clipped at the x-range's edge (the range fits the SRAM limit and the trials that fit)."""
-    rows = [r for r in results
-            if _num(r.get("throughput")) is not None and _num(r.get("peak_memory_bytes"))
-            is not None]
+    # A plan that does not fit has no throughput (NULL in the store): 0 places it on the strip.
+    rows = [{**r, "throughput": _num(r.get("throughput")) or 0.0} for r in results
+            if _num(r.get("peak_memory_bytes")) is not None]
     limits = [v for r in rows if (v := _num(r.get("memory_limit_bytes"))) is not None]
     limit_mib = limits[0] / _MIB if limits else None
     fitting = [r for r in rows if _flag(r.get("fits"))]

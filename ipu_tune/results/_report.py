@@ -56,6 +56,8 @@ Rows = Sequence[Mapping[str, Any]]
 _JSON_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "/": "\\u002f",
                             "\u2028": "\\u2028", "\u2029": "\\u2029"})
 _PLOT_CONFIG = json.dumps({"displaylogo": False, "responsive": True})
+# Finished trials: COMPLETE (feasible, with values), PRUNED (infeasible: no value).
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; color: #222; }
@@ -182,6 +184,7 @@ def _summary(study: optuna.Study, results: Rows, best: SimResult | None,
              explanation: dict[str, Any] | None, best_trial: int | None) -> str:
     trials = study.get_trials(deepcopy=False)
     complete = sum(t.state == TrialState.COMPLETE for t in trials)
+    pruned = sum(t.state == TrialState.PRUNED for t in trials)  # infeasible (no value)
     fitting = sum(_fits(r) for r in results)
     ex = explanation or {}
     objectives = ex.get("objectives") or []
@@ -189,7 +192,8 @@ def _summary(study: optuna.Study, results: Rows, best: SimResult | None,
         ("study", study.study_name),
         ("objectives", ", ".join(o["metric"] for o in objectives)
          or ", ".join(study.metric_names or [d.name.lower() for d in study.directions])),
-        ("trials", f"{len(trials)} ({complete} complete, {fitting} fitting in memory)"),
+        ("trials", f"{len(trials)} ({complete} complete, {pruned} infeasible (pruned), "
+                   f"{fitting} fitting in memory)"),
     ]
     if best is not None:
         if best_trial is not None:
@@ -236,7 +240,10 @@ def _ladder_html(ex: dict[str, Any]) -> str:
             + _cell(f"{s['throughput']:,.0f}" if s["fits"] else "-")
             + _cell(f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-")
             + _cell(s["bottleneck"], "text") + "</tr>")
-    return f'<table class="ladder" data-table="ladder">{head}{"".join(rows)}</table>'
+    caption = (f"<caption>Steps ranked by: {html.escape(ex['ladder_rank'])}</caption>"
+               if ex.get("ladder_rank") else "")
+    return (f'<table class="ladder" data-table="ladder">{caption}{head}{"".join(rows)}'
+            "</table>")
 
 
 def _sensitivity_html(rows: list[dict[str, Any]]) -> str:
@@ -335,16 +342,16 @@ def _best_plan(page: _Page, cfg: EvalConfig | None, result: SimResult | None,
 
 def _points(study: optuna.Study, objectives: list[dict[str, Any]],
             names: Sequence[str]) -> list[dict[str, Any]]:
-    """Trial, objective values in their shown units (under `names`), feasible, reason."""
+    """Trial, objective values in their shown units (under `names`; none for an infeasible
+    trial, PRUNED without a value), feasible, reason."""
     rows = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.values is None:
-            continue
+    for t in study.get_trials(deepcopy=False, states=_FINISHED):
         rec = TrialRecord.of(t)
-        row: dict[str, Any] = {"trial": t.number, "feasible": bool(rec.feasible),
+        row: dict[str, Any] = {"trial": t.number, "feasible": rec.feasible and bool(t.values),
                                "reason": rec.reason or "infeasible"}
         for i, (o, name) in enumerate(zip(objectives, names, strict=False)):
-            row[name] = float(t.values[i]) * float(o["scale"])
+            if t.values:
+                row[name] = float(t.values[i]) * float(o["scale"])
         rows.append(row)
     return rows
 
@@ -396,11 +403,11 @@ def _page(
 
     plots = light_study(study)  # Optuna's plots copy every trial per parameter: keep them light
     multi = len(study.directions) > 1
-    has_complete = any(t.state == TrialState.COMPLETE for t in study.get_trials(deepcopy=False))
+    has_complete = any(t.state in _FINISHED for t in study.get_trials(deepcopy=False))
     page.heading("Pareto front" if multi else "Optimisation history")
     objectives = ex.get("objectives") or []
     if not has_complete:
-        page.note("history", "No completed trial yet: nothing to plot.")
+        page.note("history", "No finished trial yet: nothing to plot.")
     elif len(objectives) == len(study.directions) and len(objectives) in (1, 2):
         if multi:
             page.figure("pareto", pareto_figure(
@@ -414,17 +421,17 @@ def _page(
         page.figure("pareto" if multi else "history", history_figure(plots))
     page.heading("Parameter importances", "Optuna's PED-ANOVA importance of each searched knob.")
     fits_any = any(_fits(r) for r in results)
-    # With no plan that fits every objective value is the same penalty: importances of it
-    # would only rank noise.
+    # With no plan that fits no trial has an objective value (infeasible trials are PRUNED):
+    # there is nothing to rank the knobs by.
     imp = (importances_figure(plots) if fits_any or not has_complete else
-           "No plan fits: every trial has the same objective value, so no knob is more "
-           "important than another. See the remedies above.")
+           "No plan fits: no trial has an objective value (infeasible trials are pruned), so "
+           "no knob can be ranked by its importance. See the remedies above.")
     if isinstance(imp, str):
         page.note("importances", imp)
     else:
         page.figure("importances", imp)
-    if any(r.get("throughput") is not None and r.get("peak_memory_bytes") is not None
-           and "fits" in r for r in results):
+    # Plans that do not fit have no throughput (NULL) but a peak memory: they are drawn too.
+    if any(r.get("peak_memory_bytes") is not None and "fits" in r for r in results):
         page.heading("Trials", "Every finished trial: throughput against peak memory per IPU.")
         page.figure("trials", trials_figure(results, best_trial))
     page.heading(

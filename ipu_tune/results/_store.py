@@ -1,5 +1,11 @@
 """The results store: one append-only row per finished trial, in an SQL table.
 
+A finished trial is COMPLETE (a feasible plan, with its objective values) or PRUNED (an
+infeasible one: `ipu_tune.search.tell_outcome`). An infeasible trial's row has no objective
+values (``values`` NULL), no throughput when the plan does not fit in memory (the simulator's
+0.0 means "does not run", not a measured rate), ``feasible`` false and the ``reason``; its
+memory per IPU, limit, plan and constraints (in ``extra``) are kept.
+
 The row is derived from what the trial itself carries in the study (user attributes written
 before `tell`), so the table can always be brought back in line with the study: a process
 killed between `tell` and the insert leaves a finished trial without a row, and the next
@@ -58,6 +64,7 @@ _COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("values", "str1000", False),
     ("throughput", "float", False),
     ("fits", "bool", False),
+    ("feasible", "bool", False),  # every constraint <= 0 (memory, global batch, floor)
     ("peak_memory_bytes", "bigint", False),
     ("memory_per_ipu", "str2000", False),
     ("memory_limit_bytes", "bigint", False),
@@ -104,14 +111,19 @@ def row_from_trial(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
         "study": study_name,
         "trial_number": trial.number,
         "state": trial.state.name,
-        "values": json.dumps(trial.values) if trial.values is not None else None,
-        "throughput": result.get("throughput"),
+        # No objective values for an infeasible trial, whatever its state (older studies and
+        # the samplers that need it tell them COMPLETE: `ipu_tune.search.tell_outcome`).
+        "values": (json.dumps(trial.values) if trial.values is not None and record.feasible
+                   else None),
+        # A plan that does not fit has no throughput (not 0 samples/s).
+        "throughput": result.get("throughput") if result.get("fits") else None,
         "fits": result.get("fits"),
+        "feasible": record.feasible,
         "peak_memory_bytes": max(memory) if memory else None,
         "memory_per_ipu": json.dumps(memory),
         "memory_limit_bytes": result.get("memory_limit_bytes"),
         "bottleneck": result.get("bottleneck"),
-        "reason": result.get("reason"),
+        "reason": record.reason or result.get("reason"),
         "model": model.get("name") or model.get("_target_"),
         "ipu": system.get("ipu"),
         "num_ipus": system.get("num_ipus"),
@@ -357,7 +369,8 @@ class ResultsStore:
         have = set(self.trial_numbers(study.study_name))
         missing = [
             row_from_trial(study.study_name, t)
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            for t in study.get_trials(deepcopy=False,
+                                      states=(TrialState.COMPLETE, TrialState.PRUNED))
             if t.number not in have
         ]
         self._insert(missing)

@@ -85,7 +85,8 @@ def top_trials_table(results: Sequence[Mapping[str, Any]], top_n: int,
     `results`: rows of the results table (plain mappings: column -> value)."""
     columns = set().union(*(r.keys() for r in results)) if results else set()
     cols = [(c, h) for c, h in COLUMNS if c in columns]
-    rows_in = [r for r in results if "state" not in r or r["state"] == "COMPLETE"]
+    # PRUNED: infeasible, no objective value (ranked after the plans that fit)
+    rows_in = [r for r in results if "state" not in r or r["state"] in ("COMPLETE", "PRUNED")]
     if "throughput" in columns:
         rows_in = sorted(rows_in, key=_rank)  # stable: the table's order among equals
     head_rows = rows_in[:top_n]

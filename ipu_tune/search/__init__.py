@@ -14,10 +14,16 @@ from ipu_tune.search._objectives import (
     metric_names,
     show_value,
 )
-from ipu_tune.search._problem import SearchProblem, TrialOutcome
+from ipu_tune.search._problem import SearchProblem, TrialOutcome, tell_outcome
 from ipu_tune.search._refine import LocalSearch, refine_study
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
-from ipu_tune.search._select import best_trial, is_feasible, pareto_front
+from ipu_tune.search._select import (
+    Compromise,
+    best_trial,
+    compromise,
+    is_feasible,
+    pareto_front,
+)
 from ipu_tune.search._space import KNOBS, KnobSpec, SearchSpace, load_space, parse_space
 from ipu_tune.search._splits import (
     StageCostModel,
@@ -33,6 +39,7 @@ __all__ = [
     "KNOBS",
     "OBJECTIVES",
     "SAMPLERS",
+    "Compromise",
     "Convergence",
     "KnobSpec",
     "LocalSearch",
@@ -45,6 +52,7 @@ __all__ = [
     "balanced_split",
     "best_trial",
     "change_list",
+    "compromise",
     "convergence",
     "count_changes",
     "cuts_to_starts",
@@ -59,4 +67,5 @@ __all__ = [
     "refine_study",
     "show_value",
     "stage_loads",
+    "tell_outcome",
 ]

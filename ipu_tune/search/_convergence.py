@@ -20,6 +20,8 @@ from ipu_tune.search._select import is_feasible, pareto_front
 
 __all__ = ["Convergence", "convergence"]
 
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
 
 @dataclass(frozen=True)
 class Convergence:
@@ -72,7 +74,8 @@ def convergence(study: optuna.Study, directions: Sequence[str],
                 objective_names: Sequence[str] = ()) -> Convergence:
     """The best-so-far history of `study` (finished trials, feasible ones count)."""
     signs = [1.0 if d == "maximize" else -1.0 for d in directions]
-    trials = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
+    # Infeasible trials are PRUNED (no value): finished, counted, never a best.
+    trials = sorted(study.get_trials(deepcopy=False, states=_FINISHED),
                     key=lambda t: t.number)
     ok: list[FrozenTrial] = [t for t in trials if t.values is not None
                              and len(t.values) == len(signs)

@@ -424,7 +424,8 @@ class Refiner:
         """Enqueue the improved plans due now (at most `left`); returns how many."""
         if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return 0  # the queue (warm start, earlier refinements) runs first
-        done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        # Infeasible trials are PRUNED (`tell_outcome`): still climbed from when nothing fits.
+        done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
         if not done:
             return 0
         budget = self.search.evals + _EVALS_PER_CALL

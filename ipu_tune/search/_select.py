@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.records import TrialRecord
 
-__all__ = ["best_trial", "is_feasible", "pareto_front"]
+__all__ = ["Compromise", "best_trial", "compromise", "is_feasible", "pareto_front"]
 
 
 def is_feasible(trial: FrozenTrial) -> bool:
@@ -48,27 +49,56 @@ def pareto_front(trials: Sequence[FrozenTrial], signs: Sequence[float]) -> list[
     return front
 
 
+@dataclass(frozen=True)
+class Compromise:
+    """The compromise rule of a multi-objective study, fixed by its feasible Pareto front: each
+    objective scaled to [0, 1] over the front (1 = the front's best), the distance to the ideal
+    point (1, ..., 1). The exported trial is the front's nearest; the ladder (`ipu_tune.explain`)
+    ranks its steps by the same distance."""
+
+    signs: tuple[float, ...]  # +1 maximise, -1 minimise
+    lows: tuple[float, ...]  # per objective, oriented larger-is-better, over the front
+    highs: tuple[float, ...]
+
+    def distance(self, values: Sequence[float]) -> float:
+        """Distance of objective values (as stored) to the ideal point; smaller is better.
+        A value beyond the front's best counts as the best (scaled 1), not as a miss."""
+        scaled = [min(1.0, (s * x - lo) / (hi - lo)) if hi > lo else 1.0
+                  for s, x, lo, hi in zip(self.signs, values, self.lows, self.highs, strict=True)]
+        return math.sqrt(sum((1.0 - v) ** 2 for v in scaled))
+
+
+def _feasible_complete(study: optuna.Study, n: int) -> list[FrozenTrial]:
+    return [
+        t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.values is not None and len(t.values) == n
+        and all(math.isfinite(v) for v in t.values) and is_feasible(t)
+    ]
+
+
+def _rule(front: Sequence[FrozenTrial], signs: Sequence[float]) -> Compromise:
+    vals = [_signed(t, signs) for t in front]
+    return Compromise(tuple(signs), tuple(min(v[k] for v in vals) for k in range(len(signs))),
+                      tuple(max(v[k] for v in vals) for k in range(len(signs))))
+
+
+def compromise(study: optuna.Study, directions: Sequence[str]) -> Compromise | None:
+    """The compromise rule of `study` (None: no feasible trial)."""
+    signs = [1.0 if d == "maximize" else -1.0 for d in directions]
+    trials = _feasible_complete(study, len(signs))
+    return _rule(pareto_front(trials, signs), signs) if trials else None
+
+
 def best_trial(study: optuna.Study, directions: Sequence[str]) -> FrozenTrial | None:
     """The best feasible COMPLETE trial by the rules above; None when none is feasible."""
     signs = [1.0 if d == "maximize" else -1.0 for d in directions]
-    trials = [
-        t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        if t.values is not None and len(t.values) == len(signs)
-        and all(math.isfinite(v) for v in t.values) and is_feasible(t)
-    ]
+    trials = _feasible_complete(study, len(signs))
     if not trials:
         return None
     if len(signs) == 1:
         return max(trials, key=lambda t: (_signed(t, signs)[0], -t.number))
     front = pareto_front(trials, signs)
-    vals = [_signed(t, signs) for t in front]
-    lows = [min(v[k] for v in vals) for k in range(len(signs))]
-    highs = [max(v[k] for v in vals) for k in range(len(signs))]
-
-    def distance(v: tuple[float, ...]) -> float:
-        scaled = [(x - lo) / (hi - lo) if hi > lo else 1.0
-                  for x, lo, hi in zip(v, lows, highs, strict=True)]
-        return math.sqrt(sum((1.0 - s) ** 2 for s in scaled))
-
-    best = min(range(len(front)), key=lambda i: (distance(vals[i]), -vals[i][0], front[i].number))
+    rule = _rule(front, signs)
+    best = min(range(len(front)), key=lambda i: (
+        rule.distance(front[i].values or ()), -_signed(front[i], signs)[0], front[i].number))
     return front[best]

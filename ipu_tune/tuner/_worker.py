@@ -4,7 +4,9 @@ Order per trial (what a kill at any point leaves behind):
 1. ask and tag the trial with its worker, under the shared claim lock (a resume fails and
    retries a RUNNING trial of a dead worker, tagged or not);
 2. simulate, store constraints, then config and result in one user attribute;
-3. tell -> COMPLETE (a kill before this leaves it RUNNING: failed and retried on resume);
+3. tell (`ipu_tune.search.tell_outcome`): COMPLETE with its values when the plan is feasible,
+   PRUNED without a value when it is not (a kill before this leaves it RUNNING: failed and
+   retried on resume);
 4. queue the results row; queued rows go in one statement about once a second and when the
    loop ends (a kill before that is repaired by `ResultsStore.sync`, which `run` calls on
    every start and end: the study is the record, the table a copy).
@@ -28,7 +30,7 @@ from ipu_tune.config import to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import TrialRecord, result_payload
 from ipu_tune.results import ResultsStore
-from ipu_tune.search import SearchProblem, refine_study
+from ipu_tune.search import SearchProblem, refine_study, tell_outcome
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._worker_id import this_worker
 
@@ -98,8 +100,8 @@ def work(
             outcome = problem.run_trial(trial)  # also records the constraints on the trial
             TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
                                   result_payload(outcome.result))
-            frozen = study.tell(trial, [float(v) for v in outcome.values])
-            if frozen.state == TrialState.COMPLETE:  # rows are for finished trials only
+            frozen = tell_outcome(study, trial, outcome)
+            if frozen.state in _DONE:  # rows are for finished trials only
                 rows.append(frozen)
                 # Local search enqueues better plans; under the study-wide lock so that two
                 # workers climbing to the same optimum do not both enqueue it.

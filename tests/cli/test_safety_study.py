@@ -111,7 +111,9 @@ def _complete(journal: Path, name: str) -> int:
     """Finished trials as plain Optuna (no ipu-tune code) reads the journal."""
     storage = JournalStorage(JournalFileBackend(str(journal)))
     study = optuna.load_study(study_name=name, storage=storage)
-    return sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    # COMPLETE (feasible) or PRUNED (infeasible, no value).
+    return sum(t.state.is_finished() and t.state != optuna.trial.TrialState.FAIL
+               for t in study.trials)
 
 
 def test_full_disk_is_one_line_and_a_resume_recovers_every_trial(tmp_path: Path) -> None:

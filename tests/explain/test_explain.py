@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -173,6 +172,7 @@ def test_explain_climbs_from_the_seed_oom_plan_to_the_exported_best(
     assert first.plan.gradient_accumulation == seed["plan"]["gradient_accumulation"]
     assert list(first.plan.pipeline.splits) == seed["plan"]["pipeline"]["splits"]
     assert steps[0]["fits"] is False and steps[0]["bottleneck"] == "out_of_memory"
+    assert data["start"] == steps[0]["change"] == "seed tutorial plan"  # +experiment=seed_...
     best_yaml = tmp / summary.study_name / "best.yaml"
     assert to_plain_dict(load_config(steps[-1]["config"])) == to_plain_dict(
         load_config(str(best_yaml)))
@@ -318,9 +318,18 @@ def test_reports_render_with_the_exported_trial_marked(
         assert 'class="exported" data-exported="1"' in dom
         row = re.search(r'<tr class="exported" data-exported="1"[^>]*>(.*?)</tr>', dom)
         assert row and f'data-v="{summary.best_trial}"' in row.group(1)
-    # No value drawn for trials that do not fit: no figure's y-range reaches 0 on a history
-    # whose fitting trials are all above it.
-    assert math.isfinite(len(text))
+    # Trials that do not fit are PRUNED without a value: counted in the header, greyed on the
+    # history's edge or left out of the Pareto plot, never drawn at a value.
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp / "ipu_tune.journal")))
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned and all(t.values is None for t in pruned)
+    assert f"{len(pruned)} infeasible (pruned)" in dom
+    if which == "pareto":
+        assert f"({len(pruned)} that do not fit not drawn)" in text
+    else:
+        assert "does not fit (no value; drawn on the axis edge)" in text
     if os.environ.get("IPU_TUNE_UPDATE_SCREENSHOT") == "1":
         png = REPO / "docs" / f"report-{which}.png"
         png.parent.mkdir(exist_ok=True)
@@ -356,3 +365,57 @@ def test_trace_compresses_a_long_step_and_draws_exchange_in_its_own_colour() -> 
     assert colours["exchange"] == KIND_COLORS["exchange"]
     assert len(set(colours.values())) == len(colours)
     assert fig["layout"]["xaxis"]["title"]["text"] == "time (ms)"
+
+
+def test_the_ladder_starts_from_your_plan_unless_it_is_the_seed_tutorials() -> None:
+    from ipu_tune.explain import start_label
+
+    seed = compose_cfg("+experiment=seed_resnet101")
+    assert start_label(seed) == "seed tutorial plan"
+    assert start_label(compose_cfg("+experiment=seed_mnist")) == "seed tutorial plan"
+    assert start_label(compose_cfg("+experiment=seed_resnet101", "plan.precision=16.16")) \
+        == "your plan"
+    assert start_label(compose_cfg("model=resnet101")) == "your plan"
+
+
+def test_pareto_ladder_ranks_each_step_by_the_compromise_rule(
+        studies: dict[str, tuple[RunSummary, Path]], capsys: pytest.CaptureFixture[str]) -> None:
+    """Each step's change is the one whose plan is nearest the compromise ideal (the rule that
+    picked the exported trial), not the fastest; the table header says so."""
+    from ipu_tune.cli.explain_cmd import main as explain_main
+    from ipu_tune.cli.studies_cmd import load_problem
+    from ipu_tune.knobs import set_key
+    from ipu_tune.search import compromise
+
+    summary, tmp = studies["pareto"]
+    assert explain_main([summary.study_name, "--results-dir", str(tmp)]) == 0
+    text = capsys.readouterr().out
+    assert "steps ranked by: each step: the change whose plan is nearest the compromise" in text
+    import argparse
+    args = argparse.Namespace(study=summary.study_name, storage=None, results_dir=str(tmp),
+                              trust_remote_code=False)
+    study, _, _, problem = load_problem(args)
+    from ipu_tune.explain import explain_study
+
+    data = explain_study(study, problem, with_sensitivity=False)
+    assert "compromise" in data["ladder_rank"]
+    report = (tmp / summary.study_name / "report.html").read_text()
+    assert "<caption>Steps ranked by: each step: the change whose plan is nearest" in report
+    rule = compromise(study, problem.directions)
+    assert rule is not None
+    best = load_config(data["steps"][-1]["config"])
+    for a, b in itertools.pairwise(data["steps"]):
+        if len(b["changes"]) != 1 or not b["fits"]:
+            continue
+        here = load_config(a["config"])
+        chosen = problem.evaluate(load_config(b["config"]))
+        d_chosen = rule.distance(chosen.values)
+        for k in KNOBS:  # every other single change left at that step
+            if get_key(here, k.key) == get_key(best, k.key) or k.key == "plan.pipeline.splits":
+                continue
+            cand = load_config(a["config"])
+            set_key(cand, k.key, get_key(best, k.key))
+            o = problem.evaluate(cand)
+            if o.result.bottleneck == "invalid plan" or not o.feasible:
+                continue
+            assert rule.distance(o.values) >= d_chosen - 1e-12, (b["change"], k.key)

@@ -26,6 +26,7 @@ def _store(tmp_path: Path) -> ResultsStore:
         })  # fmt: skip
         trial.set_user_attr("result", {"fits": True, "throughput": 10.0 * i,
                                        "memory_per_ipu": [10, 20 + i]})  # fmt: skip
+        trial.set_user_attr("constraints", [-0.5])  # feasible: its values are kept
         study.tell(trial, 10.0 * i)
     store = ResultsStore(f"sqlite:///{tmp_path / 'r.db'}")
     store.sync(study)

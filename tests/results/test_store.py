@@ -23,7 +23,7 @@ def _study_with_attrs(n: int) -> optuna.Study:
             "plan": {"precision": "16.16", "gradient_accumulation": x,
                      "pipeline": {"splits": ["layer3.8"], "schedule": "grouped"}},
         })
-        t.set_user_attr("result", {"fits": i % 2 == 0, "throughput": 100.0 * i,
+        t.set_user_attr("result", {"fits": True, "throughput": 100.0 * i,
                                    "memory_per_ipu": [10, 20 + i], "memory_limit_bytes": 900,
                                    "bottleneck": "compute", "reason": ""})
         t.set_user_attr("constraints", [-1.0])
@@ -73,12 +73,18 @@ def test_store_on_postgres(pg_url: str) -> None:
     big = study.ask()
     big.set_user_attr("result", {"memory_per_ipu": [3_000_000_000], "fits": False,
                                  "memory_limit_bytes": 940_572_672})
-    study.tell(big, 0.0)  # an infeasible plan: peak bytes beyond a 32-bit integer
+    big.set_user_attr("constraints", [2.19])
+    # An infeasible plan (PRUNED, as the tuner tells it): peak bytes beyond a 32-bit integer.
+    study.tell(big, state=optuna.trial.TrialState.PRUNED)
     assert store.sync(study) == 5
     assert store.sync(study) == 0
     frame = store.frame("s")
     assert len(frame) == 5
     assert frame["peak_memory_bytes"].max() == 3_000_000_000
+    row = frame[frame["trial_number"] == big.number].iloc[0]
+    assert row["state"] == "PRUNED"
+    assert row["feasible"] == False  # noqa: E712 (a numpy bool)
+    assert pd.isna(row["values"]) and pd.isna(row["throughput"])
     store.close()
 
 

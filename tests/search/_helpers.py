@@ -12,7 +12,7 @@ from ipu_tune.config import CONF_DIR, TuneConfig
 from ipu_tune.config._load import typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
-from ipu_tune.search import SearchProblem, SearchSpace
+from ipu_tune.search import SearchProblem, SearchSpace, tell_outcome
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -32,7 +32,7 @@ def make_problem(cfg: TuneConfig, pinned: Sequence[str] = (),
 def run_study(problem: SearchProblem, n_trials: int, sampler: optuna.samplers.BaseSampler
               | None = None, warm: bool = True,
               on_outcome: Callable[[optuna.Trial, Any], None] | None = None) -> optuna.Study:
-    """The runner's loop in memory: warm start, ask, run_trial, tell."""
+    """The runner's loop in memory: warm start, ask, run_trial, tell (`tell_outcome`)."""
     study = optuna.create_study(directions=problem.directions,
                                 sampler=sampler or problem.sampler())
     if warm:
@@ -43,5 +43,5 @@ def run_study(problem: SearchProblem, n_trials: int, sampler: optuna.samplers.Ba
         outcome = problem.run_trial(trial)
         if on_outcome is not None:
             on_outcome(trial, outcome)
-        study.tell(trial, outcome.values)
+        tell_outcome(study, trial, outcome)  # as the tuner tells it (infeasible: PRUNED)
     return study

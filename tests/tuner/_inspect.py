@@ -21,7 +21,9 @@ def study_state(results: Path, name: str, storage: str | None = None) -> dict[st
         store.close()
     trials = study.get_trials(deepcopy=False)
     return {
-        "complete": {t.number for t in trials if t.state == TrialState.COMPLETE},
+        # Finished: COMPLETE (feasible) or PRUNED (infeasible, no value), both with a row.
+        "complete": {t.number for t in trials
+                     if t.state in (TrialState.COMPLETE, TrialState.PRUNED)},
         "running": {t.number for t in trials if t.state == TrialState.RUNNING},
         "waiting": {t.number for t in trials if t.state == TrialState.WAITING},
         "numbers": [t.number for t in trials],

@@ -43,7 +43,9 @@ def test_resume_reaches_the_total_without_duplicates(tmp_path: Path) -> None:
     study = _study(tmp_path, first.study_name)
     numbers = [t.number for t in study.trials]
     assert len(numbers) == len(set(numbers)) == 20
-    assert all(t.state == TrialState.COMPLETE for t in study.trials)
+    # Finished: COMPLETE when the plan is feasible, PRUNED (no value) when it is not.
+    assert all(t.state == (TrialState.COMPLETE if TrialRecord.of(t).feasible
+                           else TrialState.PRUNED) for t in study.trials)
     rows = ResultsStore(resolve_storage(None, str(tmp_path)).results_url).frame(first.study_name)
     assert sorted(rows["trial_number"]) == numbers
 

@@ -27,7 +27,8 @@ def _check_study(results: Path, name: str, storage: str | None, n_trials: int) -
     assert not state["running"]
     assert state["rows"] == sorted(state["complete"])  # type: ignore[type-var]
     study = state["study"]
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))  # type: ignore[attr-defined]
+    done = study.get_trials(deepcopy=False,  # type: ignore[attr-defined]
+                            states=(TrialState.COMPLETE, TrialState.PRUNED))
     keys = Counter(tuple(sorted((k, repr(v)) for k, v in t.params.items())) for t in done)
     shared = sum(n for n in keys.values() if n > 1)
     assert shared <= MAX_SHARED_PARAMS * len(done), (
@@ -83,6 +84,7 @@ def test_workers_option_forks_workers_of_one_prepared_problem(tmp_path: Path) ->
     assert "Traceback" not in proc.stderr
     _check_study(results, "pool", None, 60)
     study = study_state(results, "pool")["study"]
-    done = study.get_trials(states=(TrialState.COMPLETE,))  # type: ignore[attr-defined]
+    done = study.get_trials(  # type: ignore[attr-defined]
+        states=(TrialState.COMPLETE, TrialState.PRUNED))
     workers = {t.user_attrs["worker"] for t in done}
     assert len(workers) > 1, "trials should come from several processes"
