@@ -60,12 +60,17 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return []
     lines = ["", "sensitivity of the best plan (one knob one step down / up, simulated):",
-             f"  {'knob':<16} {'value':>12}  {'fits':<4} {'samples/s':>10} {'change':>8}"]
+             f"  {'knob':<16} {'value':>12}  {'fits':<4} {'samples/s':>10} {'change':>8}"
+             "  in search space"]
     for r in rows:
         change = f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"
         tp = f"{r['throughput']:,.0f}" if r["fits"] else "-"
         fits = "yes" if r["fits"] else ("NO" if r["valid"] else "n/a")
-        lines.append(f"  {r['knob']:<16} {r['value']!s:>12}  {fits:<4} {tp:>10} {change:>8}")
+        searched = "yes" if r["searched"] else "no"
+        lines.append(f"  {r['knob']:<16} {r['value']!s:>12}  {fits:<4} {tp:>10} {change:>8}"
+                     f"  {searched}")
+    lines.append("in search space: no = outside the preset's range or pinned by you, so the "
+                 "study could not choose it (widen the space file to let it)")
     return lines
 
 

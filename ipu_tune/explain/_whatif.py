@@ -61,6 +61,7 @@ def _row(problem: SearchProblem, cfg: EvalConfig, base: TrialOutcome, label: str
     return {
         "knob": label, "key": key, "value": value,
         "valid": not invalid, "fits": bool(r.fits), "feasible": o.feasible,
+        "searched": problem.searches(key, value),  # False: the study could not draw it
         "throughput": float(r.throughput),
         "change_pct": (100.0 * (r.throughput / base_tp - 1.0)
                        if r.fits and base_tp > 0 else None),

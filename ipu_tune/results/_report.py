@@ -248,12 +248,13 @@ def _ladder_html(ex: dict[str, Any]) -> str:
 
 def _sensitivity_html(rows: list[dict[str, Any]]) -> str:
     head = ("<tr><th class=text>knob</th><th>value</th><th>fits</th><th>samples/s</th>"
-            "<th>change</th></tr>")
+            "<th>change</th><th>in search space</th></tr>")
     body = "".join(
         "<tr>" + _cell(r["knob"], "text") + _cell(r["value"])
         + _cell("yes" if r["fits"] else ("NO" if r["valid"] else "n/a"))
         + _cell(f"{r['throughput']:,.0f}" if r["fits"] else "-")
-        + _cell(f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-") + "</tr>"
+        + _cell(f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-")
+        + _cell("yes" if r.get("searched") else "no") + "</tr>"
         for r in rows)
     return f'<table class="ladder" data-table="sensitivity">{head}{body}</table>'
 

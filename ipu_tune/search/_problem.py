@@ -202,6 +202,12 @@ class SearchProblem:
         """A stored objective value with its unit (``1.536 ms``)."""
         return show_value(name, value)
 
+    def searches(self, key: str, value: Any) -> bool:
+        """Whether this search could draw `value` for knob `key` (searched, not pinned, within
+        the space file's range or choices)."""
+        spec = self.space.knobs.get(key)
+        return spec is not None and key not in self.pinned and spec.allows(value)
+
     def sampler(self) -> optuna.samplers.BaseSampler:
         return make_sampler(self.cfg.sampler, len(self.directions))
 

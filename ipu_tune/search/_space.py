@@ -90,6 +90,16 @@ class KnobSpec:
     def is_range(self) -> bool:
         return self.low is not None
 
+    def allows(self, value: Any) -> bool:
+        """Whether a draw of this knob can be `value` (pipeline cuts, replicas and instances:
+        any value the plan rules accept; a range: low <= value <= high)."""
+        if self.choices:
+            return value in self.choices
+        if self.is_range and isinstance(value, int | float) and not isinstance(value, bool):
+            return (self.low is None or value >= self.low) and (
+                self.high is None or value <= self.high)
+        return self.kind in ("bool", "splits", "replicas", "instances")
+
 
 @dataclass(frozen=True)
 class SearchSpace:

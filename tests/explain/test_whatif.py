@@ -56,3 +56,16 @@ def test_an_unpipelined_single_replica_plan_has_no_cut_or_replica_rows() -> None
                          "plan.pipeline.splits=[]")
     rows = sensitivity(problem, cfg)  # type: ignore[arg-type]
     assert not [r for r in rows if r["knob"] in ("replicas",) or r["knob"].startswith("pipe")]
+
+
+def test_each_row_says_whether_the_study_could_have_chosen_it() -> None:
+    """A faster neighbour outside the preset's range (GA 128 > the space's 64) or pinned by the
+    user is marked: it does not contradict the study's best, the study could not draw it."""
+    overrides = ("plan.precision=16.16", "plan.gradient_accumulation=64", "plan.eight_bit_io=true")
+    problem = make_problem(compose_cfg("+experiment=seed_resnet101", "search=throughput",
+                                       *overrides), pinned=["plan.eight_bit_io"])
+    rows = {(r["key"], str(r["value"])): r for r in sensitivity(problem, problem.codec.user)}
+    assert rows[("plan.gradient_accumulation", "32")]["searched"] is True
+    assert rows[("plan.gradient_accumulation", "128")]["searched"] is False  # high: 64
+    assert rows[("plan.eight_bit_io", "False")]["searched"] is False  # pinned on the command line
+    assert rows[("plan.offload_optimizer_state", "True")]["searched"] is True
