@@ -256,17 +256,20 @@ def _star(exported: int, x: float, y: float) -> dict[str, Any]:
 def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure:
     """Throughput against peak memory for every finished trial (rows of the results table);
     plans that do not fit are grey, drawn at 0 samples/s only as a strip under the axis, and
-    clipped at the x-range's edge (the range fits the SRAM limit and the trials that fit)."""
+    clipped at the x-range's edge (the range fits the SRAM limit and the trials that fit; when
+    none fits, every trial, so a no-fit study shows how far over the limit each plan is)."""
     # A plan that does not fit has no throughput (NULL in the store): 0 places it on the strip.
     rows = [{**r, "throughput": _num(r.get("throughput")) or 0.0} for r in results
             if _num(r.get("peak_memory_bytes")) is not None]
     limits = [v for r in rows if (v := _num(r.get("memory_limit_bytes"))) is not None]
     limit_mib = limits[0] / _MIB if limits else None
     fitting = [r for r in rows if _flag(r.get("fits"))]
-    x_hi = max([*(float(r["peak_memory_bytes"]) / _MIB for r in fitting), limit_mib or 0.0]) * 1.15
+    shown = fitting or rows
+    x_hi = max([*(float(r["peak_memory_bytes"]) / _MIB for r in shown), limit_mib or 0.0]) * 1.15
     data = []
     for fits, name, color in ((True, "fits", "#2ca02c"),
-                              (False, "does not fit (clipped to the axis edge)", _GREY)):
+                              (False, "does not fit" + (" (clipped to the axis edge)"
+                                                        if fitting else ""), _GREY)):
         part = [r for r in rows if _flag(r.get("fits")) == fits]
         if not part:
             continue

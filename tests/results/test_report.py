@@ -511,3 +511,23 @@ def test_report_renders_in_headless_chromium(single: Any, tmp_path: Path) -> Non
             "--hide-scrollbars", f"--screenshot={png}", "--window-size=1400,3000", report.as_uri()
         )
         assert shot.returncode == 0 and png.stat().st_size > 10_000
+
+
+def _row(n: int, peak_mib: float, fits: bool, tp: float | None) -> dict[str, object]:
+    return {"trial_number": n, "peak_memory_bytes": int(peak_mib * 2**20), "fits": fits,
+            "throughput": tp, "memory_limit_bytes": 900 * 2**20, "bottleneck": "x"}
+
+
+def test_trials_figure_range_fits_the_plans_that_fit_or_every_plan_when_none_fits() -> None:
+    from ipu_tune.results._figures import trials_figure
+
+    some = trials_figure([_row(0, 500, True, 10.0), _row(1, 16000, False, None)])
+    hi = some["layout"]["xaxis"]["range"][1]
+    assert hi == pytest.approx(900 * 1.15)  # the limit, not the 16,000 MiB plan
+    grey = next(t for t in some["data"] if t["name"].startswith("does not fit"))
+    assert grey["x"] == [pytest.approx(hi * 0.99)] and "clipped" in grey["name"]
+    none = trials_figure([_row(0, 7000, False, None), _row(1, 16000, False, None)])
+    assert none["layout"]["xaxis"]["range"][1] == pytest.approx(16000 * 1.15)
+    (grey,) = none["data"]
+    assert grey["x"] == [pytest.approx(7000), pytest.approx(16000)]  # how far over each is
+    assert "clipped" not in grey["name"]
