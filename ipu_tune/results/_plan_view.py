@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ipu_tune.config import EvalConfig
 from ipu_tune.plan import ExecutionPlan, plan_from_config
 
-__all__ = ["ExportPlan", "compile_problems", "export_plan"]
+__all__ = ["ExportPlan", "compile_problems", "export_plan", "model_label"]
 
 
 @dataclass(frozen=True)
@@ -85,3 +85,8 @@ def compile_problems(xp: ExportPlan, framework: str = "poptorch") -> list[str]:
     if xp.host_instances % xp.hosts_used:
         out.append(f"{xp.host_instances} instances do not split evenly among {xp.hosts_used} hosts")
     return out
+
+
+def model_label(cfg: EvalConfig) -> str:
+    """The model as an export's header names it: its zoo name, else its factory."""
+    return cfg.model.name or cfg.model._target_ or "model"

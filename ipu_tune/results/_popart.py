@@ -13,7 +13,7 @@ from ipu_tune.simulator import SimResult
 
 from ._docs import cite
 from ._model_source import literal, module_path
-from ._plan_view import ExportPlan, compile_problems, export_plan
+from ._plan_view import ExportPlan, compile_problems, export_plan, model_label
 from ._poprun import poprun_lines
 from ._snippet_parts import Facts
 from ._source import docstring, knob, wrap
@@ -194,7 +194,7 @@ def popart_snippet(cfg: EvalConfig, result: SimResult | None = None) -> str:
     xp = export_plan(cfg)
     facts = Facts(xp.plan, result)
     p = xp.plan
-    name = cfg.model.name or cfg.model._target_ or "model"
+    name = model_label(cfg)
     problems = compile_problems(xp, "popart")
     header = docstring(
         f"PopART session options for {name} on {xp.num_ipus} x {xp.ipu}"

@@ -14,7 +14,7 @@ from ipu_tune.simulator import SimResult
 
 from ._docs import cite
 from ._model_source import literal, model_imports, model_lines, module_access, module_path
-from ._plan_view import ExportPlan, compile_problems, export_plan
+from ._plan_view import ExportPlan, compile_problems, export_plan, model_label
 from ._poprun import poprun_lines
 from ._poptorch_io import input_lines, optimizer_lines
 from ._snippet_parts import Facts
@@ -277,7 +277,7 @@ def _io_lines(xp: ExportPlan, facts: Facts) -> list[str]:
 
 def _header(cfg: EvalConfig, xp: ExportPlan, facts: Facts) -> list[str]:
     p = xp.plan
-    name = cfg.model.name or cfg.model._target_ or "model"
+    name = model_label(cfg)
     title = (
         f"PopTorch program for {name} on {xp.num_ipus} x {xp.ipu}"
         f" ({p.replication_factor} replica(s) x {xp.stages} stage(s)), {p.mode},"
