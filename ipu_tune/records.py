@@ -6,8 +6,10 @@ can always be rebuilt from the study):
 - ``worker``: the worker that claimed it (host:pid:start, see `ipu_tune.tuner`);
 - ``plan``: one attribute (one storage write) holding ``config``, the full plan it stands for
   (plain dict of the config schema), and ``result``, the simulated figures the results row and
-  the exports need (JSON-ready); studies written before it keep ``config`` and ``result`` as
-  two attributes, read alike;
+  the exports need, as one JSON text: Optuna deep-copies a trial on every `tell` and every
+  copied read, and a text is copied by reference where the nested dict cost ~3 ms a trial
+  (`benchmarks/tuner_overhead.py`); it is parsed when read. Studies written before keep it
+  as a nested dict, or ``config`` and ``result`` as two attributes, read alike;
 - ``constraints``: one value per constraint, <= 0 feasible (also native on Optuna >= 5);
 - ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
 - ``surplus``: claimed past `study.n_trials` by a racing worker (failed at once);
@@ -23,9 +25,11 @@ attributes before) are handled here and nowhere else.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import optuna
@@ -49,7 +53,7 @@ STUDY_META_KEY = "ipu_tune"
 _WORKER_SLOTS = "ipu_tune_workers"  # study attribute: workers that ever opened the study
 
 _WORKER = "worker"
-_PLAN = "plan"  # {"config": ..., "result": ...}
+_PLAN = "plan"  # JSON text of {"config": ..., "result": ...}
 _CONFIG = "config"
 _RESULT = "result"
 _CONSTRAINTS = "constraints"
@@ -129,11 +133,11 @@ def native_constraints() -> bool:
 @dataclass(frozen=True)
 class TrialRecord:
     """ipu-tune's view of one trial's attributes (read with `of`, written with the `tag_*`/`write_*`
-    functions)."""
+    functions). `config` and `result` are parsed on first use: most readers (feasibility,
+    origin, worker) never need them."""
 
     worker: str | None
-    config: Mapping[str, Any]
-    result: Mapping[str, Any]
+    held: Any  # the ``plan`` attribute as stored (text, dict) or, in older studies, all attrs
     constraints: list[float] | None  # as ipu-tune stored them (None: not stored)
     feasible: bool = False  # every constraint, from any Optuna version's record, <= 0
     reason: str = ""
@@ -151,11 +155,9 @@ class TrialRecord:
         stored = a.get(_CONSTRAINTS)
         every = _constraint_values(trial)
         plan = a.get(_PLAN)
-        held = plan if isinstance(plan, Mapping) else a  # older studies: two attributes
         return cls(
             worker=worker if isinstance(worker, str) else None,
-            config=held.get(_CONFIG) or {},
-            result=held.get(_RESULT) or {},
+            held=plan if isinstance(plan, str | Mapping) else a,  # older studies: two attrs
             constraints=[float(c) for c in stored] if isinstance(stored, list | tuple) else None,
             # A trial without any constraint record is not trusted as feasible.
             feasible=every is not None and all(v <= 0 for v in every),
@@ -165,6 +167,26 @@ class TrialRecord:
             retry_of=int(retry) if isinstance(retry, int) else None,
             origin=str(a.get(_ORIGIN) or ""),
         )
+
+    @cached_property
+    def _plan(self) -> Mapping[str, Any]:
+        if isinstance(self.held, str):
+            try:
+                parsed = json.loads(self.held)
+            except ValueError:
+                return {}
+            return parsed if isinstance(parsed, Mapping) else {}
+        return self.held if isinstance(self.held, Mapping) else {}
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The full config the trial stands for (plain dict of the schema; {}: not stored)."""
+        return self._plan.get(_CONFIG) or {}
+
+    @property
+    def result(self) -> Mapping[str, Any]:
+        """The simulated figures (`result_payload`; {}: not stored)."""
+        return self._plan.get(_RESULT) or {}
 
     def sim_result(self) -> SimResult | None:
         """The trial's SimResult as stored (None: an older trial without the whole result, or
@@ -199,8 +221,10 @@ class TrialRecord:
     @staticmethod
     def write_plan(trial: optuna.Trial, config: Mapping[str, Any],
                    result: Mapping[str, Any]) -> None:
-        # One write, not two: each user attribute is a storage write (a journal line).
-        trial.set_user_attr(_PLAN, {_CONFIG: dict(config), _RESULT: dict(result)})
+        # One write, not two: each user attribute is a storage write (a journal line). Text,
+        # not a nested dict: see the module docstring.
+        trial.set_user_attr(_PLAN, json.dumps({_CONFIG: config, _RESULT: result},
+                                              separators=(",", ":")))
 
     @staticmethod
     def retry_attrs(number: int) -> dict[str, Any]:

@@ -97,13 +97,13 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
 
 
 def _work(prep: Prepared, study: optuna.Study, storage: BaseStorage, store: ResultsStore,
-          progress: bool) -> int:
+          progress: bool, refine: bool = True) -> int:
     """One worker's trial loop with its heartbeat; stops between trials on SIGINT/SIGTERM."""
     cfg = prep.cfg
     with beating(study, storage, this_worker()):
         return work(study, prep.problem, store, prep.target.claims, cfg.study.n_trials,
                     cfg.study.timeout_s, progress=progress,
-                    on_trial=lambda _number: interrupts.check())
+                    on_trial=lambda _number: interrupts.check(), refine=refine)
 
 
 def _worker_main(prep: Prepared, name: str, index: int, ran: Any) -> None:
@@ -120,8 +120,10 @@ def _worker_main(prep: Prepared, name: str, index: int, ran: Any) -> None:
         try:
             opened = open_study(name, storage, prep.cfg, prep.problem, prep.pinned,
                                 prep.target.claims, workers=prep.cfg.study.workers)
+            # The first worker shows the progress bar and runs the local search.
             ran.value = _work(prep, opened.study, storage, store,
-                              progress=prep.cfg.study.progress_bar and index == 0)
+                              progress=prep.cfg.study.progress_bar and index == 0,
+                              refine=index == 0)
         finally:
             store.close()
     except KeyboardInterrupt as exc:

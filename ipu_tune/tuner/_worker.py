@@ -11,8 +11,9 @@ Order per trial (what a kill at any point leaves behind):
    loop ends (a kill before that is repaired by `ResultsStore.sync`, which `run` calls on
    every start and end: the study is the record, the table a copy).
 
-Per trial the loop reads the study's trials twice (the slot check before ask, the rank after
-it), both filtered by state without copies; the progress bar reuses the second read.
+Per trial the loop reads the study's trials once (the slot check before ask), filtered by
+state without copies; the rank after ask is read only for a trial numbered past the budget
+(its rank is at most its number). The progress bar reuses the first read.
 """
 
 from __future__ import annotations
@@ -67,8 +68,14 @@ def work(
     timeout_s: float | None = None,
     progress: bool = False,
     on_trial: Callable[[int], None] | None = None,
+    refine: bool = True,
 ) -> int:
-    """Run trials until the study holds `n_trials` finished ones; return how many ran here."""
+    """Run trials until the study holds `n_trials` finished ones; return how many ran here.
+
+    `refine`: this worker also runs the local search after its trials (`refine_study`). One
+    worker per command does: the others keep sampling while it climbs, instead of waiting
+    for the study-wide lock to climb again from the same trials.
+    """
     started = time.monotonic()
     worker = this_worker()
     ran = 0
@@ -91,9 +98,11 @@ def work(
             with claims.claiming():
                 trial = study.ask()
                 TrialRecord.tag_worker(trial, worker)
-            alive = study.get_trials(deepcopy=False, states=_ALIVE)
-            if _rank(alive, trial.number) >= n_trials:
-                # Another worker took the last slot between our check and ask.
+            # A trial's rank is at most its number: only a number past the budget needs the
+            # read (resumed studies with failed trials, or another worker took the last slot
+            # between our check and ask).
+            if trial.number >= n_trials and _rank(
+                    study.get_trials(deepcopy=False, states=_ALIVE), trial.number) >= n_trials:
                 TrialRecord.tag_surplus(trial)
                 study.tell(trial, state=TrialState.FAIL)
                 break
@@ -103,10 +112,11 @@ def work(
             frozen = tell_outcome(study, trial, outcome)
             if frozen.state in _DONE:  # rows are for finished trials only
                 rows.append(frozen)
-                # Local search enqueues better plans; under the study-wide lock so that two
-                # workers climbing to the same optimum do not both enqueue it.
-                with claims.recovering():
-                    refine_study(study, problem, n_trials)
+                if refine:
+                    # Local search enqueues better plans; under the study-wide lock so that
+                    # two commands' workers climbing to the same optimum do not both enqueue it.
+                    with claims.recovering():
+                        refine_study(study, problem, n_trials)
             if rows and time.monotonic() - last_flush >= _FLUSH_S:
                 store.append_many(study.study_name, rows)
                 rows, last_flush = [], time.monotonic()
@@ -114,8 +124,8 @@ def work(
             if on_trial is not None:
                 on_trial(trial.number)
             if bar is not None:
-                # The trials finished before our ask, plus ours (others' since: next update).
-                bar.n = min(sum(1 for t in alive if t.state in _DONE) + 1, n_trials)
+                # The trials finished before our check, plus ours (others' since: next update).
+                bar.n = min(sum(1 for t in busy if t.state in _DONE) + 1, n_trials)
                 if time.monotonic() - last_label > 0.5:
                     bar.set_postfix_str(_best_label(study, problem))
                     last_label = time.monotonic()
