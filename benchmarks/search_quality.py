@@ -32,6 +32,7 @@ budget) and 200 trials, and the median trials needed to reach 99 % of it (``>N``
 the N trials run; random runs `--random-trials`).
 
     python benchmarks/search_quality.py [--seeds 5] [--cases main,seed,r50,bert,pareto]
+                                        [--searches tool,tpe,random]
     python benchmarks/search_quality.py --quick      # 2 seeds, main only
 """
 
@@ -273,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ref-starts", type=int, default=40)
     ap.add_argument("--ref-kicks", type=int, default=20)
     ap.add_argument("--cases", default=",".join(c.key for c in CASES))
+    ap.add_argument("--searches", default="tool,tpe,random",
+                    help="which searches to run (e.g. `tool` after a change to the shipped one)")
     ap.add_argument("--quick", action="store_true", help="2 seeds, the main case only")
     args = ap.parse_args(argv)
     if args.quick:
@@ -289,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         ref = reference(problem, args.ref_starts, args.ref_kicks, pareto)
         print(f"  reference {ref:.6g} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
         reach: dict[str, list[int | None]] = {}
-        for kind in ("tool", "tpe", "random"):
+        for kind in (k for k in ("tool", "tpe", "random") if k in args.searches.split(",")):
             n = args.random_trials if kind == "random" else args.trials
             start = time.perf_counter()
             curves = [run_search(case, kind, seed, n) for seed in range(args.seeds)]

@@ -8,6 +8,7 @@ per finished trial, idempotently, with a column per declared knob.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,27 @@ class TestStoreContract:
         assert stored is not None
         # The exports take this result: it must be the simulated one, figure for figure.
         assert stored.to_dict() == ipu_tune.evaluate_config(cfg).to_dict()
+
+    def test_every_stored_layout_of_the_plan_reads_alike(self, target: StorageTarget) -> None:
+        """The plan is one JSON text (`study.tell` deep-copies a trial; a text is copied by
+        reference); earlier releases stored a nested dict, or two attributes: all read alike."""
+        study, _ = self._study(target)
+        cfg = _cfg()
+        self._finish(study, cfg, 1.0)
+        text = self._reload(target, study.study_name).trials[0].user_attrs["plan"]
+        assert isinstance(text, str)
+        plan = json.loads(text)
+        for attrs in ({"plan": plan}, {"config": plan["config"], "result": plan["result"]}):
+            trial = study.ask()
+            for key, value in attrs.items():
+                trial.set_user_attr(key, value)
+            study.tell(trial, 1.0)
+        records = [TrialRecord.of(t) for t in self._reload(target, study.study_name).trials]
+        assert records[0].config == to_plain_dict(cfg)
+        for record in records[1:]:
+            assert record.config == records[0].config
+            assert record.result == records[0].result
+            assert record.sim_result() == records[0].sim_result()
 
     def test_a_trial_without_constraints_is_not_feasible(self, target: StorageTarget) -> None:
         study, _ = self._study(target)

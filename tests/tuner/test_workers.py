@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 from optuna.trial import TrialState
 
+from ipu_tune.records import TrialRecord
+from ipu_tune.results import ResultsStore
+from ipu_tune.storage import open_storage
+from ipu_tune.tuner import open_study, prepare
+from ipu_tune.tuner._worker import work
 from tests.conftest import REPO
+from tests.search._helpers import compose_cfg
 from tests.tuner._inspect import study_state
 
 MAX_SHARED_PARAMS = 0.02  # fraction of finished trials whose parameters another one repeats
@@ -88,3 +94,27 @@ def test_workers_option_forks_workers_of_one_prepared_problem(tmp_path: Path) ->
         states=(TrialState.COMPLETE, TrialState.PRUNED))
     workers = {t.user_attrs["worker"] for t in done}
     assert len(workers) > 1, "trials should come from several processes"
+
+
+def test_one_worker_per_command_refines(tmp_path: Path) -> None:
+    """`work(refine=False)` (every forked worker but the first) runs trials and enqueues no
+    local-search plan; the refining worker does, on the same study."""
+    cfg = compose_cfg("model=resnet101", "search=throughput", f"results_dir={tmp_path}",
+                      "study.progress_bar=false", "study.n_trials=30")
+    prep = prepare(cfg)
+    storage = open_storage(prep.target)
+    store = ResultsStore(prep.target.results_url)
+    try:
+        study = open_study(None, storage, cfg, prep.problem, claims=prep.target.claims,
+                           warm_start=True).study
+
+        def local() -> list[str]:
+            return [o for o in (TrialRecord.of(t).origin for t in study.trials)
+                    if o.startswith("local search")]
+
+        assert work(study, prep.problem, store, prep.target.claims, 15, refine=False) == 15
+        assert not local()
+        assert work(study, prep.problem, store, prep.target.claims, 30) == 15
+        assert local()
+    finally:
+        store.close()
