@@ -10,7 +10,8 @@ can always be rebuilt from the study):
   copied read, and a text is copied by reference where the nested dict cost ~3 ms a trial
   (`benchmarks/tuner_overhead.py`); it is parsed when read. Studies written before keep it
   as a nested dict, or ``config`` and ``result`` as two attributes, read alike;
-- ``constraints``: one value per constraint, <= 0 feasible (also native on Optuna >= 5);
+- ``constraints``: one value per constraint, <= 0 feasible, on Optuna < 5 (native on the trial
+  since Optuna 5, `Trial.set_constraint`, and only there: one write per trial fewer);
 - ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
 - ``surplus``: claimed past `study.n_trials` by a racing worker (failed at once);
 - ``retry_of``: the number of the dead worker's trial it repeats;
@@ -152,13 +153,12 @@ class TrialRecord:
         worker = a.get(_WORKER)
         changes = a.get(_CHANGES)
         retry = a.get(_RETRY_OF)
-        stored = a.get(_CONSTRAINTS)
         every = _constraint_values(trial)
         plan = a.get(_PLAN)
         return cls(
             worker=worker if isinstance(worker, str) else None,
             held=plan if isinstance(plan, str | Mapping) else a,  # older studies: two attrs
-            constraints=[float(c) for c in stored] if isinstance(stored, list | tuple) else None,
+            constraints=_stored_constraints(trial),
             # A trial without any constraint record is not trusted as feasible.
             feasible=every is not None and all(v <= 0 for v in every),
             reason=str(a.get(_REASON) or ""),
@@ -206,10 +206,13 @@ class TrialRecord:
     @staticmethod
     def write_constraints(trial: optuna.Trial, names: Sequence[str],
                           values: Sequence[float]) -> None:
-        if native_constraints():  # every sampler reads them there
+        # Once: native on Optuna >= 5 (every sampler reads them there), else the user attribute
+        # the samplers' `constraints_func` reads (`user_attr_constraints`).
+        if native_constraints():
             for name, value in zip(names, values, strict=True):
                 trial.set_constraint(name, value)
-        trial.set_user_attr(_CONSTRAINTS, [float(c) for c in values])
+        else:
+            trial.set_user_attr(_CONSTRAINTS, [float(c) for c in values])
 
     @staticmethod
     def write_outcome(trial: optuna.Trial, reason: str = "", changes: int | None = None) -> None:
@@ -240,6 +243,18 @@ class TrialRecord:
 def user_attr_constraints(trial: FrozenTrial) -> list[float]:
     """The constraints a sampler's `constraints_func` reads on Optuna < 5 (1.0: unknown)."""
     return [float(c) for c in trial.user_attrs.get(_CONSTRAINTS, [1.0])]
+
+
+def _stored_constraints(trial: FrozenTrial) -> list[float] | None:
+    """One value per constraint, in the problem's order, as ipu-tune stored them: native on
+    Optuna >= 5 (written in that order), the user attribute before (None: not stored)."""
+    stored = trial.user_attrs.get(_CONSTRAINTS)
+    if isinstance(stored, list | tuple):
+        return [float(c) for c in stored]
+    native = getattr(trial, "constraints", None)
+    if isinstance(native, dict) and native:
+        return [float(v) for v in native.values()]
+    return None
 
 
 def _constraint_values(trial: FrozenTrial) -> list[float] | None:

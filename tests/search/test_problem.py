@@ -14,6 +14,7 @@ from ipu_tune.config._validate import valid_io_tiles, validate
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import profile_model
 from ipu_tune.plan import plan_from_config, stage_starts
+from ipu_tune.records import TrialRecord
 from ipu_tune.search import SearchProblem, TrialOutcome, parse_space
 from tests.search._helpers import compose_cfg, make_problem, run_study
 
@@ -124,7 +125,8 @@ def test_constraints_reach_the_trial_and_the_best_trial_is_feasible(seed_cfg: Tu
     study = run_study(problem, 30)
     for t in study.trials:
         assert list(t.constraints) == problem.constraint_names
-        assert t.user_attrs["constraints"] == list(t.constraints.values())
+        assert "constraints" not in t.user_attrs  # stored once, natively on Optuna 5
+        assert TrialRecord.of(t).constraints == list(t.constraints.values())
     best = problem.best_trial(study)
     assert best is not None and all(c <= 0 for c in best.constraints.values())
     fitting = [t.values[0] for t in study.trials if all(c <= 0 for c in t.constraints.values())]

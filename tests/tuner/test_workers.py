@@ -118,3 +118,30 @@ def test_one_worker_per_command_refines(tmp_path: Path) -> None:
         assert local()
     finally:
         store.close()
+
+
+def test_a_lone_worker_reads_the_study_only_near_its_budget(tmp_path: Path) -> None:
+    """The slot check reads the study once in 16 trials and at the end (alone, its estimate is
+    exact): 40 trials finish, none is a surplus, and a resume at the same budget runs none."""
+    cfg = compose_cfg("model=resnet101", "sampler=random", f"results_dir={tmp_path}",
+                      "study.progress_bar=false", "study.n_trials=40")
+    prep = prepare(cfg)
+    storage = open_storage(prep.target)
+    store = ResultsStore(prep.target.results_url)
+    try:
+        study = open_study(None, storage, cfg, prep.problem, claims=prep.target.claims).study
+        reads: list[object] = []
+        read = study.get_trials
+
+        def counted(*args: object, **kwargs: object) -> object:
+            reads.append(kwargs.get("states"))
+            return read(*args, **kwargs)  # type: ignore[arg-type]
+
+        study.get_trials = counted  # type: ignore[method-assign,assignment]
+        assert work(study, prep.problem, store, prep.target.claims, 40, refine=False) == 40
+        assert 3 <= len(reads) <= 5, reads  # first, every 16, and the last ones
+        assert work(study, prep.problem, store, prep.target.claims, 40, refine=False) == 0
+        assert {t.state for t in read()} <= {TrialState.COMPLETE, TrialState.PRUNED}
+        assert len(read()) == 40
+    finally:
+        store.close()
