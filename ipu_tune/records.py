@@ -7,9 +7,10 @@ can always be rebuilt from the study):
 - ``plan``: one attribute (one storage write) holding ``config``, the full plan it stands for
   (plain dict of the config schema), and ``result``, the simulated figures the results row and
   the exports need, as one JSON text: Optuna deep-copies a trial on every `tell` and every
-  copied read, and a text is copied by reference where the nested dict cost ~3 ms a trial
-  (`benchmarks/tuner_overhead.py`); it is parsed when read. Studies written before keep it
-  as a nested dict, or ``config`` and ``result`` as two attributes, read alike;
+  copied read, and a text is copied by reference (as a nested dict, that copy was the largest
+  item in a profile of the trial loop; `benchmarks/tuner_overhead.py`); it is parsed when
+  read. Studies written before keep it as a nested dict, or ``config`` and ``result`` as two
+  attributes, read alike;
 - ``constraints``: one value per constraint, <= 0 feasible, on Optuna < 5 (native on the trial
   since Optuna 5, `Trial.set_constraint`, and only there: one write per trial fewer);
 - ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
