@@ -65,9 +65,9 @@ class _Slots:
     other workers' as it saw per own trial between the last two reads. The study is read when
     that estimate comes within two own trials' worth of the budget, after `_READ_EVERY` own
     trials, and (with a progress bar) every `_BAR_READ_S`. Alone on a study the estimate is
-    exact and the last three trials read; with other workers the last few read before every
-    ask, as before. An estimate short of faster workers only costs a `surplus` trial, which
-    the rank check after `ask` catches.
+    exact and each of the last three trials reads; with other workers, each of the last few
+    does. An estimate short of faster workers only costs a `surplus` trial, which the rank
+    check after `ask` catches.
     """
 
     n_trials: int
