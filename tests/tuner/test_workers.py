@@ -5,19 +5,23 @@ print no traceback; `study.workers=N` forks N workers of one prepared problem.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
+import optuna
 import pytest
 from optuna.trial import TrialState
 
+from ipu_tune.config import TuneConfig
 from ipu_tune.records import TrialRecord
 from ipu_tune.results import ResultsStore
 from ipu_tune.storage import open_storage
-from ipu_tune.tuner import open_study, prepare
+from ipu_tune.tuner import Prepared, open_study, prepare
 from ipu_tune.tuner._worker import work
 from tests.conftest import REPO
 from tests.search._helpers import compose_cfg
@@ -96,17 +100,26 @@ def test_workers_option_forks_workers_of_one_prepared_problem(tmp_path: Path) ->
     assert len(workers) > 1, "trials should come from several processes"
 
 
+@contextlib.contextmanager
+def _opened(cfg: TuneConfig, warm_start: bool = False) -> Iterator[tuple[Prepared, optuna.Study,
+                                                                          ResultsStore]]:
+    """The prepared problem, its study (opened as `run` opens it) and results store."""
+    prep = prepare(cfg)
+    store = ResultsStore(prep.target.results_url)
+    try:
+        study = open_study(None, open_storage(prep.target), cfg, prep.problem,
+                           claims=prep.target.claims, warm_start=warm_start).study
+        yield prep, study, store
+    finally:
+        store.close()
+
+
 def test_one_worker_per_command_refines(tmp_path: Path) -> None:
     """`work(refine=False)` (every forked worker but the first) runs trials and enqueues no
     local-search plan; the refining worker does, on the same study."""
     cfg = compose_cfg("model=resnet101", "search=throughput", f"results_dir={tmp_path}",
                       "study.progress_bar=false", "study.n_trials=30")
-    prep = prepare(cfg)
-    storage = open_storage(prep.target)
-    store = ResultsStore(prep.target.results_url)
-    try:
-        study = open_study(None, storage, cfg, prep.problem, claims=prep.target.claims,
-                           warm_start=True).study
+    with _opened(cfg, warm_start=True) as (prep, study, store):
 
         def local() -> list[str]:
             return [o for o in (TrialRecord.of(t).origin for t in study.trials)
@@ -116,8 +129,6 @@ def test_one_worker_per_command_refines(tmp_path: Path) -> None:
         assert not local()
         assert work(study, prep.problem, store, prep.target.claims, 30) == 15
         assert local()
-    finally:
-        store.close()
 
 
 def test_a_lone_worker_reads_the_study_only_near_its_budget(tmp_path: Path) -> None:
@@ -126,11 +137,7 @@ def test_a_lone_worker_reads_the_study_only_near_its_budget(tmp_path: Path) -> N
     none."""
     cfg = compose_cfg("model=resnet101", "sampler=random", f"results_dir={tmp_path}",
                       "study.progress_bar=false", "study.n_trials=40")
-    prep = prepare(cfg)
-    storage = open_storage(prep.target)
-    store = ResultsStore(prep.target.results_url)
-    try:
-        study = open_study(None, storage, cfg, prep.problem, claims=prep.target.claims).study
+    with _opened(cfg) as (prep, study, store):
         reads: list[object] = []
         read = study.get_trials
 
@@ -144,5 +151,3 @@ def test_a_lone_worker_reads_the_study_only_near_its_budget(tmp_path: Path) -> N
         assert work(study, prep.problem, store, prep.target.claims, 40, refine=False) == 0
         assert {t.state for t in read()} <= {TrialState.COMPLETE, TrialState.PRUNED}
         assert len(read()) == 40
-    finally:
-        store.close()
