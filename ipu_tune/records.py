@@ -3,7 +3,9 @@
 A finished trial carries (user attributes, written before `tell`, so a trial and its results row
 can always be rebuilt from the study):
 
-- ``worker``: the worker that claimed it (host:pid:start, see `ipu_tune.tuner`);
+- ``worker``: the worker that claimed it (host:pid:start, see `ipu_tune.tuner`), on a
+  database server only (on one machine a worker's locked file records it, no write here:
+  `ipu_tune.storage.ClaimLock.running_file`);
 - ``plan``: one attribute (one storage write) holding ``config``, the full plan it stands for
   (plain dict of the config schema), and ``result``, the simulated figures the results row and
   the exports need, as one JSON text: Optuna deep-copies a trial on every `tell` and every
@@ -87,10 +89,10 @@ def result_payload(result: SimResult) -> dict[str, Any]:
     """What a trial keeps of its simulated result: the row's figures, the simulator version
     and the whole result (``detail``), so the exports need not simulate the best plan again."""
     d = result.to_dict()
-    out: dict[str, Any] = _finite({k: d.get(k) for k in _ROW_FIGURES})
+    out: dict[str, Any] = {k: d.get(k) for k in _ROW_FIGURES}
     out["simulator_version"] = SIMULATOR_VERSION
-    out[_DETAIL] = _finite(d)
-    return out
+    out[_DETAIL] = d
+    return out  # non-finite floats (a refused plan's step time) are stored as null
 
 
 def _sim_result(detail: Mapping[str, Any]) -> SimResult | None:
@@ -227,8 +229,12 @@ class TrialRecord:
                    result: Mapping[str, Any]) -> None:
         # One write, not two: each user attribute is a storage write (a journal line). Text,
         # not a nested dict: see the module docstring.
-        trial.set_user_attr(_PLAN, json.dumps({_CONFIG: config, _RESULT: result},
-                                              separators=(",", ":")))
+        plan = {_CONFIG: config, _RESULT: result}
+        try:
+            text = json.dumps(plan, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # NaN/inf is not JSON: null, as every storage and reader takes it
+            text = json.dumps(_finite(plan), separators=(",", ":"))
+        trial.set_user_attr(_PLAN, text)
 
     @staticmethod
     def retry_attrs(number: int) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 from collections.abc import Callable, Mapping
@@ -388,11 +389,37 @@ def load_config(
 
 
 def to_plain_dict(cfg: Any) -> dict[str, Any]:
-    """A dataclass config as plain JSON/YAML-ready containers (lists, not tuples).
+    """A dataclass config as plain JSON/YAML-ready containers: `dataclasses.asdict`'s result.
 
-    `dataclasses.asdict`, not OmegaConf: the tuner calls this once per trial and OmegaConf's
-    structured round trip costs ~20 ms.
+    Neither OmegaConf (its structured round trip costs ~20 ms) nor `asdict` itself, which
+    deep-copies every leaf: the tuner calls this once per trial (0.25 ms with `asdict`, about
+    a fifth of that here; tests/config/test_typed_merge.py checks they agree).
     """
-    out = dataclasses.asdict(cfg)
+    out = _plain(cfg)
     assert isinstance(out, dict)
     return out
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # per dataclass, filled on first use
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(kind))
+    return names
+
+
+def _plain(value: Any) -> Any:
+    kind = type(value)
+    if value is None or kind in _SCALARS:
+        return value
+    if kind is list:
+        return [_plain(v) for v in value]
+    if kind is tuple:
+        return tuple(_plain(v) for v in value)
+    if kind is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {name: _plain(getattr(value, name)) for name in _field_names(kind)}
+    return copy.deepcopy(value)  # what `asdict` does with any other leaf

@@ -301,19 +301,28 @@ def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure
 
 
 class _Snapshot(optuna.Study):
-    """A read-only snapshot for plotting: reading `trials` does not deep-copy them.
+    """A read-only snapshot for plotting: `get_trials` and `trials` serve a list built once.
 
     Optuna's plots and importances read `study.trials` (a deep copy of every trial) once per
-    parameter; at 500 trials that alone took seconds. They only read trials, so the copies buy
-    nothing.
+    parameter; at 500 trials that alone took seconds. Adding the trials to an in-memory
+    storage costs a deep copy and a validation each (0.4-0.6 s at 1,000 trials). They only read
+    trials (`get_trials`, `trials`, `directions`, `metric_names`), so the snapshot keeps its
+    own list and its storage holds only the study's directions and metric names.
     """
+
+    def __init__(self, study_name: str, storage: optuna.storages.BaseStorage,
+                 trials: list[optuna.trial.FrozenTrial]) -> None:
+        super().__init__(study_name=study_name, storage=storage)
+        self._snapshot = trials
 
     def get_trials(
         self,
         deepcopy: bool = True,
         states: Container[TrialState] | None = None,
     ) -> list[optuna.trial.FrozenTrial]:
-        return super().get_trials(deepcopy=False, states=states)
+        if states is None:
+            return list(self._snapshot)
+        return [t for t in self._snapshot if t.state in states]
 
     @property
     def trials(self) -> list[optuna.trial.FrozenTrial]:
@@ -321,7 +330,7 @@ class _Snapshot(optuna.Study):
 
 
 def light_study(study: optuna.Study) -> optuna.Study:
-    """An in-memory snapshot of `study`'s finished trials for Optuna's plots and importances.
+    """A snapshot of `study`'s finished trials for Optuna's plots and importances.
 
     Trial attributes are left out: the tuner's trials carry their whole config and simulation
     result, which plots never read.
@@ -330,12 +339,7 @@ def light_study(study: optuna.Study) -> optuna.Study:
     optuna.create_study(
         storage=storage, study_name=study.study_name, directions=list(study.directions)
     )
-    light = _Snapshot(study_name=study.study_name, storage=storage)
-    if study.metric_names is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            light.set_metric_names(list(study.metric_names))
-    light.add_trials(
+    trials = [
         optuna.trial.FrozenTrial(
             number=t.number,
             state=t.state,
@@ -348,11 +352,16 @@ def light_study(study: optuna.Study) -> optuna.Study:
             user_attrs={},
             system_attrs={},
             intermediate_values=t.intermediate_values,
-            trial_id=t.number,  # ignored: `add_trials` gives each copy its own id
+            trial_id=t.number,  # unique within the study: PED-ANOVA tells trials apart by id
         )
         for t in study.get_trials(deepcopy=False)
         if t.state.is_finished()
-    )
+    ]
+    light = _Snapshot(study.study_name, storage, trials)
+    if study.metric_names is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            light.set_metric_names(list(study.metric_names))
     return light
 
 

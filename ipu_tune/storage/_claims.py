@@ -1,11 +1,13 @@
 """Claiming a trial versus recovering dead workers' trials; one study-wide lock.
 
-A worker creates its trial (`ask`) and then tags it with its identity: two writes, and a kill
-between them leaves an untagged RUNNING trial. On one machine (a journal or SQLite file) workers
-hold an exclusive `flock` over those two writes, and recovery holds it too, so every untagged
-RUNNING trial recovery sees belongs to a process that died mid-claim. The kernel drops the lock
-of a killed process. The lock is exclusive (not shared) because SQLite's `SELECT ... FOR UPDATE`
-is a no-op: two workers taking the same enqueued (WAITING) trial in parallel would both run it.
+A worker creates its trial (`ask`) and then records that it runs it: on one machine (a journal
+or SQLite file) in its own locked file beside the storage (`RunningFile`, no storage write), on
+a database server as a tag on the trial. A kill between the two leaves a RUNNING trial nobody
+holds. On one machine workers hold an exclusive `flock` over the two steps, and recovery holds
+it too, so every RUNNING trial recovery finds unheld belongs to a process that died. The kernel
+drops the locks of a killed process. The lock is exclusive (not shared) because SQLite's
+`SELECT ... FOR UPDATE` is a no-op: two workers taking the same enqueued (WAITING) trial in
+parallel would both run it.
 
 With a database server (PostgreSQL), claims need no lock (Optuna takes the WAITING trial with
 `FOR UPDATE`), recovery cannot see other machines' claims and falls back to heartbeats and the
@@ -20,6 +22,8 @@ import os
 import zlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+
+from ipu_tune.storage._running import RunningFile, held_trials
 
 __all__ = ["ClaimLock"]
 
@@ -64,6 +68,18 @@ class ClaimLock:
                     conn.commit()
         finally:
             engine.dispose()
+
+    def running_file(self, worker: str) -> RunningFile:
+        """This worker's record of the trial it runs (a local storage; make it under
+        `claiming`). Close it when the worker stops; a dead worker's is removed by `held`."""
+        assert self.path is not None
+        return RunningFile(self.path + ".running", worker)
+
+    def held(self) -> tuple[dict[int, str], dict[int, str]]:
+        """(trial number -> worker) held by this machine's live workers, and by dead ones (a
+        local storage; call under `recovering`)."""
+        assert self.path is not None
+        return held_trials(self.path + ".running")
 
     def claiming(self) -> AbstractContextManager[None]:
         return self._flock(fcntl.LOCK_EX) if self.path is not None else nullcontext()

@@ -251,14 +251,15 @@ def _is_sqlite(storage: RDBStorage) -> bool:
     return storage.engine.dialect.name == "sqlite"
 
 
-def _is_stale(trial: FrozenTrial, claims: ClaimLock) -> bool:
+def _is_stale(trial: FrozenTrial, claims: ClaimLock, live: Mapping[int, str]) -> bool:
+    """Whether a RUNNING trial's worker is dead. On one machine, whether no live worker's
+    file holds it (`ClaimLock.held`); on a server, by its tag or, untagged, by its age."""
+    if claims.local:
+        return trial.number not in live
     worker = TrialRecord.of(trial).worker
     if worker is not None:
         return is_alive_here(worker) is False
-    # Untagged: its worker died between `ask` and the tag (no live worker is mid-claim while
-    # we hold the claim lock), or, on a shared database server, it is older than any claim.
-    if claims.local:
-        return True
+    # Untagged: its worker died between `ask` and the tag, or is still between them.
     started = trial.datetime_start
     return started is not None and (datetime.now() - started).total_seconds() > _CLAIM_AGE_S
 
@@ -276,11 +277,12 @@ def recover_stale_trials(study: optuna.Study, storage: BaseStorage,
 
 
 def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> list[int]:
+    live, dead = claims.held() if claims.local else ({}, {})
     retried: list[int] = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not _is_stale(t, claims):
+        if not _is_stale(t, claims, live):
             continue
-        worker = TrialRecord.of(t).worker or "untagged"
+        worker = dead.get(t.number) or TrialRecord.of(t).worker or "unrecorded"
         if not fail_trial(storage, study, t, f"worker died: {worker}"):
             continue  # another worker failed it first
         if t.params:

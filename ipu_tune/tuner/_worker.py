@@ -1,8 +1,10 @@
 """One worker's trial loop: exact totals across workers, attributes before tell, then a row.
 
 Order per trial (what a kill at any point leaves behind):
-1. ask and tag the trial with its worker, under the shared claim lock (a resume fails and
-   retries a RUNNING trial of a dead worker, tagged or not);
+1. ask and record that this worker runs the trial, under the shared claim lock: in the
+   worker's locked file on one machine (`ClaimLock.running_file`, no storage write), as a tag
+   on the trial on a database server (a resume fails and retries a RUNNING trial of a dead
+   worker, recorded or not);
 2. simulate, store constraints, then config and result in one user attribute;
 3. tell (`ipu_tune.search.tell_outcome`): COMPLETE with its values when the plan is feasible,
    PRUNED without a value when it is not (a kill before this leaves it RUNNING: failed and
@@ -128,7 +130,11 @@ def work(
     last_label = last_flush = time.monotonic()
     slots = _Slots(n_trials)
     rows: list[FrozenTrial] = []  # finished trials whose results rows are not written yet
+    running = None
     try:
+        if claims.local:
+            with claims.claiming():
+                running = claims.running_file(worker)
         while True:
             if timeout_s is not None and time.monotonic() - started >= timeout_s:
                 break
@@ -136,7 +142,10 @@ def work(
                 break
             with claims.claiming():
                 trial = study.ask()
-                TrialRecord.tag_worker(trial, worker)
+                if running is not None:
+                    running.hold(trial.number)
+                else:
+                    TrialRecord.tag_worker(trial, worker)
             slots.own += 1
             # A trial's rank is at most its number: only a number past the budget needs the
             # read (resumed studies with failed trials, or another worker took the last slot
@@ -171,6 +180,8 @@ def work(
                     last_label = time.monotonic()
                 bar.refresh()
     finally:
+        if running is not None:
+            running.close()
         if rows:
             # On the way out of an error too; if the store fails here, the original error is
             # the one to report and `ResultsStore.sync` rebuilds these rows on the next start.

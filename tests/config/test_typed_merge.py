@@ -3,11 +3,19 @@ whatever it does not take itself still ends with OmegaConf's one-line error."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from ipu_tune.config import EvalConfig, ModelConfig, TuneConfig, load_config, typed
+from ipu_tune.config import (
+    EvalConfig,
+    ModelConfig,
+    TuneConfig,
+    load_config,
+    to_plain_dict,
+    typed,
+)
 from ipu_tune.config._load import _Fallback, _merge, _omegaconf_typed
 from ipu_tune.errors import IpuTuneError
 
@@ -33,6 +41,28 @@ def test_fast_merge_equals_omegaconf(schema: type, data: dict[str, Any]) -> None
     slow = _omegaconf_typed(schema, data)
     assert fast == slow
     assert repr(fast) == repr(slow)  # same value types too (1 -> 1.0 for a float, tuples -> lists)
+
+
+@pytest.mark.parametrize(("schema", "data"), SAME, ids=[str(i) for i in range(len(SAME))])
+def test_plain_dict_equals_asdict(schema: type, data: dict[str, Any]) -> None:
+    """`to_plain_dict` is `dataclasses.asdict` without the deep copies of immutable leaves:
+    same values and types, and no container shared with the config."""
+    cfg = _merge(schema, data)
+    plain = to_plain_dict(cfg)
+    assert repr(plain) == repr(dataclasses.asdict(cfg))
+    _mutate(plain)
+    assert repr(dataclasses.asdict(cfg)) == repr(dataclasses.asdict(_merge(schema, data)))
+
+
+def _mutate(node: Any) -> None:
+    if isinstance(node, dict):
+        for value in node.values():
+            _mutate(value)
+        node["mutated"] = True
+    elif isinstance(node, list):
+        for value in node:
+            _mutate(value)
+        node.append("mutated")
 
 
 # Values OmegaConf converts or refuses: the fast path hands them over, results/errors unchanged.

@@ -9,6 +9,7 @@ per finished trial, idempotently, with a column per declared knob.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from ipu_tune.config import EvalConfig, to_plain_dict
 from ipu_tune.knobs import KNOBS
 from ipu_tune.records import TrialRecord, fail_trial, result_payload
 from ipu_tune.results import TABLE_NAME, ResultsStore
+from ipu_tune.simulator import SimResult
 from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
 
 BACKENDS = ("journal", "sqlite", "postgresql")
@@ -101,6 +103,23 @@ class TestStoreContract:
             assert record.config == records[0].config
             assert record.result == records[0].result
             assert record.sim_result() == records[0].sim_result()
+
+    def test_a_non_finite_figure_is_stored_as_null(self, target: StorageTarget) -> None:
+        """A plan the simulator refused has an infinite step time: the text stays standard
+        JSON (no `Infinity`), the figure reads back as None and no SimResult is claimed."""
+        study, _ = self._study(target)
+        refused = SimResult(fits=False, throughput=0.0, step_time_s=math.inf, phases={},
+                            bottleneck="invalid plan", memory=(), stages=(), reason="refused")
+        trial = study.ask()
+        TrialRecord.write_plan(trial, to_plain_dict(_cfg()), result_payload(refused))
+        study.tell(trial, state=TrialState.PRUNED)
+        frozen = self._reload(target, study.study_name).trials[0]
+        text = frozen.user_attrs["plan"]
+        json.loads(text, parse_constant=lambda token: pytest.fail(f"not JSON: {token}"))
+        record = TrialRecord.of(frozen)
+        assert record.result["step_time_s"] is None and record.result["reason"] == "refused"
+        assert record.config == to_plain_dict(_cfg())
+        assert record.sim_result() is None
 
     def test_a_trial_without_constraints_is_not_feasible(self, target: StorageTarget) -> None:
         study, _ = self._study(target)

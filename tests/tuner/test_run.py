@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -18,6 +21,7 @@ from ipu_tune.records import TrialRecord
 from ipu_tune.results import ResultsStore
 from ipu_tune.storage import open_storage, resolve_storage
 from ipu_tune.tuner import run
+from tests.conftest import REPO
 
 
 def _cfg(results: Path, n: int, *extra: str) -> TuneConfig:
@@ -94,6 +98,46 @@ def test_trial_killed_between_ask_and_tag_is_recovered(tmp_path: Path) -> None:
     study = _study(tmp_path, summary.study_name)
     assert not study.get_trials(states=(TrialState.RUNNING,))
     assert resumed.n_complete == 4
+
+
+_HOLDER = """
+import sys, time, optuna
+from ipu_tune.storage import open_storage, resolve_storage
+target = resolve_storage(None, sys.argv[1])
+study = optuna.load_study(study_name=sys.argv[2], storage=open_storage(target))
+with target.claims.claiming():
+    running = target.claims.running_file("holder-worker")
+    trial = study.ask({"x_unused": optuna.distributions.FloatDistribution(0, 1)})
+    running.hold(trial.number)
+print(trial.number, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_live_workers_trial_is_kept_and_a_killed_ones_retried(tmp_path: Path) -> None:
+    """On one machine a worker records its trial in a locked file, not on the trial: a
+    resume leaves the trial of a live worker running, and retries it once the worker is
+    SIGKILLed (the kernel drops the lock), naming the worker."""
+    summary = run(_cfg(tmp_path, 3))
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path),
+                               summary.study_name], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout is not None
+        number = int(holder.stdout.readline())
+        alive = run(_cfg(tmp_path, 4))
+        assert alive.retried == ()
+        assert _study(tmp_path, summary.study_name).trials[number].state == TrialState.RUNNING
+    finally:
+        holder.kill()
+        holder.wait()
+    resumed = run(_cfg(tmp_path, 5))
+    assert resumed.retried == (number,)
+    study = _study(tmp_path, summary.study_name)
+    assert study.trials[number].system_attrs["fail_reason"] == "worker died: holder-worker"
+    assert "worker" not in study.trials[-1].user_attrs  # no tag write on a local storage
+    assert not study.get_trials(states=(TrialState.RUNNING,))
+    assert list((tmp_path / "ipu_tune.journal.claims.running").iterdir()) == []
 
 
 def test_report_embeds_the_written_poptorch_snippet(tmp_path: Path) -> None:
