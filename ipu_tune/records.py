@@ -7,11 +7,11 @@ can always be rebuilt from the study):
   database server only (on one machine a worker's locked file records it, no write here:
   `ipu_tune.storage.ClaimLock.running_file`);
 - ``plan``: one attribute (one storage write) holding ``config``, the full plan it stands for
-  (plain dict of the config schema), and ``result``, the simulated figures the results row and
-  the exports need, as one JSON text: Optuna deep-copies a trial on every `tell` and every
-  copied read, and a text is copied by reference (as a nested dict, that copy was the largest
-  item in a profile of the trial loop; `benchmarks/tuner_overhead.py`); it is parsed when
-  read. Studies written before keep it as a nested dict, or ``config`` and ``result`` as two
+  (plain dict of the config schema), and ``result``, the simulated figures the results row
+  needs and, for a feasible plan, the whole result the exports need, as one JSON text:
+  Optuna deep-copies a trial on every `tell` and every copied read, and a text is copied by
+  reference (as a nested dict, that copy was the largest item in a profile of the trial loop;
+  `benchmarks/tuner_overhead.py`); it is parsed when read. Studies written before keep it as a nested dict, or ``config`` and ``result`` as two
   attributes, read alike;
 - ``constraints``: one value per constraint, <= 0 feasible, on Optuna < 5 (native on the trial
   since Optuna 5, `Trial.set_constraint`, and only there: one write per trial fewer);
@@ -85,13 +85,17 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def result_payload(result: SimResult) -> dict[str, Any]:
-    """What a trial keeps of its simulated result: the row's figures, the simulator version
-    and the whole result (``detail``), so the exports need not simulate the best plan again."""
+def result_payload(result: SimResult, whole: bool = True) -> dict[str, Any]:
+    """What a trial keeps of its simulated result: the row's figures and the simulator version;
+    with `whole`, the whole result too (``detail``), so the exports need not simulate the best
+    plan again. The tuner keeps it for feasible plans only: only those can be exported, and the
+    row's figures already say why a plan failed (its memory per IPU, the reason); 2.3 of the
+    3.5 KB of a trial's plan attribute, the size of each storage write (issue 16)."""
     d = result.to_dict()
     out: dict[str, Any] = {k: d.get(k) for k in _ROW_FIGURES}
     out["simulator_version"] = SIMULATOR_VERSION
-    out[_DETAIL] = d
+    if whole:
+        out[_DETAIL] = d
     return out  # non-finite floats (a refused plan's step time) are stored as null
 
 
@@ -192,8 +196,8 @@ class TrialRecord:
         return self._plan.get(_RESULT) or {}
 
     def sim_result(self) -> SimResult | None:
-        """The trial's SimResult as stored (None: an older trial without the whole result, or
-        a plan that could not be simulated)."""
+        """The trial's SimResult as stored (None: an infeasible plan or an older trial, which
+        keep only the row's figures, or a plan that could not be simulated)."""
         detail = self.result.get(_DETAIL)
         return _sim_result(detail) if isinstance(detail, Mapping) else None
 

@@ -157,7 +157,7 @@ def work(
                 break
             outcome = problem.run_trial(trial)  # also records the constraints on the trial
             TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
-                                  result_payload(outcome.result))
+                                  result_payload(outcome.result, whole=outcome.feasible))
             frozen = tell_outcome(study, trial, outcome)
             if frozen.state in _DONE:  # rows are for finished trials only
                 rows.append(frozen)

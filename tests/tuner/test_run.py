@@ -140,6 +140,22 @@ def test_a_live_workers_trial_is_kept_and_a_killed_ones_retried(tmp_path: Path) 
     assert list((tmp_path / "ipu_tune.journal.claims.running").iterdir()) == []
 
 
+def test_only_feasible_trials_keep_the_whole_result(tmp_path: Path) -> None:
+    """The exports read the whole result of the best trial, which is feasible; an infeasible
+    trial keeps the row's figures (why it failed), not the whole result."""
+    summary = run(_cfg(tmp_path, 20))
+    records = [TrialRecord.of(t) for t in _study(tmp_path, summary.study_name).trials]
+    feasible = [r for r in records if r.feasible]
+    infeasible = [r for r in records if not r.feasible]
+    assert feasible and infeasible
+    assert all(r.sim_result() is not None for r in feasible)
+    for r in infeasible:
+        assert r.sim_result() is None and "detail" not in r.result
+        assert r.result["memory_per_ipu"] and r.result["fits"] is not None and r.config
+    rows = ResultsStore(resolve_storage(None, str(tmp_path)).results_url).rows(summary.study_name)
+    assert len(rows) == 20 and all(row["memory_per_ipu"] for row in rows)
+
+
 def test_report_embeds_the_written_poptorch_snippet(tmp_path: Path) -> None:
     # every_block lists a checkpoint per block only when the snippet sees the profile: the
     # report once rebuilt it without one and showed a different text than the file.
