@@ -2,10 +2,11 @@
 
 Both use the same storage kind (a fresh journal file), the same sampler and the same objective
 (`SearchProblem.run_trial`: sampling + simulation + the constraints it records). The difference
-is what the tuner adds per trial: the claim lock and worker tag (one write), the slot check,
-the plan attribute (config + result, one write), `study.tell`'s deep copy of the trial (the
-bare `Study.optimize` skips it), the results-table rows (batched), and the end-of-run exports
-and report (amortised over the trials).
+is what the tuner adds per trial: the claim lock and the worker's record of its trial (a
+locked local file, no storage write), the slot check, the plan attribute (config + result, one
+write), `study.tell`'s deep copy of the trial (the bare `Study.optimize` skips it), the
+results-table rows (batched), and the end-of-run exports and report (amortised over the
+trials).
 
 Rounds are paired and interleaved (bare, tuner, bare, tuner, ...) and the median of the
 per-round ratios is reported, so that a loaded machine slows both alike. Two figures per
