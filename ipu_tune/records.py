@@ -11,8 +11,8 @@ can always be rebuilt from the study):
   needs and, for a feasible plan, the whole result the exports need, as one JSON text:
   Optuna deep-copies a trial on every `tell` and every copied read, and a text is copied by
   reference (as a nested dict, that copy was the largest item in a profile of the trial loop;
-  `benchmarks/tuner_overhead.py`); it is parsed when read. Studies written before keep it as a nested dict, or ``config`` and ``result`` as two
-  attributes, read alike;
+  `benchmarks/tuner_overhead.py`); it is parsed when read. Studies written before keep it as
+  a nested dict, or ``config`` and ``result`` as two attributes, read alike;
 - ``constraints``: one value per constraint, <= 0 feasible, on Optuna < 5 (native on the trial
   since Optuna 5, `Trial.set_constraint`, and only there: one write per trial fewer);
 - ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
