@@ -8,6 +8,7 @@ figures) or estimate (no public figure; calibration settles it). Units live in t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from ipu_tune.config import SystemConfig
 from ipu_tune.errors import bad_value
@@ -197,9 +198,18 @@ def make_system(ipu: str, num_ipus: int, hosts: int = 1, host: HostSpec = HOST) 
 
 def system_from_config(cfg: SystemConfig) -> System:
     """The `system:` section of a config as a `System` (`system.host` overrides the server)."""
+    host = cfg.host
+    return _system(cfg.ipu, cfg.num_ipus, cfg.hosts, host.cpu_cores, host.network_bytes_per_s)
+
+
+# Memoised (the System is frozen): a study builds every trial's case on the same system, and
+# `evaluate` builds one per call. typed=True: 1 and 1.0 are not the same key.
+@lru_cache(maxsize=256, typed=True)
+def _system(ipu: str, num_ipus: int, hosts: int, cpu_cores: int | None,
+            network_bytes_per_s: float | None) -> System:
     host = HOST
-    if cfg.host.cpu_cores is not None:
-        host = replace(host, cpu_cores=int(cfg.host.cpu_cores))
-    if cfg.host.network_bytes_per_s is not None:
-        host = replace(host, network_bytes_per_s=float(cfg.host.network_bytes_per_s))
-    return make_system(cfg.ipu, cfg.num_ipus, cfg.hosts, host)
+    if cpu_cores is not None:
+        host = replace(host, cpu_cores=int(cpu_cores))
+    if network_bytes_per_s is not None:
+        host = replace(host, network_bytes_per_s=float(network_bytes_per_s))
+    return make_system(ipu, num_ipus, hosts, host)

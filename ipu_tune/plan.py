@@ -8,10 +8,9 @@ the checks that need the model profile (split names exist and are in order).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from operator import attrgetter
 from typing import Any
 
-from ipu_tune.config import EvalConfig
+from ipu_tune.config import EvalConfig, PipelineConfig, PlanConfig, WorkloadConfig
 from ipu_tune.errors import bad_value
 from ipu_tune.knobs import KNOBS, knob_by_field
 from ipu_tune.models import ModelProfile
@@ -73,20 +72,33 @@ class ExecutionPlan:
         return self.samples_per_step * self.device_iterations
 
 
-# Every knob's value of a config in one C call, in ExecutionPlan's field order (checked here),
-# and the positions of the lists that become tuples.
-_KNOB_VALUES = attrgetter(*(k.key for k in KNOBS))
-_AS_TUPLE = tuple(i for i, k in enumerate(KNOBS) if k.type is tuple)
-if tuple(f.name for f in fields(ExecutionPlan)) != tuple(k.field for k in KNOBS):
+# The fields of the lists that become tuples.
+_AS_TUPLE = tuple(k.field for k in KNOBS if k.type is tuple)
+if tuple(k.field for k in KNOBS) != tuple(f.name for f in fields(ExecutionPlan)):
     raise ImportError("ExecutionPlan's fields must follow ipu_tune.knobs.KNOBS in order")
+# Every knob's key is its field in the workload, plan or plan.pipeline section, and those
+# sections hold nothing else (but plan.pipeline itself): `plan_from_config` merges them.
+_SECTIONS = (("workload", WorkloadConfig), ("plan", PlanConfig), ("plan.pipeline", PipelineConfig))
+if ({f"{name}.{f.name}" for name, cls in _SECTIONS for f in fields(cls)} - {"plan.pipeline"}
+        != {k.key for k in KNOBS} or any(not k.key.endswith("." + k.field) for k in KNOBS)):
+    raise ImportError("the workload/plan sections must hold exactly the knobs, by field name")
 
 
 def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
     """The plan of a config: every knob's value, lists made tuples (the plan is hashable)."""
-    values: list[Any] = list(_KNOB_VALUES(cfg))
-    for i in _AS_TUPLE:
-        values[i] = tuple(values[i])
-    return ExecutionPlan(*values)
+    plan_cfg = cfg.plan
+    # The sections' own values, merged (checked above): a third of reading 20 dotted keys.
+    values: dict[str, Any] = {**vars(cfg.workload), **vars(plan_cfg), **vars(plan_cfg.pipeline)}
+    del values["pipeline"]
+    for name in _AS_TUPLE:
+        values[name] = tuple(values[name])
+    # The instance `ExecutionPlan(**values)` makes, without its generated __init__: a frozen
+    # dataclass sets each of its 20 fields through object.__setattr__, two thirds of this
+    # function's cost (`evaluate` and every tuner trial build a plan). Same fields, equality,
+    # hash and pickling: tests/config/test_knobs.py.
+    plan = object.__new__(ExecutionPlan)
+    object.__setattr__(plan, "__dict__", values)
+    return plan
 
 
 def stage_starts(plan: ExecutionPlan, profile: ModelProfile) -> tuple[int, ...]:
@@ -95,15 +107,16 @@ def stage_starts(plan: ExecutionPlan, profile: ModelProfile) -> tuple[int, ...]:
     Raises `IpuTuneError` when a split is not a block of the model, is the first block, or the
     splits are out of execution order.
     """
-    names = profile.blocks
+    indices = _block_indices(profile)
     starts = [0]
     for split in plan.splits:
-        if split not in names:
+        index = indices.get(split)
+        if index is None:
+            names = profile.blocks
             hint = ", ".join(names[1:6]) + (", ..." if len(names) > 6 else "")
             raise bad_value(
                 _SPLITS_KEY, split, f"not a block of {profile.name}; blocks: {hint}"
             )
-        index = names.index(split)
         if index == 0:
             raise bad_value(_SPLITS_KEY, split, "the first block always begins stage 1")
         if index <= starts[-1]:
@@ -112,3 +125,24 @@ def stage_starts(plan: ExecutionPlan, profile: ModelProfile) -> tuple[int, ...]:
             )
         starts.append(index)
     return tuple(starts)
+
+
+# {block name: index} of recent profiles, on the profile object's identity: listing a profile's
+# block names per call cost more than the rest of `stage_starts`, which `evaluate` and every
+# tuner trial run. The entry keeps its profile alive, so the id is not reused while cached;
+# only memoisation, so a race between threads costs at most a rebuild.
+_INDICES: dict[int, tuple[ModelProfile, dict[str, int]]] = {}
+_INDICES_SIZE = 16
+
+
+def _block_indices(profile: ModelProfile) -> dict[str, int]:
+    hit = _INDICES.get(id(profile))
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    indices: dict[str, int] = {}
+    for i, block in enumerate(profile.block_stats):
+        indices.setdefault(block.name, i)  # the first of a repeated name, as list.index
+    if len(_INDICES) >= _INDICES_SIZE:
+        _INDICES.clear()
+    _INDICES[id(profile)] = (profile, indices)
+    return indices

@@ -84,8 +84,8 @@ def _plain_any(value: Any) -> Any:
             raise _Fallback  # an interpolation or OmegaConf's missing marker
         return value
     if isinstance(value, Mapping):
-        if not all(type(k) is str for k in value):
-            raise _Fallback
+        if not all(type(k) is str for k in value) or "_target_" in value:
+            raise _Fallback  # `typed` refuses a factory named here (`_reject_targets`)
         return {k: _plain_any(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain_any(v) for v in value]
@@ -129,11 +129,13 @@ def _converter(hint: Any, optional: bool) -> _Converter:
     if optional:
         def convert(value: Any) -> Any:
             return None if value is None else inner(value)
-    else:
+    elif inner is _plain_any:  # the one inner converter that takes None
         def convert(value: Any) -> Any:
             if value is None:
                 raise _Fallback
             return inner(value)
+    else:
+        return inner  # refuses None itself: one call less per value
     return convert
 
 
@@ -223,13 +225,15 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
         from omegaconf import OmegaConf
 
         plain = OmegaConf.to_container(cfg, resolve=False)
-    root = "model" if schema.__name__ == "ModelConfig" else ""
-    _reject_targets({k: v for k, v in plain.items() if k != "_target_"} if root else plain, root)
     if isinstance(plain, Mapping):
         try:
+            # Takes `_target_` only as the model's field: a factory named anywhere else is an
+            # unknown key or a key of a plain dict (`_plain_any`), so it falls back to below.
             return _merge(schema, plain)
         except _Fallback:
             pass
+    root = "model" if schema.__name__ == "ModelConfig" else ""
+    _reject_targets({k: v for k, v in plain.items() if k != "_target_"} if root else plain, root)
     return _omegaconf_typed(schema, cfg)
 
 
@@ -357,8 +361,10 @@ def load_config(
     naming `model._target_` is refused unless `trust_remote_code` (the file's author chose the
     code to run, not the user).
     """
-    if isinstance(source, EvalConfig):
-        data: Mapping[str, Any] = to_plain_dict(source)
+    if type(source) is dict:  # the API's usual input, first: ABC checks are slow
+        data: Mapping[str, Any] = source
+    elif isinstance(source, EvalConfig):
+        data = to_plain_dict(source)
     elif isinstance(source, str | Path):
         data = _read_yaml(Path(source))
         if not trust_remote_code:

@@ -15,6 +15,7 @@ import pickle
 import sys
 import warnings
 from collections import OrderedDict
+from collections.abc import Hashable
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -43,7 +44,8 @@ def _torch_version() -> str:
         return str(torch.__version__)
 _MEMO_SIZE = 64
 _memo: OrderedDict[str, ModelProfile] = OrderedDict()
-_keys: dict[str, str] = {}  # repr of a config -> its cache key
+_keys: dict[Hashable, str] = {}  # `_quick_key` of a config -> its cache key
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 _memories: dict[str, Any] = {}  # joblib.Memory per location (joblib loads on a miss)
 
 
@@ -108,22 +110,43 @@ def _disk(location: Path) -> Any | None:
     return _memories[loc].cache(_cached_profile, ignore=["cfg"])
 
 
-def profile_model(cfg: ModelConfig) -> ModelProfile:
-    """Profile the model of a `model:` config section (per sample; cached)."""
+def _quick_key(cfg: ModelConfig) -> Hashable | None:
+    """What stands for the JSON key (`cache_key`) in process: every field of the config, far
+    cheaper than the JSON (the public `evaluate` pays this per call). The scalar fields and
+    their types (1, 1.0 and True are one key otherwise); a config with kwargs, or a field that
+    is no scalar (an unchecked config), is keyed by repr(cfg), 4x dearer. None for a
+    `_target_` model, which re-stamps its source each time."""
+    if cfg._target_:
+        return None
+    d = cfg.dataset
+    # The shape's length follows from the tuple's: the other fields are one element each.
+    values = (cfg.name, *cfg.input_shape, cfg.num_classes, cfg.sequence_length, d.name,
+              d.sample_bytes, d.preprocess_s_per_sample)
+    types = tuple(map(type, values))
+    if cfg.kwargs or not _SCALARS.issuperset(types):
+        return repr(cfg)
+    return values, types
+
+
+def _check(cfg: ModelConfig) -> None:
     if not cfg.name and not cfg._target_:
         raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
     if not cfg.input_shape or any(int(d) < 1 for d in cfg.input_shape):
         raise bad_value("model.input_shape", list(cfg.input_shape), "positive integers")
     if cfg.sequence_length is not None and cfg.sequence_length < 1:
         raise bad_value("model.sequence_length", cfg.sequence_length, "must be >= 1")
-    # repr(cfg) names every field: it stands for the JSON key in process (~10x cheaper, the
-    # public `evaluate` pays this per call); a `_target_` model re-stamps its source each time.
-    quick = None if cfg._target_ else repr(cfg)
+
+
+def profile_model(cfg: ModelConfig) -> ModelProfile:
+    """Profile the model of a `model:` config section (per sample; cached)."""
+    quick = _quick_key(cfg)
     key = _keys.get(quick) if quick is not None else None
-    if key is None:
-        key = cache_key(cfg)
-        if quick is not None and len(_keys) < _MEMO_SIZE * 8:
-            _keys[quick] = key
+    if key is None or key not in _memo:
+        _check(cfg)  # else a config with every field the same passed it when it missed
+        if key is None:
+            key = cache_key(cfg)
+            if quick is not None and len(_keys) < _MEMO_SIZE * 8:
+                _keys[quick] = key
     hit = _memo.get(key)
     if hit is not None:
         _memo.move_to_end(key)

@@ -33,12 +33,11 @@ Per tile: always-live code spreads unevenly, variables evenly (constants give th
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from ipu_tune.hardware import IpuSpec
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import SimConstants, state_bytes_per_param
-from ipu_tune.simulator._result import MEMORY_CATEGORIES
 from ipu_tune.simulator._stages import StageShape
 
 __all__ = ["PlanMemory", "plan_memory", "recompute_mode", "stage_memory", "stash_depth"]
@@ -64,15 +63,18 @@ def stash_depth(schedule: str, stages: int, stage: int) -> int:
     return 2 * (stages - stage) + 1
 
 
-class PlanMemory(NamedTuple):
-    """What `stage_memory` needs of the plan, the IPU and the constants, read once per
-    simulate rather than once per stage (the hot path of a cached evaluation)."""
+@dataclass(slots=True)
+class PlanMemory:
+    """What `stage_memory` (and `simulate`) need of the plan, the IPU and the constants, read
+    once per simulate rather than once per stage (the hot path of a cached evaluation; slotted,
+    not frozen, for the reasons of `_pipeline.StageParts`)."""
 
     training: bool
     gradient_accumulation: int
     stages: int
     schedule: str
     recompute: str  # resolved by `recompute_mode`
+    model_fp16: bool
     wb: float  # bytes per weight/activation element
     per_param: float  # optimizer state bytes per parameter on chip
     opt_divisor: int  # replicas with RTS, else 1
@@ -95,9 +97,9 @@ def plan_memory(plan: ExecutionPlan, ipu: IpuSpec, c: SimConstants) -> PlanMemor
     stages = len(plan.splits) + 1  # plan.stages
     recompute = recompute_mode(plan)
     sram_tile = ipu.sram_bytes_per_tile
-    # Positional: the NamedTuple's field order.
+    # Positional: the field order.
     return PlanMemory(
-        training, plan.gradient_accumulation, stages, plan.schedule, recompute,
+        training, plan.gradient_accumulation, stages, plan.schedule, recompute, fp16,
         2.0 if fp16 else 4.0, state_bytes_per_param(plan.optimizer, fp16),
         replicas if plan.replicated_tensor_sharding else 1, plan.offload_optimizer_state,
         float(plan.micro_batch_size), replicas, plan.prefetch_depth, io_tiles,
@@ -156,10 +158,9 @@ def stage_memory(
     streams = pm.prefetch_depth * io_bytes_per_micro_batch
     io = pm.io
     io_tiles = pm.io_tiles
-    # In MEMORY_CATEGORIES order (the report's): the float sum and the dict follow it.
-    values = (code, exchange, weights, grads, opt, stash, checkpoints, activations, temp_bytes,
-              streams, io)
-    variable = sum(values) - (code + exchange) - io
+    # Summed in MEMORY_CATEGORIES order (the report's), as the dict below lists them.
+    variable = sum((code, exchange, weights, grads, opt, stash, checkpoints, activations,
+                    temp_bytes, streams, io)) - (code + exchange) - io
     max_tile = (
         (code + exchange) * (1.0 + c.always_live_tile_imbalance)
         + variable * (1.0 + c.variable_tile_imbalance)
@@ -167,5 +168,19 @@ def stage_memory(
     if io_tiles:
         # An I/O tile holds its share of the micro-batch in transfer (seed guide 4.4.2).
         max_tile = max(max_tile, c.io_tile_overhead * io_bytes_per_micro_batch / io_tiles)
-    rounded = tuple(map(round, values))
-    return dict(zip(MEMORY_CATEGORIES, rounded, strict=True)), round(max_tile), sum(rounded)
+    # A literal in MEMORY_CATEGORIES order (tests/simulator/test_memory.py): half the cost of
+    # dict(zip(MEMORY_CATEGORIES, map(round, ...))), built for every IPU of every simulate.
+    cats = {
+        "code": round(code),
+        "exchange_code": round(exchange),
+        "weights": round(weights),
+        "gradients": round(grads),
+        "optimizer_state": round(opt),
+        "activation_stash": round(stash),
+        "recompute_checkpoints": round(checkpoints),
+        "activations": round(activations),
+        "temporaries": round(temp_bytes),
+        "stream_buffers": round(streams),
+        "io_tiles": round(io),
+    }
+    return cats, round(max_tile), sum(cats.values())

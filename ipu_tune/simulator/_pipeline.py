@@ -19,38 +19,45 @@ Pipeline slots are synchronous across IPUs (each ends with the inter-IPU copies)
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
-__all__ = ["StageParts", "StepCore", "pipeline_step"]
+__all__ = ["StageParts", "StepCore", "pipeline_step", "stage_parts"]
 
 
-class StageParts(NamedTuple):
-    """Seconds of one micro-batch on one stage, by kind (a NamedTuple: built per stage of
-    every simulate, where a frozen dataclass's constructor costs several times more)."""
+# The per-simulate records below are slotted dataclasses, not frozen: built and read on the
+# hot path, where a frozen dataclass's constructor costs several times more and a NamedTuple's
+# fields read several times slower. Nothing changes them once built.
+@dataclass(slots=True)
+class StageParts:
+    """Seconds of one micro-batch on one stage, by kind. Build it with `stage_parts`, which
+    sums the passes once: the schedule reads them several times."""
 
     f_compute: float
     f_exchange: float
     f_link: float  # activations sent to the next stage
-    b_compute: float = 0.0
-    b_exchange: float = 0.0
-    b_link: float = 0.0  # gradients sent to the previous stage
-    r_compute: float = 0.0  # recomputed forward
-    r_exchange: float = 0.0
-
-    @property
-    def forward(self) -> float:
-        return self.f_compute + self.f_exchange + self.f_link
-
-    @property
-    def backward(self) -> float:
-        return self.b_compute + self.b_exchange + self.b_link + self.r_compute + self.r_exchange
+    b_compute: float
+    b_exchange: float
+    b_link: float  # gradients sent to the previous stage
+    r_compute: float  # recomputed forward
+    r_exchange: float
+    forward: float  # f_compute + f_exchange + f_link
+    backward: float  # b_compute + b_exchange + b_link + r_compute + r_exchange
 
     @property
     def slot(self) -> float:
         return self.forward + self.backward
 
 
-class StepCore(NamedTuple):
+def stage_parts(f_compute: float, f_exchange: float, f_link: float, b_compute: float = 0.0,
+                b_exchange: float = 0.0, b_link: float = 0.0, r_compute: float = 0.0,
+                r_exchange: float = 0.0) -> StageParts:
+    return StageParts(f_compute, f_exchange, f_link, b_compute, b_exchange, b_link, r_compute,
+                      r_exchange, f_compute + f_exchange + f_link,
+                      b_compute + b_exchange + b_link + r_compute + r_exchange)
+
+
+@dataclass(slots=True)
+class StepCore:
     """Device seconds per step of the pipelined passes, split by phase."""
 
     compute: float
@@ -106,16 +113,16 @@ def pipeline_step(
         comp, exch, link = _split([(f_max, "f"), (b_max, "b")])
         slot = f_max.forward + b_max.backward
         return StepCore(g * comp, g * exch, g * link, 2.0 * (n - 1) * slot, slot)
-    # Each stage's forward and backward once (the properties re-add their parts per read).
-    fwd = [p.forward for p in stages]
-    bwd = [p.backward for p in stages]
-    slots = [f + b for f, b in zip(fwd, bwd, strict=True)]  # StageParts.slot
-    worst = max(range(n), key=slots.__getitem__)  # the first longest, as max(stages) picks
-    comp, exch, link = _split([(stages[worst], "fb")])
+    slots = [p.forward + p.backward for p in stages]  # StageParts.slot
+    worst = stages[max(range(n), key=slots.__getitem__)]  # the first longest, as max() picks
+    # _split([(worst, "fb")]), written out: the common case of every tuner trial.
+    comp = worst.f_compute + (worst.b_compute + worst.r_compute)
+    exch = worst.f_exchange + (worst.b_exchange + worst.r_exchange)
+    link = worst.f_link + worst.b_link
     ramp = 0.0
     f_run = b_run = 0.0
-    for k in range(n - 1):
-        f_run = max(f_run, fwd[k])
-        b_run = max(b_run, bwd[k])
+    for p in stages[:-1]:
+        f_run = max(f_run, p.forward)
+        b_run = max(b_run, p.backward)
         ramp += f_run + b_run
-    return StepCore(g * comp, g * exch, g * link, ramp, slots[worst])
+    return StepCore(g * comp, g * exch, g * link, ramp, worst.forward + worst.backward)

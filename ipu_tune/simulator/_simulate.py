@@ -14,7 +14,8 @@ Throughput = samples per call (all replicas) / call time; 0.0 when the plan does
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
@@ -23,8 +24,8 @@ from ipu_tune.simulator import _host
 from ipu_tune.simulator._collectives import UpdateTimes, update_times
 from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
-from ipu_tune.simulator._memory import plan_memory, recompute_mode, stage_memory, stash_depth
-from ipu_tune.simulator._pipeline import StageParts, StepCore, pipeline_step
+from ipu_tune.simulator._memory import PlanMemory, plan_memory, stage_memory, stash_depth
+from ipu_tune.simulator._pipeline import StageParts, StepCore, pipeline_step, stage_parts
 from ipu_tune.simulator._result import IpuMemory, SimResult, StageTime, built
 from ipu_tune.simulator._stages import StageShape, stage_shapes
 
@@ -43,18 +44,21 @@ def simulate(
     model; a plan that does not fit is a result with `fits=False` and the reason."""
     c = constants
     shapes = stage_shapes(profile, plan)
+    pm = plan_memory(plan, system.ipu, c)  # the plan's derived facts, read once
+    training = pm.training
     costs = block_costs(
-        profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
-        plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles, plan.training, c,
-        plan.partials == "half",
+        profile, system.ipu, plan.micro_batch_size, pm.model_fp16,
+        plan.available_memory_proportion, pm.compute_tiles, training, c, plan.partials == "half",
     )
     mb_in_bytes = _host.input_bytes_per_sample(profile, plan) * plan.micro_batch_size
-    parts, memory, times, fits = _stages(shapes, costs, system, plan, c, mb_in_bytes)
+    parts, memory, times, fits = _stages(shapes, costs, system, pm, c, mb_in_bytes)
     core = pipeline_step(parts, plan.schedule,
-                         plan.gradient_accumulation if plan.training else 1, plan.training)
+                         plan.gradient_accumulation if training else 1, training)
     update = update_times(shapes, system, plan, c)
-    call = _call_time(profile, system, plan, c, core, update, mb_in_bytes)
     di = plan.device_iterations
+    samples_per_step = plan.samples_per_step
+    samples_per_call = samples_per_step * di  # plan.samples_per_call
+    call = _call_time(profile, system, plan, c, core, update, mb_in_bytes, samples_per_call)
     phases = _phases(core, update, call, di)
     # Latency of one micro-batch: pipeline slots are synchronous across IPUs (`_pipeline`), so
     # in the steady state a micro-batch crosses N stages in N slots of the longest stage;
@@ -62,8 +66,6 @@ def simulate(
     n = len(shapes)
     pipelined = n > 1 and plan.schedule != "sharded"
     latency_s = n * core.slot if pipelined else core.slot
-    samples_per_step = plan.samples_per_step
-    samples_per_call = samples_per_step * di  # plan.samples_per_call
     return built(SimResult, {
         "fits": fits,
         "throughput": samples_per_call / call.call_s if fits else 0.0,
@@ -76,23 +78,22 @@ def simulate(
                                           c.io_tile_overhead),
         "samples_per_step": samples_per_step,
         "device_throughput": samples_per_call / call.device_call_s,
-        "extras": _extras(system, plan, c, parts, costs, update, call, samples_per_call),
+        "extras": _extras(system, plan, pm, parts, costs, update, call, samples_per_call),
         "latency_s": latency_s,
     })
 
 
 def _stages(
-    shapes: tuple[StageShape, ...], costs: BlockCosts, system: System, plan: ExecutionPlan,
+    shapes: tuple[StageShape, ...], costs: BlockCosts, system: System, pm: PlanMemory,
     c: SimConstants, mb_in_bytes: float,
 ) -> tuple[list[StageParts], list[IpuMemory], list[StageTime], bool]:
     """Each stage's passes of one micro-batch, its IPU's memory, its reported times, and
     whether every IPU fits."""
     ipu = system.ipu
     clock = ipu.clock_hz
-    pm = plan_memory(plan, ipu, c)
     training = pm.training
     wb = pm.wb
-    b = plan.micro_batch_size
+    b = pm.b
     n = pm.stages
     recompute = pm.recompute != "none"
     link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
@@ -114,13 +115,13 @@ def _stages(
             b_exch = (bx[hi] - bx[lo]) / clock
             back = (x.input_el * b * wb / link_bw + sync_s) if s > 0 else 0.0
             if recompute:
-                p = StageParts(f_comp, f_exch, send, b_comp, b_exch, back, f_comp, f_exch)
+                p = stage_parts(f_comp, f_exch, send, b_comp, b_exch, back, f_comp, f_exch)
                 sets += sets
             else:
-                p = StageParts(f_comp, f_exch, send, b_comp, b_exch, back)
+                p = stage_parts(f_comp, f_exch, send, b_comp, b_exch, back)
             sets += bs[hi] - bs[lo]
         else:
-            p = StageParts(f_comp, f_exch, send)
+            p = stage_parts(f_comp, f_exch, send)
         parts.append(p)
         times.append(built(StageTime, {
             "stage": s,
@@ -145,9 +146,10 @@ def _stages(
     return parts, memory, times, fits
 
 
-class CallTime(NamedTuple):
-    """Seconds of one model call (device iterations x steps) and its parts (a NamedTuple:
-    cheaper to build than a frozen dataclass on the hot path)."""
+@dataclass(slots=True)
+class CallTime:
+    """Seconds of one model call (device iterations x steps) and its parts (slotted, not
+    frozen, for the reasons of `_pipeline.StageParts`)."""
 
     call_s: float
     device_call_s: float
@@ -164,8 +166,9 @@ class CallTime(NamedTuple):
 
 def _call_time(
     profile: ModelProfile, system: System, plan: ExecutionPlan, c: SimConstants,
-    core: StepCore, update: UpdateTimes, mb_in_bytes: float,
+    core: StepCore, update: UpdateTimes, mb_in_bytes: float, samples: int,
 ) -> CallTime:
+    """The call of `samples` samples (`plan.samples_per_call`)."""
     training = plan.training
     g = plan.gradient_accumulation if training else 1
     di = plan.device_iterations
@@ -178,7 +181,6 @@ def _call_time(
     call_cost = _host.call_overhead_s(system, c)
     device_call = di * device_step + call_cost
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
-    samples = plan.samples_per_call
     io_call = _host.io_call_s(mb_in_bytes * samples / plan.micro_batch_size, system)
     host_call = max(_host.cpu_call_s(samples, per_sample, system, plan), io_call)
     if plan.async_dataloader:
@@ -218,13 +220,13 @@ def _bottleneck(fits: bool, plan: ExecutionPlan, call: CallTime,
 
 
 def _extras(
-    system: System, plan: ExecutionPlan, c: SimConstants,
+    system: System, plan: ExecutionPlan, pm: PlanMemory,
     parts: list[StageParts], costs: BlockCosts,
     update: UpdateTimes, call: CallTime, samples_per_call: int,
 ) -> dict[str, Any]:
-    n = len(parts)  # plan.stages
-    training = plan.training
-    schedule = plan.schedule
+    n = pm.stages
+    training = pm.training
+    schedule = pm.schedule
     return {
         "device_call_s": call.device_call_s,
         "device_call_cycles": call.device_call_s * system.ipu.clock_hz,
@@ -236,14 +238,15 @@ def _extras(
         "compute_tiles": system.ipu.tiles - plan.io_tiles,
         "stash_depths": ([stash_depth(schedule, n, s) for s in range(n)] if training
                          else [0] * n),
-        "stage_slot_s": [p.slot for p in parts] if training else [p.forward for p in parts],
+        "stage_slot_s": ([p.forward + p.backward for p in parts] if training  # StageParts.slot
+                         else [p.forward for p in parts]),
         "amp_max_passes": costs.max_passes,
         "rts_gather_s": update.rts_gather_s,
         "io_call_s": call.io_call_s,
         "host_instances": _host.host_instances(system, plan),
-        "recompute": recompute_mode(plan),
-        "pods": -(-(plan.replication_factor * n) // system.machine.ipu_link_domain_ipus),
-        "simulator_constants": "default" if c is DEFAULT_CONSTANTS else "custom",
+        "recompute": pm.recompute,  # recompute_mode(plan)
+        "pods": -(-(pm.replicas * n) // system.machine.ipu_link_domain_ipus),
+        "simulator_constants": "default" if pm.c is DEFAULT_CONSTANTS else "custom",
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import subprocess
 from pathlib import Path
 
@@ -55,6 +56,20 @@ def test_plan_from_config_carries_every_knob() -> None:
         value = get_key(cfg, k.key)
         assert getattr(plan, k.field) == (tuple(value) if k.type is tuple else value)
     assert plan.host_instances == 4 and plan.partials == "half"
+
+
+def test_plan_from_config_builds_the_instance_the_constructor_would() -> None:
+    """plan_from_config skips the generated __init__: same fields, equality, hash, pickling."""
+    cfg = EvalConfig()
+    cfg.plan.pipeline.splits = ["layer1", "layer3"]
+    plan = plan_from_config(cfg)
+    again = ExecutionPlan(**{f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)})
+    assert plan == again and again == plan and hash(plan) == hash(again)
+    assert vars(plan) == vars(again)
+    assert pickle.loads(pickle.dumps(plan)) == plan
+    assert plan.splits == ("layer1", "layer3") and plan.stages == 3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.mode = "infer"  # type: ignore[misc]
 
 
 def test_store_columns_change_keys_and_space_knobs_derive_from_the_declarations() -> None:

@@ -105,3 +105,20 @@ def test_error_messages_name_the_key() -> None:
         load_config({"plan": {"io_tiles": 7}})
     with pytest.raises(IpuTuneError, match=r"only model\._target_"):
         load_config({"plan": {"_target_": "os.system"}})
+
+
+@pytest.mark.parametrize(("data", "where"), [
+    ({"model": {"kwargs": {"_target_": "os.system"}}}, "model.kwargs._target_='os.system'"),
+    ({"model": {"kwargs": {"x": [{"_target_": "os.system"}]}}},
+     "model.kwargs.x._target_='os.system'"),
+    ({"model": {"dataset": {"_target_": "os.system"}}}, "model.dataset._target_='os.system'"),
+    ({"_target_": "os.system"}, "_target_='os.system'"),
+])
+def test_a_factory_named_outside_model_target_is_refused(data: dict[str, Any], where: str) -> None:
+    """The fast merge hands any other `_target_` over, and `typed` refuses it by its path."""
+    with pytest.raises(_Fallback):
+        _merge(EvalConfig, data)
+    with pytest.raises(IpuTuneError) as exc:
+        typed(EvalConfig, data)
+    assert str(exc.value) == f"{where}: only model._target_ may name a factory to instantiate"
+    assert typed(ModelConfig, {"_target_": "pkg.make"})._target_ == "pkg.make"
