@@ -92,22 +92,9 @@ def _bounded(key: str, value: Any) -> None:
         raise IpuTuneError(f"{key}={_short(value)}: must be <= {limit}")
 
 
-# The keys `check_limits` bounds, in the order it checks them (the first bad one is named),
-# each with its bound, and all their values in one C call.
-_EVAL_LIMITED = ("model.num_classes", "model.sequence_length", "model.dataset.sample_bytes",
-                 "workload.micro_batch_size", "system.num_ipus", "system.hosts",
-                 "plan.replication_factor", "plan.gradient_accumulation",
-                 "plan.device_iterations", "plan.prefetch_depth", "plan.dataloader_workers")
-_TUNE_LIMITED = ("study.n_trials", "study.workers", "search.global_batch_size", "sampler.seed")
-_EVAL_BOUNDS = tuple((key, LIMITS[key]) for key in _EVAL_LIMITED)
-_TUNE_BOUNDS = tuple((key, LIMITS[key]) for key in _TUNE_LIMITED)
-_EVAL_VALUES = attrgetter(*_EVAL_LIMITED)
-_TUNE_VALUES = attrgetter(*_TUNE_LIMITED)
-
-
 def check_limits(cfg: EvalConfig) -> None:
     """Every integer at most its `LIMITS` bound (and tune-only keys when `cfg` is a TuneConfig)."""
-    m = cfg.model
+    m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     if len(m.input_shape) > _MAX_INPUT_DIMS:
         raise bad_value("model.input_shape", list(m.input_shape),
                         f"at most {_MAX_INPUT_DIMS} dimensions")
@@ -115,18 +102,31 @@ def check_limits(cfg: EvalConfig) -> None:
         if d > LIMITS["model.input_shape"]:
             raise IpuTuneError(f"model.input_shape={_short(list(m.input_shape))}: every "
                                f"dimension must be <= {LIMITS['model.input_shape']}")
-    _within(_EVAL_BOUNDS, _EVAL_VALUES(cfg))
+    values: dict[str, Any] = {
+        "model.num_classes": m.num_classes,
+        "model.sequence_length": m.sequence_length,
+        "model.dataset.sample_bytes": m.dataset.sample_bytes,
+        "workload.micro_batch_size": w.micro_batch_size,
+        "system.num_ipus": s.num_ipus,
+        "system.hosts": s.hosts,
+        "plan.replication_factor": p.replication_factor,
+        "plan.gradient_accumulation": p.gradient_accumulation,
+        "plan.device_iterations": p.device_iterations,
+        "plan.prefetch_depth": p.prefetch_depth,
+        "plan.dataloader_workers": p.dataloader_workers,
+    }
     if isinstance(cfg, TuneConfig):
+        values.update({
+            "study.n_trials": cfg.study.n_trials,
+            "study.workers": cfg.study.workers,
+            "search.global_batch_size": cfg.search.global_batch_size,
+            "sampler.seed": cfg.sampler.seed,
+        })
         if cfg.sampler.seed is not None and cfg.sampler.seed < 0:
             raise bad_value("sampler.seed", cfg.sampler.seed,
                             f"must be in 0..{LIMITS['sampler.seed']}")
-        _within(_TUNE_BOUNDS, _TUNE_VALUES(cfg))
-
-
-def _within(bounds: tuple[tuple[str, int], ...], values: tuple[Any, ...]) -> None:
-    for (key, limit), value in zip(bounds, values, strict=True):
-        if type(value) is not int or value > limit:  # a plain int within its bound: no call
-            _bounded(key, value)
+    for key, value in values.items():
+        _bounded(key, value)
 
 
 def _check_tune(cfg: TuneConfig) -> None:
@@ -144,25 +144,21 @@ def _choice(key: str, value: object, choices: tuple[str, ...]) -> None:
         raise bad_value(key, value, "allowed: " + ", ".join(choices))
 
 
-_Checks = tuple[tuple[tuple[str, Callable[[Any], str | None]], ...], Callable[[Any], Any]]
-
-
-def _checks(knobs: tuple[Knob, ...]) -> _Checks:
-    """(key, checker) of the knobs that can hold a wrong value, and a getter of all their
-    values in one C call."""
-    checked = tuple((k.key, checker(k)) for k in knobs if checker(k) is not never_wrong)
-    keys = [key for key, _ in checked]
-    get = attrgetter(*keys) if len(keys) > 1 else (lambda cfg: (attrgetter(keys[0])(cfg),))
-    return checked, get
+def _checks(knobs: tuple[Knob, ...]) -> tuple[tuple[str, Callable[[Any], Any],
+                                                   Callable[[Any], str | None]], ...]:
+    """(key, value getter, checker) of the knobs that can hold a wrong value."""
+    return tuple((k.key, attrgetter(k.key), checker(k)) for k in knobs
+                 if checker(k) is not never_wrong)
 
 
 _WORKLOAD_CHECKS = _checks(WORKLOAD_KNOBS)
 _PLAN_CHECKS = _checks(PLAN_KNOBS)
 
 
-def _check_knobs(cfg: EvalConfig, checks: _Checks) -> None:
-    checked, get = checks
-    for (key, check), value in zip(checked, get(cfg), strict=True):
+def _check_knobs(cfg: EvalConfig, checks: tuple[tuple[str, Callable[[Any], Any],
+                                                      Callable[[Any], str | None]], ...]) -> None:
+    for key, get, check in checks:
+        value = get(cfg)
         message = check(value)
         if message is not None:
             raise bad_value(key, list(value) if isinstance(value, list) else value, message)
