@@ -20,6 +20,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+from _record import Run
+
 PARTS = ("evaluate", "load_config", "build_case", "simulate")
 MAPPING = {"model": {"name": "resnet101"}, "system": {"num_ipus": 2},
            "plan": {"precision": "16.16", "pipeline": {"splits": ["layer3.10"]},
@@ -66,12 +68,16 @@ def main() -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind: not installed (apt-get install valgrind)")
+    record = Run("evaluate_cost")
     base = _instructions("evaluate", 0)  # start-up and warm-up, the same for every part
     print("| part | instructions per call |")
     print("| --- | --- |")
     for part in args.parts:
         per_call = (_instructions(part, args.calls) - base) / args.calls
         print(f"| {part} | {per_call / 1e3:.0f} k |", flush=True)
+        record.add(f"{part}: instructions per call", per_call / 1e3,
+                   f"thousand instructions per call, {args.calls} calls (callgrind)")
+    record.save()
 
 
 if __name__ == "__main__":

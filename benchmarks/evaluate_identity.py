@@ -24,6 +24,9 @@ from ipu_tune.config import load_config
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import profile_model
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _record import Run
+
 _MODELS = {  # zoo name -> (model section, blocks usable as splits come from the profile)
     "resnet50": {"name": "resnet50", "input_shape": [3, 64, 64], "num_classes": 10},
     "resnet101": {"name": "resnet101"},
@@ -140,6 +143,10 @@ def main() -> int:
     for line in problems[:20]:
         print(line)
     print(f"{len(results)} outcomes compared, {len(problems)} differences")
+    record = Run("evaluate_identity")
+    record.add(f"fields that differ over {len(results)} outcomes", len(problems),
+               "count (0: bit-identical)", target="0")
+    record.save()
     return 1 if problems else 0
 
 

@@ -6,7 +6,7 @@ Each cold and disk figure comes from a fresh Python process (torch already impor
 tuner), so it includes what a new tuner worker pays. "cold, first in process" also pays torch's
 one-time lazy imports that its Python meta kernels trigger (torch._dynamo, sympy: timed alone on
 the next line); "cold, warm process" is a second model traced in the same process.
-Targets (issue 3): ResNet-101 < 2 s cold, < 50 ms from disk.
+Targets: ResNet-101 < 2 s cold, < 50 ms from disk.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _record import Run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -93,9 +95,16 @@ def main() -> None:
         ("disk cache, fresh process (ms)", disk, 1e3),
         ("in-process cache (us)", memory, 1e6),
     ]
+    record = Run("profile_speed")
+    units = {1.0: "s", 1e3: "ms", 1e6: "us"}
+    targets = {"cold, first in process (s)": "< 2", "disk cache, fresh process (ms)": "< 50"}
     for label, values, scale in rows:
         v = [x * scale for x in values]
         print(f"{label:<34}{statistics.median(v):>12.3f}{min(v):>12.3f}{max(v):>12.3f}")
+        record.add(f"{a.model} {a.input_shape}: {label.split(' (')[0].strip()}",
+                   statistics.median(v), f"{units[scale]}, median of {a.repeats} repeats",
+                   spread=(min(v), max(v)), target=targets.get(label))
+    record.save()
 
 
 if __name__ == "__main__":

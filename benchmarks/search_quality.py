@@ -52,6 +52,8 @@ from hydra import compose, initialize_config_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _record import Run
+
 from ipu_tune.config import CONF_DIR, TuneConfig, typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
@@ -283,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     wanted = args.cases.split(",")
     rows: list[str] = []
+    record = Run("search_quality")
     budgets = (100, args.trials)
     for case in (c for c in CASES if c.key in wanted):
         print(f"{case.title}:", file=sys.stderr)
@@ -308,6 +311,12 @@ def main(argv: list[str] | None = None) -> int:
             med_txt = f"{med:.0f}" if math.isfinite(med) else f">{n}"
             rows.append(f"| {case.title} | {ref:,.4g} | {kind} | {' | '.join(cells)} | "
                         f"{med_txt} | {secs:.1f} |")
+            for b in budgets:
+                s = shares(curves, b, ref)
+                record.add(f"{case.title}, {kind}: best @{b} trials", 100 * statistics.median(s),
+                           f"% of the reference, median of {args.seeds} seeds",
+                           spread=(100 * min(s), 100 * max(s)),
+                           note=f"reference {ref:,.4g}; 99 % reached at trial {med_txt} (median)")
             print(f"  {kind}: {rows[-1]}", file=sys.stderr)
     unit = "samples/s (pareto: hypervolume, samples/s x headroom share)"
     print(f"\nmedian and worst over {args.seeds} seeds, % of the reference; reference in {unit}\n")
@@ -316,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(row)
+    record.save()
     return 0
 
 

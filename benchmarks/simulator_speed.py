@@ -16,6 +16,8 @@ import random
 import time
 from dataclasses import replace
 
+from _record import Run
+
 from ipu_tune.config import ModelConfig
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
@@ -23,18 +25,20 @@ from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import simulate
 
 
-def _per_call_us(fn: object, calls: int) -> float:
+def _per_call_us(fn: object, calls: int) -> list[float]:
+    """CPU microseconds per call of each of 5 rounds (the best is the figure)."""
     assert callable(fn)
-    best = float("inf")
+    rounds = []
     for _ in range(5):
         start = time.process_time()
         for i in range(calls):
             fn(i)
-        best = min(best, (time.process_time() - start) / calls * 1e6)
-    return best
+        rounds.append((time.process_time() - start) / calls * 1e6)
+    return rounds
 
 
 def main() -> None:
+    record = Run("simulator_speed")
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     profile = profile_model(ModelConfig(name="resnet101", input_shape=[3, 64, 64], num_classes=10))
@@ -75,9 +79,14 @@ def main() -> None:
         simulate(profile, system, p)
     varied = _per_call_us(lambda i: simulate(profile, system, plans[i % len(plans)]), 2000)
     print(f"ResNet-101 ({len(profile.ops)} ops, {len(profile.block_stats)} blocks), seed plan:")
-    print(f"  warm (cached per-block costs): {warm:7.1f} CPU us per simulate")
-    print(f"  cold (all ops costed again):   {cold:7.1f} CPU us per simulate")
-    print(f"  varied plans (500, cached):    {varied:7.1f} CPU us per simulate")
+    figures = (("warm (cached per-block costs)", warm, "< 100"),
+               ("cold (all ops costed again)", cold, None),
+               ("varied plans (500, cached)", varied, None))
+    for label, rounds, target in figures:
+        print(f"  {label + ':':<31}{min(rounds):7.1f} CPU us per simulate")
+        record.add(f"simulate, {label}", min(rounds), "CPU us per call, best of 5 rounds",
+                   spread=(min(rounds), max(rounds)), target=target)
+    record.save()
 
 
 if __name__ == "__main__":

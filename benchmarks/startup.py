@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _record import Run
+
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -92,19 +94,28 @@ def _first_byte_s(args: list[str], cwd: Path) -> float:
     return first
 
 
+_ROUNDS: dict[str, list[float]] = {}  # the rounds behind the last `_paired` call's medians
+
+
 def _paired(rounds: int, ours: Callable[[], float], ref: Callable[[], float]) -> tuple[
         float, float, float]:
-    """Median of ours, median of the reference, median of the per-round ratio."""
+    """Median of ours, median of the reference, median of the per-round ratio (the rounds
+    themselves are left in `_ROUNDS` for the record's spread)."""
     a, b, r = [], [], []
     for _ in range(rounds):
         x, y = ours(), ref()
         a.append(x)
         b.append(y)
         r.append(x / y)
+    _ROUNDS.update(ours=a, ref=b, ratio=r)
     return statistics.median(a), statistics.median(b), statistics.median(r)
 
 
-def evaluate_per_call(rounds: int, calls: int = 300) -> None:
+def _spread(key: str, scale: float = 1.0) -> tuple[float, float]:
+    return scale * min(_ROUNDS[key]), scale * max(_ROUNDS[key])
+
+
+def evaluate_per_call(record: Run, rounds: int, calls: int = 300) -> None:
     import ipu_tune
     from ipu_tune.case import build_case, simulate_case
     from ipu_tune.config import EvalConfig, load_config, validate
@@ -124,9 +135,17 @@ def evaluate_per_call(rounds: int, calls: int = 300) -> None:
 
     ev, sim, ratio = _paired(rounds, lambda: per_call(lambda: ipu_tune.evaluate(mapping)),
                              lambda: per_call(lambda: simulate_case(case)))
+    record.add("evaluate(mapping), cached model", 1e3 * ev, "ms per call, median of rounds",
+               spread=_spread("ours", 1e3), target="<= 0.2")
+    record.add("simulate alone (same rounds)", 1e3 * sim, "ms per call, median of rounds",
+               spread=_spread("ref", 1e3))
     old, new, speedup = _paired(
         rounds, lambda: per_call(lambda: validate(_omegaconf_typed(EvalConfig, mapping)), 20),
         lambda: per_call(lambda: load_config(mapping)))
+    record.add("mapping -> validated config", 1e3 * new, "ms per call, median of rounds",
+               spread=_spread("ref", 1e3))
+    record.add("OmegaConf merge of the same mapping (same rounds)", 1e3 * old,
+               "ms per call, median of rounds", spread=_spread("ours", 1e3))
     print(f"| evaluate(mapping), cached model | {1e3 * ev:.3f} ms per call | simulate alone "
           f"{1e3 * sim:.3f} ms | {ratio:.2f}x (overhead {1e3 * (ev - sim):.3f} ms) |")
     print(f"| mapping -> validated config | {1e3 * new:.3f} ms per call | OmegaConf merge "
@@ -134,7 +153,7 @@ def evaluate_per_call(rounds: int, calls: int = 300) -> None:
     del speedup
 
 
-def cli(rounds: int) -> None:
+def cli(record: Run, rounds: int) -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -146,13 +165,22 @@ def cli(rounds: int) -> None:
         ours, ref, ratio = _paired(rounds, lambda: _wall([py, "-m", "ipu_tune", "--help"], root),
                                    lambda: _wall([py, "-c", "pass"], root))
         print(f"| `--help` | {ours:.2f} s | bare `python -c pass` {ref:.2f} s | {ratio:.1f}x |")
+        record.add("python -m ipu_tune --help", ours, "s wall, median of rounds",
+                   spread=_spread("ours"), target="<= 1")
+        record.add("bare python -c pass (same rounds)", ref, "s wall, median of rounds",
+                   spread=_spread("ref"))
         ours, ref, ratio = _paired(
             max(1, rounds // 2), lambda: _wall([py, "-m", "ipu_tune", "--help"], root),
             lambda: _wall([py, "-m", "ipu_tune", "--hydra-help"], root))
         print(f"| `--help` | {ours:.2f} s | Hydra's help {ref:.2f} s | {ratio:.2f}x |")
+        record.add("Hydra's own help (--hydra-help)", ref, "s wall, median of rounds",
+                   spread=_spread("ref"))
         ours, ref, ratio = _paired(rounds, lambda: _wall([py, "-m", "ipu_tune", "studies"], root),
                                    lambda: _wall([py, "-c", BARE_LIST, str(journal)], root))
         print(f"| `studies` | {ours:.2f} s | bare Optuna listing {ref:.2f} s | {ratio:.2f}x |")
+        record.add("python -m ipu_tune studies / bare Optuna listing", ratio,
+                   "ratio, median of paired rounds", spread=_spread("ratio"),
+                   note=f"{ours:.2f} s vs {ref:.2f} s")
 
         counter = iter(range(10_000))
 
@@ -168,19 +196,23 @@ def cli(rounds: int) -> None:
         ours, ref, ratio = _paired(rounds, one_trial, bare_trial)
         print(f"| 1-trial run (incl. exports, report) | {ours:.2f} s | bare Optuna script "
               f"{ref:.2f} s | {ratio:.2f}x |")
-        first = statistics.median(
-            _first_byte_s([py, "-m", "ipu_tune", "study.n_trials=1",
-                           f"results_dir={root / f'tty{i}'}"], root) for i in range(rounds))
+        record.add("1-trial run incl. exports and report / bare Optuna one-trial script", ratio,
+                   "ratio, median of paired rounds", spread=_spread("ratio"), target="<= 2",
+                   note=f"{ours:.2f} s vs {ref:.2f} s")
+        firsts = [_first_byte_s([py, "-m", "ipu_tune", "study.n_trials=1",
+                                 f"results_dir={root / f'tty{i}'}"], root) for i in range(rounds)]
+        first = statistics.median(firsts)
         print(f"| first output on a terminal, 1-trial run | {first:.2f} s | | |")
+        record.add("first output on a terminal, 1-trial run", first, "s wall, median of rounds",
+                   spread=(min(firsts), max(firsts)))
 
 
-def exports(rounds: int) -> None:
+def exports(record: Run, rounds: int) -> None:
     """`export_study` (best.yaml, programs, explain, report.html) of a fresh one-trial study."""
     from hydra import compose, initialize_config_dir
 
     from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
-    from ipu_tune.results import ResultsStore
-    from ipu_tune.storage import open_storage
+    from ipu_tune.storage import ResultsStore, open_storage
     from ipu_tune.tuner import export_study, open_study, prepare, run
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -205,6 +237,9 @@ def exports(rounds: int) -> None:
         store.close()
     print(f"| exports + report of a 1-trial study (in process) | {statistics.median(walls):.3f} s"
           f" wall, {statistics.median(cpus):.3f} s CPU | target 0.3 s | |")
+    record.add("exports + report of a 1-trial study (in process)", statistics.median(walls),
+               "s wall, median of rounds", spread=(min(walls), max(walls)), target="<= 0.3",
+               note=f"CPU {statistics.median(cpus):.3f} s")
 
 
 def main() -> None:
@@ -213,14 +248,16 @@ def main() -> None:
     parser.add_argument("--only", choices=("evaluate", "cli", "exports"), default=None)
     args = parser.parse_args()
     compileall.compile_dir(str(REPO / "ipu_tune"), quiet=1)
+    record = Run("startup")
     print("| what | ours (median) | reference (same rounds) | ratio ours/ref (median) |")
     print("| --- | --- | --- | --- |")
     if args.only in (None, "evaluate"):
-        evaluate_per_call(args.rounds)
+        evaluate_per_call(record, args.rounds)
     if args.only in (None, "cli"):
-        cli(args.rounds)
+        cli(record, args.rounds)
     if args.only in (None, "exports"):
-        exports(args.rounds)
+        exports(record, args.rounds)
+    record.save()
 
 
 if __name__ == "__main__":

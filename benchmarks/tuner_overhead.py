@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +36,9 @@ from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem
 from ipu_tune.storage import open_storage, resolve_storage
 from ipu_tune.tuner import run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _record import Run
 
 _CPU: list[float] = []  # CPU seconds per trial of each loop run, in run order (one process)
 
@@ -96,6 +100,7 @@ def main() -> None:
     print("| trials | whole run, ms per trial: bare / ipu-tune (ratio) | "
           "per trial, ms: bare / ipu-tune (ratio) | CPU ms per trial, bare / ipu-tune (ratio) |")
     print("| --- | --- | --- | --- |")
+    record = Run("tuner_overhead")
     for n in args.trials:
         whole: list[tuple[float, float]] = []
         marginal: list[tuple[float, float]] = []
@@ -117,6 +122,15 @@ def main() -> None:
 
         print(f"| {n} ({args.sampler}, journal) | {show(whole)} | {show(marginal)} | "
               f"{show(cpu)} |", flush=True)
+        for label, pairs, target in (("whole run per trial", whole, None),
+                                     ("per trial beyond the first", marginal, "<= 1.2"),
+                                     ("CPU per trial", cpu, None)):
+            ratios = [p[1] / p[0] for p in pairs]
+            record.add(f"{n} trials ({args.sampler}): {label}, ipu-tune / bare Optuna",
+                       statistics.median(ratios), f"ratio, median of {args.rounds} paired rounds",
+                       spread=(min(ratios), max(ratios)), target=target,
+                       note=f"ms per trial, bare / ipu-tune: {show(pairs).split(' (')[0]}")
+    record.save()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +28,9 @@ from optuna.trial import TrialState
 from ipu_tune.config import CONF_DIR, TuneConfig, typed
 from ipu_tune.storage import open_storage, resolve_storage
 from ipu_tune.tuner import prepare, run
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _record import Run
 
 
 def _cfg(results: Path, n: int, workers: int) -> TuneConfig:
@@ -67,6 +71,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1)
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    record = Run("workers_scaling")
     one_run(5, 1)  # warm the profile cache and imports
     runs: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
     for pair in range(args.pairs):
@@ -85,6 +90,12 @@ def main() -> None:
           f"{sum(rate) / len(rate):.2f}x trials/s | "
           f"{sum(b[2] / a[2] for a, b in zip(runs[1], runs[2], strict=True)) / len(wall):.2f}x "
           "CPU per trial |")
+    for label, values, target in (("run wall time", wall, ">= 1.6"),
+                                  ("trial phase, trials/s", rate, None)):
+        record.add(f"{args.trials} trials: study.workers=2 vs 1, {label}",
+                   sum(values) / len(values), f"speed-up, mean of {args.pairs} paired runs",
+                   spread=(min(values), max(values)), target=target)
+    record.save()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """`python -m ipu_tune` / `ipu-tune`: tune (Hydra overrides) or run a named command.
 
-Start-up matters here (issue 16): only the command that runs is imported, and `--help` is our
+Start-up matters here: only the command that runs is imported, and `--help` is our
 own text (Hydra's help builds its config repository dozens of times; it stays behind
 `--hydra-help`). Nothing heavy (Hydra, Optuna, torch, pandas, plotly) is imported to print it.
 """

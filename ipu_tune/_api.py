@@ -1,4 +1,4 @@
-"""The Python API of DESIGN.md (Contract): `evaluate` and `profile`."""
+"""The Python API (README, "Python API"): `evaluate` and `profile`."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def evaluate(
     constants: SimConstants | Mapping[str, float] | None = None,
     trust_remote_code: bool = False,
 ) -> SimResult:
-    """Simulate one plan. `config` is a YAML path or a mapping of the DESIGN.md schema;
+    """Simulate one plan. `config` is a YAML path or a mapping of the config schema;
     `constants` optionally replaces fitted simulator constants (e.g. `ipu-tune calibrate`).
     A YAML file naming `model._target_` needs `trust_remote_code=True`."""
     if constants is None:

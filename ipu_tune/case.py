@@ -9,14 +9,22 @@ everywhere (data flows config -> profile -> plan -> simulate).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from ipu_tune.config import EvalConfig
+from ipu_tune.config import EvalConfig, read_yaml
+from ipu_tune.errors import IpuTuneError
 from ipu_tune.hardware import System, system_from_config
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import ExecutionPlan, plan_from_config, stage_starts
-from ipu_tune.simulator import DEFAULT_CONSTANTS, SimConstants, SimResult, simulate
+from ipu_tune.simulator import (
+    DEFAULT_CONSTANTS,
+    SimConstants,
+    SimResult,
+    constants_from_mapping,
+    simulate,
+)
 
-__all__ = ["Case", "build_case", "build_system", "simulate_case"]
+__all__ = ["Case", "build_case", "build_system", "read_constants", "simulate_case"]
 
 
 @dataclass(frozen=True)
@@ -46,3 +54,18 @@ def build_case(cfg: EvalConfig, profile: ModelProfile | None = None,
 
 def simulate_case(case: Case, constants: SimConstants = DEFAULT_CONSTANTS) -> SimResult:
     return simulate(case.profile, case.system, case.plan, constants)
+
+
+def read_constants(path: str | None, key: str = "simulator.constants") -> SimConstants:
+    """The simulator constants of a YAML file written by `ipu-tune calibrate --output` (its
+    comment lines are ignored); the defaults for None. Errors name `key` and the file."""
+    if path is None or path == "":
+        return DEFAULT_CONSTANTS
+    data = read_yaml(Path(path), "constants file")
+    if not isinstance(data, dict):
+        raise IpuTuneError(f"{key}={path!r}: expected a mapping of constant: value "
+                           "(the file `ipu-tune calibrate --output` writes)")
+    try:
+        return constants_from_mapping(data)
+    except IpuTuneError as exc:
+        raise IpuTuneError(f"{key}={path!r}: {exc}") from None

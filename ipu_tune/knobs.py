@@ -1,12 +1,14 @@
 """The plan knobs: one declaration each, from which everything else about a knob derives.
 
-A knob is one setting of the execution plan (DESIGN.md *Configuration file*). Its entry below
-says where it lives in the config (`key`), its `ExecutionPlan` field, its type, allowed values
-and default, its results-store column and table header, whether it counts as a change for
-the `changes` objective, and how the search draws it. The config schema, `ExecutionPlan` and
-`plan_from_config`, the config checks, the search-space checks and codec, the change count,
-the results store, the report table and the run summary all read this table. Adding a knob is
-one entry here plus its physics in the simulator.
+A knob is one setting of the execution plan (README, "The config schema"). Its entry below
+says where it lives in the config (`key`), its `ExecutionPlan` field, its type, allowed values,
+bounds and default, its results-store column and table header, its label and unit in plan
+lines, whether it counts as a change for the `changes` objective, and how the search draws it.
+The config schema's `workload`/`plan` sections and `ExecutionPlan` are generated from this
+table; the config checks and limits, the search-space checks and codec, the change count, the
+results store, the report table, the exports' context, the run summary, `evaluate`'s output
+and the sweep comparison all read it. Adding a knob is one entry here plus its physics in the
+simulator (tests/config/test_throwaway_knob.py adds one and follows it everywhere).
 
 This module imports nothing of ipu_tune: every layer may read it.
 """
@@ -27,6 +29,7 @@ __all__ = [
     "WORKLOAD_KNOBS",
     "Knob",
     "checker",
+    "describe",
     "get_key",
     "is_power_of_two",
     "knob",
@@ -47,7 +50,7 @@ __all__ = [
 # - "": never searched (fixed by the user or a preset's `fixed:`)
 DRAWS = ("categorical", "int", "float", "replicas", "instances", "splits", "")
 
-# SQL column types of the results store (mapped to SQLAlchemy in `ipu_tune.results`).
+# SQL column types of the results store (mapped to SQLAlchemy in `ipu_tune.storage`).
 SQL_TYPES = ("str8", "str16", "int", "float", "bool", "json")
 
 
@@ -56,7 +59,7 @@ def is_power_of_two(n: int) -> bool:
 
 
 def valid_io_tiles(n: int) -> bool:
-    # Poplar's numIOTiles: 0, or an even number 32..192 (shared/reference/ipu-hardware.md).
+    # Poplar's numIOTiles: 0, or an even number 32..192 (seed guide 4.4.2).
     return n == 0 or (32 <= n <= 192 and n % 2 == 0)
 
 
@@ -69,12 +72,18 @@ class Knob:
     type: type  # python type of one value (tuple: a list of block names)
     default: Any
     sql: str  # one of SQL_TYPES
-    header: str  # column header of the report's table ("" = not shown)
-    label: str  # label in the run summary ("" = not shown)
+    header: str  # column header of the results and report tables ("" = not shown)
+    label: str  # label in the plan lines of the run summary and `evaluate` ("" = not shown)
     draw: str  # one of DRAWS
     domain: tuple[Any, ...] | None = None  # allowed values (None: a range from `low`)
     low: float = 0  # lowest allowed value of a number (inclusive; float knobs: exclusive 0)
-    high: float | None = None  # highest allowed value of a float range (inclusive)
+    # Highest allowed value (inclusive): of a float range; of an integer, what the stores and
+    # the hardware can hold (`ipu_tune.config.LIMITS` gives each bound's reason).
+    high: float | None = None
+    unit: str = ""  # unit printed after the value in plan lines ("" = none)
+    # In the plan highlights of a sweep's comparison table: "always", "changed" (when not the
+    # default) or "" (never).
+    highlight: str = ""
     # Values drawn when a space file gives null (None: `domain`; () for splits and replicas,
     # whose domains follow from the model and system).
     search_domain: tuple[Any, ...] | None = None
@@ -97,6 +106,16 @@ class Knob:
         if self.draw in ("replicas", "instances", "splits"):
             return ()
         return self.search_domain if self.search_domain is not None else self.domain
+
+    def text(self, value: Any) -> str:
+        """The value as plan lines print it: floats short, lists as Python lists, then the unit."""
+        if isinstance(value, float):
+            shown_value = f"{value:g}"
+        elif isinstance(value, list | tuple):
+            shown_value = str(list(value))
+        else:
+            shown_value = str(value)
+        return f"{shown_value} {self.unit}" if self.unit else shown_value
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with `value` for this knob, in the words of `bad_value` (None: ok)."""
@@ -144,7 +163,7 @@ WORKLOAD_KNOBS: tuple[Knob, ...] = (
     Knob("workload.mode", "mode", str, "train", "str16", "", "", "",
          domain=("train", "infer"), change=False),
     Knob("workload.micro_batch_size", "micro_batch_size", int, 64, "int", "micro-batch",
-         "micro-batch", "int", low=1),
+         "micro-batch", "int", low=1, high=2**16, highlight="always"),
     Knob("workload.optimizer", "optimizer", str, "adamw", "str16", "", "", "",
          domain=("sgd", "momentum", "adam", "adamw", "lamb"), change=False),
 )
@@ -152,13 +171,13 @@ WORKLOAD_KNOBS: tuple[Knob, ...] = (
 PLAN_KNOBS: tuple[Knob, ...] = (
     # "<input>.<model>" as in the seed tutorial
     Knob("plan.precision", "precision", str, "32.32", "str8", "precision", "precision",
-         "categorical", domain=("32.32", "16.32", "16.16")),
+         "categorical", domain=("32.32", "16.32", "16.16"), highlight="always"),
     Knob("plan.gradient_accumulation", "gradient_accumulation", int, 1, "int", "grad. acc.",
-         "GA", "int", low=1, training_only=True),
+         "GA", "int", low=1, high=2**20, training_only=True, highlight="always"),
     Knob("plan.device_iterations", "device_iterations", int, 1, "int", "device it.", "DI",
-         "int", low=1),
+         "int", low=1, high=2**20, highlight="always"),
     Knob("plan.replication_factor", "replication_factor", int, 1, "int", "replicas",
-         "replicas", "replicas", low=1, rule="power_of_two"),
+         "replicas", "replicas", low=1, high=1024, rule="power_of_two"),
     # block names beginning stages 2..N
     Knob("plan.pipeline.splits", "splits", tuple, (), "json", "pipeline splits", "splits",
          "splits"),
@@ -170,7 +189,7 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     # one stage), every_block = the same plus a recomputationCheckpoint at every block.
     Knob("plan.recompute", "recompute", str, "auto", "str16", "recompute", "recompute",
          "categorical", domain=("auto", "none", "checkpoints", "every_block"),
-         training_only=True),
+         training_only=True, highlight="always"),
     Knob("plan.available_memory_proportion", "available_memory_proportion", float, 0.6,
          "float", "AMP", "AMP", "float", low=0.0, high=1.0),
     Knob("plan.offload_optimizer_state", "offload_optimizer_state", bool, False, "bool",
@@ -178,7 +197,7 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     Knob("plan.replicated_tensor_sharding", "replicated_tensor_sharding", bool, False, "bool",
          "RTS", "RTS", "categorical", domain=_BOOL, training_only=True, condition="replicated"),
     Knob("plan.prefetch_depth", "prefetch_depth", int, 1, "int", "prefetch", "prefetch", "int",
-         low=1),
+         low=1, high=1024),
     Knob("plan.io_tiles", "io_tiles", int, 0, "int", "I/O tiles", "I/O tiles", "categorical",
          domain=_IO_TILE_CHOICES, rule="io_tiles"),
     # 8-bit I/O is for pixels (seed session)
@@ -187,12 +206,12 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     Knob("plan.async_dataloader", "async_dataloader", bool, False, "bool", "async loader",
          "async loader", "categorical", domain=_BOOL),
     Knob("plan.dataloader_workers", "dataloader_workers", int, 1, "int", "workers",
-         "loader workers", "int", low=1),
+         "loader workers", "int", low=1, high=1024),
     # PopRun host instances (poprun --num-instances; seed guide 4.3.2): a power of two, a
     # multiple of system.hosts, dividing the replicas. Drawn from powers of two (`instances`
     # draw: null in a space file = 1..num_ipus), then fitted to the drawn replicas and servers.
     Knob("plan.host_instances", "host_instances", int, 1, "int", "instances", "instances",
-         "instances", low=1, rule="power_of_two"),
+         "instances", low=1, rule="power_of_two", highlight="changed"),
     # Precision of matmul/conv partial sums (PopTorch setPartialsType).
     Knob("plan.partials", "partials", str, "float", "str8", "partials", "partials",
          "categorical", domain=("float", "half")),
@@ -231,6 +250,11 @@ def set_key(node: Any, key: str, value: Any) -> None:
     for part in parents:
         node = getattr(node, part)
     setattr(node, leaf, list(value) if isinstance(value, tuple) else value)
+
+
+def describe(cfg: Any) -> str:
+    """The plan line of a config (run summary, `evaluate`): every labelled knob, in order."""
+    return ", ".join(f"{k.label} {k.text(get_key(cfg, k.key))}" for k in KNOBS if k.label)
 
 
 def shown(value: Any) -> str:

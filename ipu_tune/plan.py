@@ -7,12 +7,12 @@ the checks that need the model profile (split names exist and are in order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import field, make_dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ipu_tune.config import EvalConfig, PipelineConfig, PlanConfig, WorkloadConfig
+from ipu_tune.config import EvalConfig
 from ipu_tune.errors import bad_value
-from ipu_tune.knobs import KNOBS, knob_by_field
+from ipu_tune.knobs import KNOBS, Knob, knob_by_field
 from ipu_tune.models import ModelProfile
 
 __all__ = ["ExecutionPlan", "plan_from_config", "stage_starts"]
@@ -20,30 +20,16 @@ __all__ = ["ExecutionPlan", "plan_from_config", "stage_starts"]
 _SPLITS_KEY = knob_by_field("splits").key
 
 
-# The fields are the knobs of `ipu_tune.knobs` (same names, types and defaults), spelled out so
-# that mypy types the simulator's input; tests/config/test_knobs.py checks they match.
-@dataclass(frozen=True)
-class ExecutionPlan:
-    mode: str = "train"  # train | infer
-    micro_batch_size: int = 64
-    optimizer: str = "adamw"
-    precision: str = "32.32"  # "<input>.<model>" as in the seed tutorial
-    gradient_accumulation: int = 1
-    device_iterations: int = 1
-    replication_factor: int = 1
-    splits: tuple[str, ...] = ()  # block names beginning stages 2..N
-    schedule: str = "grouped"
-    recompute: str = "auto"  # auto | none | checkpoints | every_block (knobs.py)
-    available_memory_proportion: float = 0.6
-    offload_optimizer_state: bool = False
-    replicated_tensor_sharding: bool = False
-    prefetch_depth: int = 1
-    io_tiles: int = 0
-    eight_bit_io: bool = False
-    async_dataloader: bool = False
-    dataloader_workers: int = 1
-    host_instances: int = 1  # PopRun instances (host processes) sharing the servers
-    partials: str = "float"  # partials type of matmuls/convolutions: float | half
+class _Plan:
+    """What a plan derives from its knobs. `ExecutionPlan` is this with one frozen field per
+    knob of `ipu_tune.knobs` (name, type and default declared there only): for mypy a knob is
+    any attribute of the plan."""
+
+    if TYPE_CHECKING:
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+
+        def __init__(self, **knobs: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
 
     @property
     def training(self) -> bool:
@@ -72,16 +58,25 @@ class ExecutionPlan:
         return self.samples_per_step * self.device_iterations
 
 
+def _field_type(k: Knob) -> Any:
+    return tuple[str, ...] if k.type is tuple else k.type  # a tuple of block names
+
+
+if TYPE_CHECKING:
+    class ExecutionPlan(_Plan): ...
+else:  # the simulator's input: one frozen, hashable field per knob, in the order of KNOBS
+    ExecutionPlan = make_dataclass(
+        "ExecutionPlan", [(k.field, _field_type(k), field(default=k.default)) for k in KNOBS],
+        bases=(_Plan,), frozen=True, namespace={"__module__": __name__})
+
 # The fields of the lists that become tuples.
 _AS_TUPLE = tuple(k.field for k in KNOBS if k.type is tuple)
-if tuple(k.field for k in KNOBS) != tuple(f.name for f in fields(ExecutionPlan)):
-    raise ImportError("ExecutionPlan's fields must follow ipu_tune.knobs.KNOBS in order")
-# Every knob's key is its field in the workload, plan or plan.pipeline section, and those
-# sections hold nothing else (but plan.pipeline itself): `plan_from_config` merges them.
-_SECTIONS = (("workload", WorkloadConfig), ("plan", PlanConfig), ("plan.pipeline", PipelineConfig))
-if ({f"{name}.{f.name}" for name, cls in _SECTIONS for f in fields(cls)} - {"plan.pipeline"}
-        != {k.key for k in KNOBS} or any(not k.key.endswith("." + k.field) for k in KNOBS)):
-    raise ImportError("the workload/plan sections must hold exactly the knobs, by field name")
+# `plan_from_config` merges the workload, plan and plan.pipeline sections: every knob's key
+# must be its field in one of them.
+_SECTIONS = ("workload", "plan", "plan.pipeline")
+if any(k.key.rpartition(".")[0] not in _SECTIONS or not k.key.endswith("." + k.field)
+       for k in KNOBS):
+    raise ImportError("every knob must be a field of the workload, plan or plan.pipeline section")
 
 
 def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
@@ -93,7 +88,7 @@ def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
     for name in _AS_TUPLE:
         values[name] = tuple(values[name])
     # The instance `ExecutionPlan(**values)` makes, without its generated __init__: a frozen
-    # dataclass sets each of its 20 fields through object.__setattr__, two thirds of this
+    # dataclass sets each of its fields through object.__setattr__, two thirds of this
     # function's cost (`evaluate` and every tuner trial build a plan). Same fields, equality,
     # hash and pickling: tests/config/test_knobs.py.
     plan = object.__new__(ExecutionPlan)

@@ -11,8 +11,7 @@ can always be rebuilt from the study):
   needs and, for a feasible plan, the whole result the exports need, as one JSON text:
   Optuna deep-copies a trial on every `tell` and every copied read, and a text is copied by
   reference (as a nested dict, that copy was the largest item in a profile of the trial loop;
-  `benchmarks/tuner_overhead.py`); it is parsed when read. Studies written before keep it as
-  a nested dict, or ``config`` and ``result`` as two attributes, read alike;
+  `benchmarks/tuner_overhead.py`); it is parsed when read (a nested dict is read alike);
 - ``constraints``: one value per constraint, <= 0 feasible, on Optuna < 5 (native on the trial
   since Optuna 5, `Trial.set_constraint`, and only there: one write per trial fewer);
 - ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
@@ -90,7 +89,7 @@ def result_payload(result: SimResult, whole: bool = True) -> dict[str, Any]:
     with `whole`, the whole result too (``detail``), so the exports need not simulate the best
     plan again. The tuner keeps it for feasible plans only: only those can be exported, and the
     row's figures already say why a plan failed (its memory per IPU, the reason); 2.3 of the
-    3.5 KB of a trial's plan attribute, the size of each storage write (issue 16)."""
+    3.5 KB of a trial's plan attribute, the size of each storage write."""
     d = result.to_dict()
     out: dict[str, Any] = {k: d.get(k) for k in _ROW_FIGURES}
     out["simulator_version"] = SIMULATOR_VERSION
@@ -145,7 +144,7 @@ class TrialRecord:
     origin, worker) never need them."""
 
     worker: str | None
-    held: Any  # the ``plan`` attribute as stored (text, dict) or, in older studies, all attrs
+    held: Any  # the ``plan`` attribute as stored (text or dict; None: not stored)
     constraints: list[float] | None  # as ipu-tune stored them (None: not stored)
     feasible: bool = False  # every constraint, from any Optuna version's record, <= 0
     reason: str = ""
@@ -164,7 +163,7 @@ class TrialRecord:
         plan = a.get(_PLAN)
         return cls(
             worker=worker if isinstance(worker, str) else None,
-            held=plan if isinstance(plan, str | Mapping) else a,  # older studies: two attrs
+            held=plan if isinstance(plan, str | Mapping) else None,
             constraints=_stored_constraints(trial),
             # A trial without any constraint record is not trusted as feasible.
             feasible=every is not None and all(v <= 0 for v in every),
@@ -196,8 +195,8 @@ class TrialRecord:
         return self._plan.get(_RESULT) or {}
 
     def sim_result(self) -> SimResult | None:
-        """The trial's SimResult as stored (None: an infeasible plan or an older trial, which
-        keep only the row's figures, or a plan that could not be simulated)."""
+        """The trial's SimResult as stored (None: an infeasible plan, which keeps only the
+        row's figures, or a plan that could not be simulated)."""
         detail = self.result.get(_DETAIL)
         return _sim_result(detail) if isinstance(detail, Mapping) else None
 

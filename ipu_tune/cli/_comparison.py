@@ -5,42 +5,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ipu_tune.knobs import KNOBS, get_key
+from ipu_tune.search import show_value
 from ipu_tune.tuner import RunSummary
 
 __all__ = ["format_comparison"]
 
 MB = 1e6
-# Objective -> (unit, scale) as `ipu_tune.search` defines them (search/_objectives.py).
-_UNITS = {
-    "throughput": ("samples/s", 1.0),
-    "memory": ("MB", 1 / MB),
-    "memory_headroom": ("of the fullest IPU free", 1.0),
-    "latency": ("ms", 1e3),
-    "changes": ("changes (+ throughput tie-break)", 1.0),
-}
 
 
 def _objective(name: str, value: float) -> str:
-    unit, scale = _UNITS.get(name, ("", 1.0))
-    return f"{name} {value * scale:,.6g} {unit}".rstrip()
+    return f"{name} {show_value(name, value)}"
 
 
 def _plan_highlights(s: RunSummary) -> str:
+    """The layout, then the knobs declared as highlights (`Knob.highlight`)."""
     c = s.best_config
     if c is None:
         return ""
     p = c.plan
     stages = len(p.pipeline.splits) + 1
-    parts = [
-        f"{p.precision}",
-        f"{stages} stage(s) x {p.replication_factor} replica(s)",
-        f"mb {c.workload.micro_batch_size}",
-        f"GA {p.gradient_accumulation}",
-        f"DI {p.device_iterations}",
-        f"recompute {p.recompute}",
-    ]
-    if p.host_instances > 1:
-        parts.append(f"{p.host_instances} instances")
+    parts = [f"{stages} stage(s) x {p.replication_factor} replica(s)"]
+    for k in KNOBS:
+        value = get_key(c, k.key)
+        if k.highlight == "always" or (k.highlight == "changed" and value != k.default):
+            parts.append(f"{k.label} {k.text(value)}")
     return ", ".join(parts)
 
 

@@ -7,39 +7,34 @@ plan is a result, not a failure (README "Exit status").
 
 from __future__ import annotations
 
-from typing import Any
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
 
-from ipu_tune.knobs import KNOBS, get_key
-from ipu_tune.results import poprun_command
+from ipu_tune.config import EvalConfig
+from ipu_tune.explain import Explanation
+from ipu_tune.exports import EXPORTERS, export_context, poprun_command
+from ipu_tune.knobs import describe
 from ipu_tune.search import OBJECTIVES
 from ipu_tune.tuner import RunSummary
 
 __all__ = ["format_summary"]
 
 MB = 1e6
-_LABELS = {
-    "best": "best plan",
-    "poptorch": "PopTorch program",
-    "popart": "PopART options",
-    "tensorflow": "TensorFlow 2 config",
-    "report": "report",
-}
+_LABELS = {**{e.name: e.label for e in EXPORTERS}, "report": "report"}
 
 
-def _show(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, list | tuple):
-        return str(list(value))
-    return str(value)
-
-
-def _speedup(explanation: dict[str, Any] | None) -> str:
+def _speedup(explanation: Explanation | None) -> str:
     """`, x2.10 over your plan` (or why there is no such figure)."""
-    steps = (explanation or {}).get("steps") or []
+    steps = explanation.steps if explanation is not None else ()
     if not steps:
         return ""
     first, last = steps[0], steps[-1]
+    if first["bottleneck"] == "invalid plan":
+        from ipu_tune.cli.explain_cmd import invalid_start
+
+        assert explanation is not None  # it has steps
+        return "\n" + invalid_start(explanation)
     if not first["fits"]:
         return "; your plan does not fit"
     if first["throughput"] > 0:
@@ -68,27 +63,28 @@ def _objective_line(s: RunSummary) -> str:
             f"{_speedup(s.explanation)}")
 
 
-def _no_fit(s: RunSummary) -> list[str]:
+def _no_fit(s: RunSummary, argv: Sequence[str] | None) -> list[str]:
     from ipu_tune.cli.explain_cmd import format_remedies
 
-    closest = (s.explanation or {}).get("closest")
+    closest = s.explanation.closest if s.explanation is not None else None
     lines = ["no plan fits: every trial overflows the IPU's memory"]
     if closest:
-        lines += format_remedies(closest)
+        lines += format_remedies(closest, argv)
     return lines
 
 
-def format_summary(s: RunSummary) -> str:
+def format_summary(s: RunSummary, argv: Sequence[str] | None = None) -> str:
+    """The summary; `argv` (the command's arguments) makes each no-fit remedy a command."""
     lines = [
         f"study {s.study_name} ({s.storage}): {s.n_complete} finished trials"
         f" ({s.ran_here} run now" + (f", {len(s.retried)} retried" if s.retried else "") + ")",
     ]
     r, c = s.best_result, s.best_config
     if r is None or c is None:
-        lines += _no_fit(s)
+        lines += _no_fit(s, argv)
     else:
         if len(s.objective_names) > 1:
-            rule = (s.explanation or {}).get("rule")
+            rule = s.explanation.rule if s.explanation is not None else None
             lines.append("objectives: " + " and ".join(OBJECTIVES[n].metric
                                                        for n in s.objective_names)
                          + (f"; exported {rule}" if rule else ""))
@@ -101,13 +97,39 @@ def format_summary(s: RunSummary) -> str:
         replicas = c.plan.replication_factor
         per = f" (each of {replicas} replicas)" if replicas > 1 else ""
         lines.append(f"memory per IPU{per}: {mem}")
-        lines.append("plan: " + ", ".join(
-            f"{k.label} {_show(get_key(c, k.key))}" for k in KNOBS if k.label))
-        command = poprun_command(c, "python poptorch_options.py")
+        lines.append("plan: " + describe(c))
+        lines.append(_batch_line(c))
+        command = poprun_command(export_context(c))
         if command is not None:
             lines.append(f"PopRun (host names are placeholders for your servers): {command}")
     if s.convergence is not None and s.convergence.last_improved is not None:
         lines.append(s.convergence.describe())
     for key, path in s.exports.items():
         lines.append(f"{_LABELS.get(key, key)}: {path}")
+    lines.append(_next_line(s))
     return "\n".join(lines)
+
+
+def _batch_line(c: EvalConfig) -> str:
+    """The micro-batch and the global batch the plan trains with (or infers in)."""
+    mb, p = c.workload.micro_batch_size, c.plan
+    if c.workload.mode != "train":
+        return (f"batch: micro-batch {mb}, {mb * p.replication_factor:,} samples per step "
+                f"over {p.replication_factor} replica(s)")
+    total = mb * p.gradient_accumulation * p.replication_factor
+    return (f"batch: micro-batch {mb}, global batch {total:,} (micro-batch x GA "
+            f"{p.gradient_accumulation} x {p.replication_factor} replica(s))")
+
+
+def _next_line(s: RunSummary) -> str:
+    """What to run next: the ladder of this study, and its report rebuilt."""
+    where = ""
+    if s.exports:
+        folder = next(iter(s.exports.values())).parent.parent
+        if folder != Path("results"):
+            where = f" --results-dir {shlex.quote(str(folder))}"
+    if not s.storage.endswith("ipu_tune.journal"):  # a database: where the study is
+        where += f" --storage {shlex.quote(s.storage)}"
+    name = shlex.quote(s.study_name)
+    return (f"next: python -m ipu_tune explain {name}{where} (how this plan was reached, step "
+            f"by step); python -m ipu_tune report {name}{where} (rebuild the report)")

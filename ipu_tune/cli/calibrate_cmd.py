@@ -3,8 +3,9 @@
 Each FILE is a YAML list (or a `points:` list) or a CSV with dotted column names; a row is an
 evaluate-schema config plus `samples_per_s`, `device_cycles` and/or `result: fits|out_of_memory`
 (format: ipu_tune/calibration/points.yaml). Prints the refitted constants as YAML;
-`--output FILE` writes them too. Apply them with
-`simulate(..., constants=constants_from_mapping(yaml.safe_load(open(FILE))))`.
+`--output FILE` writes them too. Apply them with `simulator.constants=FILE` (the tuner and
+`evaluate`), or `simulate(..., constants=constants_from_mapping(yaml.safe_load(open(FILE))))`.
+Fewer measured rows than constants to fit is refused (say how many are needed).
 """
 
 from __future__ import annotations
@@ -66,6 +67,20 @@ def _load_file(file: str, load_points: Callable[[Any], list[Any]], trusted: bool
     return points
 
 
+def _check_enough(rows: int, names: list[str] | None) -> None:
+    """A least-squares fit of N constants needs at least N measured rows: with fewer, any
+    constants reproduce the rows and the fit says nothing about other runs."""
+    from ipu_tune.simulator import FITTED
+
+    chosen = names or list(FITTED)
+    if rows < len(chosen):
+        raise IpuTuneError(
+            f"calibrate: {rows} measured row{'s' if rows != 1 else ''} for {len(chosen)} "
+            f"constants ({', '.join(chosen)}): a fit needs at least {len(chosen)} rows; add "
+            "rows, add --defaults to fit with the package's own runs too, or refit fewer "
+            "constants with --fit NAME,...")
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="ipu-tune calibrate",
@@ -91,12 +106,13 @@ def main(argv: Sequence[str]) -> int:
         if args.defaults or not args.files:
             points.extend(default_points())
         names = [n.strip() for n in args.fit.split(",") if n.strip()] or None
+        _check_enough(len(points), names)
         if args.max_evals < 10:
             raise IpuTuneError(f"--max-evals={args.max_evals}: must be >= 10")
         fit = fit_constants(points, names=names, max_evals=args.max_evals)
         text = format_fit(fit)
         if args.output:
-            from ipu_tune.results import atomic_write
+            from ipu_tune.storage import atomic_write
 
             atomic_write(Path(args.output), text)
     except IpuTuneError as exc:

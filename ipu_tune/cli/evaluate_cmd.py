@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 from ipu_tune._api import evaluate_config
+from ipu_tune.case import read_constants
 from ipu_tune.cli._common import TRUST_HELP, fail, print_out
-from ipu_tune.config import EvalConfig, load_config, read_yaml, to_plain_dict
+from ipu_tune.config import EvalConfig, load_config, to_plain_dict
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.simulator import DEFAULT_CONSTANTS, constants_from_mapping
+from ipu_tune.simulator import DEFAULT_CONSTANTS
 
 __all__ = ["apply_overrides", "main"]
 
@@ -67,13 +67,6 @@ def apply_overrides(path: str, overrides: Sequence[str],
     return load_config({str(k): v for k, v in data.items()}, trust_remote_code=trust_remote_code)
 
 
-def _read_constants(path: str) -> dict[str, float]:
-    data = read_yaml(Path(path), "--constants file")
-    if not isinstance(data, dict):
-        raise IpuTuneError(f"--constants={path!r}: expected a mapping of constant: value")
-    return data
-
-
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="ipu-tune evaluate",
@@ -89,11 +82,16 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
-        cfg = apply_overrides(args.config, args.overrides,
+        # `simulator.constants=FILE`, as the tuner takes it, is the same as --constants FILE.
+        key = "simulator.constants="
+        files = [o[len(key):] for o in args.overrides if o.startswith(key)]
+        overrides = [o for o in args.overrides if not o.startswith(key)]
+        cfg = apply_overrides(args.config, overrides,
                               trust_remote_code=args.trust_remote_code)
         constants = DEFAULT_CONSTANTS
-        if args.constants:
-            constants = constants_from_mapping(_read_constants(args.constants))
+        if args.constants or files:
+            constants = read_constants(args.constants or files[-1],
+                                       "--constants" if args.constants else key[:-1])
         result = evaluate_config(cfg, constants)
     except IpuTuneError as exc:
         return fail(str(exc))

@@ -4,6 +4,7 @@ memory by category per IPU against its limit, time per step by phase, the stages
 from __future__ import annotations
 
 from ipu_tune.config import EvalConfig
+from ipu_tune.knobs import describe
 from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
 __all__ = ["format_result"]
@@ -18,15 +19,10 @@ def _pct(part: float, whole: float) -> str:
 def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     name = m.name or m._target_ or "model"
-    splits = ", ".join(p.pipeline.splits) or "none"
     lines = [
         f"{name} on {s.num_ipus} x {s.ipu} ({s.hosts} host{'s' if s.hosts > 1 else ''}): "
         f"{w.mode}, micro-batch {w.micro_batch_size}, {w.optimizer}, precision {p.precision}",
-        f"plan: GA {p.gradient_accumulation}, DI {p.device_iterations}, replicas "
-        f"{p.replication_factor}, splits [{splits}] ({p.pipeline.schedule}), recompute "
-        f"{p.recompute}, AMP {p.available_memory_proportion:g}, prefetch {p.prefetch_depth}, "
-        f"I/O tiles {p.io_tiles}, 8-bit I/O {'on' if p.eight_bit_io else 'off'}, loader "
-        f"{'async' if p.async_dataloader else 'sync'} x{p.dataloader_workers}",
+        f"plan: {describe(cfg)}",
         "",
     ]
     if result.fits:

@@ -7,52 +7,93 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipu_tune.cli._common import fail, print_out
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["format_explain", "format_ladder", "format_remedies", "main"]
+if TYPE_CHECKING:  # Optuna and the search load only when the command runs
+    from ipu_tune.explain import Closest, Explanation
+
+__all__ = ["format_explain", "format_ladder", "format_remedies", "invalid_start", "main",
+           "remedy_command"]
 
 MB = 1e6
+INVALID = "invalid plan"  # the simulator's bottleneck of a plan the plan rules refuse
 
 
-def format_ladder(data: Mapping[str, Any]) -> list[str]:
+def format_ladder(data: Explanation) -> list[str]:
     """The ladder table: step, change, fits, peak memory per IPU vs limit, samples/s, speed-up."""
-    steps = data.get("steps") or []
+    steps = data.steps
     if not steps:
         return []
     width = min(60, max(len("change"), *(len(s["change"]) for s in steps)))
     head = (f"{'step':>4}  {'change':<{width}}  {'fits':<4}  {'peak MB/IPU (limit)':>20}  "
             f"{'samples/s':>10}  {'speed-up':>8}  bottleneck")
-    lines = [f"steps ranked by: {data['ladder_rank']}"] if data.get("ladder_rank") else []
+    lines = [f"steps ranked by: {data.ladder_rank}"] if data.ladder_rank else []
     lines += [head, "-" * len(head)]
     for s in steps:
         change = s["change"] if len(s["change"]) <= width else s["change"][:width - 3] + "..."
-        mem = f"{s['peak_memory_bytes'] / MB:,.0f} ({s['memory_limit_bytes'] / MB:,.0f})"
+        invalid = s["bottleneck"] == INVALID
+        mem = ("-" if invalid else
+               f"{s['peak_memory_bytes'] / MB:,.0f} ({s['memory_limit_bytes'] / MB:,.0f})")
         speed = f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-"
         tp = f"{s['throughput']:,.0f}" if s["fits"] else "-"
-        lines.append(f"{s['step']:>4}  {change:<{width}}  {'yes' if s['fits'] else 'NO':<4}  "
+        fits = "yes" if s["fits"] else ("n/a" if invalid else "NO")
+        lines.append(f"{s['step']:>4}  {change:<{width}}  {fits:<4}  "
                      f"{mem:>20}  {tp:>10}  {speed:>8}  {s['bottleneck']}")
     lines.append("speed-up: samples/s over the first step that fits; peak MB on the fullest IPU.")
+    note = invalid_start(data)
+    if note:
+        lines.append(note)
     return lines
 
 
-def format_remedies(closest: Mapping[str, Any]) -> list[str]:
-    """What the no-fit summary says: the closest plan, its excess, remedies checked."""
+def invalid_start(data: Explanation) -> str:
+    """When the starting plan is not a plan: why, and the first valid step used instead."""
+    steps = data.steps
+    if not steps or steps[0]["bottleneck"] != INVALID:
+        return ""
+    valid = next((s for s in steps if s["bottleneck"] != INVALID), None)
+    used = ("; the ladder continues from step " + str(valid["step"]) + " (your plan with "
+            + ", ".join(c for s in steps[1:valid["step"] + 1] for c in s["changes"]) + ")"
+            if valid is not None else "")
+    return f"your plan is invalid: {steps[0]['reason']}{used}"
+
+
+def remedy_command(overrides: Sequence[str], argv: Sequence[str] | None) -> str:
+    """The command to paste for a remedy: the user's arguments with the remedy's overrides
+    (replacing any the user gave for the same keys); without them, the overrides to add."""
+    quoted = [shlex.quote(o) for o in overrides]
+    if argv is None:
+        return "add to your command: " + " ".join(quoted)
+    keys = {o.partition("=")[0] for o in overrides}
+    kept = [shlex.quote(a) for a in argv if a.partition("=")[0].lstrip("+~") not in keys]
+    return " ".join(["python -m ipu_tune", *kept, *quoted])
+
+
+def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list[str]:
+    """What the no-fit summary says: the closest plan, its excess, the remedies checked, each
+    with the command that runs it (`argv`: the user's command-line arguments)."""
     lines = [
-        f"closest plan: trial {closest['trial']}, peak {closest['peak_memory_bytes'] / MB:,.0f} MB"
-        f" of {closest['memory_limit_bytes'] / MB:,.0f} MB per IPU (over by "
-        f"{closest['excess_bytes'] / MB:,.0f} MB): {closest['reason']}",
+        f"closest plan: trial {closest.trial}, peak {closest.peak_memory_bytes / MB:,.0f} MB"
+        f" of {closest.memory_limit_bytes / MB:,.0f} MB per IPU (over by "
+        f"{closest.excess_bytes / MB:,.0f} MB): {closest.reason}",
     ]
-    checked = closest.get("remedies") or []
+    checked = list(closest.remedies)
+    fitting = [r for r in checked if r["fits"]]
     if checked:
-        lines.append("remedies checked by the simulator on that plan:")
-        for r in checked:
-            verdict = (f"fits, {r['throughput']:,.0f} samples/s" if r["fits"]
-                       else f"still does not fit ({r['memory']})")
+        lines.append("remedies, each simulated (what fits with the fewest changes first):")
+        for r in fitting or checked:  # when some fit, the others are only named
+            verdict = (f"fits, {r['throughput']:,.0f} samples/s, peak {r['memory']}"
+                       if r["fits"] else f"still does not fit (peak {r['memory']})")
             lines.append(f"  - {r['remedy']}: {verdict}")
+            lines.append(f"      {remedy_command(r['overrides'], argv)}")
+        others = [r["remedy"] for r in checked if not r["fits"]] if fitting else []
+        if others:
+            lines.append("  also checked, does not fit alone: " + "; ".join(others))
     return lines
 
 
@@ -74,17 +115,17 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def format_explain(data: Mapping[str, Any]) -> str:
-    lines = [f"study {data['study']}: objective {data['metric']}"]
-    if data["best_trial"] is None:
+def format_explain(data: Explanation) -> str:
+    lines = [f"study {data.study}: objective {data.metric}"]
+    if data.best_trial is None:
         lines.append("no plan fits: nothing to climb to")
-        if data.get("closest"):
-            lines += format_remedies(data["closest"])
+        if data.closest is not None:
+            lines += format_remedies(data.closest)
         return "\n".join(lines)
-    lines.append(f"from {data['start']} (step 0) to the exported best, trial {data['best_trial']},"
+    lines.append(f"from {data.start} (step 0) to the exported best, trial {data.best_trial},"
                  " one change at a time:")
     lines += format_ladder(data)
-    lines += format_sensitivity(data.get("sensitivity") or [])
+    lines += format_sensitivity(data.sensitivity)
     return "\n".join(lines)
 
 
@@ -109,4 +150,4 @@ def main(argv: Sequence[str]) -> int:
         data = explain_study(study, problem, with_sensitivity=not args.no_sensitivity)
     except IpuTuneError as exc:
         return fail(str(exc))
-    return print_out(json.dumps(data, indent=2) if args.json else format_explain(data))
+    return print_out(json.dumps(data.to_json(), indent=2) if args.json else format_explain(data))

@@ -54,7 +54,8 @@ def model_config(args: argparse.Namespace) -> ModelConfig:
     if args.model and not args.target:
         path = _CONF_MODEL / f"{args.model}.yaml"
         if path.is_file():
-            data = yaml.safe_load(path.read_text()) or {}
+            # A preset is a global package: the model under `model:` (its micro-batch beside).
+            data = dict((yaml.safe_load(path.read_text()) or {}).get("model") or {})
         data["name"] = args.model
     if args.target:
         data["_target_"] = args.target

@@ -14,10 +14,9 @@ from ipu_tune.cli._common import TRUST_HELP, fail, print_out
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord
-from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
+from ipu_tune.storage import ResultsStore, StorageTarget, open_storage, resolve_storage
 
 if TYPE_CHECKING:
-    from ipu_tune.results import ResultsStore
     from ipu_tune.search import SearchProblem
 
 # The tuner, the search, the results store (SQLAlchemy, pandas) and the report (plotly) load
@@ -137,7 +136,7 @@ def report_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     from ipu_tune.case import build_system
     from ipu_tune.models import profile_model
-    from ipu_tune.results import ResultsStore
+    from ipu_tune.results import sync_results
     from ipu_tune.search import SearchProblem
     from ipu_tune.tuner import export_study
 
@@ -155,7 +154,7 @@ def report_main(argv: Sequence[str]) -> int:
         problem = SearchProblem(cfg, profile, system, pinned=pinned)
         store = ResultsStore(target.results_url)
         try:
-            store.sync(study)
+            sync_results(store, study)
             summary = export_study(study, problem, store, cfg, target)
         finally:
             store.close()
@@ -174,13 +173,14 @@ def export_main(argv: Sequence[str]) -> int:
     parser.add_argument("--output", required=True, type=Path, help="FILE.parquet or FILE.csv")
     _storage_args(parser)
     args = parser.parse_args(list(argv))
-    from ipu_tune.results import ResultsStore, export_table
+    from ipu_tune.results import sync_results
+    from ipu_tune.storage import export_table
 
     try:
         study, target, _ = _load(args)
         store: ResultsStore = ResultsStore(target.results_url)
         try:
-            store.sync(study)
+            sync_results(store, study)
             path = export_table(store.frame(study.study_name), args.output)
         finally:
             store.close()

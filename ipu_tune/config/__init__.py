@@ -1,4 +1,5 @@
-"""Typed configuration: the schema of DESIGN.md *Configuration file* as dataclasses.
+"""Typed configuration: the schema of the configuration file (README, "The config
+schema") as dataclasses.
 
 The same schema serves the exported best config, `ipu_tune.evaluate` input and the tuner's
 fixed settings. Hydra composes `conf/` against these dataclasses (registered in the
@@ -8,13 +9,12 @@ ConfigStore); everything inward of the entry points receives these typed objects
 
 import sys
 
+from ipu_tune.config._compose import compose, quick_compose
 from ipu_tune.config._hydra import CONF_DIR, GROUPS, SPACES_DIR, group_options, register
 from ipu_tune.config._load import (
     check_trusted,
     load_config,
     omegaconf_error,
-    read_text,
-    read_yaml,
     to_plain_dict,
     typed,
 )
@@ -33,6 +33,7 @@ from ipu_tune.config._schema import (
     WorkloadConfig,
 )
 from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
+from ipu_tune.config._yaml import read_text, read_yaml
 
 if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
     register()
@@ -57,9 +58,11 @@ __all__ = [
     "check_name",
     "check_pinned_layout",
     "check_trusted",
+    "compose",
     "group_options",
     "load_config",
     "omegaconf_error",
+    "quick_compose",
     "read_text",
     "read_yaml",
     "register",

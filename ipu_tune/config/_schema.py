@@ -1,4 +1,4 @@
-"""Dataclass schema of the configuration file (DESIGN.md *Configuration file*, Contract).
+"""Dataclass schema of the configuration file (README, "The config schema").
 
 These are Hydra structured configs: mutable, OmegaConf-typed (``Optional``/``List``/``Dict``).
 Defaults here are the documented defaults of `ipu_tune.evaluate`: PopTorch's own defaults for
@@ -7,10 +7,74 @@ every plan knob, and the seed tutorial's model (ResNet-101, CIFAR-10 at 64x64, 1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional  # noqa: UP035  (OmegaConf needs typing generics)
+from dataclasses import dataclass, field, make_dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional  # noqa: UP035
+
+from ipu_tune.knobs import KNOBS, Knob
+
+# (OmegaConf reads typing generics: `List[int]`, not `list[int]`.)
 
 IPUS = ("mk1", "mk2", "bow")
+
+
+class _Section:
+    """Base of the sections made from the knobs (`workload`, `plan`, `plan.pipeline`).
+
+    Their fields are the knobs of `ipu_tune.knobs`, declared there only: for mypy a knob is any
+    attribute; OmegaConf (which reads the generated fields' types) and `validate` check them."""
+
+    if TYPE_CHECKING:
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+
+        def __init__(self, **knobs: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
+
+def _hint(k: Knob) -> Any:
+    return List[str] if k.type is tuple else k.type  # noqa: UP006  (a list of block names)
+
+
+def _knob_field(k: Knob) -> Any:
+    return field(default_factory=list) if k.type is tuple else field(default=k.default)
+
+
+def _sections() -> dict[str, type]:
+    """{dotted section: its dataclass}: one field per knob right below the section, and one per
+    subsection where its first knob comes, in the order of `KNOBS` (the order of best.yaml)."""
+    made: dict[str, type] = {}
+
+    def build(path: str) -> type:
+        prefix, specs, subsections = path + ".", [], set()
+        for k in KNOBS:
+            if not k.key.startswith(prefix):
+                continue
+            name, _, below = k.key[len(prefix):].partition(".")
+            if not below:
+                specs.append((name, _hint(k), _knob_field(k)))
+            elif name not in subsections:
+                subsections.add(name)
+                sub = build(prefix + name)
+                specs.append((name, sub, field(default_factory=sub)))
+        cls_name = path.rsplit(".", 1)[-1].capitalize() + "Config"
+        made[path] = make_dataclass(cls_name, specs, bases=(_Section,),
+                                    namespace={"__module__": __name__})
+        return made[path]
+
+    for root in dict.fromkeys(k.key.split(".")[0] for k in KNOBS):
+        build(root)
+    return made
+
+
+_SECTIONS = _sections()
+if TYPE_CHECKING:
+    class WorkloadConfig(_Section): ...
+    class PlanConfig(_Section): ...
+    class PipelineConfig(_Section): ...
+else:  # module-level names: pickling finds the classes by them
+    WorkloadConfig = _SECTIONS["workload"]
+    PlanConfig = _SECTIONS["plan"]
+    PipelineConfig = _SECTIONS["plan.pipeline"]
 
 
 @dataclass
@@ -38,16 +102,6 @@ class ModelConfig:
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
 
 
-# WorkloadConfig, PipelineConfig and PlanConfig spell out the knobs of `ipu_tune.knobs` (names,
-# types, defaults) so that Hydra and mypy see typed fields; tests/config/test_knobs.py checks
-# they match the declarations.
-@dataclass
-class WorkloadConfig:
-    mode: str = "train"
-    micro_batch_size: int = 64
-    optimizer: str = "adamw"
-
-
 @dataclass
 class HostConfig:
     """One host server; None takes the preset (`ipu_tune.hardware.HOST`)."""
@@ -62,32 +116,6 @@ class SystemConfig:
     num_ipus: int = 1
     hosts: int = 1  # host servers
     host: HostConfig = field(default_factory=HostConfig)
-
-
-@dataclass
-class PipelineConfig:
-    splits: List[str] = field(default_factory=list)  # noqa: UP006
-    schedule: str = "grouped"
-
-
-@dataclass
-class PlanConfig:
-    precision: str = "32.32"
-    gradient_accumulation: int = 1
-    device_iterations: int = 1
-    replication_factor: int = 1
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    recompute: str = "auto"
-    available_memory_proportion: float = 0.6
-    offload_optimizer_state: bool = False
-    replicated_tensor_sharding: bool = False
-    prefetch_depth: int = 1
-    io_tiles: int = 0
-    eight_bit_io: bool = False
-    async_dataloader: bool = False
-    dataloader_workers: int = 1
-    host_instances: int = 1
-    partials: str = "float"
 
 
 @dataclass
@@ -135,8 +163,15 @@ class StudyConfig:
 
 
 @dataclass
+class SimulatorConfig:
+    # A YAML of simulator constants (`ipu-tune calibrate --output FILE`); None: the defaults.
+    constants: Optional[str] = None  # noqa: UP045
+
+
+@dataclass
 class TuneConfig(EvalConfig):
     search: SearchConfig = field(default_factory=SearchConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     study: StudyConfig = field(default_factory=StudyConfig)
+    simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
     results_dir: str = "results"

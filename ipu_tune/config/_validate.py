@@ -10,10 +10,12 @@ from typing import Any
 from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.knobs import (
+    KNOBS,
     PLAN_KNOBS,
     WORKLOAD_KNOBS,
     Knob,
     checker,
+    get_key,
     is_power_of_two,
     never_wrong,
     valid_io_tiles,
@@ -30,9 +32,9 @@ __all__ = [
     "validate",
 ]
 
-# Upper bounds of every integer knob: what the stores (SQLite INTEGER is int64; products of
-# knobs must stay far below it) and the hardware can hold. One table so the knob registry can
-# fold it in. Why each bound:
+# Upper bounds of the integers that are not plan knobs (a knob's bound is its `Knob.high`):
+# what the stores (SQLite INTEGER is int64; products of knobs must stay far below it) and the
+# hardware can hold. Why each bound, knobs included:
 # - system.num_ipus: 1024, the largest Graphcore system sold (Bow Pod1024); more is a typo.
 # - plan.replication_factor / pipeline stages: at most the IPUs, so 1024 as well.
 # - gradient_accumulation, device_iterations: 2**20 (PopTorch counts in int32; a global batch of
@@ -42,24 +44,24 @@ __all__ = [
 #   model that fits 1024 IPUs, small enough that byte counts stay int64.
 # - plan.prefetch_depth: 1024 batches; plan.dataloader_workers: 1024 host processes.
 # - study.n_trials: 10**6 trials; study.workers: 256 processes on one machine.
-LIMITS: dict[str, int] = {
-    "system.num_ipus": 1024,
-    "system.hosts": 1024,
-    "plan.replication_factor": 1024,
-    "plan.gradient_accumulation": 2**20,
-    "plan.device_iterations": 2**20,
-    "workload.micro_batch_size": 2**16,
+_OTHER_LIMITS: dict[str, int] = {
     "model.input_shape": 2**20,
     "model.num_classes": 2**24,
     "model.sequence_length": 2**20,
     "model.dataset.sample_bytes": 2**40,
-    "plan.prefetch_depth": 1024,
-    "plan.dataloader_workers": 1024,
+    "system.num_ipus": 1024,
+    "system.hosts": 1024,
+}
+_TUNE_LIMITS: dict[str, int] = {
     "study.n_trials": 10**6,
     "study.workers": 256,
     "search.global_batch_size": 2**40,
     "sampler.seed": 2**32 - 1,  # numpy's RandomState seeds are uint32
 }
+_KNOB_LIMITS: dict[str, int] = {
+    k.key: int(k.high) for k in KNOBS if k.type is int and k.high is not None}
+# Every integer's upper bound, by dotted key.
+LIMITS: dict[str, int] = {**_OTHER_LIMITS, **_KNOB_LIMITS, **_TUNE_LIMITS}
 # Input tensors of more dimensions than this are not images or token sequences.
 _MAX_INPUT_DIMS = 8
 NAME_MAX_CHARS = 100
@@ -94,7 +96,7 @@ def _bounded(key: str, value: Any) -> None:
 
 def check_limits(cfg: EvalConfig) -> None:
     """Every integer at most its `LIMITS` bound (and tune-only keys when `cfg` is a TuneConfig)."""
-    m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
+    m = cfg.model
     if len(m.input_shape) > _MAX_INPUT_DIMS:
         raise bad_value("model.input_shape", list(m.input_shape),
                         f"at most {_MAX_INPUT_DIMS} dimensions")
@@ -102,26 +104,11 @@ def check_limits(cfg: EvalConfig) -> None:
         if d > LIMITS["model.input_shape"]:
             raise IpuTuneError(f"model.input_shape={_short(list(m.input_shape))}: every "
                                f"dimension must be <= {LIMITS['model.input_shape']}")
-    values: dict[str, Any] = {
-        "model.num_classes": m.num_classes,
-        "model.sequence_length": m.sequence_length,
-        "model.dataset.sample_bytes": m.dataset.sample_bytes,
-        "workload.micro_batch_size": w.micro_batch_size,
-        "system.num_ipus": s.num_ipus,
-        "system.hosts": s.hosts,
-        "plan.replication_factor": p.replication_factor,
-        "plan.gradient_accumulation": p.gradient_accumulation,
-        "plan.device_iterations": p.device_iterations,
-        "plan.prefetch_depth": p.prefetch_depth,
-        "plan.dataloader_workers": p.dataloader_workers,
-    }
+    values: dict[str, Any] = {key: get_key(cfg, key) for key in _OTHER_LIMITS
+                              if key != "model.input_shape"}
+    values.update({key: get_key(cfg, key) for key in _KNOB_LIMITS})
     if isinstance(cfg, TuneConfig):
-        values.update({
-            "study.n_trials": cfg.study.n_trials,
-            "study.workers": cfg.study.workers,
-            "search.global_batch_size": cfg.search.global_batch_size,
-            "sampler.seed": cfg.sampler.seed,
-        })
+        values.update({key: get_key(cfg, key) for key in _TUNE_LIMITS})
         if cfg.sampler.seed is not None and cfg.sampler.seed < 0:
             raise bad_value("sampler.seed", cfg.sampler.seed,
                             f"must be in 0..{LIMITS['sampler.seed']}")

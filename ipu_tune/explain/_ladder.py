@@ -1,8 +1,8 @@
 """The optimisation ladder, automated: from the user's plan to the study's best, one knob at a time.
 
-The seed hands-on session (shared/seeds/ipu-handson-resnet101-optimisation.txt) starts from an
-out-of-memory plan and changes one thing per step (half precision, gradient accumulation, device
-iterations, 8-bit I/O, asynchronous loader), showing memory and speed after each. Here the
+The seed hands-on session (docs/references.md) starts from an out-of-memory plan and changes
+one thing per step (half precision, gradient accumulation, device iterations, 8-bit I/O,
+asynchronous loader), showing memory and speed after each. Here the
 steps are the knobs in which the exported best differs from the user's plan; at each step the
 change that gains most is applied first: a plan that fits beats one that does not, a plan
 that does not fit gains by the smaller memory excess, and fitting plans by the study's first

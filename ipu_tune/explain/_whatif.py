@@ -1,9 +1,7 @@
-"""What if: one knob of a plan one step up and down (sensitivity), and remedies when nothing fits.
+"""What if: one knob of a plan one step up and down (sensitivity of the best plan).
 
 Every figure here is a simulation of the changed plan (the same `SearchProblem.evaluate` the
-trials ran), never an extrapolation. The memory remedies are the Graph Analyser's own list
-(seed hands-on session, "Reducing memory usage"): a smaller batch, FP16, recomputation,
-offloading, the available memory proportion, more pipeline stages.
+trials ran), never an extrapolation. The remedies when nothing fits: `_remedies`.
 """
 
 from __future__ import annotations
@@ -11,11 +9,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ipu_tune.config import EvalConfig, to_plain_dict
+from ipu_tune.config import EvalConfig
 from ipu_tune.knobs import KNOBS, Knob, get_key, set_key
 from ipu_tune.search import SearchProblem, TrialOutcome, even_split
 
-__all__ = ["remedies", "sensitivity"]
+__all__ = ["sensitivity"]
 
 MB = 1e6
 _AMP_STEP = 0.1  # one step of the available memory proportion (seed guide 5.4 uses 0.1s)
@@ -40,7 +38,8 @@ def _neighbours(k: Knob, v: Any) -> list[Any]:
         hi = k.high if k.high is not None else 1.0
         return [x for x in (round(v - _AMP_STEP, 3), round(v + _AMP_STEP, 3)) if k.low < x <= hi]
     if k.type is int:
-        return [x for x in (v // 2, v * 2) if x >= max(1, k.low) and x != v]
+        top = k.high if k.high is not None else float("inf")
+        return [x for x in (v // 2, v * 2) if max(1, k.low) <= x <= top and x != v]
     return []
 
 
@@ -137,92 +136,4 @@ def _replica_moves(problem: SearchProblem,
         out.append(("replicas", key, _layout(replicas // 2, stages * 2),
                     _with(cfg, plan__replication_factor=replicas // 2,
                           plan__pipeline__splits=[blocks[b] for b in starts[1:]])))
-    return out
-
-
-def _memory_line(o: TrialOutcome) -> str:
-    r = o.result
-    peak = max(r.memory_per_ipu, default=0)
-    return f"{peak / MB:,.0f}/{r.memory_limit_bytes / MB:,.0f} MB"
-
-
-def _largest_micro_batch(problem: SearchProblem, cfg: EvalConfig,
-                         training: bool) -> tuple[str, EvalConfig] | None:
-    """The largest micro-batch below `cfg`'s (halving) that fits, GA raised to keep the batch."""
-    mb, ga = cfg.workload.micro_batch_size, cfg.plan.gradient_accumulation
-    m = mb // 2
-    while m >= 1:
-        ch: dict[str, Any] = {"workload__micro_batch_size": m}
-        label = f"micro-batch {mb} -> {m}"
-        if training and mb % m == 0:
-            ch["plan__gradient_accumulation"] = ga * (mb // m)
-            label += f" (GA {ga} -> {ga * (mb // m)}, same global batch)"
-        cand = _with(cfg, **ch)
-        if problem.evaluate(cand).result.fits:
-            return label, cand
-        m //= 2
-    return None
-
-
-def remedies(problem: SearchProblem, cfg: EvalConfig,
-             user: EvalConfig | None = None) -> list[dict[str, Any]]:
-    """Changes to a plan that does not fit, each simulated: does it fit, at what samples/s.
-
-    Tried: the largest smaller micro-batch that fits (gradient accumulation raised to keep the
-    global batch when training; from `user`'s plan when none fits from `cfg`), the fewest
-    pipeline stages over this system's IPUs that fit,
-    and single memory savers (FP16, recomputation, offloading, sharding, a lower AMP).
-    """
-    training = cfg.workload.mode == "train"
-    out: list[dict[str, Any]] = []
-
-    def add(label: str, cand: EvalConfig) -> None:
-        o = problem.evaluate(cand)
-        if o.result.bottleneck == "invalid plan":
-            return
-        out.append({"remedy": label, "fits": bool(o.result.fits),
-                    "throughput": float(o.result.throughput),
-                    "memory": _memory_line(o), "reason": o.result.reason,
-                    "config": to_plain_dict(cand)})
-
-    for origin, plan in (("", cfg), (" (from your plan)", user)):
-        if plan is None:
-            continue
-        found = _largest_micro_batch(problem, plan, training)
-        if found is not None:
-            add(f"largest micro-batch that fits{origin}: {found[0]}", found[1])
-            break
-    ipus = cfg.system.num_ipus
-    blocks = problem.profile.blocks
-    stages = 2
-    while stages <= min(ipus, len(blocks)):
-        starts = even_split(len(blocks), stages)
-        splits = [blocks[i] for i in starts[1:]]
-        cand = _with(cfg, plan__pipeline__splits=splits,
-                     plan__replication_factor=max(1, ipus // stages))
-        if problem.evaluate(cand).result.fits:
-            add(f"fewest pipeline stages that fit: {stages} (splits {', '.join(splits)}, "
-                f"{max(1, ipus // stages)} replicas)", cand)
-            break
-        stages *= 2
-    savers: list[tuple[str, dict[str, Any]]] = [
-        ("precision 16.16", {"plan__precision": "16.16"}),
-        ("available memory proportion 0.3", {"plan__available_memory_proportion": 0.3}),
-    ]
-    if training:
-        savers += [
-            ("recompute checkpoints", {"plan__recompute": "checkpoints"}),
-            ("offload the optimizer state", {"plan__offload_optimizer_state": True}),
-        ]
-        if cfg.plan.replication_factor > 1:
-            savers.append(("replicated tensor sharding",
-                           {"plan__replicated_tensor_sharding": True}))
-    for label, ch in savers:
-        if all(get_key(cfg, k.replace("__", ".")) == v for k, v in ch.items()):
-            continue
-        add(label, _with(cfg, **ch))
-    together: dict[str, Any] = {}
-    for _, ch in savers:
-        together.update(ch)
-    add("all the savers above together", _with(cfg, **together))
     return out

@@ -78,6 +78,20 @@ def fit_instances(drawn: int, replicas: int, hosts: int) -> int:
     return value
 
 
+def _micro_batch_spec(spec: KnobSpec, user_mb: int, target: int | None) -> KnobSpec:
+    """The micro-batch as a memory knob: never above the user's value (a larger one changes
+    the training asked for); with a fixed global batch, only the divisors of it."""
+    high = user_mb if spec.high is None else min(int(spec.high), user_mb)
+    low = min(int(spec.low or 1), high)
+    values = [v for v in (spec.choices or range(low, high + 1)) if v <= user_mb]
+    if target is not None:
+        values = [v for v in values if target % v == 0]
+    if target is not None or spec.choices or low == high:
+        return dataclasses.replace(spec, low=None, high=None, step=None, log=False,
+                                   choices=tuple(values or [user_mb]))
+    return dataclasses.replace(spec, low=low, high=high)
+
+
 @dataclass(frozen=True)
 class Decoded:
     config: EvalConfig
@@ -117,6 +131,10 @@ class Codec:
                 raise IpuTuneError(
                     f"search.global_batch_size={self.target_global_batch}: must be >= 1")
             searched.pop(_GA, None)  # derived from the others
+        mb_spec = searched.get(_MB)
+        if mb_spec is not None:
+            searched[_MB] = _micro_batch_spec(mb_spec, self.user.workload.micro_batch_size,
+                                              self.target_global_batch)
 
         self.split_search = searched.pop(_SPLITS, None)
         r_spec = searched.pop(R_PARAM, None)
@@ -148,16 +166,18 @@ class Codec:
                     f"{R_PARAM}: none of {list(spec.choices)} divides system.num_ipus={ipus} "
                     f"into at most {n} stages")
         target = self.target_global_batch
-        if target is not None and _MB not in self.knobs:
-            mb = self.base.workload.micro_batch_size
+        mb_spec = self.knobs.get(_MB)
+        if target is not None and (mb_spec is None or mb_spec.choices):
+            mbs = mb_spec.choices if mb_spec is not None else (self.base.workload.micro_batch_size,)
             ga = self.base.plan.gradient_accumulation
             fixed_ga = is_pinned(_GA, pinned) or not self.training
-            kept = [r for r in options
-                    if (mb * ga * r == target if fixed_ga else target % (mb * r) == 0)]
+            kept = [r for r in options if any(
+                mb * ga * r == target if fixed_ga else target % (mb * r) == 0 for mb in mbs)]
             if not kept:
+                shown = "/".join(map(str, mbs))
                 raise IpuTuneError(
                     f"search.global_batch_size={target}: no plan reaches it with micro-batch "
-                    f"{mb}" + (f" and gradient accumulation {ga}" if fixed_ga else "")
+                    f"{shown}" + (f" and gradient accumulation {ga}" if fixed_ga else "")
                     + f" on replication factors {options}")
             options = kept
         return tuple(sorted(options))

@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune import simulator
-from ipu_tune.case import build_case
+from ipu_tune.case import build_case, read_constants
 from ipu_tune.config import EvalConfig, TuneConfig, validate
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System
@@ -109,6 +109,7 @@ class SearchProblem:
         self.system = system
         self.pinned = frozenset(pinned)
         self.space: SearchSpace = space if space is not None else load_space(cfg.search.space)
+        self.constants = read_constants(cfg.simulator.constants)  # calibrate's output, if any
         names = list(cfg.search.objectives)
         for name in names:
             if name not in DIRECTIONS:
@@ -148,7 +149,7 @@ class SearchProblem:
         if hit is not None:
             self._cache.move_to_end(plan)
             return hit
-        result = simulator.simulate(self.profile, self.system, plan)
+        result = simulator.simulate(self.profile, self.system, plan, self.constants)
         self._cache[plan] = result
         if len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)

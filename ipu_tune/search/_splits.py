@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator import stash_depth, state_bytes_per_param
+from ipu_tune.simulator import (
+    DEFAULT_CONSTANTS,
+    block_costs,
+    stash_depth,
+    state_bytes_per_param,
+)
 
 __all__ = [
     "StageCostModel",
@@ -62,32 +67,27 @@ def _stash_depth(plan: ExecutionPlan, stage: int, stages: int) -> int:
 
 
 def simulator_block_cycles(profile: ModelProfile, system: System,
-                           plan: ExecutionPlan) -> tuple[float, ...] | None:
-    """Per-block cycles of one micro-batch as the simulator counts them, when it exposes them.
+                           plan: ExecutionPlan) -> tuple[float, ...]:
+    """Per-block cycles of one micro-batch as the simulator counts them.
 
-    Forward + backward compute and exchange (+ the recomputed forward); None when the
-    simulator's per-block costs are unavailable (the planner then falls back to FLOPs).
+    Forward + backward compute and exchange (+ the recomputed forward).
     """
-    try:
-        from ipu_tune.simulator import DEFAULT_CONSTANTS, block_costs
+    costs = block_costs(profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
+                        plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles,
+                        plan.training, DEFAULT_CONSTANTS, plan.partials == "half")
 
-        costs = block_costs(profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
-                            plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles,
-                            plan.training, DEFAULT_CONSTANTS, plan.partials == "half")
-        def span(prefix: Sequence[float], b: int) -> float:
-            return float(prefix[b + 1] - prefix[b])
+    def span(prefix: Sequence[float], b: int) -> float:
+        return float(prefix[b + 1] - prefix[b])
 
-        out = []
-        for b in range(len(profile.block_stats)):
-            fwd = span(costs.fwd_compute, b) + span(costs.fwd_exchange, b)
-            bwd = (span(costs.bwd_compute, b) + span(costs.bwd_exchange, b)
-                   if plan.training else 0.0)
-            # `auto` is pipeline recomputation here: the planner splits into stages.
-            extra = fwd if plan.training and plan.recompute != "none" else 0.0
-            out.append(fwd + bwd + extra)
-        return tuple(out)
-    except (ImportError, AttributeError, TypeError, IndexError):
-        return None
+    out = []
+    for b in range(len(profile.block_stats)):
+        fwd = span(costs.fwd_compute, b) + span(costs.fwd_exchange, b)
+        bwd = (span(costs.bwd_compute, b) + span(costs.bwd_exchange, b)
+               if plan.training else 0.0)
+        # `auto` is pipeline recomputation here: the planner splits into stages.
+        extra = fwd if plan.training and plan.recompute != "none" else 0.0
+        out.append(fwd + bwd + extra)
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -104,9 +104,6 @@ class SimConstants:
     def to_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
 
-    def fitted_dict(self) -> dict[str, float]:
-        return {k: float(getattr(self, k)) for k in FITTED}
-
     def with_values(self, values: Mapping[str, float]) -> SimConstants:
         return replace(self, **dict(values))
 

@@ -1,6 +1,8 @@
-"""Where studies live: storage URLs, the default journal file, and opening them safely."""
+"""Where studies live: storage URLs, the default journal file, opening them safely, the results
+table beside each study, and the files written under results_dir."""
 
 from ipu_tune.storage._claims import ClaimLock
+from ipu_tune.storage._files import atomic_write, study_dir
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._open import (
     DEFAULT_JOURNAL,
@@ -11,15 +13,34 @@ from ipu_tune.storage._open import (
     redact,
     resolve_storage,
 )
+from ipu_tune.storage._results_store import ResultsStore, export_table
+from ipu_tune.storage._results_table import (
+    COLUMN_NAMES,
+    PLAN_COLUMNS,
+    TABLE_NAME,
+    ResultsTable,
+    open_table,
+)
+from ipu_tune.storage._running import RunningFile
 
 __all__ = [
+    "COLUMN_NAMES",
     "DEFAULT_JOURNAL",
     "HEARTBEAT_GRACE_S",
     "HEARTBEAT_INTERVAL_S",
+    "PLAN_COLUMNS",
+    "TABLE_NAME",
     "ClaimLock",
     "FlockLock",
+    "ResultsStore",
+    "ResultsTable",
+    "RunningFile",
     "StorageTarget",
+    "atomic_write",
+    "export_table",
     "open_storage",
+    "open_table",
     "redact",
     "resolve_storage",
+    "study_dir",
 ]

@@ -142,16 +142,42 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
     return StorageTarget("journal", path, results, results_dir)
 
 
+def _inside(folder: Path, results_dir: str) -> bool:
+    """Whether `folder` is results_dir or below it (the only folders ipu-tune creates)."""
+    return folder.resolve().is_relative_to(Path(results_dir).resolve())
+
+
 def _check_journal_parent(path: Path, results_dir: str) -> None:
     parent = path.parent
     if parent.is_dir() or not results_dir:
         return
-    if parent.resolve() == Path(results_dir).resolve():
+    if _inside(parent, results_dir):
         return
     raise IpuTuneError(
         f"study.storage={redact(str(path))!r}: folder {str(parent)!r} does not exist; create it "
         f"first, or keep the journal in results_dir={results_dir!r} (created on demand)"
     )
+
+
+def _make_sqlite_parent(target: StorageTarget) -> None:
+    """The folder of a SQLite file: created when inside results_dir, else it must exist (a
+    typo in sqlite:///... must not create folders anywhere)."""
+    url = _make_url(target.location)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    parent = Path(str(url.database)).parent
+    if parent.is_dir():
+        return
+    if not target.results_dir or not _inside(parent, target.results_dir):
+        raise IpuTuneError(
+            f"study.storage={target.display!r}: folder {str(parent)!r} does not exist; create "
+            f"it first, or put the database in results_dir={target.results_dir!r} (created on "
+            "demand)")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IpuTuneError(
+            f"results_dir={target.results_dir!r}: cannot be written ({exc.strerror})") from None
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -185,6 +211,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "it is corrupted or not an Optuna journal"
             ) from None
+    _make_sqlite_parent(target)
     # Workers starting together on a new SQLite file would race to create Optuna's schema
     # ("UNIQUE constraint failed: alembic_version"): one at a time under the file's lock.
     local = target.claims

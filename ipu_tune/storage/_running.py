@@ -5,7 +5,7 @@ locked with `flock` for as long as the worker lives, holding the number of the t
 its name. The kernel drops the lock when the process dies, however it dies, so a RUNNING trial
 that no locked file names belongs to a dead worker. Telling them apart this way costs a write
 to a page-cache file per trial instead of a tag on the trial, which is a storage write (an
-fsync'd journal append, 0.4-0.6 ms; issue 16).
+fsync'd journal append, 0.4-0.6 ms).
 
 Files are made, written and read under the claim lock (`ClaimLock`), so recovery never sees a
 worker between its `ask` and its record, nor a file made but not yet locked. Local file systems

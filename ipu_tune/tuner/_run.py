@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import shlex
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -16,29 +15,22 @@ from optuna.storages import BaseStorage
 
 from ipu_tune import interrupts
 from ipu_tune.case import Case, build_case
-from ipu_tune.config import (
-    EvalConfig,
-    TuneConfig,
-    check_pinned_layout,
-    load_config,
-    to_plain_dict,
-    validate,
-)
+from ipu_tune.config import EvalConfig, TuneConfig, check_pinned_layout, load_config, validate
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.explain import explain_study
+from ipu_tune.explain import Explanation, explain_study
+from ipu_tune.exports import Exports, Provenance, export_context, write_exports
 from ipu_tune.records import TrialRecord
-from ipu_tune.results import (
-    ResultsStore,
-    atomic_write,
-    best_yaml_text,
-    poprun_provenance,
-    study_dir,
-    write_exports,
-    write_report,
-)
+from ipu_tune.report import write_report
+from ipu_tune.results import sync_results
 from ipu_tune.search import Convergence, SearchProblem, change_list, convergence
-from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
-from ipu_tune.storage import StorageTarget, open_storage, resolve_storage
+from ipu_tune.simulator import SimResult
+from ipu_tune.storage import (
+    ResultsStore,
+    StorageTarget,
+    open_storage,
+    resolve_storage,
+    study_dir,
+)
 from ipu_tune.tuner._heartbeat import beating
 from ipu_tune.tuner._study import default_study_name, open_study, recover_stale_trials
 from ipu_tune.tuner._worker import count_done, work
@@ -62,7 +54,7 @@ class RunSummary:
     convergence: Convergence | None = None  # how the best evolved (ipu_tune.search)
     objective_names: tuple[str, ...] = ()  # search.objectives, in order (also with no best)
     changes: tuple[str, ...] = ()  # knobs the best changed from the user's plan (`fit`)
-    explanation: dict[str, Any] | None = None  # `ipu_tune.explain.explain_study`
+    explanation: Explanation | None = None  # `ipu_tune.explain.explain_study`
 
 
 @dataclass(frozen=True)
@@ -175,13 +167,13 @@ def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> Run
                             workers=cfg.study.workers)
         study = opened.study
         retried = recover_stale_trials(study, storage, prep.target.claims)
-        store.sync(study)
+        sync_results(store, study)
         interrupts.check()
         if cfg.study.workers == 1:
             ran = _work(prep, study, storage, store, progress=cfg.study.progress_bar)
         else:
             ran = _run_workers(prep, study.study_name)
-        store.sync(study)
+        sync_results(store, study)
         interrupts.check()  # interrupted: no exports (those on disk stay whole)
         summary = export_study(study, prep.problem, store, cfg, prep.target, ran,
                                tuple(retried))
@@ -200,41 +192,28 @@ def export_study(
     ran: int = 0,
     retried: tuple[int, ...] = (),
 ) -> RunSummary:
-    """Write best.yaml, the PopTorch snippet and report.html under results/<study>/."""
+    """Write the exports of the best trial (`ipu_tune.exports`) and report.html under
+    results/<study>/."""
     # A study of the same name in another storage is another study: its own folder.
     tag = target.export_tag
     folder = f"{study.study_name}@{tag}" if tag else study.study_name
     out_dir = study_dir(cfg.results_dir, folder)  # refuses names that escape
     best = problem.best_trial(study)
-    exports: dict[str, Path] = {}
+    objectives = (dict(zip(problem.objective_names, best.values or [], strict=False))
+                  if best is not None else {})
     best_cfg: EvalConfig | None = None
     best_result: SimResult | None = None
-    snippet: str | None = None
+    written = Exports({}, {})
     if best is not None:
         record = TrialRecord.of(best)
         best_cfg = load_config(dict(record.config))
-        # The result stored with the trial; only a study older than that is simulated again.
+        # The result stored with the trial; a plan stored without one is simulated again.
         best_result = record.sim_result() or problem.simulate(best_cfg)
-        best_path = out_dir / "best.yaml"
-        evaluate_cmd = f"python -m ipu_tune evaluate {shlex.quote(str(best_path))}"
-        provenance = {
-            "study": study.study_name,
-            "trial": best.number,
-            "storage": target.display,
-            "objectives": dict(zip(problem.objective_names, best.values or [], strict=False)),
-            "throughput": best_result.throughput,
-            "fits": best_result.fits,
-            "bottleneck": best_result.bottleneck,
-            "simulator_version": SIMULATOR_VERSION,
-            "evaluate": evaluate_cmd,
-            **poprun_provenance(best_cfg),
-        }
-        exports["best"] = atomic_write(best_path, best_yaml_text(to_plain_dict(best_cfg),
-                                                                 provenance), cfg.results_dir)
-        # Built once: the files and the report's copy of the PopTorch program are the same text.
-        exports.update(write_exports(out_dir, best_cfg, best_result, problem.profile,
-                                     root=cfg.results_dir))
-        snippet = exports["poptorch"].read_text()
+        provenance = Provenance.of(study.study_name, best.number, target.display, objectives,
+                                   out_dir)
+        written = write_exports(export_context(best_cfg, best_result, problem.profile,
+                                               provenance), out_dir, cfg.results_dir)
+    exports = dict(written.paths)
     explanation = explain_study(study, problem)
     exports["report"] = write_report(
         out_dir / "report.html",
@@ -243,7 +222,7 @@ def export_study(
         best_config=best_cfg,
         best_result=best_result,
         title=f"ipu-tune: {study.study_name}",
-        snippet=snippet,
+        snippet=written.texts.get("poptorch"),  # the very text written beside best.yaml
         explanation=explanation,
         best_trial=best.number if best is not None else None,
     )
@@ -257,9 +236,7 @@ def export_study(
         best_config=best_cfg,
         best_result=best_result,
         exports=exports,
-        objectives=dict(zip(problem.objective_names, best.values or [], strict=False))
-        if best is not None
-        else {},
+        objectives=objectives,
         convergence=convergence(study, problem.directions, problem.objective_names),
         objective_names=tuple(problem.objective_names),
         changes=tuple(change_list(best_cfg, problem.codec.user)) if best_cfg is not None else (),

@@ -41,9 +41,11 @@ __all__ = [
 _CLAIM_AGE_S = 60.0
 
 
-# What makes two runs the same problem (beyond the plan knobs the search draws): the model,
-# workload, system, the search preset's definition, and the values of the pinned keys.
-_PROBLEM_SECTIONS = ("model", "workload", "system")
+# What makes two runs the same problem: the model, workload, system, the starting plan (the
+# warm start and the `changes` objective count from it), the sampler (its draws are the
+# study's), the simulator constants file, the search preset's definition, and the values of
+# the pinned keys.
+_PROBLEM_SECTIONS = ("model", "workload", "system", "plan", "sampler", "simulator")
 _SEARCH_KEYS = ("name", "space", "objectives", "throughput_floor", "global_batch_size")
 _HASH_CHARS = 8
 _MAX_DIFFS_SHOWN = 6
@@ -70,8 +72,9 @@ def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str]) -> dict
     """The problem a study solves, as flat `key: value` pairs of a plain config dict.
 
     Two runs are the same study only when these agree: model (name, `_target_`, kwargs, input
-    shape, ...), workload, system, search preset (space, objectives, floor, global batch) and
-    each pinned key with its value. The plan values the search draws are not part of it.
+    shape, ...), workload, system, the starting plan, the sampler (name, seed, parameters),
+    search preset (space, objectives, floor, global batch) and each pinned key with its value.
+    The plan values the search draws are not part of it.
     """
     out: dict[str, Any] = {}
     for section in _PROBLEM_SECTIONS:

@@ -10,7 +10,7 @@ Order per trial (what a kill at any point leaves behind):
    PRUNED without a value when it is not (a kill before this leaves it RUNNING: failed and
    retried on resume);
 4. queue the results row; queued rows go in one statement about once a second and when the
-   loop ends (a kill before that is repaired by `ResultsStore.sync`, which `run` calls on
+   loop ends (a kill before that is repaired by `sync_results`, which `run` calls on
    every start and end: the study is the record, the table a copy).
 
 The loop reads the study's trials (filtered by state, without copies) only when it may be
@@ -34,9 +34,9 @@ from tqdm import tqdm
 from ipu_tune.config import to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import TrialRecord, result_payload
-from ipu_tune.results import ResultsStore
+from ipu_tune.results import append_trials
 from ipu_tune.search import SearchProblem, refine_study, tell_outcome
-from ipu_tune.storage import ClaimLock
+from ipu_tune.storage import ClaimLock, ResultsStore, RunningFile
 from ipu_tune.tuner._worker_id import this_worker
 
 __all__ = ["count_done", "work"]
@@ -102,6 +102,87 @@ def _best_label(study: optuna.Study, problem: SearchProblem) -> str:
     return f"best {name} {problem.show_value(name, best.values[0])}"
 
 
+_LOG_EVERY_S = 30.0  # progress lines when stderr is not a terminal
+
+
+class _Progress:
+    """The trials bar on stderr, with the best value so far; without a bar, nothing."""
+
+    def __init__(self, study: optuna.Study, problem: SearchProblem, n_trials: int,
+                 on: bool) -> None:
+        self.study, self.problem, self.n_trials = study, problem, n_trials
+        self.bar = None
+        if on:
+            self.bar = tqdm(total=n_trials, initial=count_done(study), file=sys.stderr,
+                            desc="trials", dynamic_ncols=True, leave=True)
+            self.bar.set_postfix_str(_best_label(study, problem))
+        self.last_label = self.last_shown = time.monotonic()
+        # Into a log file or a pipe each refresh is a line: one every _LOG_EVERY_S there.
+        self.every_s = 0.0 if sys.stderr.isatty() else _LOG_EVERY_S
+
+    def step(self, done: int) -> None:
+        """`done`: finished at the last read, plus ours since (others' since: next read)."""
+        if self.bar is None:
+            return
+        self.bar.n = min(done, self.n_trials)
+        now = time.monotonic()
+        if now - self.last_label > 0.5:
+            self.bar.set_postfix_str(_best_label(self.study, self.problem), refresh=False)
+            self.last_label = now
+        if now - self.last_shown >= self.every_s:
+            self.bar.refresh()
+            self.last_shown = now
+
+    def close(self) -> None:
+        if self.bar is None:
+            return
+        self.bar.n = min(count_done(self.study), self.n_trials)
+        self.bar.set_postfix_str(_best_label(self.study, self.problem))
+        self.bar.close()
+
+
+def _claim(study: optuna.Study, claims: ClaimLock, running: RunningFile | None,
+           worker: str) -> optuna.Trial:
+    """A new trial, held in this worker's running file (one machine) or tagged with it."""
+    with claims.claiming():
+        trial = study.ask()
+        if running is not None:
+            running.hold(trial.number)
+        else:
+            TrialRecord.tag_worker(trial, worker)
+    return trial
+
+
+def _surplus(study: optuna.Study, trial: optuna.Trial, n_trials: int) -> bool:
+    """Fail `trial` when it lies past the budget; True if it did."""
+    # A trial's rank is at most its number: only a number past the budget needs the read
+    # (resumed studies with failed trials, or another worker took the last slot between our
+    # check and ask).
+    if trial.number >= n_trials and _rank(
+            study.get_trials(deepcopy=False, states=_ALIVE), trial.number) >= n_trials:
+        TrialRecord.tag_surplus(trial)
+        study.tell(trial, state=TrialState.FAIL)
+        return True
+    return False
+
+
+def _run_trial(study: optuna.Study, problem: SearchProblem, trial: optuna.Trial,
+               claims: ClaimLock, n_trials: int, refine: bool) -> FrozenTrial | None:
+    """Simulate, record and tell one trial; the finished trial (None: not finished)."""
+    outcome = problem.run_trial(trial)  # also records the constraints on the trial
+    TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
+                           result_payload(outcome.result, whole=outcome.feasible))
+    frozen = tell_outcome(study, trial, outcome)
+    if frozen.state not in _DONE:  # rows are for finished trials only
+        return None
+    if refine:
+        # Local search enqueues better plans; under the study-wide lock so that two
+        # commands' workers climbing to the same optimum do not both enqueue it.
+        with claims.recovering():
+            refine_study(study, problem, n_trials)
+    return frozen
+
+
 def work(
     study: optuna.Study,
     problem: SearchProblem,
@@ -122,12 +203,8 @@ def work(
     started = time.monotonic()
     worker = this_worker()
     ran = 0
-    bar = None
-    if progress:
-        bar = tqdm(total=n_trials, initial=count_done(study), file=sys.stderr,
-                   desc="trials", dynamic_ncols=True, leave=True)
-        bar.set_postfix_str(_best_label(study, problem))
-    last_label = last_flush = time.monotonic()
+    bar = _Progress(study, problem, n_trials, progress)
+    last_flush = time.monotonic()
     slots = _Slots(n_trials)
     rows: list[FrozenTrial] = []  # finished trials whose results rows are not written yet
     running = None
@@ -135,60 +212,30 @@ def work(
         if claims.local:
             with claims.claiming():
                 running = claims.running_file(worker)
-        while True:
-            if timeout_s is not None and time.monotonic() - started >= timeout_s:
+        while not (timeout_s is not None and time.monotonic() - started >= timeout_s):
+            if slots.full(study, fresh=bar.bar is not None):
                 break
-            if slots.full(study, fresh=bar is not None):
-                break
-            with claims.claiming():
-                trial = study.ask()
-                if running is not None:
-                    running.hold(trial.number)
-                else:
-                    TrialRecord.tag_worker(trial, worker)
+            trial = _claim(study, claims, running, worker)
             slots.own += 1
-            # A trial's rank is at most its number: only a number past the budget needs the
-            # read (resumed studies with failed trials, or another worker took the last slot
-            # between our check and ask).
-            if trial.number >= n_trials and _rank(
-                    study.get_trials(deepcopy=False, states=_ALIVE), trial.number) >= n_trials:
-                TrialRecord.tag_surplus(trial)
-                study.tell(trial, state=TrialState.FAIL)
+            if _surplus(study, trial, n_trials):
                 break
-            outcome = problem.run_trial(trial)  # also records the constraints on the trial
-            TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
-                                  result_payload(outcome.result, whole=outcome.feasible))
-            frozen = tell_outcome(study, trial, outcome)
-            if frozen.state in _DONE:  # rows are for finished trials only
+            frozen = _run_trial(study, problem, trial, claims, n_trials, refine)
+            if frozen is not None:
                 rows.append(frozen)
-                if refine:
-                    # Local search enqueues better plans; under the study-wide lock so that
-                    # two commands' workers climbing to the same optimum do not both enqueue it.
-                    with claims.recovering():
-                        refine_study(study, problem, n_trials)
             if rows and time.monotonic() - last_flush >= _FLUSH_S:
-                store.append_many(study.study_name, rows)
+                append_trials(store, study.study_name, rows)
                 rows, last_flush = [], time.monotonic()
             ran += 1
             if on_trial is not None:
                 on_trial(trial.number)
-            if bar is not None:
-                # Finished at the last read, plus ours since (others' since: next read).
-                bar.n = min(slots.done + slots.own, n_trials)
-                if time.monotonic() - last_label > 0.5:
-                    bar.set_postfix_str(_best_label(study, problem))
-                    last_label = time.monotonic()
-                bar.refresh()
+            bar.step(slots.done + slots.own)
     finally:
         if running is not None:
             running.close()
         if rows:
             # On the way out of an error too; if the store fails here, the original error is
-            # the one to report and `ResultsStore.sync` rebuilds these rows on the next start.
+            # the one to report and `sync_results` rebuilds these rows on the next start.
             with contextlib.suppress(IpuTuneError, OSError, RuntimeError):
-                store.append_many(study.study_name, rows)
-        if bar is not None:
-            bar.n = min(count_done(study), n_trials)
-            bar.set_postfix_str(_best_label(study, problem))
-            bar.close()
+                append_trials(store, study.study_name, rows)
+        bar.close()
     return ran

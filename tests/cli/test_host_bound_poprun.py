@@ -1,4 +1,4 @@
-"""End to end (issue 11): the main command's `search=throughput` on a host-bound POD16 raises
+"""End to end: the main command's `search=throughput` on a host-bound POD16 raises
 `plan.host_instances`; the run summary and best.yaml carry the matching PopRun line."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 import ipu_tune
 from ipu_tune.cli.run import hydra_main
 from ipu_tune.config import load_config
-from ipu_tune.results import poprun_command
+from ipu_tune.exports import export_context, poprun_command
 
 # ResNet-50 at 224x224 with a costly host pipeline (4 ms per image on one core): one PopRun
 # instance feeds about a quarter of what 16 IPUs consume (tests/search/test_host_instances.py).
@@ -45,7 +45,7 @@ def test_throughput_search_on_a_host_bound_pod16_prints_its_poprun_line(
     assert exported["ipu_tune"]["poprun"] == line
     # The line is the best plan's, and that plan beats one instance of itself.
     cfg = load_config(best_yaml)
-    assert poprun_command(cfg, "python poptorch_options.py") == line
+    assert poprun_command(export_context(cfg), "python poptorch_options.py") == line
     best = ipu_tune.evaluate_config(cfg)
     one = ipu_tune.evaluate_config(load_config(
         {**{k: v for k, v in exported.items() if k != "ipu_tune"},

@@ -1,6 +1,6 @@
 """Each command imports what it needs and no more: no torch for a stored study or a cached
 model, no Hydra/Optuna for `--help`, none of Hydra, pandas, plotly, SQLAlchemy for a plain
-1-trial run (issue 15/16: a quick CLI). Checked in a fresh process per command, from its
+1-trial run (a quick CLI). Checked in a fresh process per command, from its
 `sys.modules` after the command ran."""
 
 from __future__ import annotations

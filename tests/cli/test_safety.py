@@ -14,8 +14,7 @@ import pytest
 
 from ipu_tune.__main__ import main
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.results import atomic_write, study_dir
-from ipu_tune.storage import open_storage, redact, resolve_storage
+from ipu_tune.storage import atomic_write, open_storage, redact, resolve_storage, study_dir
 from tests.conftest import REPO, run_cli
 
 FACTORY = "tests.models.factories.tiny_mlp"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import subprocess
+import typing
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,9 @@ from ipu_tune.config import EvalConfig, PipelineConfig, PlanConfig, WorkloadConf
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, PLAN_KNOBS, WORKLOAD_KNOBS, get_key, knob
 from ipu_tune.plan import ExecutionPlan, plan_from_config
-from ipu_tune.results import PLAN_COLUMNS
 from ipu_tune.search import KNOBS as SPACE_KNOBS
 from ipu_tune.search._objectives import CHANGE_KEYS
+from ipu_tune.storage import PLAN_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +44,7 @@ def test_execution_plan_fields_are_the_knob_fields_with_their_defaults() -> None
     assert _fields(ExecutionPlan) == {k.field: k.default for k in KNOBS}
     hints = {f.name: f.type for f in dataclasses.fields(ExecutionPlan)}
     for k in KNOBS:
-        assert hints[k.field].split("[")[0] == k.type.__name__, k.key
+        assert (typing.get_origin(hints[k.field]) or hints[k.field]) is k.type, k.key
 
 
 def test_plan_from_config_carries_every_knob() -> None:
@@ -109,11 +110,12 @@ def test_recompute_auto_is_the_default_and_drawn_from_a_null_spec() -> None:
     assert "auto" in (knob("plan.recompute").natural or ())
 
 
-# The eight places a knob used to be written by hand (issue 10); they now derive from
-# `ipu_tune.knobs`. The codec's global-batch arithmetic still names GA and the micro-batch.
+# Places that derive every knob from `ipu_tune.knobs` and name none by hand. The codec's
+# global-batch arithmetic names GA and the micro-batch.
 _DERIVED = ("ipu_tune/config/_schema.py", "ipu_tune/plan.py", "ipu_tune/search/_space.py",
-            "ipu_tune/search/_objectives.py", "ipu_tune/results/_store.py",
-            "ipu_tune/results/_table.py", "ipu_tune/cli/_summary.py", "ipu_tune/search/_codec.py")
+            "ipu_tune/search/_objectives.py", "ipu_tune/storage/_results_table.py",
+            "ipu_tune/report/_table.py", "ipu_tune/cli/_summary.py", "ipu_tune/search/_codec.py",
+            "ipu_tune/cli/evaluate_format.py", "ipu_tune/cli/_comparison.py")
 _ARITHMETIC = {("ipu_tune/search/_codec.py", "plan.gradient_accumulation"),
                ("ipu_tune/search/_codec.py", "workload.micro_batch_size")}
 

@@ -25,7 +25,7 @@ from ipu_tune.knobs import KNOBS, get_key
 from ipu_tune.records import TrialRecord
 from ipu_tune.search import OBJECTIVES
 from ipu_tune.tuner import RunSummary, run
-from tests.results.test_report import _PROBE_HEAD, CHROMIUM, REPO, _attr, chromium, figures
+from tests.report.test_report import _PROBE_HEAD, CHROMIUM, REPO, _attr, chromium, figures
 from tests.search._helpers import compose_cfg
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -206,19 +206,46 @@ def test_no_fit_summary_shows_the_closest_plan_and_checked_remedies(
     assert summary.best_trial is None
     text = format_summary(summary)
     assert "no plan fits" in text
-    closest = summary.explanation["closest"]  # type: ignore[index]
-    assert f"closest plan: trial {closest['trial']}" in text and "over by" in text
-    assert closest["excess_bytes"] > 0 and closest["reason"] in text
-    fitting = [r for r in closest["remedies"] if r["fits"]]
-    assert fitting, closest["remedies"]
-    for r in closest["remedies"]:  # each remedy is what the simulator says of its plan
+    assert summary.explanation is not None
+    closest = summary.explanation.closest
+    assert closest is not None
+    assert f"closest plan: trial {closest.trial}" in text and "over by" in text
+    assert closest.excess_bytes > 0 and closest.reason in text
+    fitting = [r for r in closest.remedies if r["fits"]]
+    assert fitting, closest.remedies
+    for r in closest.remedies:  # each remedy is what the simulator says of its plan
         res = ipu_tune.evaluate(r["config"])
         assert res.fits == r["fits"] and res.throughput == pytest.approx(r["throughput"])
         assert r["remedy"] in text
-    assert any(r["remedy"].startswith("largest micro-batch that fits") for r in fitting)
+    assert any(r["remedy"].startswith("micro-batch") for r in fitting)
     report = (tmp / summary.study_name / "report.html").read_text()
     head = report[: report.index("<h2>")]
     assert "No plan fits. Closest: trial" in report and 'data-note="no-fit"' in head + report
+
+
+def test_explain_study_is_a_frozen_explanation_whose_json_is_what_the_cli_prints(
+        studies: dict[str, tuple[RunSummary, Path]], capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+    import dataclasses
+
+    from ipu_tune.cli.explain_cmd import main as explain_main
+    from ipu_tune.cli.studies_cmd import load_problem
+    from ipu_tune.explain import Explanation, explain_study
+
+    summary, tmp = studies["nofit"]
+    assert isinstance(summary.explanation, Explanation)
+    args = argparse.Namespace(study=summary.study_name, storage=None, results_dir=str(tmp),
+                              trust_remote_code=False)
+    study, _, _, problem = load_problem(args)
+    data = explain_study(study, problem, with_sensitivity=False)
+    assert data.best_trial is None and data.closest is not None and data.steps == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        data.best_trial = 0  # type: ignore[misc]
+    assert explain_main([summary.study_name, "--results-dir", str(tmp), "--json",
+                         "--no-sensitivity"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(json.dumps(data.to_json()))
+    assert printed["closest"]["trial"] == data.closest.trial
 
 
 def test_evaluate_takes_hydra_style_overrides(studies: dict[str, tuple[RunSummary, Path]],
@@ -340,8 +367,7 @@ def test_reports_render_with_the_exported_trial_marked(
 
 def test_trace_compresses_a_long_step_and_draws_exchange_in_its_own_colour() -> None:
     from ipu_tune.plan import plan_from_config
-    from ipu_tune.results._figures import KIND_COLORS, timeline_figure
-    from ipu_tune.results._timeline import build_timeline
+    from ipu_tune.report import KIND_COLORS, build_timeline, timeline_figure
 
     cfg = load_config({
         "model": {"name": "resnet101", "input_shape": [3, 64, 64], "num_classes": 10},
@@ -398,13 +424,13 @@ def test_pareto_ladder_ranks_each_step_by_the_compromise_rule(
     from ipu_tune.explain import explain_study
 
     data = explain_study(study, problem, with_sensitivity=False)
-    assert "compromise" in data["ladder_rank"]
+    assert "compromise" in data.ladder_rank
     report = (tmp / summary.study_name / "report.html").read_text()
     assert "<caption>Steps ranked by: each step: the change whose plan is nearest" in report
     rule = compromise(study, problem.directions)
     assert rule is not None
-    best = load_config(data["steps"][-1]["config"])
-    for a, b in itertools.pairwise(data["steps"]):
+    best = load_config(data.steps[-1]["config"])
+    for a, b in itertools.pairwise(data.steps):
         if len(b["changes"]) != 1 or not b["fits"]:
             continue
         here = load_config(a["config"])

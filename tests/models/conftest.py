@@ -15,7 +15,7 @@ CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 def conf(name: str) -> dict[str, Any]:
     """The `model:` mapping of conf/model/<name>.yaml."""
-    data: dict[str, Any] = yaml.safe_load((CONF_MODEL / f"{name}.yaml").read_text())
+    data: dict[str, Any] = yaml.safe_load((CONF_MODEL / f"{name}.yaml").read_text())["model"]
     return data
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import yaml
 
 import ipu_tune
 from ipu_tune.config import ModelConfig
@@ -146,7 +145,7 @@ def test_every_zoo_model_has_a_conf_file_that_profiles(profile_of) -> None:
 
 
 def test_resnet101_conf_is_the_seed_tutorial_setting() -> None:
-    data = yaml.safe_load((CONF_MODEL / "resnet101.yaml").read_text())
+    data = conf("resnet101")
     assert data["input_shape"] == [3, 64, 64]
     assert data["num_classes"] == 10
     assert data["dataset"]["name"] == "cifar10"
@@ -154,7 +153,7 @@ def test_resnet101_conf_is_the_seed_tutorial_setting() -> None:
 
 
 def test_resnet50_conf_is_imagenet_with_jpeg_host_cost() -> None:
-    data = yaml.safe_load((CONF_MODEL / "resnet50.yaml").read_text())
+    data = conf("resnet50")
     assert data["input_shape"] == [3, 224, 224] and data["num_classes"] == 1000
     assert 50_000 < data["dataset"]["sample_bytes"] < 200_000
     assert 0.001 <= data["dataset"]["preprocess_s_per_sample"] <= 0.01

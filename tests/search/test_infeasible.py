@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 
 from ipu_tune.cli.studies_cmd import trials_frame
 from ipu_tune.records import TrialRecord
-from ipu_tune.results import ResultsStore
+from ipu_tune.results import sync_results
 from ipu_tune.search import (
     SearchProblem,
     convergence,
@@ -24,7 +24,7 @@ from ipu_tune.search import (
     refine_study,
     tell_outcome,
 )
-from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.storage import ResultsStore, open_storage, resolve_storage
 from ipu_tune.tuner import RunSummary, run
 from tests.search._helpers import compose_cfg, make_problem
 
@@ -144,7 +144,7 @@ def test_gp_is_told_infeasible_plans_complete_and_readers_still_see_them_infeasi
     assert frozen.state == TrialState.COMPLETE and not is_feasible(frozen)
     assert problem.best_trial(study) is None
     store = ResultsStore(f"sqlite:///{tmp_path / 'r.db'}")
-    store.sync(study)
+    sync_results(store, study)
     row = store.frame(study.study_name).iloc[0]
     assert pd.isna(row["values"]) and pd.isna(row["throughput"]) and not row["feasible"]
 

@@ -10,9 +10,8 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.records import TrialRecord
-from ipu_tune.results import ResultsStore
 from ipu_tune.search import LocalSearch, SearchProblem, convergence, refine_study
-from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.storage import ResultsStore, open_storage, resolve_storage
 from ipu_tune.tuner import run
 from tests.search._helpers import compose_cfg, make_problem
 

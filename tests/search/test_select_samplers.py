@@ -100,7 +100,8 @@ def test_the_default_sampler_draws_conditional_knobs_in_its_joint_pass() -> None
     TPE's startup trials no knob is drawn on its own (`sample_independent`): the groups of
     knobs drawn together are modelled jointly (`group: true` in conf/sampler/tpe.yaml)."""
     problem = make_problem(compose_cfg("model=bert_large", "system=pod16",
-                                       "workload.micro_batch_size=8"))
+                                       "workload.micro_batch_size=8"),
+                           pinned=["workload.micro_batch_size"])  # as the command line pins it
     sampler = problem.sampler()
     assert isinstance(sampler, optuna.samplers.TPESampler)
     startup = 10  # conf/sampler/tpe.yaml n_startup_trials

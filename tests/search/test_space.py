@@ -27,7 +27,10 @@ def test_every_preset_names_a_loadable_space_and_known_objectives() -> None:
 
 def test_shipped_spaces_parse_to_their_documented_shape() -> None:
     fit = load_space("fit")
-    assert fit.keep_global_batch and "workload.micro_batch_size" not in fit.knobs
+    # The micro-batch is a memory knob of every training preset but latency's (capped at yours).
+    assert fit.keep_global_batch and "workload.micro_batch_size" in fit.knobs
+    assert "workload.micro_batch_size" in load_space("throughput").knobs
+    assert "workload.micro_batch_size" not in load_space("latency").knobs
     assert load_space("latency").fixed == {"workload.mode": "infer"}
     assert load_space("memory").throughput_floor_ratio == 0.5
     assert "workload.micro_batch_size" in load_space("pareto").knobs

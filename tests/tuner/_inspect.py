@@ -7,8 +7,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.results import ResultsStore
-from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.storage import ResultsStore, open_storage, resolve_storage
 
 
 def study_state(results: Path, name: str, storage: str | None = None) -> dict[str, object]:

@@ -166,7 +166,7 @@ def test_disk_full_during_a_run_is_one_line_and_resume_recovers(tmp_path: Path) 
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
-        # Today: a traceback, and a torn journal record that later runs cannot read.
+        # Not a traceback, nor a torn journal record that later runs cannot read.
         assert proc.returncode not in (0, None), err
         assert "Traceback" not in err, err
         lines = [ln for ln in err.splitlines() if ln.strip()]

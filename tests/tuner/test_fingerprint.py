@@ -38,7 +38,7 @@ def test_a_changed_problem_is_another_default_study(tmp_path: Path,
                                                     change: tuple[str, ...]) -> None:
     first = _run(tmp_path, 4)
     other = _run(tmp_path, 4, *change)
-    # Today: the same study, "(0 run now)", the old result printed.
+    # A changed config is a new study, not "(0 run now)" with the old result printed.
     assert other.study_name != first.study_name
     assert other.ran_here == 4 and other.n_complete == 4
     assert other.study_name.startswith(first.study_name + "-")
@@ -77,3 +77,24 @@ def test_a_custom_target_never_joins_the_resnet_study(tmp_path: Path) -> None:
     dirs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
     assert any(d.startswith("tiny_mlp-") for d in dirs), dirs
     assert not any(d.startswith("resnet101-mk2x1") for d in dirs), dirs
+
+
+@pytest.mark.parametrize("change", [
+    ("+experiment=seed_resnet101",),   # another starting plan, same pins
+    ("sampler=random",),
+    ("sampler.seed=7",),
+])
+def test_a_changed_starting_plan_or_sampler_is_a_new_study(tmp_path: Path,
+                                                           change: tuple[str, ...]) -> None:
+    first = _run(tmp_path, 3, "search=fit")
+    other = _run(tmp_path, 3, "search=fit", *change)
+    assert other.study_name != first.study_name
+    assert other.ran_here == 3 and other.n_complete == 3
+
+
+def test_an_explicit_name_with_another_sampler_is_refused_in_one_line(tmp_path: Path) -> None:
+    _run(tmp_path, 3, "study.name=mine")
+    with pytest.raises(IpuTuneError) as err:
+        _run(tmp_path, 3, "study.name=mine", "sampler=random")
+    msg = str(err.value)
+    assert "\n" not in msg and "sampler.name: 'tpe' -> 'random'" in msg

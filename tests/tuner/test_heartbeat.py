@@ -72,7 +72,7 @@ def test_a_dead_worker_on_another_host_is_retried(tmp_path: Path, pg_url: str) -
                              capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     state = study_state(results, NAME, pg_url)
-    # Today: "(0 run now)"-style stalls: the dead worker's trial stays RUNNING forever.
+    # The dead worker's trial does not stay RUNNING forever (a "(0 run now)" stall).
     assert not state["running"]
     assert len(state["complete"]) == total  # type: ignore[arg-type]
     study = state["study"]

@@ -18,8 +18,7 @@ import ipu_tune
 from ipu_tune.config import CONF_DIR, TuneConfig
 from ipu_tune.config._load import typed
 from ipu_tune.records import TrialRecord
-from ipu_tune.results import ResultsStore
-from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.storage import ResultsStore, open_storage, resolve_storage
 from ipu_tune.tuner import run
 from tests.conftest import REPO
 
@@ -187,7 +186,7 @@ def test_export_takes_the_result_stored_with_the_best_trial(tmp_path: Path) -> N
 
 
 def test_same_name_in_two_storages_exports_to_two_folders(tmp_path: Path) -> None:
-    # Today both write results/same/: the second study overwrites the first's exports.
+    # The second study must not overwrite the first's exports in results/same/.
     first = run(_cfg(tmp_path, 3, "study.name=same"))
     kept = first.exports["best"].read_bytes()
     other = run(_cfg(tmp_path, 3, "study.name=same", f"study.storage=sqlite:///{tmp_path}/o.db"))

@@ -96,7 +96,6 @@ def _trials_started(results: Path) -> Callable[[], bool]:
 
 @pytest.mark.slow
 def test_sigint_during_start_up_is_one_line(tmp_path: Path) -> None:
-    # Today: a KeyboardInterrupt traceback in 7 of 12 tries (imports, Hydra, profiling).
     # From ipu-tune's first line on (a signal while the interpreter itself starts, before
     # any of ipu-tune runs, is Python's own traceback): the moment its handler shows in
     # /proc/PID/status, then a random delay over imports, composing and preparing.
@@ -145,7 +144,7 @@ def test_signal_during_the_export_leaves_exports_whole(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_with_four_workers_stops_every_process(tmp_path: Path, sig: int) -> None:
-    # Today: Ctrl-C is ignored with study.workers=4 and loky's workers outlive the command.
+    # Ctrl-C is not ignored with study.workers=4, and no worker outlives the command.
     results = tmp_path / "results"
     proc = _start(results, 10_000, "study.workers=4")
     _wait(_trials_started(results))
@@ -170,7 +169,7 @@ def test_workers_of_a_sigkilled_command_stop(tmp_path: Path) -> None:
     assert len(workers) >= 4, workers
     proc.kill()
     proc.communicate(timeout=60)
-    # Today the workers go on for the whole study; now the kernel tells them (PDEATHSIG).
+    # The kernel tells the workers their parent died (PDEATHSIG): they stop.
     _wait(lambda: not any(_alive(w) for w in workers), timeout_s=60)
     # Each stops between trials: what they leave is consistent; the next run recovers the
     # command's own trial if it was killed mid-trial.

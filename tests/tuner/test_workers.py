@@ -21,8 +21,7 @@ from optuna.trial import TrialState
 
 from ipu_tune.config import TuneConfig
 from ipu_tune.records import TrialRecord
-from ipu_tune.results import ResultsStore
-from ipu_tune.storage import open_storage
+from ipu_tune.storage import ResultsStore, open_storage
 from ipu_tune.tuner import Prepared, open_study, prepare
 from ipu_tune.tuner._worker import work
 from tests.conftest import REPO
@@ -74,7 +73,7 @@ def test_six_commands_on_the_default_journal(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_six_commands_on_a_new_sqlite_file(tmp_path: Path) -> None:
-    # Today: "UNIQUE constraint failed: alembic_version", and an enqueued trial run twice.
+    # Neither "UNIQUE constraint failed: alembic_version" nor an enqueued trial run twice.
     _six_commands(tmp_path, f"sqlite:///{tmp_path / 'new.db'}")
 
 

@@ -1,0 +1,83 @@
+"""The one YAML reader of config, space and constants files: bounded, safe, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ipu_tune.errors import IpuTuneError
+
+__all__ = ["MAX_YAML_BYTES", "read_text", "read_yaml"]
+
+# Limits of the one YAML reader: config, space and constants files are a few KiB, 5 levels deep,
+# and use no anchors; anything far beyond is an accident or an attack (billion laughs).
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_DEPTH = 50
+MAX_YAML_NODES = 100_000
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _check_shape(text: str, what: str, path: Path) -> None:
+    """Walk the event stream (no recursion, no construction): depth and nodes after alias
+    expansion stay within limits, so neither RecursionError nor a billion laughs can follow."""
+    frames: list[list[Any]] = [[None, 0]]  # [anchor, nodes] of each open collection
+    sizes: dict[str, int] = {}
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            frames.append([event.anchor, 1])
+            if len(frames) - 1 > MAX_YAML_DEPTH:
+                raise IpuTuneError(
+                    f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels")
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            anchor, n = frames.pop()
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, n = None, sizes.get(str(event.anchor), 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, n = event.anchor, 1
+        else:
+            continue
+        if anchor is not None:
+            sizes[str(anchor)] = n
+        frames[-1][1] += n
+        if frames[-1][1] > MAX_YAML_NODES or sum(f[1] for f in frames) > MAX_YAML_NODES:
+            raise IpuTuneError(
+                f"{what} {str(path)!r}: more than {MAX_YAML_NODES} values once aliases are "
+                "expanded; allowed: plain YAML without alias bombs")
+
+
+def read_text(path: Path, what: str) -> str:
+    """A text file of at most 1 MiB, UTF-8 without NUL bytes; one line naming `what` else."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
+    except OSError as exc:
+        raise IpuTuneError(f"{what} {str(path)!r}: cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise IpuTuneError(f"{what} {str(path)!r}: larger than {MAX_YAML_BYTES} bytes (1 MiB)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise IpuTuneError(f"{what} {str(path)!r}: not a UTF-8 text file") from None
+    if "\x00" in text:
+        raise IpuTuneError(f"{what} {str(path)!r}: binary file (NUL bytes); expected text")
+    return text
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file with `safe_load` (it never constructs objects); one-line errors that
+    name `what` ("config file", "space file") and the path. Refuses files over 1 MiB, binary or
+    non-UTF-8 files, nesting over 50 levels and alias bombs before building anything."""
+    text = read_text(path, what)
+    try:
+        _check_shape(text, what, path)
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise IpuTuneError(f"{what} {str(path)!r}: not valid YAML{where}") from None
+    except RecursionError:
+        raise IpuTuneError(
+            f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels") from None

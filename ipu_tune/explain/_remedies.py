@@ -1,0 +1,170 @@
+"""Remedies when no plan fits: changes that lower memory, each simulated, each a command.
+
+The memory remedies are the Graph Analyser's own list (seed hands-on session, "Reducing memory
+usage"): a smaller batch, FP16, recomputation, offloading, the available memory proportion,
+more pipeline stages. Each is tried on the user's plan and on the closest plan the study
+found, only in the direction that saves memory (never a higher available memory proportion,
+never a weaker recomputation), and kept only when the simulator shows its peak memory lower
+than the plan it changes. Each row carries the `key=value` overrides that turn the user's
+plan into it, so the summary can print a command to paste; rows are ordered by what fits
+first, then the fewest overrides, then the most samples/s.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+from ipu_tune.config import EvalConfig, to_plain_dict
+from ipu_tune.knobs import KNOBS, get_key, set_key
+from ipu_tune.search import SearchProblem, TrialOutcome, even_split
+
+__all__ = ["override_text", "remedies"]
+
+MB = 1e6
+# Recomputation from the least to the most memory saved (`auto` is PopTorch's default: none
+# unpinned, pipeline recomputation when pipelined; seed guide 4.2).
+_RECOMPUTE = ("none", "auto", "checkpoints", "every_block")
+_LOWEST_AMP = 0.1  # the lowest available memory proportion the presets search
+
+
+def _with(cfg: EvalConfig, changes: dict[str, Any]) -> EvalConfig:
+    out = copy.deepcopy(cfg)
+    for key, value in changes.items():
+        set_key(out, key, value)
+    return out
+
+
+def override_text(key: str, value: Any) -> str:
+    """`key=value` as Hydra's command line reads it back (lists in brackets, lower-case bools)."""
+    if isinstance(value, bool):
+        shown = "true" if value else "false"
+    elif isinstance(value, list | tuple):
+        shown = "[" + ",".join(map(str, value)) + "]"
+    elif isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = str(value)
+    return f"{key}={shown}"
+
+
+def _overrides(user: EvalConfig, cand: EvalConfig) -> list[str]:
+    """The overrides turning the user's plan into `cand` (every knob that differs)."""
+    out = []
+    for k in KNOBS:
+        have, want = get_key(user, k.key), get_key(cand, k.key)
+        if isinstance(have, list | tuple) or isinstance(want, list | tuple):
+            have, want = list(have), list(want)
+        if have != want:
+            out.append(override_text(k.key, want))
+    return out
+
+
+def _smaller_batches(cfg: EvalConfig, training: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Micro-batch halved down to 1, gradient accumulation raised to keep the global batch."""
+    mb, ga = cfg.workload.micro_batch_size, cfg.plan.gradient_accumulation
+    m = mb // 2
+    while m >= 1:
+        ch: dict[str, Any] = {"workload.micro_batch_size": m}
+        label = f"micro-batch {mb} -> {m}"
+        if training and mb % m == 0:
+            ch["plan.gradient_accumulation"] = ga * (mb // m)
+            label += f" (GA {ga} -> {ga * (mb // m)}, same global batch)"
+        yield label, ch
+        m //= 2
+
+
+def _savers(cfg: EvalConfig, training: bool) -> list[tuple[str, dict[str, Any]]]:
+    """Single memory savers that lower memory from `cfg` (none that raises it)."""
+    p = cfg.plan
+    out: list[tuple[str, dict[str, Any]]] = []
+    if p.precision != "16.16":
+        out.append((f"precision {p.precision} -> 16.16", {"plan.precision": "16.16"}))
+    if p.available_memory_proportion > _LOWEST_AMP + 1e-9:
+        out.append((f"available memory proportion {p.available_memory_proportion:g} -> "
+                    f"{_LOWEST_AMP:g}", {"plan.available_memory_proportion": _LOWEST_AMP}))
+    if training:
+        now = _RECOMPUTE.index(p.recompute)
+        effective = max(now, _RECOMPUTE.index("checkpoints")) if p.pipeline.splits else now
+        for mode in _RECOMPUTE[effective + 1:]:
+            if mode != "auto":
+                out.append((f"recompute {p.recompute} -> {mode}", {"plan.recompute": mode}))
+        if not p.offload_optimizer_state:
+            out.append(("offload the optimizer state", {"plan.offload_optimizer_state": True}))
+        if p.replication_factor > 1 and not p.replicated_tensor_sharding:
+            out.append(("replicated tensor sharding", {"plan.replicated_tensor_sharding": True}))
+    return out
+
+
+def _stages(problem: SearchProblem, cfg: EvalConfig) -> Iterator[tuple[str, dict[str, Any]]]:
+    """More pipeline stages, evenly split (powers of two), over the system's IPUs."""
+    ipus, blocks = cfg.system.num_ipus, problem.profile.blocks
+    stages = len(cfg.plan.pipeline.splits) * 2 or 2
+    while stages <= min(ipus, len(blocks)):
+        splits = [blocks[i] for i in even_split(len(blocks), stages)[1:]]
+        yield (f"{stages} pipeline stages ({max(1, ipus // stages)} replicas)",
+               {"plan.pipeline.splits": splits, "plan.replication_factor": max(1, ipus // stages)})
+        stages *= 2
+
+
+def _peak(o: TrialOutcome) -> float:
+    return max(o.result.memory_per_ipu, default=0)
+
+
+def _from(problem: SearchProblem, origin: EvalConfig, user: EvalConfig,
+          where: str) -> list[dict[str, Any]]:
+    """The remedies tried on `origin`: each single saver, the largest smaller micro-batch that
+    fits, the fewest stages that fit, and the savers together when no single one fits."""
+    training = origin.workload.mode == "train"
+    base = problem.evaluate(origin)
+    rows: list[dict[str, Any]] = []
+
+    def tried(label: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        cand = _with(origin, changes)
+        o = problem.evaluate(cand)
+        r = o.result
+        if r.bottleneck == "invalid plan" or (base.result.bottleneck != "invalid plan"
+                                              and _peak(o) >= _peak(base)):
+            return None  # not a plan, or no memory saved: no remedy
+        return {"remedy": label + where, "fits": bool(r.fits), "throughput": float(r.throughput),
+                "memory": f"{_peak(o) / MB:,.0f}/{r.memory_limit_bytes / MB:,.0f} MB",
+                "peak_memory_bytes": int(_peak(o)), "reason": r.reason,
+                "overrides": _overrides(user, cand), "config": to_plain_dict(cand)}
+
+    for group in (_smaller_batches(origin, training), _stages(problem, origin)):
+        last = None
+        for label, ch in group:  # the first that fits, else the last (the most saving) tried
+            last = tried(label, ch) or last
+            if last is not None and last["fits"]:
+                break
+        if last is not None:
+            rows.append(last)
+    savers = [(label, ch, row) for label, ch in _savers(origin, training)
+              if (row := tried(label, ch)) is not None]  # each saves memory alone
+    rows += [row for _, _, row in savers]
+    if len(savers) > 1 and not any(row["fits"] for _, _, row in savers):
+        together = {k: v for _, ch, _ in savers for k, v in ch.items()}
+        row = tried("together: " + ", ".join(label for label, _, _ in savers), together)
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def remedies(problem: SearchProblem, cfg: EvalConfig,
+             user: EvalConfig | None = None) -> list[dict[str, Any]]:
+    """Changes that lower the memory of `cfg` (the closest plan) and of `user`'s plan, each
+    simulated: fits, samples/s, peak memory and the overrides from `user`'s plan; fitting ones
+    first, then the fewest overrides, then the most samples/s (module docstring)."""
+    user = user if user is not None else cfg
+    rows = _from(problem, user, user, "") if user is not cfg else []
+    rows += _from(problem, cfg, user, " (on the closest plan)")
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for row in sorted(rows, key=lambda r: (not r["fits"], len(r["overrides"]),
+                                           -r["throughput"], r["peak_memory_bytes"])):
+        key = tuple(row["overrides"])
+        if key and key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out

@@ -1,0 +1,151 @@
+"""`explain_study`: a study's ladder, the sensitivity of its best plan, remedies when nothing fits.
+
+It returns one frozen `Explanation`: what `ipu-tune explain` prints (`to_json` for `--json`),
+what the run summary and the report show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from ipu_tune.config import EvalConfig, load_config
+from ipu_tune.explain._ladder import ladder, rank_by, step_row
+from ipu_tune.explain._remedies import remedies
+from ipu_tune.explain._start import start_label
+from ipu_tune.explain._whatif import sensitivity
+from ipu_tune.records import TrialRecord
+from ipu_tune.search import OBJECTIVES, SearchProblem, compromise
+
+__all__ = ["PARETO_RULE", "Closest", "Explanation", "closest_trial", "explain_study"]
+
+# How `ipu_tune.search.best_trial` picks the exported trial of a multi-objective study.
+PARETO_RULE = ("compromise: the trial of the feasible Pareto front closest to the ideal point, "
+               "each objective scaled to [0, 1] over the front (compromise programming)")
+
+Row = Mapping[str, Any]  # one JSON-ready table row (a ladder step, a sensitivity or remedy row)
+
+
+@dataclass(frozen=True)
+class Closest:
+    """When nothing fits: the trial nearest to fitting, by how much and why, and the remedies
+    the simulator checked on its plan."""
+
+    trial: int
+    reason: str
+    peak_memory_bytes: int
+    memory_limit_bytes: int
+    excess_bytes: int
+    remedies: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A study explained (`explain_study`).
+
+    `objective`/`metric`: the first objective and its Optuna metric name; `objectives`: each
+    one's name, metric, axis title, scale, direction and best value; `rule`: how the exported
+    trial was picked, `ladder_rank`: how each step's change was; `start`: the label of step 0;
+    `best_trial`: the exported trial (None: no plan fits); `steps`: the ladder from the user's
+    plan to it; `sensitivity`: each knob of the best plan one step down and up; `closest`: when
+    nothing fits, the trial nearest to fitting.
+    """
+
+    study: str
+    objective: str
+    metric: str
+    objectives: tuple[Row, ...]
+    rule: str
+    input_kind: str
+    start: str
+    ladder_rank: str
+    best_trial: int | None = None
+    steps: tuple[Row, ...] = ()
+    sensitivity: tuple[Row, ...] = ()
+    closest: Closest | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain containers for `json.dumps` (`ipu-tune explain --json`)."""
+        return dataclasses.asdict(self)
+
+
+def closest_trial(study: optuna.Study) -> tuple[int, TrialRecord] | None:
+    """The finished trial nearest to fitting: the smallest memory excess (first constraint).
+
+    Infeasible trials are PRUNED (`ipu_tune.search.tell_outcome`)."""
+    best: tuple[float, int, TrialRecord] | None = None
+    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+        rec = TrialRecord.of(t)
+        if not rec.constraints or not rec.config or rec.result.get("step_time_s") is None:
+            continue
+        key = rec.constraints[0]
+        if math.isfinite(key) and (best is None or key < best[0]):
+            best = (key, t.number, rec)
+    return None if best is None else (best[1], best[2])
+
+
+def _ladder_rank(problem: SearchProblem) -> str:
+    """How the ladder picks each step's change: by the rule that picked the exported trial."""
+    if len(problem.objective_names) > 1:
+        return ("each step: the change whose plan is nearest the compromise ideal, the rule "
+                "that picked the exported trial (" + PARETO_RULE + ")")
+    o = OBJECTIVES[problem.objective_names[0]]
+    best = "highest" if o.direction == "maximize" else "lowest"
+    return (f"each step: the change with the {best} {o.title} among plans that fit, the rule "
+            "that picked the exported trial (plans that do not fit: the smallest excess)")
+
+
+def _objectives(problem: SearchProblem, values: list[float]) -> tuple[Row, ...]:
+    rows = []
+    for i, n in enumerate(problem.objective_names):
+        o = OBJECTIVES[n]
+        v = values[i] if i < len(values) else None
+        rows.append({"name": n, "metric": o.metric, "axis": o.axis(), "scale": o.scale,
+                     "direction": o.direction, "best_value": v,
+                     "best_shown": o.show(v) if v is not None else None})
+    return tuple(rows)
+
+
+def _closest(study: optuna.Study, problem: SearchProblem, start: EvalConfig) -> Closest | None:
+    found = closest_trial(study)
+    if found is None:
+        return None
+    number, rec = found
+    cfg = load_config(dict(rec.config))
+    r = problem.evaluate(cfg).result
+    peak = max(r.memory_per_ipu, default=0)
+    return Closest(trial=number, reason=r.reason, peak_memory_bytes=int(peak),
+                   memory_limit_bytes=int(r.memory_limit_bytes),
+                   excess_bytes=int(max(0, peak - r.memory_limit_bytes)),
+                   remedies=tuple(remedies(problem, cfg, start)))
+
+
+def explain_study(study: optuna.Study, problem: SearchProblem,
+                  with_sensitivity: bool = True) -> Explanation:
+    name = problem.objective_names[0]
+    best = problem.best_trial(study)
+    objectives = _objectives(problem, list(best.values or []) if best is not None else [])
+    start = problem.codec.user
+    out = Explanation(
+        study=study.study_name, objective=name, metric=OBJECTIVES[name].metric,
+        objectives=objectives,
+        rule=(PARETO_RULE if len(objectives) > 1 else f"the best {OBJECTIVES[name].title} "
+              "among the trials that fit"),
+        input_kind=problem.profile.input_kind,
+        start=start_label(start), ladder_rank=_ladder_rank(problem))
+    if best is None:
+        return dataclasses.replace(out, closest=_closest(study, problem, start))
+    best_cfg = load_config(dict(TrialRecord.of(best).config))
+    rule = compromise(study, problem.directions) if len(problem.directions) > 1 else None
+    steps = ladder(problem, start, best_cfg, rank_by(problem, rule))
+    first_fit = next((s.outcome.result.throughput for s in steps if s.outcome.result.fits), None)
+    return dataclasses.replace(
+        out, best_trial=best.number,
+        steps=tuple(step_row(problem, s, first_fit, out.start) for s in steps),
+        sensitivity=tuple(sensitivity(problem, best_cfg)) if with_sensitivity else ())

@@ -1,0 +1,52 @@
+"""`best.yaml`: the best plan in the config schema (model/workload/system/plan) plus provenance.
+
+`ipu_tune.evaluate` ignores the `ipu_tune:` provenance block, so the file evaluates again
+unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from ipu_tune.config import to_plain_dict
+
+from ._context import BEST_YAML, ExportContext
+from ._poprun import poprun_provenance
+
+__all__ = ["BestYamlExporter"]
+
+
+class BestYamlExporter:
+    """The best plan as a config file that `python -m ipu_tune evaluate` reads again."""
+
+    name = "best"
+    file_name = BEST_YAML
+    label = "best plan"
+
+    def render(self, ctx: ExportContext) -> str:
+        config = to_plain_dict(ctx.config)
+        body = {k: config[k] for k in ("model", "workload", "system", "plan")}
+        text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None)
+        text += yaml.safe_dump({"ipu_tune": _provenance(ctx)}, sort_keys=False)
+        p = ctx.provenance
+        if p is None:
+            return text
+        return (f"# ipu-tune best plan of study {p.study}, trial {p.trial}.\n"
+                f"# Evaluate it again with: {p.evaluate}\n" + text)
+
+
+def _provenance(ctx: ExportContext) -> dict[str, Any]:
+    """The `ipu_tune:` block: where the plan comes from, its simulated figures, its PopRun line."""
+    out: dict[str, Any] = {}
+    p = ctx.provenance
+    if p is not None:
+        out.update(study=p.study, trial=p.trial, storage=p.storage,
+                   objectives=dict(p.objectives))
+    r = ctx.result
+    if r is not None:
+        out.update(throughput=r.throughput, fits=r.fits, bottleneck=r.bottleneck)
+    if p is not None:
+        out.update(simulator_version=p.simulator_version, evaluate=p.evaluate)
+    return {**out, **poprun_provenance(ctx)}

@@ -1,0 +1,133 @@
+"""What every export reads, built once from the best trial: plan, profile, system, result, facts.
+
+One place maps the config to the figures every export writes, so best.yaml, the PopTorch,
+PopART and TensorFlow programs and the PopRun line cannot disagree.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.models import ModelProfile
+from ipu_tune.plan import ExecutionPlan, plan_from_config
+from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
+
+from ._facts import Facts
+
+__all__ = ["BEST_YAML", "ExportContext", "Provenance", "compile_problems", "export_context"]
+
+BEST_YAML = "best.yaml"  # the best plan's file name, beside the other exports
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where the exported plan comes from (best.yaml's `ipu_tune:` block)."""
+
+    study: str
+    trial: int
+    storage: str  # display form (no credentials)
+    objectives: Mapping[str, float] = field(default_factory=dict)
+    evaluate: str = ""  # the command that evaluates best.yaml again
+    simulator_version: str = SIMULATOR_VERSION
+
+    @classmethod
+    def of(cls, study: str, trial: int, storage: str, objectives: Mapping[str, float],
+           out_dir: Path) -> Provenance:
+        """The provenance of trial `trial`, whose best.yaml is written under `out_dir`."""
+        evaluate = f"python -m ipu_tune evaluate {shlex.quote(str(out_dir / BEST_YAML))}"
+        return cls(study, trial, storage, dict(objectives), evaluate)
+
+
+@dataclass(frozen=True)
+class ExportContext:
+    """The best plan as the exports see it (frozen; derived figures are computed once)."""
+
+    config: EvalConfig
+    plan: ExecutionPlan
+    profile: ModelProfile | None  # None: no profile (the checkpoints are left to the user)
+    ipu: str
+    num_ipus: int
+    hosts: int  # host servers of the system
+    result: SimResult | None  # None: the comments give no simulated figures
+    provenance: Provenance | None = None
+
+    @property
+    def stages(self) -> int:
+        return self.plan.stages
+
+    @property
+    def replicas(self) -> int:
+        """Replicas of the whole system (PopRun's --num-replicas)."""
+        return self.plan.replication_factor
+
+    @property
+    def host_instances(self) -> int:
+        """PopRun instances (host processes)."""
+        return self.plan.host_instances
+
+    @property
+    def hosts_used(self) -> int:
+        """Servers PopRun launches on: one instance runs on one server."""
+        return max(1, min(self.hosts, self.host_instances))
+
+    @property
+    def pipelined(self) -> bool:
+        """PopTorch's PipelinedExecution (more than one stage, not sharded)."""
+        return self.stages > 1 and self.plan.schedule != "sharded"
+
+    @property
+    def model_label(self) -> str:
+        """The model as an export's header names it: its zoo name, else its factory."""
+        return self.config.model.name or self.config.model._target_ or "model"
+
+    @cached_property
+    def facts(self) -> Facts:
+        """The sentences quoting the simulated result, shared by every program."""
+        return Facts(self.plan, self.result)
+
+
+def export_context(config: EvalConfig, result: SimResult | None = None,
+                   profile: ModelProfile | None = None,
+                   provenance: Provenance | None = None) -> ExportContext:
+    """The context of the plan of `config` (its simulated `result`, its model `profile`)."""
+    return ExportContext(
+        config=config,
+        plan=plan_from_config(config),
+        profile=profile,
+        ipu=str(config.system.ipu),
+        num_ipus=int(config.system.num_ipus),
+        hosts=int(config.system.hosts),
+        result=result,
+        provenance=provenance,
+    )
+
+
+def compile_problems(ctx: ExportContext, framework: str = "poptorch") -> list[str]:
+    """The framework's own compile-time rules this plan breaks (empty: none).
+
+    PopTorch (Compiler.cpp L675-701): with PipelinedExecution, training needs
+    gradientAccumulation >= pipeline stages and inference deviceIterations >= stages.
+    PopRun: replicas split evenly among instances, instances evenly among hosts.
+    """
+    p = ctx.plan
+    out: list[str] = []
+    if framework in ("poptorch", "popart") and ctx.pipelined:
+        if p.training and p.gradient_accumulation < ctx.stages:
+            out.append(
+                f"gradient accumulation {p.gradient_accumulation} < {ctx.stages} pipeline stages"
+            )
+        if not p.training and p.device_iterations < ctx.stages:
+            out.append(f"device iterations {p.device_iterations} < {ctx.stages} pipeline stages")
+    if ctx.replicas % ctx.host_instances:
+        out.append(
+            f"{ctx.replicas} replicas do not split evenly among {ctx.host_instances} instances"
+        )
+    if ctx.host_instances % ctx.hosts_used:
+        out.append(
+            f"{ctx.host_instances} instances do not split evenly among {ctx.hosts_used} hosts")
+    return out

@@ -1,0 +1,238 @@
+"""`popart_options.py`: `popart.SessionOptions` for a plan, every field with its reason.
+
+Field and type names as PopART's Python bindings spell them (PopART source,
+willow/include/popart/sessionoptions.hpp, tensorlocation.hpp, dataflow.hpp, SDK 3.4). PopART
+builds the graph from ONNX, so what is per-op (pipeline stage and virtual graph of each op) is left
+to the user's builder, with the stage starts named.
+"""
+
+from __future__ import annotations
+
+from ._context import ExportContext, compile_problems
+from ._docs import cite
+from ._model_source import literal, module_path
+from ._poprun import poprun_lines
+from ._source import docstring, knob, wrap
+
+__all__ = ["PopArtExporter"]
+
+
+def _replication_lines(ctx: ExportContext) -> list[str]:
+    r = ctx.replicas
+    local = [
+        f"opts.enableReplicatedGraphs = {r > 1}",
+        f"opts.replicatedGraphCount = {r}",
+    ]
+    reason = (
+        f"Replicas {r}: data-parallel copies of the graph ({cite('popart_replication')};"
+        f" {cite('replication')}). {ctx.facts.all_reduce_sentence()}"
+    )
+    if ctx.host_instances <= 1:
+        return knob(reason, *local)
+    return [
+        f"# {reason}",
+        f"# {ctx.host_instances} PopRun instances ({cite('popdist')}): under poprun, popdist sets"
+        " this instance's replicas and the global replication (enableReplicatedGraphs,"
+        " replicatedGraphCount, enableDistributedReplicatedGraphs, globalReplicaOffset,"
+        " globalReplicationFactor).",
+        "if popdist.isPopdistEnvSet():",
+        "    popdist.popart.configureSessionOptions(opts)",
+        "else:",
+        *(f"    {line}" for line in local),
+    ]
+
+
+def _pipeline_lines(ctx: ExportContext) -> list[str]:
+    facts = ctx.facts
+    p = ctx.plan
+    if ctx.stages == 1:
+        return ["# One stage: no pipelining, one virtual graph per replica."]
+    starts = [module_path(ctx.config, s) for s in p.splits]
+    stage_note = (
+        f"# {ctx.stages} stages: annotate each op with builder.virtualGraph(ipu) and"
+        " builder.pipelineStage(stage) (PopART's Builder); stage s begins at the op of"
+        f" STAGE_STARTS[s - 1] (the torch module names ipu-tune split at). {facts.stage_balance()}"
+    )
+    lines = [stage_note, f"STAGE_STARTS = {literal(starts)}"]
+    if p.schedule == "sharded":
+        return lines + knob(
+            "Schedule sharded: stages one after another on their IPUs, no pipelining"
+            f" ({cite('pipeline')}). {facts.why_sharded()}",
+            "opts.enablePipelining = False",
+            "opts.virtualGraphMode = popart.VirtualGraphMode.Manual",
+        )
+    why = f"Pipelined ({cite('popart_pipeline')}; {cite('pipeline')})."
+    if p.schedule == "interleaved":
+        why += (
+            " ipu-tune chose the interleaved schedule; SessionOptions has no switch for it in"
+            " this list, so PopART's default schedule runs: recheck the first IPU's memory. "
+            + facts.headroom_sentence()
+        )
+    manual = "opts.virtualGraphMode = popart.VirtualGraphMode.Manual"
+    return lines + knob(why, "opts.enablePipelining = True", manual)
+
+
+def _recompute_name(ctx: ExportContext) -> str | None:
+    """The RecomputationType the plan means in PopART, or None to leave PopART's default."""
+    p = ctx.plan
+    if not p.training:
+        return None
+    if p.recompute == "none":
+        return "NoRecompute"
+    if p.recompute == "auto":
+        # PopTorch's default, which the plan's `auto` means: Pipeline when pipelined.
+        return "Pipeline" if ctx.pipelined else None
+    return "Pipeline" if ctx.pipelined else "Standard"
+
+
+def _training_lines(ctx: ExportContext) -> list[str]:
+    p = ctx.plan
+    if not p.training:
+        return ["# Inference: no gradient accumulation, recomputation or optimizer state."]
+    out = knob(
+        f"Gradient accumulation {p.gradient_accumulation}: micro-batches per weight update"
+        f" ({cite('gradient_accumulation')}). {ctx.facts.ga_sentence()}",
+        f"opts.enableGradientAccumulation = {p.gradient_accumulation > 1}",
+        f"opts.accumulationFactor = {p.gradient_accumulation}",
+    )
+    mode = _recompute_name(ctx)
+    why = f"Recomputation {p.recompute} ({cite('recompute')})"
+    if p.recompute == "auto":
+        why += ": PopTorch's default, Pipeline recomputation when pipelined (PopART's own is None)"
+    if mode is None:
+        out.append(f"# {why}: PopART's default (none) left as it is.")
+    else:
+        out += knob(
+            f"{why}. {ctx.facts.recompute_sentence()}",
+            f"opts.autoRecomputation = popart.RecomputationType.{mode}",
+        )
+    if p.recompute == "every_block" or (p.recompute == "checkpoints" and ctx.stages > 1):
+        where = "each stage boundary" if p.recompute == "checkpoints" else "each block's output"
+        out.append(f"# Mark checkpoints with builder.checkpointOutput(...) at {where}.")
+    elif p.recompute == "checkpoints":
+        out.append("# One stage: Standard recomputation picks its checkpoints itself.")
+    offload, rts = p.offload_optimizer_state, p.replicated_tensor_sharding
+    out += [
+        f"# Optimizer state in streaming memory: {offload} ({cite('offload')})."
+        f" {ctx.facts.offload_sentence(offload)}",
+        f"# Replicated tensor sharding: {rts} ({cite('popart_rts')}). {ctx.facts.rts_sentence(p)}",
+    ]
+    if offload or rts:
+        storage = "OffChip" if offload else "OnChip"
+        sharding = "On" if rts else "Off"
+        min_rts = p.replication_factor if rts else 8192  # 8192: PopART's default
+        out += [
+            "opts.optimizerStateTensorLocationSettings = popart.TensorLocationSettings(",
+            f"    popart.TensorLocation(popart.TensorStorage.{storage},"
+            f" popart.ReplicatedTensorSharding.{sharding}),",
+            "    2,",
+            f"    {min_rts},",
+            ")",
+        ]
+    return out
+
+
+def _memory_lines(ctx: ExportContext) -> list[str]:
+    p = ctx.plan
+    amp = f"{p.available_memory_proportion:g}"
+    return [
+        *knob(
+            f"Available memory proportion {amp} for every conv and matmul ({cite('amp')}); option"
+            f" values are strings. {ctx.facts.category_sentence('temporaries')}",
+            f'opts.convolutionOptions = {{"availableMemoryProportion": "{amp}",'
+            f' "partialsType": "{p.partials}"}}',
+            f'opts.matmulOptions = {{"availableMemoryProportion": "{amp}"}}',
+        ),
+        *knob(
+            f"Partials {p.partials} for matmuls (and convolutions above) ({cite('partials')}).",
+            f'opts.partialsTypeMatMuls = "{p.partials}"',
+        ),
+    ]
+
+
+def _io_lines(ctx: ExportContext) -> list[str]:
+    facts = ctx.facts
+    p = ctx.plan
+    out = [
+        *knob(
+            f"Batches per step {p.device_iterations}: pass BATCHES_PER_STEP to"
+            " popart.DataFlow(BATCHES_PER_STEP, anchors), the device iterations of one"
+            f" session.run ({cite('popart_dataflow')}). {facts.phase_sentence('host_overhead')}",
+            f"BATCHES_PER_STEP = {p.device_iterations}",
+        ),
+        *knob(
+            f"Buffering depth {p.prefetch_depth} of host streams ({cite('prefetch')});"
+            " defaultBufferingDepth replaced defaultPrefetchBufferingDepth in PopART 2.5."
+            f" {facts.phase_sentence('host_io')}",
+            f"opts.defaultBufferingDepth = {p.prefetch_depth}",
+        ),
+    ]
+    if not p.io_tiles:
+        return [*out, "# I/O tiles: 0 (no tiles taken from compute; transfers do not overlap)."]
+    out += knob(
+        f"{p.io_tiles} I/O tiles for host transfers ({cite('popart_io')}; {cite('io_tiles')})."
+        f" {facts.category_sentence('io_tiles')}",
+        f"opts.numIOTiles = {p.io_tiles}",
+    )
+    if ctx.pipelined:
+        return [*out, "# No overlap with pipelining (as PopTorch): the tiles hold the streams."]
+    return out + knob(
+        "Overlap I/O with compute: explicit main loops and host copy ops, a virtual graph mode"
+        " other than Off, and inputs on the I/O tiles (give INPUT_SETTINGS to"
+        " builder.addInputTensor).",
+        "opts.enableExplicitMainLoops = True",
+        "opts.useHostCopyOps = True",
+        *(["opts.virtualGraphMode = popart.VirtualGraphMode.Auto"] if ctx.stages == 1 else []),
+        "INPUT_SETTINGS = popart.InputSettings("
+        "popart.TileSet.IO, popart.ExchangeStrategy.OverlapInnerLoop)",
+    )
+
+
+class PopArtExporter:
+    """`popart_options.py`: the PopART session options of the plan (valid Python)."""
+
+    name = "popart"
+    file_name = "popart_options.py"
+    label = "PopART options"
+
+    def render(self, ctx: ExportContext) -> str:
+        return _program(ctx)
+
+
+def _program(ctx: ExportContext) -> str:
+    p = ctx.plan
+    name = ctx.model_label
+    problems = compile_problems(ctx, "popart")
+    header = docstring(
+        f"PopART session options for {name} on {ctx.num_ipus} x {ctx.ipu}"
+        f" ({p.replication_factor} replica(s) x {ctx.stages} stage(s)), {p.mode}.",
+        "Generated by ipu-tune from a simulated plan; needs only popart (and popdist under"
+        " PopRun). Import `opts` and BATCHES_PER_STEP into the program that builds your ONNX"
+        f" graph, and pass opts as userOptions to its session ({cite('popart_session')}). "
+        + ctx.facts.summary(),
+        *(["WARNING, breaks PopART's rules: " + "; ".join(problems)] if problems else []),
+    )
+    imports = ["import popart"]
+    if ctx.host_instances > 1:
+        imports += ["import popdist", "import popdist.popart"]
+    lines = [
+        *header,
+        *poprun_lines(ctx, "python your_popart_program.py"),
+        *imports,
+        "",
+        "opts = popart.SessionOptions()",
+        *_replication_lines(ctx),
+        *_pipeline_lines(ctx),
+        *_training_lines(ctx),
+        *_memory_lines(ctx),
+        *_io_lines(ctx),
+        f"# Precision {p.precision}: the ONNX graph's tensor types ({cite('precision')}).",
+        f"# 8-bit I/O {p.eight_bit_io}: "
+        + (
+            "declare the image input as UINT8 and cast and normalise in the graph"
+            f" ({cite('eight_bit')})."
+            if p.eight_bit_io
+            else f"inputs arrive as {'FLOAT16' if p.input_fp16 else 'FLOAT'}."
+        ),
+    ]
+    return "\n".join(wrap(lines)) + "\n"

@@ -1,0 +1,84 @@
+"""The PopRun command line of a multi-instance or multi-host plan.
+
+Flags as the PopRun user guide lists them ("PopRun features"):
+`--num-instances`, `--num-replicas` (total over all instances), `--ipus-per-replica`, and
+`--host` with the servers listed. PopRun has no host-count flag, so the servers appear as the
+placeholders `host0,host1,...` for the user to replace.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from ._context import ExportContext
+from ._docs import cite
+
+__all__ = ["PopRunExporter", "poprun_command", "poprun_lines", "poprun_provenance"]
+
+PROGRAM = "python poptorch_options.py"  # what the PopRun line launches by default
+
+
+class PopRunExporter:
+    """The PopRun line of a multi-instance or multi-host plan; no file of its own: best.yaml,
+    the programs' headers and the run's summary carry it."""
+
+    name = "poprun"
+    file_name = None
+    label = "PopRun"
+
+    def render(self, ctx: ExportContext) -> str:
+        command = poprun_command(ctx, PROGRAM)
+        return "" if command is None else command + "\n"
+
+
+def _hosts(ctx: ExportContext) -> list[str]:
+    return [f"host{i}" for i in range(ctx.hosts_used)]
+
+
+def poprun_command(ctx: ExportContext, program: str = PROGRAM) -> str | None:
+    """`poprun ... <program>` for the plan; None for one instance on one host."""
+    if ctx.host_instances <= 1 and ctx.hosts_used <= 1:
+        return None
+    args = [
+        "poprun",
+        *("--num-instances", str(ctx.host_instances)),
+        *("--num-replicas", str(ctx.replicas)),
+        *("--ipus-per-replica", str(ctx.stages)),
+    ]
+    if ctx.hosts_used > 1:
+        args += ["--host", ",".join(_hosts(ctx))]
+    return " ".join(shlex.quote(a) for a in args) + " " + program
+
+
+def poprun_provenance(ctx: ExportContext, program: str = PROGRAM) -> dict[str, Any]:
+    """Keys for best.yaml's `ipu_tune:` block: the PopRun line and what its placeholders mean."""
+    command = poprun_command(ctx, program)
+    if command is None:
+        return {}
+    out: dict[str, Any] = {"poprun": command}
+    if ctx.hosts_used > 1:
+        out["poprun_hosts"] = (
+            f"{', '.join(_hosts(ctx))} are placeholders: list your {ctx.hosts_used} servers"
+            " (PopRun has no host-count flag)"
+        )
+    return out
+
+
+def poprun_lines(ctx: ExportContext, program: str) -> list[str]:
+    """Comment lines showing how to launch `program`: under poprun, or directly."""
+    command = poprun_command(ctx, program)
+    if command is None:
+        return ["# Run it on an IPU system (Poplar SDK enabled):", f"#     {program}"]
+    flags = command[: -len(program)].rstrip()
+    out = [
+        f"# Run it under PopRun ({cite('poprun')}), from the first host:",
+        f"#     {flags} \\",
+        f"#         {program}",
+    ]
+    if ctx.hosts_used > 1:
+        out.append(
+            f"# {', '.join(_hosts(ctx))} are placeholders: list your {ctx.hosts_used} servers"
+            " (PopRun has no host-count flag; --hostfile takes a file of them instead)."
+        )
+    return out

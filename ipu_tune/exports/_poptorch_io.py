@@ -1,0 +1,175 @@
+"""The PopTorch program's input side and optimizer: input wrapper, loss, data loader, model."""
+
+from __future__ import annotations
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.models import ModelProfile
+
+from ._context import ExportContext
+from ._docs import cite
+from ._model_source import zoo_name
+
+__all__ = ["input_lines", "optimizer_lines"]
+
+# Adam-family accumulator types for a half-precision model (PopTorch "Optimizers" >
+# "Accumulation types": float16 accumulators, float32 second moment).
+_FP16_ADAM = (
+    "loss_scaling=1000, accum_type=torch.float16,"
+    " first_order_momentum_accum_type=torch.float16,"
+    " second_order_momentum_accum_type=torch.float32"
+)
+
+
+def _is_image(cfg: EvalConfig, profile: ModelProfile | None) -> bool:
+    if profile is not None:
+        return profile.input_kind == "image"
+    return cfg.model.sequence_length is None
+
+
+def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]:
+    channels = cfg.model.input_shape[0] if cfg.model.input_shape else 3
+    mean = [0.485, 0.456, 0.406] if channels == 3 else [0.5] * channels
+    std = [0.229, 0.224, 0.225] if channels == 3 else [0.5] * channels
+    out = [
+        "",
+        "",
+        "class IpuInput(torch.nn.Module):",
+        '    """What happens to the input on the IPU before the model."""',
+        "",
+        "    def __init__(self, model: torch.nn.Module, dtype: torch.dtype) -> None:",
+        "        super().__init__()",
+        "        self.model = model",
+        "        self.dtype = dtype",
+        "        # Dataset statistics (ImageNet's here): replace them with your own.",
+        f'        self.register_buffer("mean", torch.tensor({mean!r}).view(-1, 1, 1))',
+        f'        self.register_buffer("std", torch.tensor({std!r}).view(-1, 1, 1))',
+        "",
+        "    def forward(self, img: torch.Tensor) -> torch.Tensor:",
+    ]
+    if overlap:
+        out.append(
+            "        img = poptorch.set_overlap_for_input("
+            "img, poptorch.OverlapMode.OverlapDeviceIterationLoop)"
+        )
+    if eight_bit:
+        out += [
+            "        # uint8 pixels arrive from the host; cast and normalise here.",
+            "        x = img.to(self.dtype).div(255)",
+            "        x = (x - self.mean.to(self.dtype)) / self.std.to(self.dtype)",
+            "        return self.model(x)",
+        ]
+    else:
+        out.append("        return self.model(img)")
+    return [*out, "", "", "model = IpuInput(model, INPUT_DTYPE)"]
+
+
+def _loss_wrapper(cfg: EvalConfig) -> list[str]:
+    hugging_face = zoo_name(cfg) in ("bert_base", "bert_large")
+    logits = "self.model(x).logits" if hugging_face else "self.model(x)"
+    loss = (
+        "self.criterion(out.reshape(-1, out.shape[-1]), labels.reshape(-1))"
+        if hugging_face
+        else "self.criterion(out, labels)"
+    )
+    return [
+        "",
+        "",
+        "class ModelWithLoss(torch.nn.Module):",
+        "    def __init__(self, model: torch.nn.Module, criterion: torch.nn.Module) -> None:",
+        "        super().__init__()",
+        "        self.model = model",
+        "        self.criterion = criterion",
+        "",
+        # No `X | None` annotations: the Poplar SDK's Python may predate 3.10.
+        "    def forward(self, x, labels=None):",
+        f"        out = {logits}",
+        "        if labels is None:",
+        "            return out",
+        f"        return out, {loss}",
+        "",
+        "",
+        "model = ModelWithLoss(model, torch.nn.CrossEntropyLoss())",
+    ]
+
+
+def input_lines(
+    ctx: ExportContext, overlap: bool
+) -> list[str]:
+    """Input dtype, the on-IPU input wrapper, the loss wrapper, the model cast, the loader."""
+    plan = ctx.plan
+    in_dtype = "torch.float16" if plan.input_fp16 else "torch.float32"
+    model_dtype = "half" if plan.model_fp16 else "float"
+    cfg = ctx.config
+    image = _is_image(cfg, ctx.profile)
+    eight_bit = plan.eight_bit_io and image
+    out = [
+        f"# Precision {plan.precision}: input {in_dtype}, model {model_dtype}; fp16 halves the"
+        f" bytes of weights and activations and speeds up conv/matmul ({cite('precision')}).",
+        f"INPUT_DTYPE = {in_dtype}",
+        f"# 8-bit I/O: {plan.eight_bit_io}. " + ctx.facts.io_sentence(eight_bit),
+    ]
+    if plan.eight_bit_io and not image:
+        out.append("# (8-bit I/O applies to image pixels; this model reads token ids.)")
+    if eight_bit or (overlap and image):
+        out += _input_wrapper(cfg, eight_bit, overlap)
+    if plan.training:
+        out += _loss_wrapper(cfg)
+    out.append(f"model = model.{model_dtype}()")
+    mode = "Async" if plan.async_dataloader else "Sync"
+    host = (
+        "PILToTensor only (uint8, no ConvertImageDtype/Normalize)"
+        if eight_bit
+        else (f"tensors of {in_dtype}" if image else "token ids (torch.int32)")
+    )
+    return [
+        *out,
+        "",
+        f"# Data loader: {mode.lower()} with {plan.dataloader_workers} worker(s); an"
+        " asynchronous loader overlaps host preprocessing with the device"
+        f" ({cite('dataloader')}). {ctx.facts.phase_sentence('host_preprocess')}",
+        f"# The dataset yields {host}.",
+        "",
+        "",
+        "def make_dataloader(dataset: torch.utils.data.Dataset) -> poptorch.DataLoader:",
+        "    return poptorch.DataLoader(",
+        "        opts,",
+        "        dataset,",
+        f"        batch_size={plan.micro_batch_size},  # the micro-batch",
+        "        shuffle=True,",
+        "        drop_last=True,",
+        f"        num_workers={plan.dataloader_workers},",
+        f"        mode=poptorch.DataLoaderMode.{mode},",
+        "    )",
+    ]
+
+
+def optimizer_lines(ctx: ExportContext) -> list[str]:
+    plan = ctx.plan
+    if not plan.training:
+        return ["poptorch_model = poptorch.inferenceModel(model, opts)"]
+    fp16 = plan.model_fp16
+    name = plan.optimizer
+    if name in ("adam", "adamw", "lamb"):
+        cls = {"adam": "Adam", "adamw": "AdamW", "lamb": "LAMB"}[name]
+        extra = f", {_FP16_ADAM}" if fp16 else ""
+        call = f"poptorch.optim.{cls}(model.parameters(), lr=1e-3{extra})"
+    else:
+        momentum = ", momentum=0.9" if name == "momentum" else ""
+        extra = ""
+        if fp16:
+            extra = ", loss_scaling=1000, accum_type=torch.float16"
+            if name == "momentum":
+                extra += ", velocity_accum_type=torch.float16"
+        call = f"poptorch.optim.SGD(model.parameters(), lr=0.01{momentum}{extra})"
+    why = (
+        "fp16 accumulators with loss scaling for the half-precision model"
+        if fp16
+        else "fp32 model: PopTorch's default accumulator types"
+    )
+    return [
+        "",
+        f"# Optimizer {name}: {why} ({cite('optimizer')})."
+        f" {ctx.facts.category_sentence('optimizer_state')}",
+        f"optimizer = {call}",
+        "poptorch_model = poptorch.trainingModel(model, opts, optimizer=optimizer)",
+    ]

@@ -1,0 +1,235 @@
+"""`tf_ipu_config.py`: TensorFlow 2's `IPUConfig` and the Keras pipeline arguments of a plan.
+
+Names as Graphcore's TensorFlow 2.6 port and IPU Keras spell them (Graphcore's TensorFlow source,
+tensorflow/python/ipu/config.py, ops/pipelining_ops.py, ipu_infeed_queue.py and
+keras/ipu/extensions/functional_extensions.py, SDK 3.4). The Keras model is the user's: the
+program configures the IPU system and a `configure_keras_model(model)` to call on it.
+"""
+
+from __future__ import annotations
+
+from ._context import ExportContext, compile_problems
+from ._docs import cite
+from ._model_source import literal, module_path
+from ._poprun import poprun_lines
+from ._source import docstring, knob, wrap
+
+__all__ = ["TensorFlowExporter", "steps_per_execution"]
+
+# ipu-tune schedule -> ipu.pipelining_ops.PipelineSchedule (Sequential runs one stage at a time).
+_SCHEDULES = {"grouped": "Grouped", "interleaved": "Interleaved", "sharded": "Sequential"}
+
+
+def steps_per_execution(ctx: ExportContext) -> int:
+    """Keras steps per execution: device iterations x accumulation (a multiple of the latter)."""
+    return ctx.plan.device_iterations * (ctx.plan.gradient_accumulation if ctx.plan.training else 1)
+
+
+def _allow_recompute(ctx: ExportContext) -> bool:
+    """Recomputation on: `auto` means PopTorch's default, which recomputes a pipeline."""
+    p = ctx.plan
+    if not p.training or p.recompute == "none":
+        return False
+    return p.recompute != "auto" or ctx.stages > 1
+
+
+def _system_lines(ctx: ExportContext) -> list[str]:
+    facts = ctx.facts
+    p = ctx.plan
+    amp = f"{p.available_memory_proportion:g}"
+    options = f'{{"availableMemoryProportion": "{amp}", "partialsType": "{p.partials}"}}'
+    ipus = ctx.stages * p.replication_factor
+    select = knob(
+        f"{ipus} IPUs: {ctx.stages} per replica x {p.replication_factor} replicas; Keras"
+        " replicates a model over the IPUs it does not use itself"
+        f" ({cite('tf_replication')}). {facts.all_reduce_sentence()}",
+        f"cfg.auto_select_ipus = {ipus}",
+    )
+    if ctx.host_instances > 1:
+        select = [
+            f"# {ctx.host_instances} PopRun instances ({cite('popdist')}; {cite('tf_popdist')}):"
+            " under poprun, popdist picks this instance's IPUs and replicas.",
+            "if popdist.isPopdistEnvSet():",
+            f"    popdist.tensorflow.set_ipu_config(cfg, ipus_per_replica={ctx.stages},"
+            " configure_device=True)",
+            "else:",
+            *(f"    {line}" for line in select),
+        ]
+    out = [
+        "cfg = ipu.config.IPUConfig()",
+        *select,
+        *knob(
+            f"Available memory proportion {amp} and partials {p.partials} for every matmul and"
+            f" convolution ({cite('amp')}; {cite('partials')}); values are strings."
+            f" {facts.category_sentence('temporaries')}",
+            f"cfg.matmuls.poplar_options = {options}",
+            f"cfg.convolutions.poplar_options = {options}",
+        ),
+        *knob(
+            f"Recomputation {p.recompute}: allow_recompute={_allow_recompute(ctx)}"
+            f" ({cite('tf_recompute')}).",
+            f"cfg.allow_recompute = {_allow_recompute(ctx)}",
+        ),
+    ]
+    if p.io_tiles:
+        out += knob(
+            f"{p.io_tiles} I/O tiles for host transfers ({cite('tf_io_tiles')}); overlap needs a"
+            " single IPU or the Grouped pipeline schedule. " + facts.category_sentence("io_tiles"),
+            f"cfg.io_tiles.num_io_tiles = {p.io_tiles}",
+            "cfg.io_tiles.place_ops_on_io_tiles = True",
+        )
+    else:
+        out.append("# I/O tiles: 0 (no tiles taken from compute; transfers do not overlap).")
+    out.append("cfg.configure_ipu_system()")
+    if ctx.host_instances > 1:
+        return [
+            *out,
+            "if popdist.isPopdistEnvSet():",
+            "    strategy = PopDistStrategy()",
+            "else:",
+            "    strategy = ipu.ipu_strategy.IPUStrategy()",
+        ]
+    return [*out, "strategy = ipu.ipu_strategy.IPUStrategy()"]
+
+
+def _pipeline_args(ctx: ExportContext) -> list[str]:
+    p = ctx.plan
+    args = [
+        f"gradient_accumulation_steps_per_replica={p.gradient_accumulation}",
+        f"device_mapping={literal(list(range(ctx.stages)))}",
+        f"pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.{_SCHEDULES[p.schedule]}",
+    ]
+    if _allow_recompute(ctx):
+        args.append("recomputation_mode=ipu.pipelining_ops.RecomputationMode.Auto")
+    return args
+
+
+def _state_args(ctx: ExportContext) -> list[str]:
+    p = ctx.plan
+    return [
+        f"offload_weight_update_variables={p.offload_optimizer_state}",
+        f"replicated_optimizer_state_sharding={p.replicated_tensor_sharding}",
+    ]
+
+
+def _stage_lines(ctx: ExportContext) -> list[str]:
+    """The body of `configure_keras_model` that sets stages, accumulation and state."""
+    facts = ctx.facts
+    p = ctx.plan
+    body: list[str] = []
+    if ctx.stages > 1:
+        starts = [module_path(ctx.config, s) for s in p.splits]
+        body += [
+            f"    # {ctx.stages} pipeline stages ({cite('tf_pipeline')}): put the layers of stage s"
+            " under `with keras.ipu.PipelineStage(s):` or set them with"
+            " model.set_pipeline_stage_assignment(...); stage s begins at the layer matching"
+            f" torch module {literal(starts)}[s - 1]. {facts.stage_balance()}",
+        ]
+        if p.training:
+            body += [
+                f"    # Gradient accumulation {p.gradient_accumulation} per replica"
+                f" ({cite('tf_ga')}); optimizer state offload {p.offload_optimizer_state}"
+                f" ({cite('tf_offload')}) and sharding {p.replicated_tensor_sharding}"
+                f" ({cite('tf_rts')}). {facts.ga_sentence()}",
+                "    model.set_pipelining_options("
+                + ", ".join(_pipeline_args(ctx) + _state_args(ctx))
+                + ")",
+            ]
+        else:
+            body.append(
+                "    model.set_pipelining_options("
+                f"device_mapping={literal(list(range(ctx.stages)))}, pipeline_schedule="
+                f"ipu.pipelining_ops.PipelineSchedule.{_SCHEDULES[p.schedule]})"
+            )
+    elif p.training and (p.gradient_accumulation > 1 or p.offload_optimizer_state
+                         or p.replicated_tensor_sharding):  # fmt: skip
+        body += [
+            f"    # Gradient accumulation {p.gradient_accumulation} per replica ({cite('tf_ga')});"
+            f" optimizer state offload {p.offload_optimizer_state} ({cite('tf_offload')}) and"
+            f" sharding {p.replicated_tensor_sharding} ({cite('tf_rts')}). {facts.ga_sentence()}",
+            "    model.set_gradient_accumulation_options("
+            f"gradient_accumulation_steps_per_replica={p.gradient_accumulation},"
+            f" {', '.join(_state_args(ctx))})",
+        ]
+    return body
+
+
+def _keras_lines(ctx: ExportContext) -> list[str]:
+    p = ctx.plan
+    body = [
+        *_stage_lines(ctx),
+        f"    # Prefetch depth {p.prefetch_depth} of the infeed ({cite('tf_prefetch')}; allowed"
+        f" 1..255). {ctx.facts.phase_sentence('host_io')}",
+        f"    model.set_infeed_queue_options(prefetch_depth={p.prefetch_depth})",
+    ]
+    return [
+        "",
+        "",
+        "def configure_keras_model(model) -> None:",
+        '    """Call inside strategy.scope() on your Keras model, before model.compile."""',
+        *body,
+        "",
+        "",
+        *knob(
+            f"model.compile(..., steps_per_execution=STEPS_PER_EXECUTION): {p.device_iterations}"
+            f" device iterations x {p.gradient_accumulation if p.training else 1} accumulated"
+            f" micro-batches, a multiple of the accumulation ({cite('tf_steps')}).",
+            f"STEPS_PER_EXECUTION = {steps_per_execution(ctx)}",
+        ),
+        f"MICRO_BATCH_SIZE = {p.micro_batch_size}  # batch the dataset with drop_remainder=True",
+        f"# Host input: tf.data with num_parallel_calls={p.dataloader_workers} in its map and"
+        " .prefetch(), so preprocessing overlaps the device. "
+        + ctx.facts.phase_sentence("host_preprocess"),
+        f"# 8-bit I/O {p.eight_bit_io}: "
+        + (
+            "feed uint8 pixels and cast and normalise in the model's first layer"
+            f" ({cite('eight_bit')})."
+            if p.eight_bit_io
+            else f"inputs arrive as {'float16' if p.input_fp16 else 'float32'}."
+        ),
+    ]
+
+
+class TensorFlowExporter:
+    """`tf_ipu_config.py`: the TensorFlow 2 IPU configuration of the plan (valid Python)."""
+
+    name = "tensorflow"
+    file_name = "tf_ipu_config.py"
+    label = "TensorFlow 2 config"
+
+    def render(self, ctx: ExportContext) -> str:
+        return _program(ctx)
+
+
+def _program(ctx: ExportContext) -> str:
+    p = ctx.plan
+    name = ctx.model_label
+    problems = compile_problems(ctx, "tensorflow")
+    header = docstring(
+        f"TensorFlow 2 IPU configuration for {name} on {ctx.num_ipus} x {ctx.ipu}"
+        f" ({p.replication_factor} replica(s) x {ctx.stages} stage(s)), {p.mode},"
+        f" precision {p.precision}.",
+        "Generated by ipu-tune from a simulated plan; needs Graphcore's TensorFlow 2 (and popdist"
+        " under PopRun). Import it, build and compile your Keras model inside strategy.scope()"
+        " after configure_keras_model(model), with steps_per_execution=STEPS_PER_EXECUTION. "
+        + ctx.facts.summary(),
+        *(["WARNING: " + "; ".join(problems)] if problems else []),
+    )
+    imports = ["from tensorflow.python import ipu"]
+    if ctx.host_instances > 1:
+        imports += [
+            "from tensorflow.python.ipu.distributed.popdist_strategy import PopDistStrategy",
+            "",
+            "import popdist",
+            "import popdist.tensorflow",
+        ]
+    lines = [
+        *header,
+        *poprun_lines(ctx, "python your_keras_program.py"),
+        *imports,
+        "",
+        *_system_lines(ctx),
+        *_keras_lines(ctx),
+        f"# Precision {p.precision}: set your Keras layers' dtype policy ({cite('precision')}).",
+    ]
+    return "\n".join(wrap(lines)) + "\n"

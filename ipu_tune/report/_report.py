@@ -1,0 +1,263 @@
+"""`report.html`: one self-contained, offline page about a study and its best plan.
+
+plotly.js (read from the installed plotly package's data file) is inlined once, with the first
+figure, and every later figure reuses it, so the page opens without network. The figures are
+plain Plotly figure specs (`_figures`), so building the page imports neither plotly nor pandas
+(the report is part of every run's fixed cost). Every figure sits in
+`<div class="figure" data-figure="NAME">`; a view that cannot be drawn (too few trials, no
+feasible plan) becomes a `<div class="note">` instead.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from optuna.trial import TrialState
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.explain import Explanation
+from ipu_tune.plan import plan_from_config
+from ipu_tune.records import TrialRecord
+from ipu_tune.simulator import SimResult
+
+from ._figures import memory_figure, phases_figure, plotly_js, plotly_js_bytes, timeline_figure
+from ._page import PLOTLY_JS, Page
+from ._sections import explain_section, fits, flatten, rows_table, summary_table
+from ._study_figures import (
+    history_figure,
+    importances_figure,
+    light_study,
+    objective_history_figure,
+    pareto_figure,
+    trials_figure,
+)
+from ._table import top_trials_table
+from ._timeline import build_timeline
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["render_report", "write_report"]
+
+Rows = Sequence[Mapping[str, Any]]
+# Finished trials: COMPLETE (feasible, with values), PRUNED (infeasible: no value).
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+def _records(results: Rows | pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of the results table as plain dicts (a DataFrame's missing values are None)."""
+    rows: Any = results.to_dict("records") if hasattr(results, "to_dict") else results
+    return [{str(k): None if isinstance(v, float) and math.isnan(v) else v
+             for k, v in r.items()} for r in rows]
+
+
+def _section(cfg: EvalConfig, name: str, tokens: bool) -> dict[str, Any]:
+    d = asdict(getattr(cfg, name))
+    if name == "model" and tokens:
+        d.pop("input_shape", None)  # image-only: a token model's input is its sequence length
+    return d
+
+
+def _best_plan(page: Page, cfg: EvalConfig | None, result: SimResult | None,
+               tokens: bool = False) -> None:
+    page.heading("Best plan")
+    if result is None or not result.fits:
+        why = f" Closest plan: {result.reason}." if result is not None and result.reason else ""
+        page.note(
+            "no-feasible-plan",
+            "No feasible plan: no trial found a plan that fits in memory, so there is no best"
+            f" plan to export.{why}",
+        )
+    if cfg is not None:
+        tables = "".join(
+            f"<div><h3>{k}</h3>{rows_table(flatten('', _section(cfg, k, tokens)), 'plan')}</div>"
+            for k in ("model", "workload", "system", "plan")
+        )
+        page.add(f'<div class="plan-sections">{tables}</div>')
+    if result is None:
+        return
+    page.heading(
+        "Memory by category per IPU",
+        "Peak bytes on each IPU of one replica by PopVision memory category; the dashed line is"
+        " the IPU's SRAM. Labels give the most loaded tile against one tile's SRAM.",
+    )
+    page.figure("memory", memory_figure(result))
+    page.heading("Time by phase", "Seconds of one step by phase; the bottleneck in red.")
+    page.figure("phases", phases_figure(result))
+    page.heading(
+        "Execution trace of one step",
+        "Stages x time like PopVision's execution trace: F forward, B backward, R recompute per"
+        " micro-batch, on-chip exchange in yellow; host time not hidden comes first, weight"
+        " update last; grey bands are the pipeline ramp. Long steps are compressed: the ramps"
+        " and a few steady slots are drawn, the title says how many repeat. A stylised"
+        " schedule of the simulator's per-stage times.",
+    )
+    if cfg is None or not result.stages:
+        page.note("timeline", "No execution trace: the plan's configuration or stages are missing.")
+        return
+    plan = plan_from_config(cfg)
+    # Ramp up, a few steady slots, ramp down: the repeated steady slots in between are left
+    # out (the title says how many), so any GA reads as clearly as GA 8.
+    shown = 2 * max(1, plan.stages) + 4
+    page.figure("timeline", timeline_figure(
+        build_timeline(result, plan, max_micro_batches=shown), result.step_time_s))
+
+
+def _points(study: optuna.Study, objectives: Sequence[Mapping[str, Any]],
+            names: Sequence[str]) -> list[dict[str, Any]]:
+    """Trial, objective values in their shown units (under `names`; none for an infeasible
+    trial, PRUNED without a value), feasible, reason."""
+    rows = []
+    for t in study.get_trials(deepcopy=False, states=_FINISHED):
+        rec = TrialRecord.of(t)
+        row: dict[str, Any] = {"trial": t.number, "feasible": rec.feasible and bool(t.values),
+                               "reason": rec.reason or "infeasible"}
+        for i, (o, name) in enumerate(zip(objectives, names, strict=False)):
+            if t.values:
+                row[name] = float(t.values[i]) * float(o["scale"])
+        rows.append(row)
+    return rows
+
+
+def render_report(
+    *,
+    study: optuna.Study,
+    results: Rows | pd.DataFrame,
+    best_config: EvalConfig | None,
+    best_result: SimResult | None,
+    title: str,
+    top_n: int = 50,
+    snippet: str | None = None,
+    explanation: Explanation | None = None,
+    best_trial: int | None = None,
+) -> str:
+    """The report's HTML text (see `write_report`)."""
+    segments = _page(study=study, results=results, best_config=best_config,
+                     best_result=best_result, title=title, top_n=top_n, snippet=snippet,
+                     explanation=explanation, best_trial=best_trial)
+    return "".join(plotly_js() if s is PLOTLY_JS else s for s in segments)
+
+
+def _search_figures(page: Page, study: optuna.Study, results: list[dict[str, Any]],
+                    objectives: Sequence[Mapping[str, Any]], best_trial: int | None) -> None:
+    """The history (or Pareto front), the knobs' importances and the trials' scatter."""
+    plots = light_study(study)  # Optuna's plots copy every trial per parameter: keep them light
+    multi = len(study.directions) > 1
+    has_complete = any(t.state in _FINISHED for t in study.get_trials(deepcopy=False))
+    page.heading("Pareto front" if multi else "Optimisation history")
+    if not has_complete:
+        page.note("history", "No finished trial yet: nothing to plot.")
+    elif len(objectives) == len(study.directions) and len(objectives) in (1, 2):
+        if multi:
+            page.figure("pareto", pareto_figure(
+                _points(study, objectives, ("x", "y")), [o["axis"] for o in objectives],
+                [o["direction"] for o in objectives], best_trial))
+        else:
+            page.figure("history", objective_history_figure(
+                _points(study, objectives, ("value",)), objectives[0]["axis"],
+                objectives[0]["direction"], best_trial))
+    else:
+        page.figure("pareto" if multi else "history", history_figure(plots))
+    page.heading("Parameter importances", "Optuna's PED-ANOVA importance of each searched knob.")
+    fits_any = any(fits(r) for r in results)
+    # With no plan that fits no trial has an objective value (infeasible trials are PRUNED):
+    # there is nothing to rank the knobs by.
+    imp = (importances_figure(plots) if fits_any or not has_complete else
+           "No plan fits: no trial has an objective value (infeasible trials are pruned), so "
+           "no knob can be ranked by its importance. See the remedies above.")
+    if isinstance(imp, str):
+        page.note("importances", imp)
+    else:
+        page.figure("importances", imp)
+    # Plans that do not fit have no throughput (NULL) but a peak memory: they are drawn too.
+    if any(r.get("peak_memory_bytes") is not None and "fits" in r for r in results):
+        page.heading("Trials", "Every finished trial: throughput against peak memory per IPU.")
+        page.figure("trials", trials_figure(results, best_trial))
+
+
+def _page(
+    *,
+    study: optuna.Study,
+    results: Rows | pd.DataFrame,
+    best_config: EvalConfig | None,
+    best_result: SimResult | None,
+    title: str,
+    top_n: int = 50,
+    snippet: str | None = None,
+    explanation: Explanation | None = None,
+    best_trial: int | None = None,
+) -> list[str | None]:
+    """The report's segments: HTML text, None where plotly.js goes (see `write_report`).
+
+    `snippet` is the PopTorch program written beside best.yaml (rendered once by
+    `ipu_tune.exports`), shown as it is; None: no program section. `results`: the rows of the
+    results table (`ResultsStore.rows`), or its DataFrame (`ResultsStore.frame`).
+    """
+    results = _records(results)
+    page = Page()
+    page.add(f"<h1>{html.escape(title)}</h1>")
+    page.add(summary_table(study, results, best_result, explanation, best_trial))
+    explain_section(page, explanation)
+    _best_plan(page, best_config, best_result,
+               tokens=explanation is not None and explanation.input_kind == "tokens")
+
+    _search_figures(page, study, results,
+                    explanation.objectives if explanation is not None else (), best_trial)
+    page.heading(
+        f"Top {top_n} trials",
+        "By throughput, plans that fit first. Click a column header to sort.",
+    )
+    page.add(f'<div class="table-wrap">{top_trials_table(results, top_n, best_trial)}</div>')
+    if snippet is not None:
+        page.heading("PopTorch options", "The snippet written beside best.yaml.")
+        page.add(f"<details><summary>show</summary><pre>{html.escape(snippet)}</pre></details>")
+    return page.segments(title)
+
+
+def write_report(
+    path: Path,
+    *,
+    study: optuna.Study,
+    results: Rows | pd.DataFrame,
+    best_config: EvalConfig | None,
+    best_result: SimResult | None,
+    title: str,
+    snippet: str | None = None,
+    explanation: Explanation | None = None,
+    best_trial: int | None = None,
+) -> Path:
+    """Write the HTML report atomically (temporary file + `os.replace`); returns `path`.
+
+    `snippet`: the text of the written poptorch_options.py, embedded as it is."""
+    segments = _page(
+        study=study,
+        results=results,
+        best_config=best_config,
+        best_result=best_result,
+        title=title,
+        snippet=snippet,
+        explanation=explanation,
+        best_trial=best_trial,
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for s in segments:
+                f.write(plotly_js_bytes() if s is PLOTLY_JS else s.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a report is meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,111 @@
+"""`ResultsStore`: the results table of a study's storage, and its copy as Parquet or CSV."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import KNOBS
+from ipu_tune.storage._files import atomic_write
+from ipu_tune.storage._open import redact
+from ipu_tune.storage._results_table import COLUMN_NAMES, ResultsTable, open_table
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ResultsStore", "export_table"]
+
+
+class ResultsStore:
+    """The `ipu_tune_results` table in the study's database (or `results.db` beside a journal).
+
+    Rows come from `ipu_tune.records.row_from_trial`. pandas (~0.5 s) loads only for `frame`.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            self._table: ResultsTable = open_table(url)
+        except Exception as exc:
+            detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            raise IpuTuneError(
+                f"results store {redact(url)!r}: cannot open "
+                f"({detail[0] if detail else type(exc).__name__})"
+            ) from None
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        """Insert rows in one statement; rows already there (same study and trial) stay."""
+        if rows:
+            self._table.insert(rows)
+
+    def trial_numbers(self, study_name: str) -> list[int]:
+        return self._table.trial_numbers(study_name)
+
+    def rows(self, study_name: str | None = None) -> list[dict[str, Any]]:
+        """The table's rows (column -> value, without the row id), by study and trial."""
+        return self._table.rows(study_name)
+
+    def frame(self, study_name: str | None = None) -> pd.DataFrame:
+        """The rows as a DataFrame (the `export` and `trials` commands)."""
+        import pandas as pd
+
+        rows = self.rows(study_name)
+        names = list(COLUMN_NAMES)
+        names += [n for n in (rows[0] if rows else {}) if n not in names]  # unknown columns
+        return pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
+
+    def studies(self) -> Iterable[str]:
+        return self._table.studies()
+
+    def close(self) -> None:
+        self._table.close()
+
+
+# Store columns held as JSON text (lists) and ISO 8601 text (times) in the SQL table.
+_LIST_COLUMNS = ("values", "memory_per_ipu", *(k.column for k in KNOBS if k.sql == "json"))
+_TIME_COLUMNS = ("started_at", "finished_at")
+
+
+def _from_json(text: Any) -> Any:
+    return json.loads(text) if isinstance(text, str) else None
+
+
+def typed_table(frame: Any) -> Any:
+    """The results table with lists as lists and times as timestamps (not their text)."""
+    import pandas as pd
+
+    out = frame.copy()
+    for name in _LIST_COLUMNS:
+        if name in out.columns:
+            out[name] = out[name].map(_from_json)
+    for name in _TIME_COLUMNS:
+        if name in out.columns:
+            # Optuna records naive local times: they stay naive (no invented offset).
+            out[name] = pd.to_datetime(out[name], format="ISO8601")
+    if "extra" in out.columns:  # free-form JSON: one text column, whatever its keys
+        out["extra"] = out["extra"].map(lambda v: None if v is None else json.dumps(v))
+    return out
+
+
+def export_table(frame: Any, path: Path) -> Path:
+    """Write the results table as Parquet or CSV, chosen by the file suffix.
+
+    Parquet keeps the types: list columns as lists, times as timestamps. CSV has no types, so
+    lists are written as JSON arrays and times in ISO 8601.
+    """
+    if path.suffix == ".parquet":
+        import io
+
+        buf = io.BytesIO()
+        typed_table(frame).to_parquet(buf, index=False)
+        return atomic_write(path, buf.getvalue())
+    if path.suffix == ".csv":
+        table = typed_table(frame)
+        for name in _LIST_COLUMNS:
+            if name in table.columns:
+                table[name] = table[name].map(lambda v: None if v is None else json.dumps(v))
+        return atomic_write(path, table.to_csv(index=False, date_format="%Y-%m-%dT%H:%M:%S.%f"))
+    raise IpuTuneError(f"--output={str(path)!r}: allowed suffixes: .parquet, .csv")

@@ -1,0 +1,86 @@
+"""No plan fits: each remedy the summary prints is a command; pasted, it fits where it says so.
+
+Remedies never raise memory: each one's simulated peak is below the plan it changes.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+import ipu_tune
+import ipu_tune.cli.run as cli_run
+
+_NO_FIT = ["+experiment=seed_resnet101", "workload.micro_batch_size=1024",
+           "plan.precision=32.32", "study.n_trials=8", "study.progress_bar=false"]
+
+
+def _remedies(text: str) -> list[tuple[str, bool]]:
+    """(command, says it fits) of each remedy of a printed no-fit summary."""
+    lines = text.splitlines()
+    out = []
+    for verdict, command in zip(lines, lines[1:], strict=False):
+        if verdict.startswith("  - ") and command.strip().startswith("python -m ipu_tune "):
+            out.append((command.strip(), ": fits," in verdict))
+    return out
+
+
+def test_each_printed_remedy_command_fits_where_the_summary_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli_run.hydra_main(_NO_FIT) == 0
+    text = capsys.readouterr().out
+    assert "no plan fits" in text
+    remedies = _remedies(text)
+    fitting = [c for c, fits in remedies if fits]
+    assert fitting, text
+    for command in fitting:
+        argv = shlex.split(command)[3:]  # after `python -m ipu_tune`
+        assert cli_run.hydra_main(argv) == 0
+        out = capsys.readouterr().out
+        assert "no plan fits" not in out and "best: trial" in out, (command, out)
+
+
+def test_remedies_never_raise_memory_and_each_is_what_the_simulator_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipu_tune.cli._summary import format_summary
+    from ipu_tune.config import compose, to_plain_dict
+    from ipu_tune.tuner import run
+
+    cfg = compose([*_NO_FIT, f"results_dir={tmp_path}"])
+    summary = run(cfg, frozenset({"workload.micro_batch_size", "plan.precision"}))
+    assert summary.explanation is not None and summary.explanation.closest is not None
+    rows = summary.explanation.closest.remedies
+    assert rows
+    plain = to_plain_dict(cfg)
+    user_peak = max(ipu_tune.evaluate({k: plain[k] for k in ("model", "workload", "system",
+                                                              "plan")}).memory_per_ipu)
+    for r in rows:
+        res = ipu_tune.evaluate(r["config"])
+        assert res.fits == r["fits"] and res.throughput == pytest.approx(r["throughput"])
+        if "(on the closest plan)" not in r["remedy"]:
+            assert max(res.memory_per_ipu) < user_peak, r["remedy"]
+    # What fits comes first, then the fewest changes.
+    order = [(not r["fits"], len(r["overrides"])) for r in rows]
+    assert order == sorted(order)
+    text = format_summary(summary)
+    assert "add to your command: " in text  # no command line known: the overrides to add
+
+
+def test_no_memory_saver_is_offered_in_the_direction_that_raises_memory() -> None:
+    from ipu_tune.config import compose
+    from ipu_tune.explain import remedies
+    from ipu_tune.tuner import prepare
+
+    cfg = compose(["+experiment=seed_resnet101", "workload.micro_batch_size=1024",
+                   "plan.available_memory_proportion=0.1", "plan.recompute=every_block",
+                   "plan.precision=16.16"])
+    problem = prepare(cfg).problem
+    rows = remedies(problem, problem.codec.user)
+    assert rows
+    changed = {o.partition("=")[0] for r in rows for o in r["overrides"]}
+    assert not {"plan.available_memory_proportion", "plan.recompute",
+                "plan.precision"} & changed, changed

@@ -1,0 +1,58 @@
+"""Parquet and CSV exports of the results table keep their types: lists, timestamps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ipu_tune.records import TrialRecord
+from ipu_tune.results import sync_results
+from ipu_tune.storage import ResultsStore, export_table
+
+
+def _store(tmp_path: Path) -> ResultsStore:
+    study = optuna.create_study(study_name="s", direction="maximize")
+    for i in range(3):
+        trial = study.ask()
+        TrialRecord.write_plan(trial, {
+            "model": {"name": "resnet101"},
+            "workload": {"mode": "train", "micro_batch_size": 64, "optimizer": "adamw"},
+            "system": {"ipu": "mk2", "num_ipus": 2},
+            "plan": {"precision": "16.16", "gradient_accumulation": i + 1,
+                     "pipeline": {"splits": ["layer3.8"] * i, "schedule": "grouped"}},
+        }, {"fits": True, "throughput": 10.0 * i, "memory_per_ipu": [10, 20 + i]})  # fmt: skip
+        trial.set_user_attr("constraints", [-0.5])  # feasible: its values are kept
+        study.tell(trial, 10.0 * i)
+    store = ResultsStore(f"sqlite:///{tmp_path / 'r.db'}")
+    sync_results(store, study)
+    return store
+
+
+def test_parquet_keeps_lists_as_lists_and_times_as_timestamps(tmp_path: Path) -> None:
+    frame = _store(tmp_path).frame("s")
+    schema = pq.read_schema(export_table(frame, tmp_path / "t.parquet"))
+    assert pa.types.is_list(schema.field("pipeline_splits").type)
+    assert pa.types.is_list(schema.field("memory_per_ipu").type)
+    assert pa.types.is_integer(schema.field("memory_per_ipu").type.value_type)
+    assert pa.types.is_list(schema.field("values").type)
+    for name in ("started_at", "finished_at"):
+        assert pa.types.is_timestamp(schema.field(name).type)
+    back = pd.read_parquet(tmp_path / "t.parquet")
+    assert [list(v) for v in back["pipeline_splits"]] == [[], ["layer3.8"], ["layer3.8"] * 2]
+    assert [list(v) for v in back["memory_per_ipu"]] == [[10, 20], [10, 21], [10, 22]]
+    started = pd.to_datetime(frame["started_at"])
+    assert (back["started_at"] == started).all()
+
+
+def test_csv_writes_lists_as_json_and_times_in_iso_8601(tmp_path: Path) -> None:
+    frame = _store(tmp_path).frame("s")
+    back = pd.read_csv(export_table(frame, tmp_path / "t.csv"))
+    assert [json.loads(v) for v in back["pipeline_splits"]] == [[], ["layer3.8"], ["layer3.8"] * 2]
+    assert [json.loads(v) for v in back["values"]] == [[0.0], [10.0], [20.0]]
+    parsed = pd.to_datetime(back["finished_at"], format="ISO8601")
+    assert (parsed == pd.to_datetime(frame["finished_at"])).all()
