@@ -54,7 +54,7 @@ class Point:
 class RefSpace:
     """The preset's space over the composed config, evaluated with the public API."""
 
-    def __init__(self, cfg: TuneConfig) -> None:
+    def __init__(self, cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> None:
         self.base = EvalConfig(model=cfg.model, workload=copy.deepcopy(cfg.workload),
                                system=cfg.system, plan=copy.deepcopy(cfg.plan))
         self.profile = profile_model(cfg.model)
@@ -69,7 +69,7 @@ class RefSpace:
         self.structural: set[str] = set()
         for key, spec in (data.get("knobs") or {}).items():
             k = knob(key)
-            if (k.training_only and not self.training) or (
+            if key in pinned or (k.training_only and not self.training) or (
                     k.image_only and self.profile.input_kind != "image"):
                 continue
             if k.draw in ("replicas", "splits") or key in (_SCHED, _RTS):
@@ -95,7 +95,7 @@ class RefSpace:
             if k.type is int:
                 return list(range(int(lo), int(hi) + 1, int(spec.get("step", 1))))
             step = spec["step"]
-            return [round(lo + i * step, 10) for i in range(int(round((hi - lo) / step)) + 1)]
+            return [round(lo + i * step, 10) for i in range(round((hi - lo) / step) + 1)]
         if k.draw == "instances":
             return [1 << i for i in range(self.ipus.bit_length()) if self.ipus % (1 << i) == 0]
         natural = k.natural
@@ -389,9 +389,11 @@ def pareto_hypervolume(space: RefSpace, restarts: int, steps: int = 40,
         f"{len(space.cache)} simulations, hypervolume of the {len(pts)} feasible plans met")
 
 
-def reference(cfg: TuneConfig, pareto: bool, restarts: int,
+def reference(cfg: TuneConfig, pareto: bool, restarts: int, pinned: frozenset[str] = frozenset(),
               exhaustive_up_to: int = 200_000) -> tuple[float, str]:
-    space = RefSpace(cfg)
+    """The reference optimum of a composed config (`pinned`: keys never searched) and how it
+    was built: exhaustive when the space has at most `exhaustive_up_to` plans."""
+    space = RefSpace(cfg, pinned)
     if pareto:
         return pareto_hypervolume(space, restarts)
     if space.size() <= exhaustive_up_to:
