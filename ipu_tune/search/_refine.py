@@ -9,7 +9,8 @@ is a trial with its stored result and results row.
 
 Escapes (iterated local search; Lourenco, Martin & Stutzle, *Iterated Local Search*, 2003):
 whenever the best has not improved for `_STALL_TRIALS` trials, a round of `_KICKS` escapes
-runs, and again after each further `_STALL_TRIALS` trials while the budget lasts. The escapes
+runs, and again while trials are left, each round after twice the wait of the one before
+(later rounds spend at most `_LATER_ROUND_EVALS` simulations each). The escapes
 of a round alternate between a kick of the best (random moves, more of them each round that
 fails: `_KICK_GROWTH`) and a restart from a diverse fitting plan (the best finished trial of
 another structure, or a seeded random plan), each climbed to its local optimum; an
@@ -44,6 +45,7 @@ _KICKS = 6  # escapes per round
 _KICK_GROWTH = 2  # random moves a kick gains with each round that found nothing
 _KICK_MAX = 12  # random moves of the largest kick
 _EVALS_PER_CALL = 2500  # simulations one `refine_study` call may spend
+_LATER_ROUND_EVALS = 400  # simulations of each round of escapes after the first
 
 
 @dataclass
@@ -112,7 +114,9 @@ class Refiner:
                 budget: int) -> int:
         """A round of escapes when the best has stalled (see the module docstring)."""
         last = max(t.number for t in done)
-        if last - max(best.number, self.escaped_at) < _STALL_TRIALS:
+        # The wait doubles with each round that found nothing: a study that has found its
+        # optimum stays about as fast as without the later rounds.
+        if last - max(best.number, self.escaped_at) < _STALL_TRIALS << min(self.rounds, 8):
             return 0
         self.escaped_at = last
         start = self._params(best)
@@ -120,7 +124,9 @@ class Refiner:
             return 0
         target = self.search.score(start)
         moves = min(_KICK_MAX, _KICK_KNOBS + _KICK_GROWTH * self.rounds)
-        others = self._diverse_starts(done, start)
+        others = self._diverse_starts(done, start) if self.rounds else []
+        if self.rounds:  # later rounds: a small budget each
+            budget = min(budget, self.search.evals + _LATER_ROUND_EVALS)
         for i in range(_KICKS):
             if self.search.evals >= budget:
                 break
