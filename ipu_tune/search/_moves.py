@@ -11,13 +11,12 @@ A change of another knob changes every stage's cost (precision, micro-batch, rec
 memory proportion), so the split that was balanced is not any more: `SplitBalancer` re-plans
 it with `balanced_split` (time and memory, calibrated against the simulator,
 `ipu_tune.search._warm.balanced_config`), cached per plan. A change of replicas (so of stage
-count) keeps the balance: the new cuts divide the blocks' simulated time evenly
-(`simulator_block_cycles`), instead of the same number of blocks per stage.
+count) keeps the balance: the new cuts minimise the slowest stage's simulated time
+(`simulator_block_cycles`, `min_max_starts`), instead of the same number of blocks per stage.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -28,7 +27,7 @@ from ipu_tune.search._codec import R_PARAM, Codec
 from ipu_tune.search._splits import cut_param, even_split, simulator_block_cycles
 from ipu_tune.search._warm import SearchProblem, balanced_config
 
-__all__ = ["SplitBalancer", "cut_moves", "cuts_of", "with_cuts"]
+__all__ = ["SplitBalancer", "cut_moves", "cuts_of", "min_max_starts", "with_cuts"]
 
 _SINGLE_STEPS = (-3, -2, -1, 1, 2, 3)  # a cut alone moves by this many steps
 _CHAIN_STEPS = (-2, -1, 1, 2)  # a chain of cuts moves by this many steps together
@@ -73,6 +72,38 @@ def cut_moves(cuts: list[int], step: int, high: int) -> Iterator[list[int]]:
                     yield moved
 
 
+def _greedy_starts(times: list[float], stages: int, cap: float) -> list[int] | None:
+    """Stage starts packing blocks in order while a stage stays within `cap` (each stage at
+    least one block); None when `stages` stages cannot hold them."""
+    n, starts, load = len(times), [0], 0.0
+    for b, t in enumerate(times):
+        must_close = n - b == stages - len(starts)  # one block left per stage to come
+        if b > starts[-1] and (load + t > cap or must_close):
+            if len(starts) == stages:
+                return None
+            starts.append(b)
+            load = 0.0
+        load += t
+    return starts if len(starts) == stages and load <= cap * (1 + 1e-12) else None
+
+
+def min_max_starts(times: list[float], stages: int) -> list[int]:
+    """Stage starts of a contiguous split minimising the slowest stage's time: a bisection
+    on that time, each candidate checked by greedy packing (the linear partition problem)."""
+    lo, hi = max(times), sum(times)
+    best = _greedy_starts(times, stages, hi) or list(even_split(len(times), stages))
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        got = _greedy_starts(times, stages, mid)
+        if got is None:
+            lo = mid
+        else:
+            hi, best = mid, got
+        if hi - lo <= 1e-9 * hi:
+            break
+    return best
+
+
 class SplitBalancer:
     """Balanced splits of a problem's plans (cached by everything but the cuts)."""
 
@@ -109,13 +140,7 @@ class SplitBalancer:
         except Exception:  # an invalid plan: the even split
             times = None
         if times is not None and sum(times) > 0:
-            prefix = list(itertools.accumulate(times))
-            total = prefix[-1]
-            starts = [0]
-            for s in range(1, stages):
-                b = bisect.bisect_left(prefix, total * s / stages) + 1
-                b = min(max(b, starts[-1] + 1), n - (stages - s))
-                starts.append(b)
+            starts = min_max_starts(list(times), stages)
         out = self._snap(starts)
         if not _valid(out, self.codec.cut_high()):
             out = self._snap(even_split(n, stages))
