@@ -8,7 +8,8 @@ that weighted sums cannot. Each climb runs to its local optimum (within the pass
 and re-plans the split for the memory level it climbs at (`LocalSearch.climb`), so the middle
 of the front does not keep the split of its fast end. The archive's plans that add the most
 hypervolume to the study's trials are enqueued (lazy greedy). A pass runs when the queue has
-run; passes go on while one enqueues a plan (the front still improves) and trials are left.
+run; passes go on while one enqueues a plan (the front still improves), trials are left and
+the study's simulation budget for them (`_FRONT_EVALS_TOTAL`) lasts.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = ["Front", "FrontRefiner", "hv2"]
 _FRONT_EVALS_FIRST = 8000  # simulations the first front pass may spend
 _FRONT_EVALS = 4000  # simulations each later front pass may spend
 _FRONT_EVALS_PER_TRIAL = 150  # at most this many simulations per trial left in the budget
+_FRONT_EVALS_TOTAL = 16000  # simulations all the passes of one study may spend
 _FRONT_ENQUEUE = 48  # plans enqueued by one front pass at most
 _FRONT_MIN_GAIN = 0.0001  # least share of the front's hypervolume an enqueued plan adds
 
@@ -92,6 +94,7 @@ class FrontRefiner:
     enqueue: Callable[[optuna.Study, Params, str], None]
     front: Front | None = None
     passes: int = 0
+    spent: int = 0  # simulations of the passes so far
     done: bool = False  # a pass enqueued nothing: the front stopped improving
     gaps_tried: set[tuple[Key, Key]] = field(default_factory=set)
     label: str = ""  # the climb running now (labels the plans it meets)
@@ -146,6 +149,11 @@ class FrontRefiner:
         spend = _FRONT_EVALS_FIRST if first else _FRONT_EVALS
         if left is not None:  # a short study cannot run many plans: search less for it
             spend = min(spend, _FRONT_EVALS_PER_TRIAL * left)
+        spend = min(spend, _FRONT_EVALS_TOTAL - self.spent)
+        if spend <= 0:
+            self.done = True
+            return 0
+        begin = ls.evals
         budget = ls.evals + spend
         if first:  # the two ends of the front, each climbed to its local optimum
             names = problem.objective_names
@@ -157,6 +165,7 @@ class FrontRefiner:
                                    weights=tuple(1.0 if j == k else 0.0 for j in range(2)))
         while ls.evals < budget and self._fill_widest_gap(budget, signs):
             pass
+        self.spent += ls.evals - begin
         n = self._enqueue_front(study, tried, left)
         self.done = n == 0
         return n
