@@ -34,7 +34,7 @@ __all__ = ["Front", "FrontRefiner", "hv2"]
 _FRONT_EVALS_FIRST = 8000  # simulations the first front pass may spend
 _FRONT_EVALS = 4000  # simulations each later front pass may spend
 _FRONT_EVALS_PER_TRIAL = 150  # at most this many simulations per trial left in the budget
-_FRONT_EVALS_TOTAL = 16000  # simulations all the passes of one study may spend
+_FRONT_EVALS_TOTAL = 24000  # simulations all the passes of one study may spend
 _FRONT_ENQUEUE = 48  # plans enqueued by one front pass at most
 _FRONT_MIN_GAIN = 0.0001  # least share of the front's hypervolume an enqueued plan adds
 
