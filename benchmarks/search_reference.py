@@ -60,7 +60,7 @@ class RefSpace:
         self.profile = profile_model(cfg.model)
         self.system = build_system(self.base)
         data = yaml.safe_load((SPACES_DIR / f"{cfg.search.space}.yaml").read_text())
-        assert not data.get("fixed") and not data.get("constraints"), "fixed/constraints unsupported"
+        assert not data.get("fixed") and not data.get("constraints"), "not supported here"
         self.training = self.base.workload.mode == "train"
         self.blocks = list(self.profile.blocks)
         self.ipus = cfg.system.num_ipus

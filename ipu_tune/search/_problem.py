@@ -34,7 +34,8 @@ from ipu_tune.search._objectives import (
     objective_value,
     show_value,
 )
-from ipu_tune.search._refine import LocalSearch, Refiner
+from ipu_tune.search._local import LocalSearch
+from ipu_tune.search._refine import Refiner
 from ipu_tune.search._samplers import make_sampler
 from ipu_tune.search._select import best_trial
 from ipu_tune.search._space import SearchSpace, load_space

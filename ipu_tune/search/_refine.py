@@ -35,7 +35,7 @@ from ipu_tune.search._codec import R_PARAM
 from ipu_tune.search._front import FrontRefiner
 from ipu_tune.search._local import _KICK_KNOBS, LocalSearch, Params, Score, key_of
 
-__all__ = ["LocalSearch", "Refiner", "refine_study"]
+__all__ = ["Refiner", "refine_study"]
 
 _MULTI_STARTS = 3  # best distinct finished trials climbed from after the warm start
 _RANDOM_STARTS = 2  # seeded random plans climbed from as well

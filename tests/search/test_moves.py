@@ -74,8 +74,8 @@ def test_min_max_starts_is_the_exhaustive_min_max_split() -> None:
         stages = rng.randint(1, len(times))
         n = len(times)
 
-        def slowest(starts: tuple[int, ...]) -> float:
-            ends = (*starts[1:], n)
+        def slowest(starts: tuple[int, ...], times: list[float] = times) -> float:
+            ends = (*starts[1:], len(times))
             return max(sum(times[s:e]) for s, e in zip(starts, ends, strict=True))
 
         best = min(slowest((0, *c)) for c in itertools.combinations(range(1, n), stages - 1))
