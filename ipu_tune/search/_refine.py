@@ -58,6 +58,7 @@ class Refiner:
     feasible: dict[int, bool] = field(default_factory=dict)  # by finished trial number
     rounds: int = 0  # rounds of escapes from the current best that found nothing
     escaped_at: int = -1  # the last trial number a round of escapes ran after
+    escape_rounds: list[int] = field(default_factory=list)  # the trials each round ran after
     restarts: int = 0  # random restarts drawn so far (their labels)
     front: FrontRefiner | None = None  # two objectives
 
@@ -119,6 +120,7 @@ class Refiner:
         if last - max(best.number, self.escaped_at) < _STALL_TRIALS << min(self.rounds, 8):
             return 0
         self.escaped_at = last
+        self.escape_rounds.append(last)
         start = self._params(best)
         if start is None:
             return 0
