@@ -196,7 +196,7 @@ def test_convergence_of_a_pareto_study_is_its_hypervolume() -> None:
 
 def test_escapes_go_on_after_a_failed_round_each_after_twice_the_wait() -> None:
     problem = make_problem(compose_cfg("model=resnet101", "search=throughput", "sampler.seed=3"))
-    study = optuna.create_study(directions=problem.directions, sampler=problem.sampler())
+    study = optuna.create_study(direction="maximize", sampler=problem.sampler())
     for params in problem.warm_start():
         study.enqueue_trial(params)
     for _ in range(100):
