@@ -1,24 +1,20 @@
 """Search quality on the presets' real spaces: the best plan found in N trials vs a reference.
 
 Cases (composed with Hydra exactly as the CLI composes them, the preset's own space file,
-continuous and conditional knobs included):
+continuous and conditional knobs included; `pinned` keys are never searched) are listed in
+`CASES`: the card's main command, the seed experiment, ResNet-50 and BERT-Large on POD16,
+ResNet-152 on four IPUs at micro-batch 16, deep pipelines (ResNeXt-101 over 4 stages,
+ResNet-152 and BERT-Large at sequence length 512 over 8 stages), and the `pareto` preset
+(throughput vs memory headroom) on three models, measured by the hypervolume of the feasible
+front (reference point: 0 samples/s, 0 headroom).
 
-- ``main``: the card's main command, ``model=resnet101 search=throughput``;
-- ``seed``: the seed experiment, ``+experiment=seed_resnet101``;
-- ``r50``: ResNet-50 on ``system=pod16`` at micro-batch 16 (it fits);
-- ``bert``: BERT-Large, sequence length 128, on ``system=pod16`` (16 IPUs: pipeline splits
-  and replicas searched);
-- ``pareto``: ``model=resnet101 search=pareto`` (throughput vs memory headroom), measured by
-  the hypervolume of the feasible front (reference point: 0 samples/s, 0 headroom).
-
-Reference optimum: the best of a large multi-start local search over the simulator
-(`ipu_tune.search.LocalSearch`: the warm-start plans and `--ref-starts` seeded random plans,
-each climbed to its local optimum, then `--ref-kicks` iterated-local-search kicks of the best),
-computed at run time from the simulator, never hard-coded. For ``pareto``: the hypervolume of
-every feasible plan met by weighted-sum local searches (8 weightings, each from the warm-start
-plans and 5 seeded random plans) and by an epsilon-constraint sweep (at 41 evenly spaced levels
-of each objective, the best of the other subject to it, from the best plan known at that
-level): about 100,000 simulations.
+Reference optimum: `search_reference.py`, which shares no code with `ipu_tune.search`
+(exhaustive enumeration of small spaces, else a full coordinate descent over every value of
+every knob and every cut, cut pairs and chains, with random restarts and kicks; for pareto an
+epsilon-constraint sweep of the same descent). Computed from the simulator, never hard-coded;
+cached in `benchmarks/.reference_cache/` (git-ignored) under a fingerprint of the case, the
+reference's code, the simulator and the configs, so reruns are quick. How each reference was
+built is printed.
 
 Searches (in-memory storage; a trial = ask, simulate, tell, as the runner):
 
@@ -28,17 +24,21 @@ Searches (in-memory storage; a trial = ask, simulate, tell, as the runner):
 - ``random``: uniform random plans (RandomSampler), no warm start.
 
 Printed: median and worst share of the reference over the seeds after 100 (the default
-budget) and 200 trials, and the median trials needed to reach 99 % of it (``>N``: not within
-the N trials run; random runs `--random-trials`).
+budget) and `--trials` trials, and the median trials needed to reach 99 % of it (``>N``: not
+within the N trials run). Written: one record appended to `benchmarks/runs/search_quality.json`
+(date, machine load from `os.getloadavg`, per case and search: the median share at 100 trials
+with its spread over the seeds).
 
-    python benchmarks/search_quality.py [--seeds 5] [--cases main,seed,r50,bert,pareto]
-                                        [--searches tool,tpe,random]
+    python benchmarks/search_quality.py [--seeds 5] [--cases main,r152_pod4,...]
+                                        [--searches tool,tpe,random] [--trials 100]
     python benchmarks/search_quality.py --quick      # 2 seeds, main only
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
 import random
 import statistics
@@ -46,12 +46,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
 from hydra import compose, initialize_config_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import search_reference
 from _record import Run
 
 from ipu_tune.config import CONF_DIR, TuneConfig, typed
@@ -65,12 +68,17 @@ from ipu_tune.search import (
     tell_outcome,
 )
 
+CACHE_DIR = Path(__file__).resolve().parent / ".reference_cache"
+RUNS_DIR = Path(__file__).resolve().parent / "runs"
+_R1 = ("plan.replication_factor",)  # pinned: every IPU one pipeline stage
+
 
 @dataclass(frozen=True)
 class Case:
     key: str
     title: str
     overrides: tuple[str, ...]
+    pinned: tuple[str, ...] = ()
 
 
 CASES = (
@@ -82,18 +90,38 @@ CASES = (
          ("model=resnet50", "system=pod16", "workload.micro_batch_size=16")),
     Case("bert", "BERT-Large seq 128, POD16, micro-batch 8",
          ("model=bert_large", "system=pod16", "workload.micro_batch_size=8")),
+    Case("r152_pod4", "ResNet-152, POD4, micro-batch 16",
+         ("model=resnet152", "system=pod4", "workload.micro_batch_size=16")),
+    Case("rx101_4", "ResNeXt-101, 4 stages on POD4, micro-batch 8",
+         ("model=resnext101", "system=pod4", "plan.replication_factor=1",
+          "workload.micro_batch_size=8"), _R1),
+    Case("r152_8", "ResNet-152, 8 stages on 8 x Mk2, micro-batch 16",
+         ("model=resnet152", "system=pod16", "system.num_ipus=8", "workload.micro_batch_size=16",
+          "plan.replication_factor=1"), _R1),
+    Case("bert512_8", "BERT-Large seq 512, 8 stages on 8 x Mk2, micro-batch 2",
+         ("model=bert_large", "model.sequence_length=512", "system=pod16",
+          "system.num_ipus=8", "plan.replication_factor=1", "workload.micro_batch_size=2"),
+         _R1),
     Case("pareto", "pareto: ResNet-101, 2 x Mk2 (hypervolume)",
          ("model=resnet101", "search=pareto")),
+    Case("pareto_r50", "pareto: ResNet-50, POD4 (hypervolume)",
+         ("model=resnet50", "search=pareto", "system=pod4")),
+    Case("pareto_bert", "pareto: BERT-Base seq 128, POD4 (hypervolume)",
+         ("model=bert_base", "search=pareto", "system=pod4")),
 )
 
 
-def make_problem(case: Case, sampler_seed: int = 0) -> SearchProblem:
+def compose_case(case: Case, sampler_seed: int = 0) -> TuneConfig:
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-        cfg = typed(TuneConfig, compose(config_name="config", overrides=[
+        return typed(TuneConfig, compose(config_name="config", overrides=[
             *case.overrides, f"sampler.seed={sampler_seed}"]))
+
+
+def make_problem(case: Case, sampler_seed: int = 0) -> SearchProblem:
+    cfg = compose_case(case, sampler_seed)
     profile = profile_model(cfg.model)
     system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
-    return SearchProblem(cfg, profile, system)
+    return SearchProblem(cfg, profile, system, frozenset(case.pinned))
 
 
 # -- the measure -------------------------------------------------------------------------------
@@ -128,103 +156,36 @@ class Tracker:
 
 
 # -- reference ---------------------------------------------------------------------------------
-def reference(problem: SearchProblem, starts: int, kicks: int, pareto: bool) -> float:
-    if pareto:
-        return _pareto_reference(problem, starts)
-    ls = LocalSearch(problem, random.Random(12345))
-    begin = [w.params for w in problem.warm_plans()]
-    begin += [ls.random_params() for _ in range(starts)]
-    best = max((ls.climb(p, ls.evals + 50_000) for p in begin), key=lambda sp: sp[0])
-    for _ in range(kicks):
-        cand = ls.climb(ls.kick(best[1]), ls.evals + 50_000)
-        if cand[0] > best[0]:
-            best = cand
-    print(f"  reference: {ls.evals} simulations, {len(begin)} starts + {kicks} kicks",
-          file=sys.stderr)
-    return best[0][1] if best[0][0] == 1.0 else 0.0
+def _fingerprint(case: Case, restarts: int) -> str:
+    """What a cached reference depends on: the case, the reference's and the simulator's code,
+    the configs and space files."""
+    h = hashlib.sha256(repr((case.overrides, case.pinned, restarts)).encode())
+    root = Path(__file__).resolve().parent.parent
+    files = [Path(__file__).with_name("search_reference.py"),
+             *sorted((root / "ipu_tune" / "simulator").glob("*.py")),
+             *sorted((root / "ipu_tune" / "search_spaces").glob("*.yaml")),
+             *sorted((root / "ipu_tune" / "conf").rglob("*.yaml")),
+             root / "ipu_tune" / "knobs.py", root / "ipu_tune" / "plan.py"]
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
-class _Weighted:
-    """A one-objective view of the pareto problem (a weighted sum of the scaled objectives),
-    recording every feasible plan it evaluates on both objectives."""
-
-    def __init__(self, problem: SearchProblem, weight: float, scale: float,
-                 seen: list[tuple[float, float]]) -> None:
-        self.codec = problem.codec
-        self.directions = ["maximize"]
-        self.objective_names = ["weighted"]
-        self._problem, self._w, self._scale, self._seen = problem, weight, scale, seen
-
-    def evaluate(self, cfg: object, note: str = "") -> object:
-        out = self._problem.evaluate(cfg, note)  # type: ignore[arg-type]
-        v = out.values
-        if out.feasible and all(math.isfinite(x) for x in v):
-            self._seen.append((v[0], v[1]))
-            value = self._w * v[0] / self._scale + (1 - self._w) * v[1]
-            return _Out([value], out.constraints, out.result, True)
-        return _Out([math.nan if not all(math.isfinite(x) for x in v) else 0.0],
-                    out.constraints, out.result, False)
-
-
-@dataclass(frozen=True)
-class _Out:
-    values: list[float]
-    constraints: list[float]
-    result: object
-    feasible: bool
-
-
-def _pareto_reference(problem: SearchProblem, starts: int) -> float:
-    seen: list[tuple[float, float]] = []
-    scale = 1.0
-    for w in problem.warm_plans():
-        out = problem.evaluate(w.config)
-        if out.feasible:
-            scale = max(scale, out.values[0])
-    weights = [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.97, 1.0]
-    for i, weight in enumerate(weights):
-        ls = LocalSearch(_Weighted(problem, weight, scale, seen), random.Random(i))  # type: ignore[arg-type]
-        begin = [w.params for w in problem.warm_plans()]
-        begin += [ls.random_params() for _ in range(max(2, starts // len(weights)))]
-        for p in begin:
-            ls.climb(p, ls.evals + 20_000)
-    weighted = len(seen)
-    levels = _epsilon_sweep(problem, seen, scale)
-    print(f"  reference: {len(seen)} feasible plans from {len(weights)} weighted local "
-          f"searches ({weighted}) and epsilon-constraint climbs at {levels} levels",
-          file=sys.stderr)
-    return hypervolume(seen)
-
-
-def _epsilon_sweep(problem: SearchProblem, seen: list[tuple[float, float]],
-                   scale: float, steps: int = 40) -> int:
-    """Epsilon-constraint climbs (Haimes et al. 1971): at `steps` evenly spaced levels of each
-    objective, maximise the other subject to it, from the best plan known at that level."""
-    ls = LocalSearch(problem, random.Random(7))
-    known: list[tuple[tuple[float, ...], dict[str, object]]] = []
-
-    def record(params: dict[str, object], values: tuple[float, ...]) -> None:
-        seen.append((values[0], values[1]))
-        known.append((values, params))
-
-    ls.on_feasible = record  # type: ignore[assignment]
-    for w in problem.warm_plans():
-        ls.score(w.params)
-    top = [max(v[k] for v, _ in known) for k in range(2)]
-    ls.scales = (scale, 1.0)
-    n = 0
-    for m, c in ((0, 1), (1, 0)):
-        for i in range(steps + 1):
-            level = top[c] * i / steps
-            ok = [(v, p) for v, p in known if v[c] >= level]
-            if not ok:
-                continue
-            start = max(ok, key=lambda vp: vp[0][m])[1]
-            ls.epsilon = (m, c, level)
-            ls.climb(start, ls.evals + 5_000)
-            top = [max(v[k] for v, _ in known) for k in range(2)]
-            n += 1
-    return n
+def reference(case: Case, restarts: int, pareto: bool) -> float:
+    """The independent reference (`search_reference.py`), cached under `CACHE_DIR`."""
+    key = _fingerprint(case, restarts)
+    path = CACHE_DIR / f"{case.key}.json"
+    if path.exists():
+        hit = json.loads(path.read_text())
+        if hit.get("fingerprint") == key:
+            print(f"  reference (cached): {hit['how']}", file=sys.stderr)
+            return float(hit["value"])
+    value, how = search_reference.reference(compose_case(case), pareto, restarts,
+                                            frozenset(case.pinned))
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"fingerprint": key, "value": value, "how": how}))
+    print(f"  reference: {how}", file=sys.stderr)
+    return value
 
 
 # -- searches ----------------------------------------------------------------------------------
@@ -268,64 +229,74 @@ def first_reach(curve: list[float], target: float) -> int | None:
     return None
 
 
+def figure(case: Case, kind: str, budget: int, s: list[float], ref: float, reach: str,
+           seeds: int) -> dict[str, Any]:
+    """One recorded figure: the median share of the reference after `budget` trials."""
+    return {"name": f"{case.title}, {kind}: best @{budget} trials",
+            "value": 100 * statistics.median(s),
+            "unit": f"% of the reference, median of {seeds} seeds",
+            "spread": (100 * min(s), 100 * max(s)), "target": ">= 99 (median and worst)",
+            "note": f"reference {ref:,.4g}; 99 % reached at trial {reach} (median)"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--random-trials", type=int, default=2000)
-    ap.add_argument("--ref-starts", type=int, default=40)
-    ap.add_argument("--ref-kicks", type=int, default=20)
+    ap.add_argument("--ref-restarts", type=int, default=12,
+                    help="random plans the reference's descent starts from")
     ap.add_argument("--cases", default=",".join(c.key for c in CASES))
-    ap.add_argument("--searches", default="tool,tpe,random",
-                    help="which searches to run (e.g. `tool` after a change to the shipped one)")
+    ap.add_argument("--searches", default="tool",
+                    help="which searches to run: tool, tpe, random (comma-separated)")
     ap.add_argument("--quick", action="store_true", help="2 seeds, the main case only")
+    ap.add_argument("--no-record", action="store_true", help="do not write runs/*.json")
+    argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds, args.cases = 2, "main"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     wanted = args.cases.split(",")
+    unknown = set(wanted) - {c.key for c in CASES}
+    if unknown:
+        ap.error(f"--cases: unknown {sorted(unknown)}; allowed: {[c.key for c in CASES]}")
     rows: list[str] = []
     record = Run("search_quality")
-    budgets = (100, args.trials)
+    budgets = sorted({100, args.trials})
     for case in (c for c in CASES if c.key in wanted):
         print(f"{case.title}:", file=sys.stderr)
-        problem = make_problem(case)
-        pareto = len(problem.directions) > 1
+        pareto = len(compose_case(case).search.objectives) > 1
         start = time.perf_counter()
-        ref = reference(problem, args.ref_starts, args.ref_kicks, pareto)
+        ref = reference(case, args.ref_restarts, pareto)
         print(f"  reference {ref:.6g} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-        reach: dict[str, list[int | None]] = {}
         for kind in (k for k in ("tool", "tpe", "random") if k in args.searches.split(",")):
-            n = args.random_trials if kind == "random" else args.trials
+            n = args.random_trials if kind == "random" else max(budgets)
             start = time.perf_counter()
             curves = [run_search(case, kind, seed, n) for seed in range(args.seeds)]
             secs = (time.perf_counter() - start) / args.seeds
-            reach[kind] = [first_reach(c, 0.99 * ref) for c in curves]
             cells = []
             for b in budgets:
                 s = shares(curves, b, ref)
                 cells.append(f"{100 * statistics.median(s):.1f} | {100 * min(s):.1f}")
-            r = reach[kind]
-            got = sorted(x if x is not None else math.inf for x in r)
+            got = sorted(x if x is not None else math.inf
+                         for x in (first_reach(c, 0.99 * ref) for c in curves))
             med = statistics.median(got)
             med_txt = f"{med:.0f}" if math.isfinite(med) else f">{n}"
             rows.append(f"| {case.title} | {ref:,.4g} | {kind} | {' | '.join(cells)} | "
                         f"{med_txt} | {secs:.1f} |")
             for b in budgets:
-                s = shares(curves, b, ref)
-                record.add(f"{case.title}, {kind}: best @{b} trials", 100 * statistics.median(s),
-                           f"% of the reference, median of {args.seeds} seeds",
-                           spread=(100 * min(s), 100 * max(s)),
-                           note=f"reference {ref:,.4g}; 99 % reached at trial {med_txt} (median)")
+                record.add(**figure(case, kind, b, shares(curves, b, ref), ref, med_txt,
+                                    args.seeds))
             print(f"  {kind}: {rows[-1]}", file=sys.stderr)
     unit = "samples/s (pareto: hypervolume, samples/s x headroom share)"
     print(f"\nmedian and worst over {args.seeds} seeds, % of the reference; reference in {unit}\n")
-    print("| case | reference | search | median % @100 | worst % @100 | median % @"
-          f"{args.trials} | worst % @{args.trials} | trials to 99 % (median) | s per run |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    heads = " | ".join(f"median % @{b} | worst % @{b}" for b in budgets)
+    print(f"| case | reference | search | {heads} | trials to 99 % (median) | s per run |")
+    print("|---|---:|---|" + "---:|" * (2 * len(budgets) + 2))
     for row in rows:
         print(row)
-    record.save()
+    if not args.no_record:
+        record.save()
     return 0
 
 

@@ -5,6 +5,7 @@ the sampler, the warm-start plans, each trial's outcome and the best trial.
 """
 
 from ipu_tune.search._convergence import Convergence, convergence
+from ipu_tune.search._local import LocalSearch
 from ipu_tune.search._objectives import (
     DIRECTIONS,
     OBJECTIVES,
@@ -15,7 +16,7 @@ from ipu_tune.search._objectives import (
     show_value,
 )
 from ipu_tune.search._problem import SearchProblem, TrialOutcome, tell_outcome
-from ipu_tune.search._refine import LocalSearch, refine_study
+from ipu_tune.search._refine import refine_study
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
 from ipu_tune.search._select import (
     Compromise,

@@ -26,6 +26,7 @@ from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.records import TrialRecord
 from ipu_tune.search._codec import Codec
+from ipu_tune.search._local import LocalSearch
 from ipu_tune.search._objectives import (
     DIRECTIONS,
     count_changes,
@@ -34,7 +35,7 @@ from ipu_tune.search._objectives import (
     objective_value,
     show_value,
 )
-from ipu_tune.search._refine import LocalSearch, Refiner
+from ipu_tune.search._refine import Refiner
 from ipu_tune.search._samplers import make_sampler
 from ipu_tune.search._select import best_trial
 from ipu_tune.search._space import SearchSpace, load_space

@@ -162,6 +162,24 @@ def _check_choice(source: str, key: str, kind: str, domain: tuple[Any, ...] | No
                         else f"{value!r}: must be >= {low:g}")
 
 
+def _parse_choices(source: str, key: str, spec: Mapping[str, Any]) -> KnobSpec:
+    """A knob spec given as `{choices: [...]}`."""
+    kind, domain, lowest = KNOBS[key]
+    if set(spec) - {"choices"}:
+        raise _fail(source, f"knobs.{key}", "give either choices or a range, not both")
+    choices = spec["choices"]
+    if not isinstance(choices, list) or not choices:
+        raise _fail(source, f"knobs.{key}.choices", "must be a non-empty list")
+    if knob(key).type is str:
+        # An unquoted 16.16 reads as a float in YAML; take it as the string it spells.
+        choices = [str(v) if isinstance(v, float) else v for v in choices]
+    for value in choices:
+        _check_choice(source, key, kind, domain, lowest, value)
+    if len(set(map(repr, choices))) != len(choices):
+        raise _fail(source, f"knobs.{key}.choices", "duplicates")
+    return KnobSpec(key, kind, choices=tuple(choices))
+
+
 def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
     if key not in KNOBS:
         raise _fail(source, f"knobs.{key}", "unknown knob; allowed: " + ", ".join(KNOBS))
@@ -184,19 +202,7 @@ def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
             raise _fail(source, f"knobs.{key}.step", f"{int(cut_step)}: must be >= 1")
         return KnobSpec(key, kind, step=cut_step)
     if "choices" in spec:
-        if set(spec) - {"choices"}:
-            raise _fail(source, f"knobs.{key}", "give either choices or a range, not both")
-        choices = spec["choices"]
-        if not isinstance(choices, list) or not choices:
-            raise _fail(source, f"knobs.{key}.choices", "must be a non-empty list")
-        if knob(key).type is str:
-            # An unquoted 16.16 reads as a float in YAML; take it as the string it spells.
-            choices = [str(v) if isinstance(v, float) else v for v in choices]
-        for value in choices:
-            _check_choice(source, key, kind, domain, lowest, value)
-        if len(set(map(repr, choices))) != len(choices):
-            raise _fail(source, f"knobs.{key}.choices", "duplicates")
-        return KnobSpec(key, kind, choices=tuple(choices))
+        return _parse_choices(source, key, spec)
     if kind not in (_INT, _FLOAT):
         raise _fail(source, f"knobs.{key}", "takes choices (or null for all), not a range")
     for needed in ("low", "high"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from pathlib import Path
@@ -10,7 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.records import TrialRecord
-from ipu_tune.search import LocalSearch, SearchProblem, convergence, refine_study
+from ipu_tune.search import LocalSearch, SearchProblem, convergence, refine_study, tell_outcome
 from ipu_tune.storage import ResultsStore, open_storage, resolve_storage
 from ipu_tune.tuner import run
 from tests.search._helpers import compose_cfg, make_problem
@@ -111,11 +112,18 @@ def test_a_pareto_search_enqueues_labelled_front_plans_in_passes() -> None:
     enqueued = {t.number for t in waiting}
     assert all(TrialRecord.of(t).feasible for t in study.trials if t.number in enqueued)
     assert _hypervolume(study) > 1.5 * front_before
-    assert refine_study(study, problem, n_trials=100) >= 1  # a second pass
-    for _ in study.get_trials(states=(TrialState.WAITING,)):
-        trial = study.ask()
-        study.tell(trial, problem.run_trial(trial).values)
-    assert refine_study(study, problem, n_trials=200) == 0  # passes are bounded
+    # Later passes run while the front improves: each adds hypervolume, and they stop.
+    for _ in range(20):
+        before = _hypervolume(study)
+        added = refine_study(study, problem, n_trials=400)
+        if added == 0:
+            break
+        for _ in study.get_trials(states=(TrialState.WAITING,)):
+            trial = study.ask()
+            study.tell(trial, problem.run_trial(trial).values)
+        assert _hypervolume(study) > before
+    assert added == 0  # the front stopped improving well within the budget
+    assert refine_study(study, problem, n_trials=400) == 0  # and no pass runs again
 
 
 def _hypervolume(study: optuna.Study) -> float:
@@ -183,3 +191,24 @@ def test_convergence_of_a_pareto_study_is_its_hypervolume() -> None:
     assert len(conv.history) == 15
     values = [v for _, v in conv.history if not math.isnan(v)]
     assert values == sorted(values)
+
+
+def test_escapes_go_on_after_a_failed_round_each_after_twice_the_wait() -> None:
+    problem = make_problem(compose_cfg("model=resnet101", "search=throughput", "sampler.seed=3"))
+    study = optuna.create_study(direction="maximize", sampler=problem.sampler())
+    for params in problem.warm_start():
+        study.enqueue_trial(params)
+    for _ in range(100):
+        trial = study.ask()
+        tell_outcome(study, trial, problem.run_trial(trial))
+        refine_study(study, problem, 100)
+    refiner = problem.refiner()
+    assert refiner is not None
+    rounds = refiner.escape_rounds
+    best = problem.best_trial(study)
+    assert best is not None
+    # The optimum is found early; the rounds of escapes that follow find nothing better, and
+    # they go on (not one round per best): 15 trials after the best, then 30 after that.
+    assert len(rounds) >= 2 and refiner.rounds == len(rounds)
+    assert rounds[0] - best.number >= 15
+    assert all(b - a >= 15 << i for i, (a, b) in enumerate(itertools.pairwise(rounds), 1))
