@@ -26,6 +26,21 @@ class DatasetConfig:
 
 
 @dataclass
+class HfConfig:
+    """A Hugging Face Transformers model by its configuration (no weights, no download)."""
+
+    # A Transformers model type ("bert", "gpt2", "llama", "vit", "t5", ...) or None.
+    model_type: Optional[str] = None  # noqa: UP045
+    # A model folder's config.json as downloaded; `config` entries override its values.
+    config_file: Optional[str] = None  # noqa: UP045
+    # Keyword arguments of the model type's config class (`n_layer: 24`, ...).
+    config: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    # masked-lm | causal-lm | sequence-classification | image-classification | seq2seq-lm;
+    # None takes the model type's usual head.
+    task: Optional[str] = None  # noqa: UP045
+
+
+@dataclass
 class ModelConfig:
     name: Optional[str] = "resnet101"  # noqa: UP045
     # Dotted path of a factory returning torch.nn.Module; replaces `name` when set.
@@ -36,6 +51,8 @@ class ModelConfig:
     # Keyword arguments for the factory (zoo builders or `_target_`).
     kwargs: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    # Set `hf.model_type` or `hf.config_file` to build a Transformers model (replaces `name`).
+    hf: HfConfig = field(default_factory=HfConfig)
 
 
 # WorkloadConfig, PipelineConfig and PlanConfig spell out the knobs of `ipu_tune.knobs` (names,

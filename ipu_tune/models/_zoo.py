@@ -11,17 +11,19 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 from torch import nn
 
-from ipu_tune.config import ModelConfig
+from ipu_tune.config import HfConfig, ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._resnet import BasicBlock, Bottleneck, ResNet
 
-__all__ = ["ZOO", "ZOO_ALIASES", "ZooEntry", "build_model", "resolve_target", "zoo_entry"]
+__all__ = [
+    "ZOO", "ZOO_ALIASES", "ZooEntry", "build_model", "hf_source", "resolve_target", "zoo_entry"
+]
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,40 @@ def _vit(cfg: ModelConfig) -> nn.Module:
     return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.num_classes, **kwargs)
 
 
+# GPT-2 sizes of the zoo, built through the Transformers path (`hf_source`).
+_GPT2 = {
+    "gpt2": "GPT-2 small, 124 M (Radford et al. 2019), Hugging Face GPT2LMHeadModel",
+    "gpt2_medium": "GPT-2 medium, 355 M, Hugging Face GPT2LMHeadModel",
+    "gpt2_large": "GPT-2 large, 774 M, Hugging Face GPT2LMHeadModel",
+    "gpt2_xl": "GPT-2 XL, 1.56 B, Hugging Face GPT2LMHeadModel",
+}
+
+
+def hf_source(cfg: ModelConfig) -> ModelConfig | None:
+    """The config to build through Transformers (`model.hf`), or None for other models. A
+    GPT-2 zoo name becomes the model type gpt2 with its published sizes (overridable)."""
+    if cfg._target_:
+        return None
+    hf = cfg.hf
+    if cfg.name in _GPT2:
+        from ipu_tune.models._hf import GPT2_SIZES
+
+        config = {**GPT2_SIZES[cfg.name], **hf.config}
+        return replace(cfg, hf=HfConfig(model_type="gpt2", config=config,
+                                        task=hf.task or "causal-lm"))  # fmt: skip
+    if hf.model_type or hf.config_file or cfg.name == "hf":
+        return cfg
+    return None
+
+
+def _hf(cfg: ModelConfig) -> nn.Module:
+    from ipu_tune.models._hf import build_hf
+
+    source = hf_source(cfg)
+    assert source is not None
+    return build_hf(source)[0]
+
+
 _ENTRIES = (
     ZooEntry("resnet18", "ResNet-18 (He et al. 2016), torchvision layout", "image",
              _resnet(BasicBlock, [2, 2, 2, 2])),
@@ -107,6 +143,7 @@ _ENTRIES = (
     ZooEntry("vit_b_16", "ViT-B/16 (Dosovitskiy et al. 2021), torchvision layout", "image", _vit),
     ZooEntry("mnist_cnn", "4-block MNIST CNN of the PopTorch pipelining tutorial", "image",
              _mnist),
+    *(ZooEntry(name, text, "tokens", _hf) for name, text in _GPT2.items()),
 )  # fmt: skip
 
 ZOO: Mapping[str, ZooEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
@@ -199,6 +236,12 @@ def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
             )  # fmt: skip
         kind = "tokens" if cfg.sequence_length is not None else "image"
         return model, kind
+    source = hf_source(cfg)
+    if source is not None:
+        from ipu_tune.models._hf import build_hf
+
+        runner, kind, _ = build_hf(source)
+        return runner, kind
     entry = zoo_entry(cfg.name)
     if entry is None:
         aliases = ", ".join(f"{a} (= {n})" for a, n in ZOO_ALIASES.items())
