@@ -79,7 +79,9 @@ if tuple(k.field for k in KNOBS) != tuple(f.name for f in fields(ExecutionPlan))
 # Every knob's key is its field in the workload, plan or plan.pipeline section, and those
 # sections hold nothing else (but plan.pipeline itself): `plan_from_config` merges them.
 _SECTIONS = (("workload", WorkloadConfig), ("plan", PlanConfig), ("plan.pipeline", PipelineConfig))
-if ({f"{name}.{f.name}" for name, cls in _SECTIONS for f in fields(cls)} - {"plan.pipeline"}
+# (plan.from_ipu_config names a file the starting plan is read from: no knob.)
+_NOT_KNOBS = {"plan.pipeline", "plan.from_ipu_config"}
+if ({f"{name}.{f.name}" for name, cls in _SECTIONS for f in fields(cls)} - _NOT_KNOBS
         != {k.key for k in KNOBS} or any(not k.key.endswith("." + k.field) for k in KNOBS)):
     raise ImportError("the workload/plan sections must hold exactly the knobs, by field name")
 
@@ -90,6 +92,7 @@ def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
     # The sections' own values, merged (checked above): a third of reading 20 dotted keys.
     values: dict[str, Any] = {**vars(cfg.workload), **vars(plan_cfg), **vars(plan_cfg.pipeline)}
     del values["pipeline"]
+    values.pop("from_ipu_config", None)
     for name in _AS_TUPLE:
         values[name] = tuple(values[name])
     # The instance `ExecutionPlan(**values)` makes, without its generated __init__: a frozen

@@ -33,8 +33,10 @@ class HfConfig:
     model_type: Optional[str] = None  # noqa: UP045
     # A model folder's config.json as downloaded; `config` entries override its values.
     config_file: Optional[str] = None  # noqa: UP045
-    # Keyword arguments of the model type's config class (`n_layer: 24`, ...).
-    config: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    # Keyword arguments of the model type's config class (`n_layer: 24`, ...): a mapping or
+    # None. Typed Any so that `model.hf.config={n_layer: 24}` sets new keys from the command
+    # line (Hydra refuses new keys in a Dict field of a composed config).
+    config: Any = None
     # masked-lm | causal-lm | sequence-classification | image-classification | seq2seq-lm;
     # None takes the model type's usual head.
     task: Optional[str] = None  # noqa: UP045
@@ -105,6 +107,8 @@ class PlanConfig:
     dataloader_workers: int = 1
     host_instances: int = 1
     partials: str = "float"
+    # An optimum-graphcore ipu_config.json whose plan is the starting plan (not a knob).
+    from_ipu_config: Optional[str] = None  # noqa: UP045
 
 
 @dataclass

@@ -24,6 +24,12 @@ _LAZY = {
     "zoo_entry": "ipu_tune.models._zoo",
     "build_model": "ipu_tune.models._zoo",
     "default_blocks": "ipu_tune.models._assemble",
+    "hf_source": "ipu_tune.models._zoo",
+    "DEFAULT_TASKS": "ipu_tune.models._hf",
+    "GPT2_SIZES": "ipu_tune.models._hf",
+    "TASKS": "ipu_tune.models._hf",
+    "hf_identity": "ipu_tune.models._hf",
+    "hf_overrides": "ipu_tune.models._hf",
 }
 
 
@@ -36,8 +42,11 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_SEQUENCE_LENGTH",
+    "DEFAULT_TASKS",
+    "GPT2_SIZES",
     "OP_KINDS",
     "PROFILE_FORMAT",
+    "TASKS",
     "ZOO",
     "ZOO_ALIASES",
     "BlockProfile",
@@ -48,6 +57,9 @@ __all__ = [
     "cache_dir",
     "clear_memory_cache",
     "default_blocks",
+    "hf_identity",
+    "hf_overrides",
+    "hf_source",
     "profile_model",
     "zoo_entry",
 ]

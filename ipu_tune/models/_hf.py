@@ -29,7 +29,8 @@ from torch import Tensor, nn
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 
-__all__ = ["DEFAULT_TASKS", "GPT2_SIZES", "TASKS", "HfRunner", "build_hf", "hf_config", "hf_task"]
+__all__ = ["DEFAULT_TASKS", "GPT2_SIZES", "TASKS", "HfRunner", "build_hf", "hf_config", "hf_identity",
+           "hf_overrides", "hf_task"]
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -99,10 +100,20 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
                             f"a field of {config_class.__name__}: {sample}, ...")  # fmt: skip
 
 
+def hf_overrides(cfg: ModelConfig) -> dict[str, Any]:
+    """`model.hf.config` as a plain dict (None: no overrides)."""
+    given = cfg.hf.config
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping) or not all(isinstance(k, str) for k in given):
+        raise bad_value("model.hf.config", given, "a mapping of config fields, e.g. {n_layer: 24}")
+    return json.loads(json.dumps(dict(given), default=str))
+
+
 def hf_config(cfg: ModelConfig) -> Any:
     """The `transformers` config of `cfg.hf` (a model type or a config file, plus overrides)."""
     hf = cfg.hf
-    overrides = dict(hf.config)
+    overrides = hf_overrides(cfg)
     if hf.config_file:
         data = _read_config_file(hf.config_file)
         model_type, key = str(data["model_type"]), "model.hf.config_file"
@@ -126,6 +137,15 @@ def hf_config(cfg: ModelConfig) -> Any:
     # classes), not a fused CPU/GPU kernel.
     config._attn_implementation = "eager"
     return config
+
+
+def hf_identity(cfg: ModelConfig) -> tuple[str, str]:
+    """(model type, task) of `cfg.hf`, without building anything (exports name them)."""
+    hf = cfg.hf
+    model_type = hf.model_type or ""
+    if hf.config_file:
+        model_type = str(_read_config_file(hf.config_file)["model_type"])
+    return model_type, hf_task(cfg, model_type)
 
 
 def hf_task(cfg: ModelConfig, model_type: str) -> str:
@@ -239,7 +259,7 @@ def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, 
     config = hf_config(cfg)
     task = hf_task(cfg, config.model_type)
     if task in ("sequence-classification", "image-classification"):
-        if "num_labels" not in cfg.hf.config and "id2label" not in cfg.hf.config:
+        if not {"num_labels", "id2label"} & set(hf_overrides(cfg)):
             config.num_labels = cfg.num_classes
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = getattr(config, "eos_token_id", 0) or 0  # GPT-2 has none

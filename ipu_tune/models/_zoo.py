@@ -103,9 +103,9 @@ def hf_source(cfg: ModelConfig) -> ModelConfig | None:
         return None
     hf = cfg.hf
     if cfg.name in _GPT2:
-        from ipu_tune.models._hf import GPT2_SIZES
+        from ipu_tune.models._hf import GPT2_SIZES, hf_overrides
 
-        config = {**GPT2_SIZES[cfg.name], **hf.config}
+        config = {**GPT2_SIZES[cfg.name], **hf_overrides(cfg)}
         return replace(cfg, hf=HfConfig(model_type="gpt2", config=config,
                                         task=hf.task or "causal-lm"))  # fmt: skip
     if hf.model_type or hf.config_file or cfg.name == "hf":
