@@ -21,6 +21,7 @@ How a plan maps onto them:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -79,7 +80,7 @@ def layer_blocks(profile: ModelProfile) -> list[bool]:
 def _layers_per_ipu(plan: ExecutionPlan, profile: ModelProfile) -> list[int]:
     is_layer = layer_blocks(profile)
     starts = [0, *(profile.block_index(s) for s in plan.splits), len(is_layer)]
-    return [sum(is_layer[lo:hi]) for lo, hi in zip(starts, starts[1:], strict=False)]
+    return [sum(is_layer[lo:hi]) for lo, hi in itertools.pairwise(starts)]
 
 
 def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, Any]:

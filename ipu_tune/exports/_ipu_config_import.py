@@ -83,8 +83,9 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
             continue
         hint = IPU_CONFIG_FIELDS.get(key)
         if hint is None:
+            allowed = ", ".join(IPU_CONFIG_FIELDS)
             raise IpuTuneError(f"{file}: {key}={value!r}: unknown key; IPUConfig's fields "
-                               f"(optimum-graphcore 0.7.1): {', '.join(IPU_CONFIG_FIELDS)}")  # fmt: skip
+                               f"(optimum-graphcore 0.7.1): {allowed}")
         if not _matches(value, hint):
             raise IpuTuneError(f"{file}: {key}={value!r}: must be {hint}")
     return {k: v for k, v in data.items() if k not in _IGNORED}
@@ -105,7 +106,9 @@ def _expand(layers: list[int], n_layers: int, ipus: int) -> list[int]:
     return layers
 
 
-def _splits(data: Mapping[str, Any], prefix: str, profile: ModelProfile, file: str) -> tuple[str, ...]:
+def _splits(
+    data: Mapping[str, Any], prefix: str, profile: ModelProfile, file: str
+) -> tuple[str, ...]:
     key = f"{prefix}layers_per_ipu"
     raw = data.get(key, data.get("layers_per_ipu", [-1]))
     ipus = data.get(f"{prefix}ipus_per_replica") or data.get("ipus_per_replica") or len(raw)

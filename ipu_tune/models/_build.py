@@ -13,10 +13,10 @@ import torch
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
+from ipu_tune.models._fold import fold_head
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.models._profiler import DEFAULT_SEQUENCE_LENGTH
 from ipu_tune.models._trace import BATCH, trace_model
-from ipu_tune.models._fold import fold_head
 from ipu_tune.models._zoo import ZOO, _one_line, build_model, hf_source
 
 __all__ = ["compute", "label", "model_name"]
@@ -58,12 +58,16 @@ def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...],
     return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
 
 
+def _hf_compute(cfg: ModelConfig) -> ModelProfile:
+    model, input_kind, shape, example = _hf_inputs(cfg)
+    # Token ids and the attention mask as int32; uint8 pixels.
+    default_bytes = 4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)
+    return _profile(cfg, model, input_kind, shape, example, default_bytes)
+
+
 def compute(cfg: ModelConfig) -> ModelProfile:
     if hf_source(cfg) is not None:
-        model, input_kind, input_shape, example = _hf_inputs(cfg)
-        default_bytes = 4 * input_shape[0] * 2 if input_kind == "tokens" else (
-            math.prod(input_shape))  # ids and attention mask as int32; uint8 pixels
-        return _profile(cfg, model, input_kind, input_shape, example, default_bytes)
+        return _hf_compute(cfg)
     with torch.device("meta"):
         model, input_kind = build_model(cfg)
     if any(p.device.type != "meta" for p in model.parameters()):

@@ -23,16 +23,18 @@ def _is_head(op: OpProfile, head: str) -> bool:
     return op.name == head or op.name.startswith(head + ".") or op.name.startswith("loss")
 
 
-def _totals(block: BlockProfile, ops: list[OpProfile], first: int, **changes: int) -> BlockProfile:
+def _totals(block: BlockProfile, ops: list[OpProfile], first: int, output_elements: int,
+            max_live_elements: int) -> BlockProfile:  # fmt: skip
     return replace(
         block,
+        output_elements=output_elements,
+        max_live_elements=max_live_elements,
         first_op=first,
         last_op=first + len(ops),
         forward_flops=sum(o.forward_flops for o in ops),
         backward_flops=sum(o.backward_flops for o in ops),
         parameters=sum(o.parameters for o in ops),
         saved_elements=sum(o.saved_elements for o in ops),
-        **changes,
     )
 
 
@@ -58,12 +60,9 @@ def fold_head(profile: ModelProfile, head: str) -> ModelProfile:
     new_stats = []
     first = 0
     for b, block in enumerate(stats):
-        changes: dict[str, int] = {}
-        if b == 0:
-            changes["max_live_elements"] = max(block.max_live_elements, head_live)
-        if b == last:
-            changes["output_elements"] = tail
-        new_stats.append(_totals(block, per_block[b], first, **changes))
+        live = max(block.max_live_elements, head_live) if b == 0 else block.max_live_elements
+        out = tail if b == last else block.output_elements
+        new_stats.append(_totals(block, per_block[b], first, out, live))
         first += len(per_block[b])
     ops = tuple(op for block_ops in per_block for op in block_ops)
     return replace(profile, ops=ops, block_stats=tuple(new_stats))

@@ -16,8 +16,8 @@ the first stage. Other heads (classifiers) run on the last IPU, after the last l
 
 from __future__ import annotations
 
+import itertools
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,8 +29,8 @@ from torch import Tensor, nn
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 
-__all__ = ["DEFAULT_TASKS", "GPT2_SIZES", "TASKS", "HfRunner", "build_hf", "hf_config", "hf_identity",
-           "hf_overrides", "hf_task"]
+__all__ = ["DEFAULT_TASKS", "GPT2_SIZES", "TASKS", "HfRunner", "build_hf", "hf_config",
+           "hf_identity", "hf_overrides", "hf_task"]
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -44,7 +44,8 @@ TASKS: Mapping[str, str] = {
 DEFAULT_TASKS: Mapping[str, str] = {
     "bert": "masked-lm", "roberta": "masked-lm", "distilbert": "masked-lm",
     "deberta": "masked-lm", "gpt2": "causal-lm", "llama": "causal-lm", "mistral": "causal-lm",
-    "qwen2": "causal-lm", "gpt_neox": "causal-lm", "opt": "causal-lm", "vit": "image-classification",
+    "qwen2": "causal-lm", "gpt_neox": "causal-lm", "opt": "causal-lm",
+    "vit": "image-classification",
     "t5": "seq2seq-lm", "mt5": "seq2seq-lm", "bart": "seq2seq-lm",
 }  # fmt: skip
 # Published GPT-2 sizes (Radford et al. 2019, table 2; the Hub's gpt2, gpt2-medium, gpt2-large,
@@ -118,8 +119,8 @@ def hf_config(cfg: ModelConfig) -> Any:
         data = _read_config_file(hf.config_file)
         model_type, key = str(data["model_type"]), "model.hf.config_file"
         if hf.model_type and hf.model_type != model_type:
-            raise bad_value("model.hf.model_type", hf.model_type,
-                            f"{model_type!r}, the model_type of {hf.config_file}, or unset")  # fmt: skip
+            allowed = f"{model_type!r}, the model_type of {hf.config_file}, or unset"
+            raise bad_value("model.hf.model_type", hf.model_type, allowed)
     elif hf.model_type:
         data, model_type, key = {}, hf.model_type, "model.hf.model_type"
     else:
@@ -194,6 +195,8 @@ class HfRunner(nn.Module):
     Its children are the model's children (the same objects), so the profiler's module paths
     and the pipeline blocks are the names a Transformers user addresses (`transformer.h.3`)."""
 
+    hf_model: nn.Module
+
     def __init__(self, model: nn.Module, call: Callable[[nn.Module, Tensor], Any],
                  blocks: list[str], head: str | None) -> None:  # fmt: skip
         super().__init__()
@@ -245,7 +248,9 @@ def _first_block(model: nn.Module, first_layers: str) -> str:
         return next(n for n, _ in model.named_children())
 
     def shared_prefix(name: str) -> int:
-        return len(os.path.commonprefix([name.split("."), first_layers.split(".")]))
+        # Path components in common with the first layer list, from the start.
+        pairs = zip(name.split("."), first_layers.split("."), strict=False)
+        return len(list(itertools.takewhile(lambda p: p[0] == p[1], pairs)))
 
     name = max(names, key=shared_prefix)  # the first of equals: max keeps the first
     parent = name.rpartition(".")[0]

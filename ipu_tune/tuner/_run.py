@@ -26,8 +26,6 @@ from ipu_tune.config import (
 )
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.explain import explain_study
-# (ipu_tune.exports has no __init__ on this branch: the lead re-exports apply_ipu_config there.)
-from ipu_tune.exports._ipu_config_import import apply_ipu_config
 from ipu_tune.records import TrialRecord
 from ipu_tune.results import (
     ResultsStore,
@@ -84,7 +82,6 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
 
     Raises `IpuTuneError` on the first problem; `run(prepare(...))` then tunes.
     """
-    cfg = apply_ipu_config(cfg, pinned)  # plan.from_ipu_config: the starting plan's values
     validate(cfg, check_layout=False)
     if cfg.study.n_trials < 1:
         raise IpuTuneError(f"study.n_trials={cfg.study.n_trials}: must be >= 1")

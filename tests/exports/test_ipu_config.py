@@ -132,7 +132,8 @@ def test_wildcards_expand_as_optimum_does(gpt2: tuple[ModelProfile, EvalConfig])
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    ({"layers_per_ipu": [0, 8], "gradient_accumulation": 8}, "gradient_accumulation=8: unknown key"),
+    ({"layers_per_ipu": [0, 8], "gradient_accumulation": 8},
+     "gradient_accumulation=8: unknown key"),
     ({"layers_per_ipu": [0, 8.5]}, "layers_per_ipu=[0, 8.5]: must be List[int]"),
     ({"replication_factor": True}, "replication_factor=True: must be int"),
     ({"matmul_proportion": "0.2"}, "matmul_proportion='0.2': must be Union[float, List[float]]"),

@@ -14,8 +14,12 @@ CONF_MODEL = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 
 def conf(name: str) -> dict[str, Any]:
-    """The `model:` mapping of conf/model/<name>.yaml."""
-    data: dict[str, Any] = yaml.safe_load((CONF_MODEL / f"{name}.yaml").read_text())
+    """The `model:` mapping of conf/model/<name>.yaml (under `model:` in a preset that also
+    sets the workload, `# @package _global_`)."""
+    text = (CONF_MODEL / f"{name}.yaml").read_text()
+    data: dict[str, Any] = yaml.safe_load(text)
+    if "# @package _global_" in text:
+        data = data["model"]
     return data
 
 
