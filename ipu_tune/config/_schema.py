@@ -35,8 +35,9 @@ class HfConfig:
     config_file: Optional[str] = None  # noqa: UP045
     # Keyword arguments of the model type's config class (`n_layer: 24`, ...): a mapping or
     # None. Typed Any so that `model.hf.config={n_layer: 24}` sets new keys from the command
-    # line (Hydra refuses new keys in a Dict field of a composed config).
-    config: Any = None
+    # line (Hydra refuses new keys in a Dict field of a composed config), Optional so that
+    # None reads without OmegaConf.
+    config: Optional[Any] = None  # noqa: UP045
     # masked-lm | causal-lm | sequence-classification | image-classification | seq2seq-lm;
     # None takes the model type's usual head.
     task: Optional[str] = None  # noqa: UP045

@@ -24,12 +24,13 @@ _LAZY = {
     "zoo_entry": "ipu_tune.models._zoo",
     "build_model": "ipu_tune.models._zoo",
     "default_blocks": "ipu_tune.models._assemble",
-    "hf_source": "ipu_tune.models._zoo",
-    "DEFAULT_TASKS": "ipu_tune.models._hf",
-    "GPT2_SIZES": "ipu_tune.models._hf",
-    "TASKS": "ipu_tune.models._hf",
-    "hf_identity": "ipu_tune.models._hf",
-    "hf_overrides": "ipu_tune.models._hf",
+    # The Transformers path's names: no torch import (exports and labels read them).
+    "hf_source": "ipu_tune.models._hf_names",
+    "DEFAULT_TASKS": "ipu_tune.models._hf_names",
+    "GPT2_SIZES": "ipu_tune.models._hf_names",
+    "TASKS": "ipu_tune.models._hf_names",
+    "hf_identity": "ipu_tune.models._hf_names",
+    "hf_overrides": "ipu_tune.models._hf_names",
 }
 
 

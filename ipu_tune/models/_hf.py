@@ -17,10 +17,8 @@ the first stage. Other heads (classifiers) run on the last IPU, after the last l
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,57 +26,20 @@ from torch import Tensor, nn
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._hf_names import (
+    DEFAULT_TASKS,
+    TASKS,
+    _one_line,
+    _read_config_file,
+    hf_overrides,
+    hf_task,
+)
 
-__all__ = ["DEFAULT_TASKS", "GPT2_SIZES", "TASKS", "HfRunner", "build_hf", "hf_config",
-           "hf_identity", "hf_overrides", "hf_task"]
+__all__ = ["HfRunner", "build_hf", "hf_config"]
 
-# Task -> the `transformers` auto class that builds its model from a config.
-TASKS: Mapping[str, str] = {
-    "masked-lm": "AutoModelForMaskedLM",
-    "causal-lm": "AutoModelForCausalLM",
-    "sequence-classification": "AutoModelForSequenceClassification",
-    "image-classification": "AutoModelForImageClassification",
-    "seq2seq-lm": "AutoModelForSeq2SeqLM",
-}
-# The head a model type is usually pre-trained with, when `model.hf.task` is not given.
-DEFAULT_TASKS: Mapping[str, str] = {
-    "bert": "masked-lm", "roberta": "masked-lm", "distilbert": "masked-lm",
-    "deberta": "masked-lm", "gpt2": "causal-lm", "llama": "causal-lm", "mistral": "causal-lm",
-    "qwen2": "causal-lm", "gpt_neox": "causal-lm", "opt": "causal-lm",
-    "vit": "image-classification",
-    "t5": "seq2seq-lm", "mt5": "seq2seq-lm", "bart": "seq2seq-lm",
-}  # fmt: skip
-# Published GPT-2 sizes (Radford et al. 2019, table 2; the Hub's gpt2, gpt2-medium, gpt2-large,
-# gpt2-xl config.json): the rest of GPT2Config's defaults are those models' values.
-GPT2_SIZES: Mapping[str, dict[str, int]] = {
-    "gpt2": {"n_embd": 768, "n_layer": 12, "n_head": 12},
-    "gpt2_medium": {"n_embd": 1024, "n_layer": 24, "n_head": 16},
-    "gpt2_large": {"n_embd": 1280, "n_layer": 36, "n_head": 20},
-    "gpt2_xl": {"n_embd": 1600, "n_layer": 48, "n_head": 25},
-}
 _LAYER_KEYS = re.compile(r"^(n_layer|num_layers|num_decoder_layers|num_hidden_layers|"
                          r"encoder_layers|decoder_layers)$")  # fmt: skip
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:300]
-
-
-def _read_config_file(path_text: str) -> dict[str, Any]:
-    path = Path(path_text).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise bad_value("model.hf.config_file", path_text,
-                        f"a readable config.json ({_one_line(exc)})") from None  # fmt: skip
-    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
-        raise bad_value("model.hf.config_file", path_text,
-                        "a Transformers config.json with a \"model_type\" key")  # fmt: skip
-    return data
 
 
 def _config_class(model_type: str, key: str) -> Any:
@@ -99,16 +60,6 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
             sample = ", ".join(sorted(k for k in known if not k.startswith("_"))[:12])
             raise bad_value(f"model.hf.config.{key}", overrides[key],
                             f"a field of {config_class.__name__}: {sample}, ...")  # fmt: skip
-
-
-def hf_overrides(cfg: ModelConfig) -> dict[str, Any]:
-    """`model.hf.config` as a plain dict (None: no overrides)."""
-    given = cfg.hf.config
-    if given is None:
-        return {}
-    if not isinstance(given, Mapping) or not all(isinstance(k, str) for k in given):
-        raise bad_value("model.hf.config", given, "a mapping of config fields, e.g. {n_layer: 24}")
-    return json.loads(json.dumps(dict(given), default=str))
 
 
 def hf_config(cfg: ModelConfig) -> Any:
@@ -138,24 +89,6 @@ def hf_config(cfg: ModelConfig) -> Any:
     # classes), not a fused CPU/GPU kernel.
     config._attn_implementation = "eager"
     return config
-
-
-def hf_identity(cfg: ModelConfig) -> tuple[str, str]:
-    """(model type, task) of `cfg.hf`, without building anything (exports name them)."""
-    hf = cfg.hf
-    model_type = hf.model_type or ""
-    if hf.config_file:
-        model_type = str(_read_config_file(hf.config_file)["model_type"])
-    return model_type, hf_task(cfg, model_type)
-
-
-def hf_task(cfg: ModelConfig, model_type: str) -> str:
-    task = cfg.hf.task or DEFAULT_TASKS.get(model_type)
-    if task is None:
-        raise bad_value("model.hf.task", None, f"one of {', '.join(TASKS)} for {model_type}")
-    if task not in TASKS:
-        raise bad_value("model.hf.task", task, f"one of {', '.join(TASKS)}")
-    return task
 
 
 def _layer_lists(model: nn.Module, config: Any) -> list[str]:

@@ -11,14 +11,15 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from torch import nn
 
-from ipu_tune.config import HfConfig, ModelConfig
+from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._hf_names import GPT2_ZOO, hf_source
 from ipu_tune.models._resnet import BasicBlock, Bottleneck, ResNet
 
 __all__ = [
@@ -87,30 +88,16 @@ def _vit(cfg: ModelConfig) -> nn.Module:
     return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.num_classes, **kwargs)
 
 
-# GPT-2 sizes of the zoo, built through the Transformers path (`hf_source`).
-_GPT2 = {
-    "gpt2": "GPT-2 small, 124 M (Radford et al. 2019), Hugging Face GPT2LMHeadModel",
-    "gpt2_medium": "GPT-2 medium, 355 M, Hugging Face GPT2LMHeadModel",
-    "gpt2_large": "GPT-2 large, 774 M, Hugging Face GPT2LMHeadModel",
-    "gpt2_xl": "GPT-2 XL, 1.56 B, Hugging Face GPT2LMHeadModel",
-}
+def _efficientnet(name: str) -> Callable[[ModelConfig], nn.Module]:
+    def build(cfg: ModelConfig) -> nn.Module:
+        from ipu_tune.models._efficientnet import EFFICIENTNET, EfficientNet
 
+        c, _, _ = _image_dims(cfg)
+        width, depth, dropout, _ = EFFICIENTNET[name]
+        kwargs: dict[str, Any] = {"dropout": dropout, **cfg.kwargs}
+        return EfficientNet(width, depth, num_classes=cfg.num_classes, in_channels=c, **kwargs)
 
-def hf_source(cfg: ModelConfig) -> ModelConfig | None:
-    """The config to build through Transformers (`model.hf`), or None for other models. A
-    GPT-2 zoo name becomes the model type gpt2 with its published sizes (overridable)."""
-    if cfg._target_:
-        return None
-    hf = cfg.hf
-    if cfg.name in _GPT2:
-        from ipu_tune.models._hf import GPT2_SIZES, hf_overrides
-
-        config = {**GPT2_SIZES[cfg.name], **hf_overrides(cfg)}
-        return replace(cfg, hf=HfConfig(model_type="gpt2", config=config,
-                                        task=hf.task or "causal-lm"))  # fmt: skip
-    if hf.model_type or hf.config_file or cfg.name == "hf":
-        return cfg
-    return None
+    return build
 
 
 def _hf(cfg: ModelConfig) -> nn.Module:
@@ -143,7 +130,9 @@ _ENTRIES = (
     ZooEntry("vit_b_16", "ViT-B/16 (Dosovitskiy et al. 2021), torchvision layout", "image", _vit),
     ZooEntry("mnist_cnn", "4-block MNIST CNN of the PopTorch pipelining tutorial", "image",
              _mnist),
-    *(ZooEntry(name, text, "tokens", _hf) for name, text in _GPT2.items()),
+    *(ZooEntry(f"efficientnet_b{i}", f"EfficientNet-B{i} (Tan & Le 2019), torchvision layout",
+               "image", _efficientnet(f"efficientnet_b{i}")) for i in range(5)),
+    *(ZooEntry(name, text, "tokens", _hf) for name, text in GPT2_ZOO.items()),
 )  # fmt: skip
 
 ZOO: Mapping[str, ZooEntry] = MappingProxyType({e.name: e for e in _ENTRIES})

@@ -30,6 +30,7 @@ _TORCHVISION = {
     "resnext50_32x4d": "resnext50_32x4d",
     "resnext101_32x8d": "resnext101_32x8d",
     "vit_b_16": "vit_b_16",
+    **{f"efficientnet_b{i}": f"efficientnet_b{i}" for i in range(5)},
 }
 _ALIASES = {"resnext50": "resnext50_32x4d", "resnext101": "resnext101_32x8d", "vit_b16": "vit_b_16"}
 _BERT = {
@@ -168,6 +169,12 @@ def _torchvision_lines(cfg: EvalConfig, name: str) -> list[str]:
                 f"# {channels} input channels instead of 3: a new patch projection.",
                 "model.conv_proj = torch.nn.Conv2d("
                 f"{channels}, model.hidden_dim, model.patch_size, stride=model.patch_size)",
+            ]
+        elif name.startswith("efficientnet"):
+            out += [
+                f"# {channels} input channels instead of 3: a new stem convolution.",
+                "model.features[0][0] = torch.nn.Conv2d("
+                f"{channels}, model.features[0][0].out_channels, 3, 2, 1, bias=False)",
             ]
         else:
             out += [
