@@ -18,3 +18,6 @@ fi
 
 python -m pip install -q torch==2.13.0
 python -m pip install -q -e '.[test]'
+# optimum-graphcore 0.7.1's wheel, unpacked by nobody: the tests read IPUConfig's fields from its
+# source (it imports poptorch and pins an old transformers, so it is never installed here).
+python -m pip download -q --no-deps optimum-graphcore==0.7.1 -d .cache/optimum-graphcore

@@ -21,6 +21,7 @@ from ipu_tune.config._load import (
 from ipu_tune.config._schema import (
     DatasetConfig,
     EvalConfig,
+    HfConfig,
     HostConfig,
     ModelConfig,
     PipelineConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "SPACES_DIR",
     "DatasetConfig",
     "EvalConfig",
+    "HfConfig",
     "HostConfig",
     "ModelConfig",
     "PipelineConfig",

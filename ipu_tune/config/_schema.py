@@ -39,6 +39,13 @@ def _knob_field(k: Knob) -> Any:
     return field(default_factory=list) if k.type is tuple else field(default=k.default)
 
 
+# Settings of a section that are no knob (never searched, not part of the plan): an
+# optimum-graphcore ipu_config.json whose plan is the starting plan.
+_NOT_KNOBS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "plan": (("from_ipu_config", Optional[str]),),  # noqa: UP045
+}
+
+
 def _sections() -> dict[str, type]:
     """{dotted section: its dataclass}: one field per knob right below the section, and one per
     subsection where its first knob comes, in the order of `KNOBS` (the order of best.yaml)."""
@@ -56,6 +63,7 @@ def _sections() -> dict[str, type]:
                 subsections.add(name)
                 sub = build(prefix + name)
                 specs.append((name, sub, field(default_factory=sub)))
+        specs += [(name, hint, field(default=None)) for name, hint in _NOT_KNOBS.get(path, ())]
         cls_name = path.rsplit(".", 1)[-1].capitalize() + "Config"
         made[path] = make_dataclass(cls_name, specs, bases=(_Section,),
                                     namespace={"__module__": __name__})
@@ -90,6 +98,24 @@ class DatasetConfig:
 
 
 @dataclass
+class HfConfig:
+    """A Hugging Face Transformers model by its configuration (no weights, no download)."""
+
+    # A Transformers model type ("bert", "gpt2", "llama", "vit", "t5", ...) or None.
+    model_type: Optional[str] = None  # noqa: UP045
+    # A model folder's config.json as downloaded; `config` entries override its values.
+    config_file: Optional[str] = None  # noqa: UP045
+    # Keyword arguments of the model type's config class (`n_layer: 24`, ...): a mapping or
+    # None. Typed Any so that `model.hf.config={n_layer: 24}` sets new keys from the command
+    # line (Hydra refuses new keys in a Dict field of a composed config), Optional so that
+    # None reads without OmegaConf.
+    config: Optional[Any] = None  # noqa: UP045
+    # masked-lm | causal-lm | sequence-classification | image-classification | seq2seq-lm;
+    # None takes the model type's usual head.
+    task: Optional[str] = None  # noqa: UP045
+
+
+@dataclass
 class ModelConfig:
     name: Optional[str] = "resnet101"  # noqa: UP045
     # Dotted path of a factory returning torch.nn.Module; replaces `name` when set.
@@ -100,6 +126,8 @@ class ModelConfig:
     # Keyword arguments for the factory (zoo builders or `_target_`).
     kwargs: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    # Set `hf.model_type` or `hf.config_file` to build a Transformers model (replaces `name`).
+    hf: HfConfig = field(default_factory=HfConfig)
 
 
 @dataclass

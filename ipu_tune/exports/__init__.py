@@ -1,7 +1,13 @@
 """Exports of a study's best plan: best.yaml, the PopTorch, PopART and TensorFlow programs and
-the PopRun line, each an `Exporter` rendering one frozen `ExportContext`."""
+the PopRun line, and for Transformers models optimum-graphcore's ipu_config.json, each an `Exporter` rendering one frozen `ExportContext`."""
 
 from ipu_tune.exports._context import ExportContext, Provenance, export_context
+from ipu_tune.exports._ipu_config import render_ipu_config, render_run_with_optimum
+from ipu_tune.exports._ipu_config_import import (
+    apply_ipu_config,
+    plan_values_from_ipu_config,
+    read_ipu_config,
+)
 from ipu_tune.exports._poprun import poprun_command
 from ipu_tune.exports._registry import EXPORTERS, Exporter
 from ipu_tune.exports._write import Exports, render_exports, write_exports
@@ -12,8 +18,13 @@ __all__ = [
     "Exporter",
     "Exports",
     "Provenance",
+    "apply_ipu_config",
     "export_context",
+    "plan_values_from_ipu_config",
     "poprun_command",
+    "read_ipu_config",
     "render_exports",
+    "render_ipu_config",
+    "render_run_with_optimum",
     "write_exports",
 ]

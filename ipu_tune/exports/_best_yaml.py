@@ -25,6 +25,9 @@ class BestYamlExporter:
     file_name = BEST_YAML
     label = "best plan"
 
+    def applies(self, ctx: ExportContext) -> bool:
+        return True  # every plan has one
+
     def render(self, ctx: ExportContext) -> str:
         config = to_plain_dict(ctx.config)
         body = {k: config[k] for k in ("model", "workload", "system", "plan")}

@@ -30,6 +30,7 @@ _TORCHVISION = {
     "resnext50_32x4d": "resnext50_32x4d",
     "resnext101_32x8d": "resnext101_32x8d",
     "vit_b_16": "vit_b_16",
+    **{f"efficientnet_b{i}": f"efficientnet_b{i}" for i in range(5)},
 }
 _ALIASES = {"resnext50": "resnext50_32x4d", "resnext101": "resnext101_32x8d", "vit_b16": "vit_b_16"}
 _BERT = {
@@ -105,8 +106,29 @@ def module_path(cfg: EvalConfig, block: str) -> str:
     return block
 
 
+def _hf_parts(cfg: EvalConfig) -> tuple[str, str] | None:
+    """(auto class, config expression) of a Transformers model (`model.hf`, GPT-2 sizes)."""
+    from ipu_tune.models import TASKS, hf_identity, hf_overrides, hf_source
+
+    source = hf_source(cfg.model)
+    if source is None:
+        return None
+    model_type, task = hf_identity(source)
+    args = _kwargs(hf_overrides(source))
+    file = source.hf.config_file
+    if file:
+        folder = file.rsplit("/", 1)[0] if file.endswith(".json") else file
+        config = f"AutoConfig.from_pretrained({literal(folder or '.')}{', ' if args else ''}{args})"
+    else:
+        config = f"AutoConfig.for_model({literal(model_type)}{', ' if args else ''}{args})"
+    return TASKS[task], config
+
+
 def model_imports(cfg: EvalConfig) -> list[str]:
     """Third-party imports the model lines need (beside torch)."""
+    hf = _hf_parts(cfg)
+    if hf is not None:
+        return [f"from transformers import AutoConfig, {hf[0]}"]
     name = zoo_name(cfg)
     if name in _TORCHVISION:
         return ["import torchvision"]
@@ -147,6 +169,12 @@ def _torchvision_lines(cfg: EvalConfig, name: str) -> list[str]:
                 f"# {channels} input channels instead of 3: a new patch projection.",
                 "model.conv_proj = torch.nn.Conv2d("
                 f"{channels}, model.hidden_dim, model.patch_size, stride=model.patch_size)",
+            ]
+        elif name.startswith("efficientnet"):
+            out += [
+                f"# {channels} input channels instead of 3: a new stem convolution.",
+                "model.features[0][0] = torch.nn.Conv2d("
+                f"{channels}, model.features[0][0].out_channels, 3, 2, 1, bias=False)",
             ]
         else:
             out += [
@@ -210,6 +238,14 @@ def model_lines(cfg: EvalConfig) -> list[str]:
             f"from {module} import {fn} as build_model  # noqa: E402",
             "",
             f"model = build_model({_kwargs(dict(m.kwargs))})",
+        ]
+    hf = _hf_parts(cfg)
+    if hf is not None:
+        return [
+            f"# Hugging Face Transformers' {hf[0]} built from the configuration ipu-tune"
+            " profiled (blocks: the input embeddings, then the model's own layer list)."
+            " Random weights: use .from_pretrained(...) for trained ones.",
+            f"model = {hf[0]}.from_config({hf[1]})",
         ]
     name = zoo_name(cfg) or ""
     if name in _TORCHVISION:

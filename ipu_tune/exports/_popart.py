@@ -195,6 +195,9 @@ class PopArtExporter:
     file_name = "popart_options.py"
     label = "PopART options"
 
+    def applies(self, ctx: ExportContext) -> bool:
+        return True  # every plan has one
+
     def render(self, ctx: ExportContext) -> str:
         return _program(ctx)
 

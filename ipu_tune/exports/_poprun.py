@@ -27,6 +27,9 @@ class PopRunExporter:
     file_name = None
     label = "PopRun"
 
+    def applies(self, ctx: ExportContext) -> bool:
+        return True  # every plan has one
+
     def render(self, ctx: ExportContext) -> str:
         command = poprun_command(ctx, PROGRAM)
         return "" if command is None else command + "\n"

@@ -303,6 +303,9 @@ class PopTorchExporter:
     file_name = "poptorch_options.py"
     label = "PopTorch program"
 
+    def applies(self, ctx: ExportContext) -> bool:
+        return True  # every plan has one
+
     def render(self, ctx: ExportContext) -> str:
         return _program(ctx)
 

@@ -20,6 +20,22 @@ _FP16_ADAM = (
 )
 
 
+def loss_family(cfg: EvalConfig) -> str:
+    """The loss the model's family trains with: causal-lm (shifted labels), masked-lm (one
+    label per position, Hugging Face output), classification (one label per sample)."""
+    if zoo_name(cfg) in ("bert_base", "bert_large"):
+        return "masked-lm"
+    from ipu_tune.models import hf_identity, hf_source
+
+    source = hf_source(cfg.model)
+    if source is None:
+        return "classification"
+    task = hf_identity(source)[1]
+    if task in ("causal-lm", "masked-lm"):
+        return task
+    return "seq2seq-lm" if task == "seq2seq-lm" else "hf-classification"
+
+
 def _is_image(cfg: EvalConfig, profile: ModelProfile | None) -> bool:
     if profile is not None:
         return profile.input_kind == "image"
@@ -64,13 +80,18 @@ def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]
 
 
 def _loss_wrapper(cfg: EvalConfig) -> list[str]:
-    hugging_face = zoo_name(cfg) in ("bert_base", "bert_large")
+    family = loss_family(cfg)
+    hugging_face = family != "classification"
     logits = "self.model(x).logits" if hugging_face else "self.model(x)"
-    loss = (
-        "self.criterion(out.reshape(-1, out.shape[-1]), labels.reshape(-1))"
-        if hugging_face
-        else "self.criterion(out, labels)"
-    )
+    if family == "seq2seq-lm":  # decoder inputs as long as the encoder's, as profiled
+        logits = "self.model(input_ids=x, decoder_input_ids=x).logits"
+    if family == "causal-lm":  # predict token t+1 from tokens up to t: shift by one
+        loss = ("self.criterion(out[:, :-1].reshape(-1, out.shape[-1]),"
+                " labels[:, 1:].reshape(-1))")
+    elif family in ("masked-lm", "seq2seq-lm"):  # one label per position
+        loss = "self.criterion(out.reshape(-1, out.shape[-1]), labels.reshape(-1))"
+    else:
+        loss = "self.criterion(out, labels)"
     return [
         "",
         "",
@@ -97,10 +118,12 @@ def input_lines(
 ) -> list[str]:
     """Input dtype, the on-IPU input wrapper, the loss wrapper, the model cast, the loader."""
     plan = ctx.plan
-    in_dtype = "torch.float16" if plan.input_fp16 else "torch.float32"
-    model_dtype = "half" if plan.model_fp16 else "float"
     cfg = ctx.config
     image = _is_image(cfg, ctx.profile)
+    # Token ids stay integers whatever the precision; only pixels follow it.
+    in_dtype = "torch.int32" if not image else (
+        "torch.float16" if plan.input_fp16 else "torch.float32")
+    model_dtype = "half" if plan.model_fp16 else "float"
     eight_bit = plan.eight_bit_io and image
     out = [
         f"# Precision {plan.precision}: input {in_dtype}, model {model_dtype}; fp16 halves the"

@@ -6,6 +6,7 @@ from typing import Protocol
 
 from ._best_yaml import BestYamlExporter
 from ._context import ExportContext
+from ._optimum import IpuConfigExporter, RunWithOptimumExporter
 from ._popart import PopArtExporter
 from ._poprun import PopRunExporter
 from ._poptorch import PopTorchExporter
@@ -27,6 +28,8 @@ class Exporter(Protocol):
     @property
     def label(self) -> str: ...  # how the run's summary names the file
 
+    def applies(self, ctx: ExportContext) -> bool: ...  # False: no such export of this plan
+
     def render(self, ctx: ExportContext) -> str: ...
 
 
@@ -37,4 +40,6 @@ EXPORTERS: tuple[Exporter, ...] = (
     PopArtExporter(),
     TensorFlowExporter(),
     PopRunExporter(),
+    IpuConfigExporter(),
+    RunWithOptimumExporter(),
 )

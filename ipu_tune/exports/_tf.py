@@ -197,6 +197,9 @@ class TensorFlowExporter:
     file_name = "tf_ipu_config.py"
     label = "TensorFlow 2 config"
 
+    def applies(self, ctx: ExportContext) -> bool:
+        return True  # every plan has one
+
     def render(self, ctx: ExportContext) -> str:
         return _program(ctx)
 

@@ -23,7 +23,7 @@ class Exports:
 
 def render_exports(ctx: ExportContext) -> dict[str, str]:
     """Exporter name -> its text, in the registry's order."""
-    return {e.name: e.render(ctx) for e in EXPORTERS}
+    return {e.name: e.render(ctx) for e in EXPORTERS if e.applies(ctx)}
 
 
 def write_exports(ctx: ExportContext, out_dir: Path,
@@ -32,5 +32,5 @@ def write_exports(ctx: ExportContext, out_dir: Path,
     under `root` when given: `ipu_tune.storage.atomic_write`)."""
     texts = render_exports(ctx)
     paths = {e.name: atomic_write(out_dir / e.file_name, texts[e.name], root)
-             for e in EXPORTERS if e.file_name is not None}
+             for e in EXPORTERS if e.file_name is not None and e.name in texts}
     return Exports(texts, paths)

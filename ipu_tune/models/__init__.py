@@ -24,6 +24,13 @@ _LAZY = {
     "zoo_entry": "ipu_tune.models._zoo",
     "build_model": "ipu_tune.models._zoo",
     "default_blocks": "ipu_tune.models._assemble",
+    # The Transformers path's names: no torch import (exports and labels read them).
+    "hf_source": "ipu_tune.models._hf_names",
+    "DEFAULT_TASKS": "ipu_tune.models._hf_names",
+    "GPT2_SIZES": "ipu_tune.models._hf_names",
+    "TASKS": "ipu_tune.models._hf_names",
+    "hf_identity": "ipu_tune.models._hf_names",
+    "hf_overrides": "ipu_tune.models._hf_names",
 }
 
 
@@ -36,8 +43,11 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_SEQUENCE_LENGTH",
+    "DEFAULT_TASKS",
+    "GPT2_SIZES",
     "OP_KINDS",
     "PROFILE_FORMAT",
+    "TASKS",
     "ZOO",
     "ZOO_ALIASES",
     "BlockProfile",
@@ -48,6 +58,9 @@ __all__ = [
     "cache_dir",
     "clear_memory_cache",
     "default_blocks",
+    "hf_identity",
+    "hf_overrides",
+    "hf_source",
     "profile_model",
     "zoo_entry",
 ]

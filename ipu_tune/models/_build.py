@@ -13,16 +13,23 @@ import torch
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
+from ipu_tune.models._fold import fold_head
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.models._profiler import DEFAULT_SEQUENCE_LENGTH
 from ipu_tune.models._trace import BATCH, trace_model
-from ipu_tune.models._zoo import _one_line, build_model
+from ipu_tune.models._zoo import ZOO, _one_line, build_model, hf_source
 
-__all__ = ["compute", "label"]
+__all__ = ["compute", "label", "model_name"]
 
 
 def label(cfg: ModelConfig) -> str:
-    return f"model._target_={cfg._target_!r}" if cfg._target_ else f"model.name={cfg.name!r}"
+    if cfg._target_:
+        return f"model._target_={cfg._target_!r}"
+    if hf_source(cfg) is not None and cfg.name not in ZOO:
+        hf = cfg.hf
+        return f"model.hf.config_file={hf.config_file!r}" if hf.config_file else (
+            f"model.hf.model_type={hf.model_type!r}")
+    return f"model.name={cfg.name!r}"
 
 
 def _block_specs(model: torch.nn.Module, cfg: ModelConfig) -> tuple[list[BlockSpec], bool]:
@@ -40,7 +47,27 @@ def _block_specs(model: torch.nn.Module, cfg: ModelConfig) -> tuple[list[BlockSp
     return list(declared), True
 
 
+def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...], torch.Tensor]:
+    from ipu_tune.models._hf import build_hf
+
+    source = hf_source(cfg)
+    assert source is not None
+    with torch.device("meta"):
+        model, kind, shape = build_hf(source, label(cfg))
+    dtype = torch.long if kind == "tokens" else torch.float32
+    return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
+
+
+def _hf_compute(cfg: ModelConfig) -> ModelProfile:
+    model, input_kind, shape, example = _hf_inputs(cfg)
+    # Token ids and the attention mask as int32; uint8 pixels.
+    default_bytes = 4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)
+    return _profile(cfg, model, input_kind, shape, example, default_bytes)
+
+
 def compute(cfg: ModelConfig) -> ModelProfile:
+    if hf_source(cfg) is not None:
+        return _hf_compute(cfg)
     with torch.device("meta"):
         model, input_kind = build_model(cfg)
     if any(p.device.type != "meta" for p in model.parameters()):
@@ -55,6 +82,12 @@ def compute(cfg: ModelConfig) -> ModelProfile:
         input_shape = tuple(int(d) for d in cfg.input_shape)
         example = torch.empty(BATCH, *input_shape, device="meta")
         default_bytes = math.prod(input_shape)  # one uint8 per stored pixel value
+    return _profile(cfg, model, input_kind, input_shape, example, default_bytes)
+
+
+def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
+             input_shape: tuple[int, ...], example: torch.Tensor,
+             default_bytes: int) -> ModelProfile:  # fmt: skip
     try:
         trace = trace_model(model, example)
     except IpuTuneError:
@@ -66,13 +99,27 @@ def compute(cfg: ModelConfig) -> ModelProfile:
     specs, strict = _block_specs(model, cfg)
     blocks = resolve_blocks(specs, trace, strict=strict)
     ds = cfg.dataset
-    return assemble(
+    profile = assemble(
         trace,
         blocks,
-        name=cfg._target_ or cfg.name or "model",
+        name=model_name(cfg),
         input_shape=input_shape,
         input_kind=input_kind,
         sample_bytes=ds.sample_bytes if ds.sample_bytes is not None else default_bytes,
         preprocess_s_per_sample=ds.preprocess_s_per_sample,
         torch_version=str(torch.__version__),  # a plain str: unpickling needs no torch
     )
+    head = getattr(model, "head_on_first_stage", None)
+    return fold_head(profile, head) if isinstance(head, str) else profile
+
+
+def model_name(cfg: ModelConfig) -> str:
+    """What the profile is called: the zoo name, the factory, or the Transformers config."""
+    if cfg._target_:
+        return cfg._target_
+    if cfg.name in ZOO or hf_source(cfg) is None:
+        return cfg.name or "model"
+    hf = cfg.hf
+    if hf.config_file:
+        return f"hf:{hf.config_file}"
+    return f"hf:{hf.model_type}"

@@ -77,12 +77,37 @@ def _target_stamp(target: str) -> str:
     return f"{path}:{st.st_mtime_ns}:{st.st_size}"
 
 
+# Zoo names built through Transformers (their profiles depend on its version too).
+_HF_ZOO = frozenset({"gpt2", "gpt2_medium", "gpt2_large", "gpt2_xl"})
+
+
+@cache
+def _version_of(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return ""
+
+
+def _file_stamp(path: str) -> str:
+    """A config file's state, so that editing it re-profiles the model."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return f"{path}:{st.st_mtime_ns}:{st.st_size}"
+
+
 def cache_key(cfg: ModelConfig) -> str:
     fields = dataclasses.asdict(cfg)
     fields["torch_version"] = _torch_version()
     fields["profile_format"] = PROFILE_FORMAT
     if cfg._target_:
         fields["target_stamp"] = _target_stamp(cfg._target_)
+    if cfg.hf.model_type or cfg.hf.config_file or cfg.name == "hf" or cfg.name in _HF_ZOO:
+        fields["transformers_version"] = _version_of("transformers")
+        if cfg.hf.config_file:
+            fields["config_file_stamp"] = _file_stamp(cfg.hf.config_file)
     return json.dumps(fields, sort_keys=True, default=repr)
 
 
@@ -116,14 +141,15 @@ def _quick_key(cfg: ModelConfig) -> Hashable | None:
     their types (1, 1.0 and True are one key otherwise); a config with kwargs, or a field that
     is no scalar (an unchecked config), is keyed by repr(cfg), 4x dearer. None for a
     `_target_` model, which re-stamps its source each time."""
-    if cfg._target_:
+    if cfg._target_ or cfg.hf.config_file:
         return None
     d = cfg.dataset
     # The shape's length follows from the tuple's: the other fields are one element each.
     values = (cfg.name, *cfg.input_shape, cfg.num_classes, cfg.sequence_length, d.name,
               d.sample_bytes, d.preprocess_s_per_sample)
     types = tuple(map(type, values))
-    if cfg.kwargs or not _SCALARS.issuperset(types):
+    if cfg.kwargs or cfg.hf.model_type or cfg.hf.config or cfg.hf.task or \
+            not _SCALARS.issuperset(types):
         return repr(cfg)
     return values, types
 

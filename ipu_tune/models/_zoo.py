@@ -19,9 +19,12 @@ from torch import nn
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._hf_names import GPT2_ZOO, hf_source
 from ipu_tune.models._resnet import BasicBlock, Bottleneck, ResNet
 
-__all__ = ["ZOO", "ZOO_ALIASES", "ZooEntry", "build_model", "resolve_target", "zoo_entry"]
+__all__ = [
+    "ZOO", "ZOO_ALIASES", "ZooEntry", "build_model", "hf_source", "resolve_target", "zoo_entry"
+]
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,26 @@ def _vit(cfg: ModelConfig) -> nn.Module:
     return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.num_classes, **kwargs)
 
 
+def _efficientnet(name: str) -> Callable[[ModelConfig], nn.Module]:
+    def build(cfg: ModelConfig) -> nn.Module:
+        from ipu_tune.models._efficientnet import EFFICIENTNET, EfficientNet
+
+        c, _, _ = _image_dims(cfg)
+        width, depth, dropout, _ = EFFICIENTNET[name]
+        kwargs: dict[str, Any] = {"dropout": dropout, **cfg.kwargs}
+        return EfficientNet(width, depth, num_classes=cfg.num_classes, in_channels=c, **kwargs)
+
+    return build
+
+
+def _hf(cfg: ModelConfig) -> nn.Module:
+    from ipu_tune.models._hf import build_hf
+
+    source = hf_source(cfg)
+    assert source is not None
+    return build_hf(source)[0]
+
+
 _ENTRIES = (
     ZooEntry("resnet18", "ResNet-18 (He et al. 2016), torchvision layout", "image",
              _resnet(BasicBlock, [2, 2, 2, 2])),
@@ -107,6 +130,9 @@ _ENTRIES = (
     ZooEntry("vit_b_16", "ViT-B/16 (Dosovitskiy et al. 2021), torchvision layout", "image", _vit),
     ZooEntry("mnist_cnn", "4-block MNIST CNN of the PopTorch pipelining tutorial", "image",
              _mnist),
+    *(ZooEntry(f"efficientnet_b{i}", f"EfficientNet-B{i} (Tan & Le 2019), torchvision layout",
+               "image", _efficientnet(f"efficientnet_b{i}")) for i in range(5)),
+    *(ZooEntry(name, text, "tokens", _hf) for name, text in GPT2_ZOO.items()),
 )  # fmt: skip
 
 ZOO: Mapping[str, ZooEntry] = MappingProxyType({e.name: e for e in _ENTRIES})
@@ -199,6 +225,12 @@ def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
             )  # fmt: skip
         kind = "tokens" if cfg.sequence_length is not None else "image"
         return model, kind
+    source = hf_source(cfg)
+    if source is not None:
+        from ipu_tune.models._hf import build_hf
+
+        runner, kind, _ = build_hf(source)
+        return runner, kind
     entry = zoo_entry(cfg.name)
     if entry is None:
         aliases = ", ".join(f"{a} (= {n})" for a, n in ZOO_ALIASES.items())

@@ -18,7 +18,13 @@ from ipu_tune.case import Case, build_case
 from ipu_tune.config import EvalConfig, TuneConfig, check_pinned_layout, load_config, validate
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.explain import Explanation, explain_study
-from ipu_tune.exports import Exports, Provenance, export_context, write_exports
+from ipu_tune.exports import (
+    Exports,
+    Provenance,
+    apply_ipu_config,
+    export_context,
+    write_exports,
+)
 from ipu_tune.records import TrialRecord
 from ipu_tune.report import write_report
 from ipu_tune.results import sync_results
@@ -75,6 +81,9 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
     Raises `IpuTuneError` on the first problem; `run(prepare(...))` then tunes.
     """
     validate(cfg, check_layout=False)
+    if cfg.plan.from_ipu_config:  # the starting plan is the file's; command-line keys win
+        cfg = apply_ipu_config(cfg, pinned)
+        validate(cfg, check_layout=False)
     if cfg.study.n_trials < 1:
         raise IpuTuneError(f"study.n_trials={cfg.study.n_trials}: must be >= 1")
     if cfg.study.workers < 1:

@@ -1,0 +1,217 @@
+"""`ipu_config.json` for optimum-graphcore, and the `run_with_optimum.py` that loads it.
+
+optimum-graphcore 0.7.1 runs a Transformers model from an `IPUConfig`
+(`optimum/graphcore/ipu_configuration.py`, `IPUConfig.__init__`): the field names and types in
+`IPU_CONFIG_FIELDS` are that signature's, and the tests read them back from that source file.
+How a plan maps onto them:
+
+* `layers_per_ipu`: layers per pipeline stage. Layers are the model's repeated blocks (names
+  ending in an index, `transformer.h.7`); the first block (the embeddings, with a tied head) is
+  no layer and sits on IPU0, as `parallelize()` places it. `ipus_per_replica`: the stages.
+* `matmul_proportion`: the plan's available memory proportion, one value per IPU
+  (`IPUConfig._to_options` turns it into `setAvailableMemoryProportion({"IPU<i>": ...})`).
+* `enable_half_partials`: partials half; `optimizer_state_offchip`,
+  `replicated_tensor_sharding`: as the plan's knobs; `recompute_checkpoint_every_layer`:
+  recompute `every_block` (optimum runs `PipelinedExecution`, whose pipeline recomputation
+  PopTorch turns on by itself: the plan's `auto` and `checkpoints`).
+* Training plans fill `replication_factor`, `gradient_accumulation_steps`, `device_iterations`;
+  inference plans the `inference_*` fields (optimum compiles inference with
+  `ShardedExecution` and these).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.models import ModelProfile
+from ipu_tune.plan import ExecutionPlan
+
+__all__ = ["IPU_CONFIG_FIELDS", "OPTIMUM_VERSION", "layer_blocks", "render_ipu_config",
+           "render_run_with_optimum"]  # fmt: skip
+
+OPTIMUM_VERSION = "0.7.1"
+# IPUConfig.__init__'s parameters and their annotations (optimum-graphcore 0.7.1), verbatim.
+IPU_CONFIG_FIELDS: Mapping[str, str] = {
+    "replication_factor": "int",
+    "inference_replication_factor": "int",
+    "gradient_accumulation_steps": "int",
+    "layers_per_ipu": "List[int]",
+    "inference_layers_per_ipu": "Optional[List[int]]",
+    "ipus_per_replica": "Optional[int]",
+    "inference_ipus_per_replica": "Optional[int]",
+    "optimizer_state_offchip": "bool",
+    "replicated_tensor_sharding": "bool",
+    "matmul_proportion": "Union[float, List[float]]",
+    "inference_matmul_proportion": "Optional[Union[float, List[float]]]",
+    "enable_half_partials": "bool",
+    "embedding_serialization_factor": "Optional[int]",
+    "inference_embedding_serialization_factor": "Optional[int]",
+    "serialized_embedding_splits_per_ipu": "Optional[List[int]]",
+    "inference_serialized_embedding_splits_per_ipu": "Optional[List[int]]",
+    "projection_serialization_factor": "Optional[int]",
+    "inference_projection_serialization_factor": "Optional[int]",
+    "serialized_projection_splits_per_ipu": "Optional[List[int]]",
+    "inference_serialized_projection_splits_per_ipu": "Optional[List[int]]",
+    "recompute_checkpoint_every_layer": "bool",
+    "device_iterations": "int",
+    "inference_device_iterations": "int",
+    "output_mode": "str",
+    "seed": "Optional[int]",
+    "auto_loss_scaling": "bool",
+    "executable_cache_dir": "str",
+    "explicit_ir_inference": "bool",
+    "parallelize_kwargs": "Optional[Dict[str, Any]]",
+    "inference_parallelize_kwargs": "Optional[Dict[str, Any]]",
+}
+_LAYER = re.compile(r"\.\d+$")
+
+
+def layer_blocks(profile: ModelProfile) -> list[bool]:
+    """Per block: is it a layer of `layers_per_ipu` (a repeated block, `transformer.h.7`)?
+    The first block never is: it holds the embeddings, which optimum places on IPU0."""
+    return [i > 0 and bool(_LAYER.search(name)) for i, name in enumerate(profile.blocks)]
+
+
+def _layers_per_ipu(plan: ExecutionPlan, profile: ModelProfile) -> list[int]:
+    is_layer = layer_blocks(profile)
+    starts = [0, *(profile.block_index(s) for s in plan.splits), len(is_layer)]
+    return [sum(is_layer[lo:hi]) for lo, hi in itertools.pairwise(starts)]
+
+
+def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, Any]:
+    """The IPUConfig fields of `plan` (training or `inference_*` fields by its mode)."""
+    layers = _layers_per_ipu(plan, profile)
+    amp = [round(float(plan.available_memory_proportion), 4)] * plan.stages
+    prefix = "" if plan.training else "inference_"
+    values: dict[str, Any] = {
+        f"{prefix}layers_per_ipu": layers,
+        f"{prefix}ipus_per_replica": plan.stages,
+        f"{prefix}matmul_proportion": amp,
+        f"{prefix}replication_factor": plan.replication_factor,
+        f"{prefix}device_iterations": plan.device_iterations,
+        "enable_half_partials": plan.partials == "half",
+        "recompute_checkpoint_every_layer": plan.recompute == "every_block",
+        "embedding_serialization_factor": 1,
+    }
+    if plan.training:
+        values["gradient_accumulation_steps"] = plan.gradient_accumulation
+        values["optimizer_state_offchip"] = plan.offload_optimizer_state
+        values["replicated_tensor_sharding"] = plan.replicated_tensor_sharding
+        values["output_mode"] = "final"
+    else:
+        values["output_mode"] = "all"
+    return values
+
+
+def render_ipu_config(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig) -> str:
+    """The `ipu_config.json` text of `plan` (`IPUConfig.from_pretrained(folder)` reads it)."""
+    del cfg  # the plan and the profile say it all; kept for the exporters' common signature
+    return json.dumps(ipu_config_values(plan, profile), indent=2) + "\n"
+
+
+_PIPELINE_TASKS = {
+    "masked-lm": "fill-mask",
+    "causal-lm": "text-generation",
+    "sequence-classification": "text-classification",
+    "image-classification": "image-classification",
+    "seq2seq-lm": "text2text-generation",
+}
+_AUTO = {
+    "masked-lm": "AutoModelForMaskedLM",
+    "causal-lm": "AutoModelForCausalLM",
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "image-classification": "AutoModelForImageClassification",
+    "seq2seq-lm": "AutoModelForSeq2SeqLM",
+}
+# The Hub's names of the GPT-2 zoo sizes (their config.json are the sizes profiled).
+_HUB = {"gpt2": "gpt2", "gpt2_medium": "gpt2-medium", "gpt2_large": "gpt2-large",
+        "gpt2_xl": "gpt2-xl"}  # fmt: skip
+
+
+def _source(cfg: EvalConfig) -> tuple[str, str, str, dict[str, Any]]:
+    """(model type or "", config file or Hub id or "", task, config overrides)."""
+    m = cfg.model
+    hf = m.hf
+    from ipu_tune.models import hf_overrides
+
+    overrides = hf_overrides(m)
+    if m.name in _HUB:
+        from ipu_tune.models import GPT2_SIZES
+
+        sizes = {**GPT2_SIZES[str(m.name)], **overrides}
+        return "gpt2", _HUB[str(m.name)], hf.task or "causal-lm", sizes
+    from ipu_tune.models import hf_identity
+
+    model_type, task = hf_identity(m)
+    return model_type, hf.config_file or "", task, overrides
+
+
+def _call_args(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())
+
+
+def _model_line(cfg: EvalConfig, task: str) -> list[str]:
+    model_type, where, _, overrides = _source(cfg)
+    auto = _AUTO[task]
+    if cfg.model.name in _HUB:
+        config = f"AutoConfig.from_pretrained({where!r}, {_call_args(overrides)})"
+    elif where:
+        folder = where.rsplit("/", 1)[0] if where.endswith(".json") else where
+        config = f"AutoConfig.from_pretrained({folder or '.'!r}{', ' if overrides else ''}" \
+                 f"{_call_args(overrides)})"
+    else:
+        config = f"AutoConfig.for_model({model_type!r}{', ' if overrides else ''}" \
+                 f"{_call_args(overrides)})"
+    return [f"config = {config}  # the configuration ipu-tune profiled",
+            f"model = {auto}.from_config(config)  # or .from_pretrained(...) for trained weights"]
+
+
+def _sample_line(task: str, profile: ModelProfile) -> str:
+    if task == "image-classification":
+        c, h, w = profile.input_shape
+        return (f"data = [{{'pixel_values': torch.randn({c}, {h}, {w}), 'labels': 0}}"
+                " for _ in range(64)]  # your dataset")
+    seq = profile.input_shape[0]
+    vocab = "config.vocab_size"
+    labels = "0" if task == "sequence-classification" else "ids"
+    return (f"data = [{{'input_ids': ids, 'labels': {labels}}} for ids in "
+            f"torch.randint({vocab}, (64, {seq}))]  # your tokenized dataset")
+
+
+def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig) -> str:
+    """A ten-line program running `plan` with optimum-graphcore from `ipu_config.json`."""
+    _, _, task, _ = _source(cfg)
+    names = "IPUTrainer, IPUTrainingArguments" if plan.training else "pipeline"
+    head = [
+        f'"""Run the plan ipu-tune chose with optimum-graphcore {OPTIMUM_VERSION} (Poplar SDK'
+        ' 3.x): ipu_config.json beside this file."""',
+        *(["import torch"] if plan.training else []),
+        f"from optimum.graphcore import IPUConfig, {names}",
+        f"from transformers import AutoConfig, {_AUTO[task]}",
+        "",
+        'ipu_config = IPUConfig.from_pretrained(".")',
+        *_model_line(cfg, task),
+    ]
+    fp32 = not plan.model_fp16
+    if plan.training:
+        args = {"output_dir": "out", "per_device_train_batch_size": plan.micro_batch_size,
+                "fp32": fp32, "max_steps": 10}  # fmt: skip
+        body = [
+            _sample_line(task, profile),
+            f"args = IPUTrainingArguments({_call_args(args)})",
+            "IPUTrainer(model=model, ipu_config=ipu_config, args=args, "
+            "train_dataset=data).train()",
+        ]
+    else:
+        body = [
+            "# The pipeline needs a tokenizer or image processor: pass tokenizer=... for a"
+            " model built from a config.",
+            f"pipe = pipeline({_PIPELINE_TASKS[task]!r}, model=model, ipu_config=ipu_config,"
+            f" fp16={not fp32})",
+        ]
+    return "\n".join([*head, *body]) + "\n"

@@ -1,0 +1,181 @@
+"""Read an optimum-graphcore `ipu_config.json` as a starting plan (`plan.from_ipu_config`).
+
+The file is checked against `IPUConfig.__init__`'s fields and types (`IPU_CONFIG_FIELDS`):
+an unknown key or a value of the wrong type ends with one line naming the key, the value and
+what is allowed. The fields that have a plan knob become the plan's values, by the mapping of
+`_ipu_config` read backwards; the others (seed, cache folder, serialisation of embeddings and
+projections, parallelize kwargs) change nothing ipu-tune simulates and are accepted as they are.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ipu_tune.config import EvalConfig
+from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks
+from ipu_tune.models import ModelProfile
+
+__all__ = ["apply_ipu_config", "plan_values_from_ipu_config", "read_ipu_config"]
+
+T = TypeVar("T", bound=EvalConfig)
+
+KEY = "plan.from_ipu_config"
+# Keys `IPUConfig.to_dict()` / `save_pretrained` add, and keys `IPUConfig.__init__` pops as
+# deprecated: present in files on the Hub, meaning nothing for the plan.
+_IGNORED = frozenset({"optimum_version", "transformers_version", "sharded_execution_for_inference",
+                      "enable_half_first_order_momentum",
+                      "execute_encoder_on_cpu_for_generation"})  # fmt: skip
+
+
+def _matches(value: Any, hint: str) -> bool:
+    """Does a JSON value fit one of IPUConfig's annotations? (bool is not an int here.)"""
+    hint = hint.replace(" ", "")
+    if hint.startswith("Optional[") and hint.endswith("]"):
+        return value is None or _matches(value, hint[9:-1])
+    if hint.startswith("Union[") and hint.endswith("]"):
+        return any(_matches(value, h) for h in _split_args(hint[6:-1]))
+    if hint.startswith("List[") and hint.endswith("]"):
+        return isinstance(value, list) and all(_matches(v, hint[5:-1]) for v in value)
+    if hint.startswith("Dict["):
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    simple: dict[str, Any] = {
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "bool": lambda v: isinstance(v, bool),
+        "str": lambda v: isinstance(v, str),
+        "Any": lambda v: True,
+    }
+    return bool(simple[hint](value))
+
+
+def _split_args(text: str) -> list[str]:
+    """Top-level comma-separated arguments of a typing subscript."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def read_ipu_config(path: str | Path) -> dict[str, Any]:
+    """The checked contents of an `ipu_config.json` (a file or the folder holding one)."""
+    file = Path(path).expanduser()
+    if file.is_dir():
+        file = file / "ipu_config.json"
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        text = " ".join(str(exc).split())
+        raise bad_value(KEY, str(path), f"a readable ipu_config.json ({text})") from None
+    if not isinstance(data, dict):
+        raise bad_value(KEY, str(path), "a JSON object of IPUConfig fields")
+    for key, value in data.items():
+        if key in _IGNORED:
+            continue
+        hint = IPU_CONFIG_FIELDS.get(key)
+        if hint is None:
+            allowed = ", ".join(IPU_CONFIG_FIELDS)
+            raise IpuTuneError(f"{file}: {key}={value!r}: unknown key; IPUConfig's fields "
+                               f"(optimum-graphcore 0.7.1): {allowed}")
+        if not _matches(value, hint):
+            raise IpuTuneError(f"{file}: {key}={value!r}: must be {hint}")
+    return {k: v for k, v in data.items() if k not in _IGNORED}
+
+
+def _expand(layers: list[int], n_layers: int, ipus: int) -> list[int]:
+    """`layers_per_ipu` with its -1 wildcards filled as optimum-graphcore 0.7.1 fills them
+    (`modeling_utils._expand_layers_per_ipu_wildcard`: even shares, the rest on the last)."""
+    if ipus == 1:
+        return [n_layers]
+    if layers in ([-1], [-1] * ipus):
+        layers = [-1] * ipus
+    wild = [i for i, v in enumerate(layers) if v == -1]
+    if wild:
+        share, rest = divmod(n_layers - sum(v for v in layers if v != -1), len(wild))
+        layers = [share if v == -1 else v for v in layers]
+        layers[wild[-1]] += rest
+    return layers
+
+
+def _splits(
+    data: Mapping[str, Any], prefix: str, profile: ModelProfile, file: str
+) -> tuple[str, ...]:
+    key = f"{prefix}layers_per_ipu"
+    raw = data.get(key, data.get("layers_per_ipu", [-1]))
+    ipus = data.get(f"{prefix}ipus_per_replica") or data.get("ipus_per_replica") or len(raw)
+    is_layer = layer_blocks(profile)
+    layer_index = [i for i, flag in enumerate(is_layer) if flag]
+    layers = _expand(list(raw), len(layer_index), int(ipus))
+    if len(layers) != ipus or sum(layers) != len(layer_index) or min(layers) < 0:
+        raise IpuTuneError(f"{file}: {key}={raw!r}: must place the {len(layer_index)} layers of "
+                           f"{profile.name} on {ipus} IPUs (ipus_per_replica)")  # fmt: skip
+    if any(n == 0 for n in layers[1:]):
+        raise IpuTuneError(f"{file}: {key}={raw!r}: every IPU after IPU0 needs a layer "
+                           "(IPU0 may hold the embeddings alone)")  # fmt: skip
+    done, splits = 0, []
+    for n in layers[:-1]:
+        done += n
+        splits.append(profile.blocks[layer_index[done]])
+    return tuple(splits)
+
+
+def _proportion(value: Any) -> float:
+    # One proportion per plan: the mean of per-IPU values (equal values give that value back).
+    values = value if isinstance(value, list) else [value]
+    return round(sum(float(v) for v in values) / max(1, len(values)), 4)
+
+
+def plan_values_from_ipu_config(
+    data: Mapping[str, Any], profile: ModelProfile, mode: str, file: str = KEY
+) -> dict[str, Any]:
+    """The plan knobs (`ExecutionPlan` field names) an IPUConfig sets for a `mode` run."""
+    prefix = "" if mode == "train" else "inference_"
+    values: dict[str, Any] = {"splits": _splits(data, prefix, profile, file)}
+    amp = data.get(f"{prefix}matmul_proportion")
+    if amp is None and prefix:
+        amp = data.get("matmul_proportion")
+    values["available_memory_proportion"] = _proportion(0.2 if amp is None else amp)
+    values["replication_factor"] = int(data.get(f"{prefix}replication_factor", 1))
+    values["device_iterations"] = int(data.get(f"{prefix}device_iterations", 1))
+    # IPUConfig's defaults where the file is silent: half partials, optimizer state on chip.
+    values["partials"] = "half" if data.get("enable_half_partials", True) else "float"
+    values["recompute"] = "every_block" if data.get("recompute_checkpoint_every_layer") else "auto"
+    if mode == "train":
+        values["gradient_accumulation"] = int(data.get("gradient_accumulation_steps", 1))
+        values["offload_optimizer_state"] = bool(data.get("optimizer_state_offchip", False))
+        values["replicated_tensor_sharding"] = bool(data.get("replicated_tensor_sharding", False))
+    return values
+
+
+def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset()) -> T:
+    """`cfg` with the plan of its `plan.from_ipu_config` file (unchanged without one). Keys
+    the user set on the command line (`pinned`) keep their values."""
+    path = cfg.plan.from_ipu_config
+    if not path:
+        return cfg
+    from ipu_tune.knobs import knob_by_field
+    from ipu_tune.models import profile_model
+
+    data = read_ipu_config(path)
+    values = plan_values_from_ipu_config(data, profile_model(cfg.model), cfg.workload.mode,
+                                         str(path))  # fmt: skip
+    out = copy.deepcopy(cfg)
+    for name, value in values.items():
+        key = knob_by_field(name).key
+        if key in pinned:
+            continue
+        *parents, last = key.split(".")
+        node: Any = out
+        for part in parents:
+            node = getattr(node, part)
+        setattr(node, last, list(value) if isinstance(value, tuple) else value)
+    return out

@@ -1,0 +1,47 @@
+"""The optimum-graphcore exports of a Transformers model's plan: `ipu_config.json` and the
+`run_with_optimum.py` that loads it (optimum-graphcore runs Transformers models only, so other
+models get neither file)."""
+
+from __future__ import annotations
+
+from ipu_tune.models import hf_source
+
+from ._context import ExportContext
+from ._ipu_config import render_ipu_config, render_run_with_optimum
+
+__all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model"]
+
+
+def is_transformers_model(ctx: ExportContext) -> bool:
+    """The model is built through Transformers (`model.hf`, or a GPT-2 zoo size) and profiled."""
+    return ctx.profile is not None and hf_source(ctx.config.model) is not None
+
+
+class IpuConfigExporter:
+    """optimum-graphcore 0.7.1's `IPUConfig` of the plan, as `ipu_config.json`."""
+
+    name = "ipu_config"
+    file_name = "ipu_config.json"
+    label = "optimum-graphcore IPUConfig"
+
+    def applies(self, ctx: ExportContext) -> bool:
+        return is_transformers_model(ctx)
+
+    def render(self, ctx: ExportContext) -> str:
+        assert ctx.profile is not None  # `applies` checked it
+        return render_ipu_config(ctx.plan, ctx.profile, ctx.config)
+
+
+class RunWithOptimumExporter:
+    """A ten-line program running the plan with optimum-graphcore from `ipu_config.json`."""
+
+    name = "optimum"
+    file_name = "run_with_optimum.py"
+    label = "optimum-graphcore program"
+
+    def applies(self, ctx: ExportContext) -> bool:
+        return is_transformers_model(ctx)
+
+    def render(self, ctx: ExportContext) -> str:
+        assert ctx.profile is not None  # `applies` checked it
+        return render_run_with_optimum(ctx.plan, ctx.profile, ctx.config)

@@ -1,0 +1,234 @@
+"""Hugging Face Transformers models by configuration, built on the meta device (no weights).
+
+`build_hf(cfg)` makes the config of `model.hf` (a model type with overrides, or a downloaded
+`config.json`), builds the task's model class from it (`AutoModelFor...from_config`) under the
+meta device, and wraps it so that the profiler traces one training step with the inputs the
+family takes (token ids and an attention mask; pixels; encoder and decoder ids).
+
+Pipeline blocks are the model's own layer lists (`bert.encoder.layer.N`, `transformer.h.N`,
+`model.layers.N`, `vit.encoder.layer.N`, T5's `encoder.block.N` then `decoder.block.N`), behind
+one first block holding the input embeddings, as optimum-graphcore's `parallelize()` places them
+(`optimum/graphcore/models/*/modeling_*.py`: embeddings on IPU0, layer i on `layers_per_ipu`'s
+IPU). A head whose weight is tied to the input embeddings (masked-LM, causal-LM, T5's LM head)
+runs on IPU0 there as well; `head_on_first_stage` names it so that the profiler charges it to
+the first stage. Other heads (classifiers) run on the last IPU, after the last layer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ipu_tune.config import ModelConfig
+from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._hf_names import (
+    DEFAULT_TASKS,
+    TASKS,
+    _one_line,
+    _read_config_file,
+    hf_overrides,
+    hf_task,
+)
+
+__all__ = ["HfRunner", "build_hf", "hf_config"]
+
+_LAYER_KEYS = re.compile(r"^(n_layer|num_layers|num_decoder_layers|num_hidden_layers|"
+                         r"encoder_layers|decoder_layers)$")  # fmt: skip
+_MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
+
+
+def _config_class(model_type: str, key: str) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        known = ", ".join(sorted(DEFAULT_TASKS))
+        raise bad_value(key, model_type, f"a Transformers model type, such as {known}")
+    return CONFIG_MAPPING[model_type]
+
+
+def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
+    """Config classes accept any keyword silently; a misspelt one would change nothing."""
+    default = config_class()
+    known = set(default.to_dict()) | set(getattr(config_class, "attribute_map", {}))
+    for key in overrides:
+        if key not in known and not hasattr(default, key):
+            sample = ", ".join(sorted(k for k in known if not k.startswith("_"))[:12])
+            raise bad_value(f"model.hf.config.{key}", overrides[key],
+                            f"a field of {config_class.__name__}: {sample}, ...")  # fmt: skip
+
+
+def hf_config(cfg: ModelConfig) -> Any:
+    """The `transformers` config of `cfg.hf` (a model type or a config file, plus overrides)."""
+    hf = cfg.hf
+    overrides = hf_overrides(cfg)
+    if hf.config_file:
+        data = _read_config_file(hf.config_file)
+        model_type, key = str(data["model_type"]), "model.hf.config_file"
+        if hf.model_type and hf.model_type != model_type:
+            allowed = f"{model_type!r}, the model_type of {hf.config_file}, or unset"
+            raise bad_value("model.hf.model_type", hf.model_type, allowed)
+    elif hf.model_type:
+        data, model_type, key = {}, hf.model_type, "model.hf.model_type"
+    else:
+        raise IpuTuneError("model.hf.model_type: missing; give a Transformers model type "
+                           "(bert, gpt2, llama, vit, t5, ...) or model.hf.config_file")  # fmt: skip
+    config_class = _config_class(model_type, key)
+    _check_overrides(config_class, overrides)
+    values = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}
+    try:
+        config = config_class(**{**values, **overrides})
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise bad_value("model.hf.config", overrides, f"{config_class.__name__}: "
+                        f"{_one_line(exc)}") from None  # fmt: skip
+    # Attention as an IPU runs it (matmul, softmax, matmul; optimum-graphcore's attention
+    # classes), not a fused CPU/GPU kernel.
+    config._attn_implementation = "eager"
+    return config
+
+
+def _layer_lists(model: nn.Module, config: Any) -> list[str]:
+    """Paths of the model's own layer lists: ModuleLists of one layer class whose length is one
+    of the config's layer counts, in module order (T5: encoder then decoder)."""
+    counts = {int(v) for k, v in config.to_dict().items() if _LAYER_KEYS.match(k)
+              and isinstance(v, int) and v > 0}  # fmt: skip
+    found: list[str] = []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.ModuleList) or len(module) not in counts:
+            continue
+        if len({type(m) for m in module}) != 1 or any(name.startswith(f + ".") for f in found):
+            continue
+        found.append(name)
+    return found
+
+
+def _module_name(model: nn.Module, target: nn.Module | None) -> str | None:
+    if target is None:
+        return None
+    return next((n for n, m in model.named_modules() if m is target), None)
+
+
+def _tied_head(model: nn.Module) -> str | None:
+    """Top-level module holding an output projection tied to the input embeddings (optimum-
+    graphcore places it on IPU0), else None (the head runs after the last layer)."""
+    out, inp = model.get_output_embeddings(), model.get_input_embeddings()  # type: ignore[operator]
+    if out is None or inp is None or out.weight is not inp.weight:
+        return None
+    name = _module_name(model, out)
+    return name.split(".", 1)[0] if name else None
+
+
+class HfRunner(nn.Module):
+    """Runs a Transformers model on one example tensor, under the model's own module names.
+
+    Its children are the model's children (the same objects), so the profiler's module paths
+    and the pipeline blocks are the names a Transformers user addresses (`transformer.h.3`)."""
+
+    hf_model: nn.Module
+
+    def __init__(self, model: nn.Module, call: Callable[[nn.Module, Tensor], Any],
+                 blocks: list[str], head: str | None) -> None:  # fmt: skip
+        super().__init__()
+        object.__setattr__(self, "hf_model", model)  # not a child: no "hf_model." prefix
+        self._modules = model._modules
+        self.call = call
+        self.pipeline_blocks = blocks
+        self.head_on_first_stage = head
+
+    def train(self, mode: bool = True) -> HfRunner:
+        self.hf_model.train(mode)
+        return super().train(mode)
+
+    def forward(self, x: Tensor) -> Any:
+        return self.call(self.hf_model, x)
+
+
+def _text_call(model: nn.Module, ids: Tensor) -> Any:
+    # No attention mask: with one of ones, Transformers checks whether it can skip it
+    # (`padding_mask.all()`), a data-dependent test the meta device cannot run. The mask an
+    # encoder applies is an elementwise add on the scores either way.
+    return model(input_ids=ids)
+
+
+def _causal_call(model: nn.Module, ids: Tensor) -> Any:
+    # An attention mask of ones, as the host feeds one: without it Transformers inspects the
+    # position ids for packed sequences, a data-dependent check the meta device cannot run.
+    return model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
+
+
+def _seq2seq_call(model: nn.Module, ids: Tensor) -> Any:
+    # Decoder inputs as long as the encoder's (the profile's one sequence length); no mask,
+    # as for encoders (`_text_call`).
+    return model(input_ids=ids, decoder_input_ids=ids, use_cache=False)
+
+
+def _image_call(model: nn.Module, pixels: Tensor) -> Any:
+    return model(pixel_values=pixels)
+
+
+def _first_block(model: nn.Module, first_layers: str) -> str:
+    """The input embeddings' module name; of the modules sharing their weight (T5's `shared`
+    and `encoder.embed_tokens`), the one nearest the first layer list, which is the one run."""
+    emb = model.get_input_embeddings()  # type: ignore[operator]
+    weight = getattr(emb, "weight", None)
+    names = [n for n, m in model.named_modules(remove_duplicate=False)
+             if m is emb or (weight is not None and getattr(m, "weight", None) is weight)]
+    if not names:
+        return next(n for n, _ in model.named_children())
+
+    def shared_prefix(name: str) -> int:
+        # Path components in common with the first layer list, from the start.
+        pairs = zip(name.split("."), first_layers.split("."), strict=False)
+        return len(list(itertools.takewhile(lambda p: p[0] == p[1], pairs)))
+
+    name = max(names, key=shared_prefix)  # the first of equals: max keeps the first
+    parent = name.rpartition(".")[0]
+    return parent if parent.endswith("embeddings") else name
+
+
+def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, tuple[int, ...]]:
+    """(runner, input kind, per-sample input shape) of `cfg.hf`; call under the meta device."""
+    import transformers
+
+    config = hf_config(cfg)
+    task = hf_task(cfg, config.model_type)
+    if task in ("sequence-classification", "image-classification"):
+        if not {"num_labels", "id2label"} & set(hf_overrides(cfg)):
+            config.num_labels = cfg.num_classes
+        if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
+            config.pad_token_id = getattr(config, "eos_token_id", 0) or 0  # GPT-2 has none
+    auto = getattr(transformers, TASKS[task])
+    try:
+        model = auto.from_config(config)
+    except (ValueError, KeyError) as exc:
+        raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
+                        f"({_one_line(exc)})") from None  # fmt: skip
+    lists = _layer_lists(model, config)
+    if not lists:
+        raise IpuTuneError(f"{label}: no layer list found in {type(model).__name__}")
+    layers = [f"{p}.{i}" for p in lists for i in range(len(model.get_submodule(p)))]
+    blocks = [_first_block(model, lists[0]), *layers]
+    if task == "image-classification":
+        size, channels = int(config.image_size), int(config.num_channels)
+        return HfRunner(model, _image_call, blocks, None), "image", (channels, size, size)
+    seq = _sequence_length(cfg, config)
+    causal = task == "causal-lm" or DEFAULT_TASKS.get(config.model_type) == "causal-lm"
+    call = _seq2seq_call if task == "seq2seq-lm" else _causal_call if causal else _text_call
+    return HfRunner(model, call, blocks, _tied_head(model)), "tokens", (seq,)
+
+
+def _sequence_length(cfg: ModelConfig, config: Any) -> int:
+    from ipu_tune.models._profiler import DEFAULT_SEQUENCE_LENGTH
+
+    seq = cfg.sequence_length or DEFAULT_SEQUENCE_LENGTH
+    for key in _MAX_POSITION_KEYS:
+        limit = getattr(config, key, None)
+        if isinstance(limit, int) and seq > limit:
+            raise bad_value("model.sequence_length", seq,
+                            f"at most {limit} ({key} of the config; raise "
+                            f"model.hf.config.{key})")  # fmt: skip
+    return seq

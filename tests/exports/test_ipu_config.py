@@ -1,0 +1,177 @@
+"""ipu_config.json: keys and types as optimum-graphcore 0.7.1's IPUConfig defines them (read
+from its source with `ast`, never imported), layers per IPU from the splits, and the import."""
+
+from __future__ import annotations
+
+import ast
+import json
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipu_tune.config import EvalConfig, HfConfig, ModelConfig
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.exports._ipu_config import (
+    IPU_CONFIG_FIELDS,
+    render_ipu_config,
+    render_run_with_optimum,
+)
+from ipu_tune.exports._ipu_config_import import (
+    plan_values_from_ipu_config,
+    read_ipu_config,
+)
+from ipu_tune.models import ModelProfile, profile_model
+from ipu_tune.plan import ExecutionPlan
+from tests.conftest import REPO
+
+WHEEL_DIR = REPO / ".cache" / "optimum-graphcore"
+SOURCE = "optimum/graphcore/ipu_configuration.py"
+
+
+def ipu_config_signature() -> dict[str, ast.expr]:
+    """IPUConfig.__init__'s parameters and annotation nodes, from the wheel scripts/setup.sh
+    downloads (`pip download --no-deps optimum-graphcore==0.7.1`)."""
+    wheels = sorted(WHEEL_DIR.glob("optimum_graphcore-0.7.1-*.whl"))
+    if not wheels:
+        pytest.skip(f"no optimum-graphcore 0.7.1 wheel in {WHEEL_DIR}: run scripts/setup.sh")
+    with zipfile.ZipFile(wheels[0]) as whl:
+        tree = ast.parse(whl.read(SOURCE).decode())
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "IPUConfig")
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    return {a.arg: a.annotation for a in init.args.args[1:] if a.annotation is not None}
+
+
+def fits(value: Any, node: ast.expr) -> bool:
+    """Does a JSON value fit an annotation node (typeguard's rules, bool not an int)?"""
+    if isinstance(node, ast.Name):
+        return {
+            "int": lambda: isinstance(value, int) and not isinstance(value, bool),
+            "float": lambda: isinstance(value, int | float) and not isinstance(value, bool),
+            "bool": lambda: isinstance(value, bool),
+            "str": lambda: isinstance(value, str),
+            "Any": lambda: True,
+        }[node.id]()
+    assert isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+    args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    kind = node.value.id
+    if kind == "Optional":
+        return value is None or fits(value, args[0])
+    if kind == "Union":
+        return any(fits(value, a) for a in args)
+    if kind == "List":
+        return isinstance(value, list) and all(fits(v, args[0]) for v in value)
+    if kind == "Dict":
+        return isinstance(value, dict) and all(fits(v, args[1]) for v in value.values())
+    raise AssertionError(f"annotation {ast.unparse(node)} not handled")
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> tuple[ModelProfile, EvalConfig]:
+    cfg = EvalConfig(model=ModelConfig(name="gpt2_medium", sequence_length=1024))
+    return profile_model(cfg.model), cfg
+
+
+PLAN = ExecutionPlan(micro_batch_size=1, precision="16.16", gradient_accumulation=64,
+                     replication_factor=4, device_iterations=8, partials="half",
+                     splits=("transformer.h.0", "transformer.h.8", "transformer.h.16"),
+                     available_memory_proportion=0.25, offload_optimizer_state=True,
+                     recompute="every_block")
+
+
+def test_field_table_is_ipuconfig_init_signature() -> None:
+    signature = ipu_config_signature()
+    assert {k: ast.unparse(v) for k, v in signature.items()} == dict(IPU_CONFIG_FIELDS)
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_rendered_keys_and_value_types_match_ipuconfig_source(
+    gpt2: tuple[ModelProfile, EvalConfig], mode: str
+) -> None:
+    signature = ipu_config_signature()
+    data = json.loads(render_ipu_config(replace(PLAN, mode=mode), *gpt2))
+    assert set(data) <= set(signature)
+    bad = {k: v for k, v in data.items() if not fits(v, signature[k])}
+    assert not bad
+    prefix = "" if mode == "train" else "inference_"
+    assert data[f"{prefix}layers_per_ipu"] == [0, 8, 8, 8]
+    assert data[f"{prefix}matmul_proportion"] == [0.25] * 4
+    assert data[f"{prefix}replication_factor"] == 4
+    assert ("gradient_accumulation_steps" in data) == (mode == "train")
+
+
+def test_layers_per_ipu_counts_layers_with_the_embeddings_on_ipu0(
+    gpt2: tuple[ModelProfile, EvalConfig],
+) -> None:
+    plan = replace(PLAN, splits=("transformer.h.5", "transformer.h.13"))
+    data = json.loads(render_ipu_config(plan, *gpt2))
+    assert data["layers_per_ipu"] == [5, 8, 11] and data["ipus_per_replica"] == 3
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_reimporting_the_file_gives_back_the_plan(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path, mode: str
+) -> None:
+    plan = replace(PLAN, mode=mode)
+    path = tmp_path / "ipu_config.json"
+    path.write_text(render_ipu_config(plan, *gpt2))
+    values = plan_values_from_ipu_config(read_ipu_config(tmp_path), gpt2[0], mode)
+    assert replace(plan, **values) == plan
+
+
+def test_wildcards_expand_as_optimum_does(gpt2: tuple[ModelProfile, EvalConfig]) -> None:
+    values = plan_values_from_ipu_config({"layers_per_ipu": [0, -1, -1, -1],
+                                          "ipus_per_replica": 4}, gpt2[0], "train")
+    assert values["splits"] == ("transformer.h.0", "transformer.h.8", "transformer.h.16")
+    even = plan_values_from_ipu_config({"layers_per_ipu": [-1], "ipus_per_replica": 5},
+                                       gpt2[0], "train")
+    # 24 layers on 5 IPUs: 4 each, the remainder on the last (modeling_utils, 0.7.1).
+    assert even["splits"] == tuple(f"transformer.h.{i}" for i in (4, 8, 12, 16))
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ({"layers_per_ipu": [0, 8], "gradient_accumulation": 8},
+     "gradient_accumulation=8: unknown key"),
+    ({"layers_per_ipu": [0, 8.5]}, "layers_per_ipu=[0, 8.5]: must be List[int]"),
+    ({"replication_factor": True}, "replication_factor=True: must be int"),
+    ({"matmul_proportion": "0.2"}, "matmul_proportion='0.2': must be Union[float, List[float]]"),
+])
+def test_bad_ipu_config_is_one_line_naming_key_value_and_rule(
+    tmp_path: Path, content: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "ipu_config.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(IpuTuneError) as err:
+        read_ipu_config(path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_layers_that_do_not_add_up_are_refused(gpt2: tuple[ModelProfile, EvalConfig]) -> None:
+    with pytest.raises(IpuTuneError, match=r"layers_per_ipu=\[0, 8, 8\]: must place the 24"):
+        plan_values_from_ipu_config({"layers_per_ipu": [0, 8, 8]}, gpt2[0], "train")
+
+
+def test_run_with_optimum_is_ten_lines_of_python_loading_the_folder(
+    gpt2: tuple[ModelProfile, EvalConfig],
+) -> None:
+    for plan in (PLAN, replace(PLAN, mode="infer")):
+        text = render_run_with_optimum(plan, *gpt2)
+        compile(text, "run_with_optimum.py", "exec")
+        assert len(text.splitlines()) <= 12
+        assert 'IPUConfig.from_pretrained(".")' in text
+        assert ("IPUTrainer(" in text) == plan.training and ("pipeline(" in text) != plan.training
+    assert "per_device_train_batch_size=1" in render_run_with_optimum(PLAN, *gpt2)
+
+
+def test_run_with_optimum_builds_a_config_file_model_from_its_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "bert-large"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 2}))
+    cfg = EvalConfig(model=ModelConfig(name="hf", sequence_length=128,
+                                       hf=HfConfig(config_file=str(folder / "config.json"))))
+    profile = profile_model(cfg.model)
+    text = render_run_with_optimum(replace(PLAN, splits=("bert.encoder.layer.1",)), profile, cfg)
+    assert f"AutoConfig.from_pretrained({str(folder)!r})" in text
+    assert "AutoModelForMaskedLM.from_config(config)" in text

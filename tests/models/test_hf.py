@@ -1,0 +1,152 @@
+"""Transformers models by configuration: built on the meta device, blocks, tied heads, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import transformers
+
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.models import ModelProfile
+from tests.conftest import REPO
+
+# (model type, task, config overrides, sequence length): the covered families, small sizes
+# except the 24-layer models the issue names.
+BERT_LARGE = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+              "intermediate_size": 4096}
+COVERED = [
+    ("bert", "masked-lm", BERT_LARGE, 128),
+    ("roberta", "masked-lm", {"num_hidden_layers": 2}, 128),
+    ("gpt2", "causal-lm", {"n_embd": 1024, "n_layer": 24, "n_head": 16}, 1024),
+    ("llama", "causal-lm", {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+                            "num_key_value_heads": 2, "intermediate_size": 688,
+                            "vocab_size": 32000}, 256),
+    ("vit", "image-classification", {"num_hidden_layers": 2}, None),
+    ("t5", "seq2seq-lm", {"num_layers": 2, "num_decoder_layers": 2}, 128),
+    ("bert", "sequence-classification", {"num_hidden_layers": 2}, 128),
+]
+AUTO = {"masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM",
+        "image-classification": "AutoModelForImageClassification",
+        "seq2seq-lm": "AutoModelForSeq2SeqLM",
+        "sequence-classification": "AutoModelForSequenceClassification"}
+
+
+def _hf(profile_of: Any, model_type: str, task: str, config: dict[str, Any],
+        seq: int | None, **extra: Any) -> ModelProfile:
+    hf = {"model_type": model_type, "task": task, "config": config}
+    return profile_of(name="hf", hf=hf, sequence_length=seq, num_classes=3, **extra)
+
+
+def _reference(model_type: str, task: str, config: dict[str, Any]) -> torch.nn.Module:
+    """The same model built by Transformers alone (its own count is the reference)."""
+    cfg = transformers.AutoConfig.for_model(model_type, **config)
+    if task.endswith("classification"):
+        cfg.num_labels = 3
+    with torch.device("meta"):
+        model: torch.nn.Module = getattr(transformers, AUTO[task]).from_config(cfg)
+    return model
+
+
+@pytest.mark.parametrize(("model_type", "task", "config", "seq"), COVERED,
+                         ids=[f"{c[0]}-{c[1]}" for c in COVERED])
+def test_parameter_count_equals_transformers_num_parameters(
+    profile_of: Any, model_type: str, task: str, config: dict[str, Any], seq: int | None
+) -> None:
+    profile = _hf(profile_of, model_type, task, config, seq)
+    assert profile.parameters == _reference(model_type, task, config).num_parameters()
+
+
+@pytest.mark.parametrize(("model_type", "task", "config", "first", "layers"), [
+    ("bert", "masked-lm", {"num_hidden_layers": 2}, "bert.embeddings",
+     ["bert.encoder.layer.0", "bert.encoder.layer.1"]),
+    ("gpt2", "causal-lm", {"n_layer": 2}, "transformer.wte",
+     ["transformer.h.0", "transformer.h.1"]),
+    ("llama", "causal-lm", COVERED[3][2], "model.embed_tokens",
+     [f"model.layers.{i}" for i in range(4)]),
+    ("t5", "seq2seq-lm", COVERED[5][2], "encoder.embed_tokens",
+     ["encoder.block.0", "encoder.block.1", "decoder.block.0", "decoder.block.1"]),
+])
+def test_blocks_are_the_embeddings_then_the_models_own_layers(
+    profile_of: Any, model_type: str, task: str, config: dict[str, Any], first: str,
+    layers: list[str],
+) -> None:
+    profile = _hf(profile_of, model_type, task, config, 64)
+    assert profile.blocks == [first, *layers]
+    model = _reference(model_type, task, config)
+    for name in layers:  # the names address the Transformers model's own modules
+        model.get_submodule(name)
+
+
+def test_tied_lm_head_runs_in_the_first_block_and_an_untied_one_in_the_last(
+    profile_of: Any,
+) -> None:
+    gpt2 = _hf(profile_of, "gpt2", "causal-lm", {"n_layer": 2}, 64)
+    head = [op for op in gpt2.ops if op.name.startswith("lm_head")]
+    assert head and all(op.block == 0 for op in head)
+    # The last stage sends hidden states (n_embd per token) back, not logits.
+    assert gpt2.block_stats[-1].output_elements == 64 * 768
+    llama = _hf(profile_of, "llama", "causal-lm", COVERED[3][2], 64)
+    untied = [op for op in llama.ops if op.name.startswith("lm_head")]
+    assert untied and all(op.block == len(llama.block_stats) - 1 for op in untied)
+    # Ops stay grouped by block, and block totals still add up to the ops'.
+    for profile in (gpt2, llama):
+        for b, stats in enumerate(profile.block_stats):
+            ops = profile.ops[stats.first_op:stats.last_op]
+            assert all(op.block == b for op in ops)
+            assert stats.parameters == sum(op.parameters for op in ops)
+
+
+def test_config_file_builds_the_model_it_describes(profile_of: Any, tmp_path: Path) -> None:
+    config = transformers.BertConfig(**BERT_LARGE).to_dict()
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    profile = profile_of(name="hf", hf={"config_file": str(tmp_path / "config.json")},
+                         sequence_length=128)
+    assert profile.parameters == 335_174_458  # bert-large-uncased's BertForMaskedLM
+    assert profile.blocks[1] == "bert.encoder.layer.0" and len(profile.blocks) == 25
+
+
+def test_gpt2_zoo_sizes_have_the_published_parameter_counts(profile_of: Any) -> None:
+    # GPT2LMHeadModel.num_parameters() of the Hub's gpt2 / gpt2-medium (tied head).
+    assert profile_of(name="gpt2", sequence_length=64).parameters == 124_439_808
+    assert profile_of(name="gpt2_medium", sequence_length=64).parameters == 354_823_168
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"hf": {"model_type": "gpt9"}}, "model.hf.model_type='gpt9'"),
+    ({"hf": {"model_type": "gpt2", "config": {"n_layers": 2}}}, "model.hf.config.n_layers=2"),
+    ({"hf": {"model_type": "gpt2", "task": "translation"}}, "model.hf.task='translation'"),
+    ({"hf": {}}, "model.hf.model_type: missing"),
+    ({"hf": {"model_type": "gpt2"}, "sequence_length": 4096}, "model.sequence_length=4096"),
+    ({"hf": {"config_file": "/nonexistent/config.json"}}, "model.hf.config_file="),
+])
+def test_bad_hf_settings_end_in_one_line_naming_the_key(
+    profile_of: Any, fields: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(IpuTuneError) as err:
+        profile_of(name="hf", **fields)
+    text = str(err.value)
+    assert text.startswith(message) and "\n" not in text
+
+
+@pytest.mark.slow
+def test_24_layer_transformer_profiles_cold_under_10_s_and_is_cached(tmp_path: Path) -> None:
+    script = (
+        "import time; t = time.perf_counter()\n"
+        "from ipu_tune.config import ModelConfig, HfConfig\n"
+        "from ipu_tune.models import profile_model\n"
+        "hf = HfConfig(model_type='gpt2', config={'n_embd': 1024, 'n_layer': 24, 'n_head': 16})\n"
+        "profile_model(ModelConfig(name='hf', hf=hf, sequence_length=1024))\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    env = {**os.environ, "IPU_TUNE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    times = [float(subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                                  capture_output=True, text=True).stdout) for _ in range(2)]
+    assert times[0] < 10.0, times
+    assert times[1] < times[0] / 2  # the second process reads the disk cache
