@@ -38,6 +38,7 @@ from ipu_tune.config import (
     CONF_DIR,
     GROUPS,
     TuneConfig,
+    check_side_doors,
     group_options,
     omegaconf_error,
     register,
@@ -332,6 +333,7 @@ def hydra_main(argv: Sequence[str]) -> int:
     try:
         argv, trusted = split_trust_flag(argv)
         _TRUSTED[0] = trusted
+        check_side_doors(argv, trusted)  # only model._target_ names code; before Hydra runs
         preflight(argv, trusted)
     except IpuTuneError as exc:
         return fail(str(exc))

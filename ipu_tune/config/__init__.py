@@ -32,6 +32,7 @@ from ipu_tune.config._schema import (
     TuneConfig,
     WorkloadConfig,
 )
+from ipu_tune.config._trust import check_side_doors, has_resolver
 from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
 
 if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
@@ -56,8 +57,10 @@ __all__ = [
     "WorkloadConfig",
     "check_name",
     "check_pinned_layout",
+    "check_side_doors",
     "check_trusted",
     "group_options",
+    "has_resolver",
     "load_config",
     "omegaconf_error",
     "read_text",
