@@ -63,7 +63,7 @@ def _check_key(key: str, value: str, where: str) -> None:
         raise IpuTuneError(f"{key}={_show(value)}{where}: Hydra keys that can name code "
                            f"(callbacks, launcher, sweeper, searchpath, env_set, logging) are "
                            f"refused; {_ALLOWED}")
-    if "_target_" in group and group != "model._target_" or (
+    if ("_target_" in group and group != "model._target_") or (
             "_target_" in value and group != "model._target_"):
         raise IpuTuneError(f"{key}={_show(value)}{where}: only model._target_ may name code; "
                            f"{_ALLOWED}")
