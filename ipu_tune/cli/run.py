@@ -43,6 +43,7 @@ from ipu_tune.config import (
     omegaconf_error,
     register,
     to_plain_dict,
+    trusted_composition,
     typed,
 )
 from ipu_tune.errors import IpuTuneError
@@ -264,9 +265,10 @@ def _group_composition(groups: list[str]) -> dict[str, Any] | None:
     key = hashlib.sha256("\0".join([_state_key(), *groups]).encode()).hexdigest()[:32]
     path = cache_dir() / f"compose-{key}.json"
     try:
-        found: dict[str, Any] = json.loads(path.read_text())
-        return found
-    except (OSError, ValueError):
+        found = trusted_composition(json.loads(path.read_text()))  # where files go: conf's
+        if found is not None:
+            return found
+    except (OSError, ValueError, IpuTuneError):
         pass
     from omegaconf import OmegaConf
 

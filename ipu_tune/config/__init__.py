@@ -32,7 +32,7 @@ from ipu_tune.config._schema import (
     TuneConfig,
     WorkloadConfig,
 )
-from ipu_tune.config._trust import check_side_doors, has_resolver
+from ipu_tune.config._trust import check_side_doors, has_resolver, trusted_composition
 from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
 
 if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
@@ -67,6 +67,7 @@ __all__ = [
     "read_yaml",
     "register",
     "to_plain_dict",
+    "trusted_composition",
     "typed",
     "validate",
 ]

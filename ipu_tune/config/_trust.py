@@ -20,7 +20,7 @@ from typing import Any
 from ipu_tune.config._load import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["check_side_doors", "config_dirs", "has_resolver"]
+__all__ = ["check_side_doors", "config_dirs", "has_resolver", "trusted_composition"]
 
 # hydra.* keys that hold plain values (folders, names, a flag); every other one may name code.
 _SAFE_HYDRA_KEYS = frozenset({
@@ -146,3 +146,27 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
             raise IpuTuneError(f"--config-dir={_show(folder)}: more than {_MAX_FILES} files")
         for path in files:
             _check_file(path, root, trusted)
+
+
+# Keys of a composition that decide where files go or which code runs: a cached composition
+# must hold the values conf/config.yaml gives them (no packaged group file changes them).
+_PLACES = (("results_dir",), ("study", "storage"), ("study", "name"), ("model", "_target_"))
+
+
+def trusted_composition(found: Any) -> dict[str, Any] | None:
+    """A cached composition (a file anyone with access to the cache folder could edit) when its
+    placing keys are conf/config.yaml's own; None otherwise (compose again)."""
+    from ipu_tune.config._hydra import CONF_DIR
+
+    if not isinstance(found, dict):
+        return None
+    conf = read_yaml(CONF_DIR / "config.yaml", "config file")
+    for keys in _PLACES:
+        want: Any = conf
+        got: Any = found
+        for key in keys:
+            want = want.get(key) if isinstance(want, Mapping) else None
+            got = got.get(key) if isinstance(got, Mapping) else None
+        if got != want:
+            return None
+    return found
