@@ -109,6 +109,9 @@ def print_out(text: str) -> int:
 
 
 def fail(message: str) -> int:
-    """Print `ipu-tune: error: <one line>` on stderr and return the usage exit code."""
-    print("ipu-tune: error: " + " ".join(str(message).split()), file=sys.stderr)
+    """Print `ipu-tune: error: <one line>` on stderr and return the usage exit code. Every
+    line is redacted: a message may quote a storage URL (Hydra's lexer echoes overrides)."""
+    from ipu_tune.storage import redact
+
+    print("ipu-tune: error: " + " ".join(redact(str(message)).split()), file=sys.stderr)
     return EXIT_USAGE

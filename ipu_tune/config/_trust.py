@@ -125,18 +125,34 @@ def _check_file(path: Path, root: Path, trusted: bool) -> None:
                 _check_key(".".join(full), str(value), where)
 
 
+def _parse(overrides: list[str]) -> None:
+    """Hydra's grammar over the overrides: its error as one line (the caller redacts it)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
+
+
 def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
     """Refuse, before anything is composed or run, every route to code other than
     `model._target_`: on the command line and in every file of a user config folder."""
+    dirs = config_dirs(argv)
+    overrides = []
     for arg in argv:
         flag = arg.partition("=")[0]
         if flag in _REFUSED_FLAGS:
             raise IpuTuneError(f"{flag}: refused (it unpickles a file, which can run code)")
-        if arg.startswith("-"):
+        if arg.startswith("-") or arg in dirs:
             continue
         key, _, value = arg.partition("=")
         _check_key(key, value, "")
-    for folder in config_dirs(argv):
+        overrides.append(arg)
+    if any(a.startswith("-") for a in argv):
+        _parse(overrides)  # Hydra runs next and would print its own (unredacted) error
+    for folder in dirs:
         if folder.startswith("pkg://"):
             raise IpuTuneError(f"--config-dir={_show(folder)}: pkg:// imports a package; "
                                "allowed: a folder")

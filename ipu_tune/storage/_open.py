@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import time
 import warnings
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
+from ipu_tune.storage._redact import redact
 from ipu_tune.storage._torn import repair_torn_tail
 
 __all__ = [
@@ -102,22 +102,6 @@ class StorageTarget:
     @property
     def display(self) -> str:
         return redact(self.location)
-
-
-# Any query parameter whose name contains "password" (password, sslpassword, PASSWORD, ...) or
-# a user:password@ part, wherever it appears in a string - URL or not.
-_QUERY_SECRET = re.compile(r"(?i)([?&;\s]|^)([a-z_]*pass(?:word)?[a-z_]*)=([^&;\s]*)")
-_USERINFO_SECRET = re.compile(
-    r"(?i)([a-z0-9+.\-]+://[^:/@\s]*|^[^:/@\s]*|\s[^:/@\s]*):(?!//)([^\s/?#]*)@"
-)
-
-
-def redact(text: str) -> str:
-    """`text` with every password replaced by ***: user:password@ and query parameters such
-    as ?password=, &password=, sslpassword=, in URLs that parse or not and in free text (an
-    error message quoting a URL). The one redaction used for messages, logs, exports, tables."""
-    out = _USERINFO_SECRET.sub(lambda m: f"{m.group(1)}:***@", str(text))
-    return _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}=***", out)
 
 
 def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
