@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ipu_tune.models import clear_memory_cache, profile_model
-import json
-import pickle
-
 from ipu_tune.models._profile_store import load_profile, profile_path
 from ipu_tune.models._profiler import cache_dir, cache_key
 
