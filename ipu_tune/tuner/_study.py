@@ -181,7 +181,8 @@ def open_study(
     storage's study-wide lock: creating, checking, the warm start (enqueued once per study, by
     whichever worker creates it) and this worker's slot (which seeds its sampler).
     """
-    lock = claims.recovering() if claims is not None else nullcontext()
+    key = name or default_study_name(cfg, pinned)  # studies do not wait for each other
+    lock = claims.recovering(key) if claims is not None else nullcontext()
     with lock:
         mine = _metadata(cfg, problem, pinned)
         study_name = name or default_study_name(cfg, pinned)
@@ -272,12 +273,12 @@ def recover_stale_trials(study: optuna.Study, storage: BaseStorage,
     enqueues the retry, so concurrent resumes do not duplicate it.
     """
     fail_stale(study)  # database servers: trials whose worker (any host) stopped beating
-    with claims.recovering():
+    with claims.recovering(study.study_name):
         return _recover(study, storage, claims)
 
 
 def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> list[int]:
-    live, dead = claims.held() if claims.local else ({}, {})
+    live, dead = claims.held(study.study_name) if claims.local else ({}, {})
     retried: list[int] = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if not _is_stale(t, claims, live):

@@ -143,7 +143,7 @@ def work(
             with claims.claiming():
                 trial = study.ask()
                 if running is not None:
-                    running.hold(trial.number)
+                    running.hold(trial.number, study.study_name)
                 else:
                     TrialRecord.tag_worker(trial, worker)
             slots.own += 1
@@ -164,7 +164,7 @@ def work(
                 if refine:
                     # Local search enqueues better plans; under the study-wide lock so that
                     # two commands' workers climbing to the same optimum do not both enqueue it.
-                    with claims.recovering():
+                    with claims.recovering(study.study_name):
                         refine_study(study, problem, n_trials)
             if rows and time.monotonic() - last_flush >= _FLUSH_S:
                 store.append_many(study.study_name, rows)
