@@ -37,6 +37,8 @@ _REFUSED_FLAGS = ("--experimental-rerun",)
 _MAX_FILES = 2000
 # `${name:...}`: a resolver call (an interpolation of a plain key has no colon before `}`).
 _RESOLVER = re.compile(r"\$\{\s*[A-Za-z_][\w.]*\s*:")
+# `_target_:` as a key inside a dict value (`+plan={_target_: os.system}`).
+_TARGET_KEY = re.compile(r"[{,]\s*['\"]?_target_['\"]?\s*:")
 _ALLOWED = ("allowed: model._target_ (a torch.nn.Module or a factory of one), and of Hydra's "
             "keys only " + ", ".join(sorted(_SAFE_HYDRA_KEYS)) + ", hydra/job_logging, "
             "hydra/hydra_logging")
@@ -63,8 +65,7 @@ def _check_key(key: str, value: str, where: str) -> None:
         raise IpuTuneError(f"{key}={_show(value)}{where}: Hydra keys that can name code "
                            f"(callbacks, launcher, sweeper, searchpath, env_set, logging) are "
                            f"refused; {_ALLOWED}")
-    if ("_target_" in group and group != "model._target_") or (
-            "_target_" in value and group != "model._target_"):
+    if group != "model._target_" and ("_target_" in group or _TARGET_KEY.search(value)):
         raise IpuTuneError(f"{key}={_show(value)}{where}: only model._target_ may name code; "
                            f"{_ALLOWED}")
 
