@@ -163,6 +163,8 @@ def open_storage(target: StorageTarget) -> BaseStorage:
         try:
             repair_torn_tail(path)
             return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+        except IpuTuneError:
+            raise
         except Exception as exc:
             raise IpuTuneError(
                 f"study.storage={str(path)!r}: cannot read the journal file "
