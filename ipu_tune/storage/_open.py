@@ -173,6 +173,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
             ) from None
     # Workers starting together on a new SQLite file would race to create Optuna's schema
     # ("UNIQUE constraint failed: alembic_version"): one at a time under the file's lock.
+    _check_sqlite_folder(target)
     local = target.claims
     fresh_lock = local.local and local.path is not None and not os.path.exists(local.path)
     try:
@@ -183,6 +184,17 @@ def open_storage(target: StorageTarget) -> BaseStorage:
             with contextlib.suppress(OSError):
                 os.unlink(local.path)
         raise
+
+
+def _check_sqlite_folder(target: StorageTarget) -> None:
+    """SQLite creates its file but not the folders above it: one line, not a traceback."""
+    url = _make_url(target.location)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    parent = Path(str(url.database)).parent
+    if not parent.is_dir():
+        raise IpuTuneError(f"study.storage={target.display!r}: folder {str(parent)!r} does not "
+                           "exist; create it first")
 
 
 def _rdb_kwargs(url: str) -> dict[str, Any]:
