@@ -253,7 +253,8 @@ def _open_rdb(target: StorageTarget) -> BaseStorage:
                 time.sleep(0.2 * (attempt + 1))
                 continue
             raise IpuTuneError(
-                f"study.storage={target.display!r}: cannot open ({redact(first)})") from None
+                f"study.storage={target.display!r}: cannot open ({redact(first, target.location)})"
+            ) from None
     raise AssertionError("unreachable")
 
 

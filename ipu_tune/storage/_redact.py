@@ -27,10 +27,26 @@ def _url(match: re.Match[str]) -> str:
     return f"{scheme}{user}:***{body[at:]}"
 
 
-def redact(text: str) -> str:
+def _pieces(url: str) -> list[str]:
+    """The password of `url` and its parts between `@`, `/`, `:` and `!` (a driver that splits
+    the URL elsewhere quotes such a part as a host name or a database)."""
+    found = _URL.search(url)
+    body = found.group(2) if found else url
+    at = body.rfind("@")
+    secret = body[:max(at, 0)].partition(":")[2]
+    parts = [secret, *re.split(r"[@/:!]", secret)] if secret else []
+    return sorted((p for p in parts if len(p) >= 3), key=len, reverse=True)
+
+
+def redact(text: str, *urls: str) -> str:
     """`text` with every password replaced by ***: user:password@ of URLs that parse or not,
-    of free text, and query parameters such as ?password=, &sslpassword=. The one redaction
-    used for messages, logs, exports and tables."""
-    out = _URL.sub(_url, str(text))
+    of free text, and query parameters such as ?password=, &sslpassword=; also any piece of
+    the passwords of `urls` (the URLs a driver's message may quote in part). The one
+    redaction used for messages, logs, exports and tables."""
+    out = str(text)
+    for url in urls:
+        for piece in _pieces(url):
+            out = out.replace(piece, "***")
+    out = _URL.sub(_url, out)
     out = _LOOSE.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", out)
     return _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}=***", out)
