@@ -19,6 +19,7 @@ __all__ = [
     "fail",
     "fail_on_disk_error",
     "print_out",
+    "printable",
     "split_trust_flag",
 ]
 
@@ -108,10 +109,18 @@ def print_out(text: str) -> int:
     return 0
 
 
+def printable(text: object) -> str:
+    """`text` with control characters escaped (`\x1b`, `\n`): a stored name (another user's
+    study) must not move the cursor, recolour or forge lines of the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in str(text))
+
+
 def fail(message: str) -> int:
     """Print `ipu-tune: error: <one line>` on stderr and return the usage exit code. Every
     line is redacted: a message may quote a storage URL (Hydra's lexer echoes overrides)."""
     from ipu_tune.storage import redact
 
-    print("ipu-tune: error: " + " ".join(redact(str(message)).split()), file=sys.stderr)
+    print("ipu-tune: error: " + printable(" ".join(redact(str(message)).split())),
+          file=sys.stderr)
     return EXIT_USAGE

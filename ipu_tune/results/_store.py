@@ -235,10 +235,17 @@ def _read(kind: str | None, value: Any) -> Any:
     """A stored value as SQLAlchemy's types give it back (Boolean -> bool, JSON decoded)."""
     if value is None:
         return None
+    # SQLite stores any value in any column: an edited table may hold text where a number
+    # belongs. Such a cell reads as unknown (None), as a missing value would.
+    if kind in ("int", "bigint", "float") and type(value) not in (int, float):
+        return None
     if kind == "bool":
-        return bool(value)
+        return bool(value) if type(value) in (int, float) else None
     if kind == "json":
-        return json.loads(value)
+        try:
+            return json.loads(value)
+        except (TypeError, ValueError):
+            return None
     return value
 
 
