@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import sqlite3
 from pathlib import Path
 
+import optuna
 import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 
 from ipu_tune.__main__ import main
 from tests.conftest import run_cli
@@ -179,3 +183,52 @@ def test_an_edited_compose_cache_cannot_move_results_dir(tmp_path: Path) -> None
     assert not outside.exists()
     assert (run / "results" / "c" / "best.yaml").is_file()
     assert os.path.getsize(run / "results" / "ipu_tune.journal") > 0
+
+
+def _journal_study(results: Path, name: str) -> optuna.Study:
+    storage = JournalStorage(JournalFileBackend(str(results / "ipu_tune.journal")))
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def test_a_study_of_another_simulator_version_is_never_mixed(tmp_path: Path) -> None:
+    first = run_cli([*QUICK, "study.n_trials=2"], cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    results = tmp_path / "results"
+    name = next(s.study_name for s in optuna.get_all_study_summaries(
+        JournalStorage(JournalFileBackend(str(results / "ipu_tune.journal")))))
+    study = _journal_study(results, name)
+    meta = dict(study.user_attrs["ipu_tune"])
+    meta["simulator_version"] = "0.9.0"
+    study.set_user_attr("ipu_tune", meta)
+    named = run_cli([*QUICK, f"study.name={name}", "study.n_trials=3"], cwd=tmp_path)
+    assert named.returncode == 2 and named.stderr.strip().count("\n") == 0, named.stderr
+    assert "simulator_version: '0.9.0'" in named.stderr
+    default = run_cli([*QUICK, "study.n_trials=3"], cwd=tmp_path)
+    assert default.returncode == 0, default.stderr
+    assert f"starting study '{name}-sim" in default.stderr
+    assert len(_journal_study(results, name).trials) == 2  # the old study is left as it was
+
+
+def test_text_in_a_number_column_of_the_results_table_is_handled(tmp_path: Path) -> None:
+    args = [*QUICK, "study.name=t", "study.n_trials=3"]
+    assert run_cli(args, cwd=tmp_path).returncode == 0
+    con = sqlite3.connect(tmp_path / "results" / "results.db")
+    con.execute("UPDATE ipu_tune_results SET throughput = 'abc', io_tiles = 'x', "
+                "peak_memory_bytes = 'many' WHERE trial_number = 1")
+    con.commit()
+    con.close()
+    for argv in (["report", "t"], ["export", "t", "--output", str(tmp_path / "t.csv")],
+                 [*QUICK, "study.name=t", "study.n_trials=4"]):
+        proc = run_cli(argv, cwd=tmp_path)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["\x1b[31mred\x1b[0m", "a\nipu-tune: forged", "bell\x07x"])
+def test_studies_shows_control_characters_escaped(name: str, tmp_path: Path) -> None:
+    journal = tmp_path / "x.journal"
+    optuna.create_study(study_name=name, storage=JournalStorage(JournalFileBackend(str(journal))))
+    proc = run_cli(["studies", "--storage", str(journal)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not any(c in proc.stdout for c in "\x1b\x07")
+    assert not any(line.startswith("ipu-tune: forged") for line in proc.stdout.splitlines())
+    assert len(proc.stdout.strip().splitlines()) == 2
