@@ -51,6 +51,9 @@ def disk_error(exc: BaseException) -> str | None:
     return None
 
 
+# A full disk as drivers word it inside a message (SQLite, the OS): exit 1, not 2.
+_FULL_DISK = ("disk i/o error", "database or disk is full", "no space left on device",
+              "disk quota exceeded")
 _TRUST_KEY = "trust_remote_code"
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
@@ -121,6 +124,10 @@ def fail(message: str) -> int:
     line is redacted: a message may quote a storage URL (Hydra's lexer echoes overrides)."""
     from ipu_tune.storage import redact
 
-    print("ipu-tune: error: " + printable(" ".join(redact(str(message)).split())),
-          file=sys.stderr)
+    text = " ".join(redact(str(message)).split())
+    if any(s in text.lower() for s in _FULL_DISK):  # wrapped in a message: still a full disk
+        print("ipu-tune: error: " + printable(text) + "; free space and run the same command "
+              "again to resume", file=sys.stderr)
+        return EXIT_FAULT
+    print("ipu-tune: error: " + printable(text), file=sys.stderr)
     return EXIT_USAGE
