@@ -31,9 +31,11 @@ __all__ = ["ClaimLock"]
 
 
 class ClaimLock:
-    def __init__(self, path: str | None, server_url: str | None = None) -> None:
+    def __init__(self, path: str | None, server_url: str | None = None,
+                 timeout_s: float = LOCK_TIMEOUT_S) -> None:
         self.path = path
         self.server_url = server_url  # a PostgreSQL URL: advisory lock for `recovering`
+        self.timeout_s = timeout_s  # the longest wait for a lock before one line names its holder
 
     @property
     def local(self) -> bool:
@@ -43,7 +45,7 @@ class ClaimLock:
     @contextmanager
     def _flock(self) -> Iterator[None]:
         assert self.path is not None
-        fd = lock_fd(self.path, "claim lock")  # a time limit and the holder's PID
+        fd = lock_fd(self.path, "claim lock", self.timeout_s)  # names a holder that stays
         try:
             yield
         finally:
@@ -64,7 +66,7 @@ class ClaimLock:
                                           connect_args={"connect_timeout": 5})
         try:
             with engine.connect() as conn:
-                _advisory_wait(conn, keys, study)
+                _advisory_wait(conn, keys, study, self.timeout_s)
                 try:
                     yield
                 finally:
@@ -103,14 +105,15 @@ def _int4(value: int) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
-def _advisory_wait(conn: Any, keys: dict[str, int], study: str | None) -> None:
+def _advisory_wait(conn: Any, keys: dict[str, int], study: str | None,
+                   timeout_s: float) -> None:
     import sqlalchemy
 
     start = time.monotonic()
     take = sqlalchemy.text("SELECT pg_try_advisory_lock(:a, :b)")
     while not conn.execute(take, keys).scalar():
         waited = time.monotonic() - start
-        if waited > LOCK_TIMEOUT_S:
+        if waited > timeout_s:
             who = conn.execute(sqlalchemy.text(
                 "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
                 "classid = (:a)::bigint & 4294967295 AND objid = (:b)::bigint & 4294967295"),

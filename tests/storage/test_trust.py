@@ -154,9 +154,9 @@ def test_a_wrong_thing_where_a_claims_path_belongs_is_one_line(thing: str, tmp_p
         os.mkfifo(tmp_path / "s.claims")
     else:
         (tmp_path / "s.claims.running").write_text("x")
-    with pytest.raises(IpuTuneError, match=r"claim(s folder| lock) .*s\.claims"):
-        with claims.claiming():
-            claims.running_file("w").close()
+    with pytest.raises(IpuTuneError, match=r"claim(s folder| lock) .*s\.claims"), \
+            claims.claiming():
+        claims.running_file("w").close()
 
 
 _HOLD = """
@@ -200,3 +200,21 @@ def test_redact_hides_passwords_with_slash_at_and_bang(url: str) -> None:
     out = redact(url)
     assert "SECRET" not in out and "PW" not in out.replace("postgresql", ""), out
     assert "***" in out
+
+
+def test_postgresql_study_locks_are_per_study_and_name_a_holder_that_stays(pg_url: str) -> None:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(pg_url)
+    a = ClaimLock(None, pg_url, timeout_s=1.0)
+    with a.recovering("study-a"):
+        start = time.monotonic()
+        with ClaimLock(None, pg_url, timeout_s=30.0).recovering("study-b"):
+            assert time.monotonic() - start < 5  # another study does not wait
+        late = ClaimLock(None, pg_url, timeout_s=1.0)
+        with pytest.raises(IpuTuneError, match=r"study 'study-a': its lock .* held by server "
+                                               r"process \d+"), late.recovering("study-a"):
+            pass
+    with ClaimLock(None, pg_url, timeout_s=1.0).recovering("study-a"):
+        pass  # released with its holder
+    engine.dispose()
