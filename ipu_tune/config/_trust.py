@@ -103,6 +103,8 @@ def _check_defaults(entries: Any, where: str) -> None:
 
 def _check_file(path: Path, root: Path, trusted: bool) -> None:
     where = f" in {str(path)!r}"
+    if not path.is_file():  # a FIFO would block the read; a device never ends
+        raise IpuTuneError(f"config file {str(path)!r}: not a regular file")
     text = read_text(path, "config file")
     rel = path.relative_to(root).parts
     header = next((ln for ln in text.splitlines() if ln.lstrip().startswith("# @package")), "")

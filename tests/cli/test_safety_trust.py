@@ -232,3 +232,19 @@ def test_studies_shows_control_characters_escaped(name: str, tmp_path: Path) -> 
     assert not any(c in proc.stdout for c in "\x1b\x07")
     assert not any(line.startswith("ipu-tune: forged") for line in proc.stdout.splitlines())
     assert len(proc.stdout.strip().splitlines()) == 2
+
+
+@pytest.mark.parametrize("thing", ["fifo", "device"])
+def test_a_config_dir_file_that_never_ends_is_one_line(thing: str, tmp_path: Path) -> None:
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    if thing == "fifo":
+        os.mkfifo(conf / "f.yaml")
+    else:
+        (conf / "f.yaml").symlink_to("/dev/zero")
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = run_cli(["--config-dir", str(tmp_path / "conf"), "+experiment=f", *QUICK], cwd=run,
+                   timeout=60)
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and list(run.iterdir()) == []
