@@ -161,8 +161,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
                 f"results_dir={str(path.parent)!r}: cannot be written ({exc.strerror})"
             ) from None
         try:
-            repair_torn_tail(path)
-            return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+            return _open_journal(path)
         except IpuTuneError:
             raise
         except Exception as exc:
@@ -195,6 +194,22 @@ def _check_sqlite_folder(target: StorageTarget) -> None:
     if not parent.is_dir():
         raise IpuTuneError(f"study.storage={target.display!r}: folder {str(parent)!r} does not "
                            "exist; create it first")
+
+
+def _journal(path: Path) -> BaseStorage:
+    return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+
+
+def _open_journal(path: Path) -> BaseStorage:
+    """Recognise the journal and repair its tail; when Optuna then cannot read a line in the
+    middle, move every bad line aside and read it again (a sound journal is read once)."""
+    repair_torn_tail(path)
+    try:
+        return _journal(path)
+    except Exception:  # judged line by line below
+        if repair_torn_tail(path, whole=True) is None:
+            raise
+    return _journal(path)
 
 
 def _rdb_kwargs(url: str) -> dict[str, Any]:

@@ -218,3 +218,12 @@ def test_postgresql_study_locks_are_per_study_and_name_a_holder_that_stays(pg_ur
     with ClaimLock(None, pg_url, timeout_s=1.0).recovering("study-a"):
         pass  # released with its holder
     engine.dispose()
+
+
+def test_a_torn_tail_longer_than_the_read_chunk_is_judged_whole(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    sound = journal.read_bytes()
+    journal.write_bytes(sound + b'{"op_code":8,"worker_id":"w","user_attr":"' + b"x" * 600_000)
+    storage = open_storage(resolve_storage(None, str(tmp_path)))
+    assert len(optuna.load_study(study_name="a", storage=storage).trials) == 3
+    assert journal.read_bytes() == sound
