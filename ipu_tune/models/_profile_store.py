@@ -58,13 +58,20 @@ def _str(value: Any) -> str:
 _CHECKS = {int: _int, float: _float, str: _str, "int": _int, "float": _float, "str": _str}
 
 
+_PLANS: dict[type, tuple[frozenset[str], tuple[tuple[str, Any], ...]]] = {}
+
+
 def _record(cls: type[Any], data: Any) -> Any:
     """A flat frozen dataclass (`OpProfile`, `BlockProfile`) from a dict with exactly its
     fields, each of its declared type."""
-    fields = dataclasses.fields(cls)
-    if type(data) is not dict or set(data) != {f.name for f in fields}:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        fields = dataclasses.fields(cls)
+        plan = _PLANS[cls] = (frozenset(f.name for f in fields),
+                              tuple((f.name, _CHECKS[f.type]) for f in fields))
+    if type(data) is not dict or data.keys() != plan[0]:
         raise _Bad(f"{cls.__name__}: fields differ")
-    return cls(**{f.name: _CHECKS[f.type](data[f.name]) for f in fields})
+    return cls(**{name: check(data[name]) for name, check in plan[1]})
 
 
 def _profile(data: Any) -> ModelProfile:
