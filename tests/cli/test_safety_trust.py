@@ -163,7 +163,16 @@ def test_a_pickle_planted_in_the_cache_folder_runs_nothing(tmp_path: Path) -> No
     assert not marker.exists()
 
 
-def test_an_edited_compose_cache_cannot_move_results_dir(tmp_path: Path) -> None:
+COMPOSE_EDITS = [
+    ("results_dir", lambda d, out: d.update(results_dir=str(out))),
+    ("study.storage", lambda d, out: d["study"].update(storage=f"{out}/x.journal")),
+    ("study.name", lambda d, out: d["study"].update(name="../../escaped")),
+    ("model._target_", lambda d, out: d["model"].update(_target_="tests.models.factories.x")),
+]
+
+
+@pytest.mark.parametrize(("key", "edit"), COMPOSE_EDITS, ids=[e[0] for e in COMPOSE_EDITS])
+def test_an_edited_compose_cache_changes_nothing(key: str, edit: object, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     run = tmp_path / "run"
     run.mkdir()
@@ -175,14 +184,14 @@ def test_an_edited_compose_cache_cannot_move_results_dir(tmp_path: Path) -> None
     outside = tmp_path / "outside"
     for path in composed:
         data = json.loads(path.read_text())
-        data["results_dir"] = str(outside)
-        data["study"]["storage"] = f"{outside}/x.journal"
+        edit(data, outside)  # type: ignore[operator]
         path.write_text(json.dumps(data))
-    again = run_cli([*QUICK, "study.name=c", "study.n_trials=2"], cwd=run, env=env)
-    assert again.returncode == 0, again.stderr
-    assert not outside.exists()
-    assert (run / "results" / "c" / "best.yaml").is_file()
+    again = run_cli([*QUICK, "study.n_trials=2"], cwd=run, env=env)
+    assert again.returncode == 0, (key, again.stderr)
+    assert not outside.exists() and not (tmp_path / "escaped").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "run"]
     assert os.path.getsize(run / "results" / "ipu_tune.journal") > 0
+    assert "tiny_mlp" not in again.stdout and "factories" not in again.stderr
 
 
 def _journal_study(results: Path, name: str) -> optuna.Study:
@@ -190,7 +199,9 @@ def _journal_study(results: Path, name: str) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=storage)
 
 
-def test_a_study_of_another_simulator_version_is_never_mixed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stored", ["0.9.0", "2.0.0-rc1", "99.0.0"])
+def test_a_study_of_another_simulator_version_is_never_mixed(stored: str,
+                                                              tmp_path: Path) -> None:
     first = run_cli([*QUICK, "study.n_trials=2"], cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     results = tmp_path / "results"
@@ -198,11 +209,11 @@ def test_a_study_of_another_simulator_version_is_never_mixed(tmp_path: Path) -> 
         JournalStorage(JournalFileBackend(str(results / "ipu_tune.journal")))))
     study = _journal_study(results, name)
     meta = dict(study.user_attrs["ipu_tune"])
-    meta["simulator_version"] = "0.9.0"
+    meta["simulator_version"] = stored
     study.set_user_attr("ipu_tune", meta)
     named = run_cli([*QUICK, f"study.name={name}", "study.n_trials=3"], cwd=tmp_path)
     assert named.returncode == 2 and named.stderr.strip().count("\n") == 0, named.stderr
-    assert "simulator_version: '0.9.0'" in named.stderr
+    assert f"simulator_version: '{stored}'" in named.stderr
     default = run_cli([*QUICK, "study.n_trials=3"], cwd=tmp_path)
     assert default.returncode == 0, default.stderr
     assert f"starting study '{name}-sim" in default.stderr
