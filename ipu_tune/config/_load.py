@@ -212,20 +212,6 @@ def _reject_targets(node: Any, path: str = "") -> None:
             _reject_targets(item, path)
 
 
-def _reject_interpolation(node: Any, path: str) -> None:
-    """`${...}` in a plain mapping (a stored study, best.yaml, an API dict) is refused, not
-    resolved: `${oc.env:X}` would read the environment of whoever loads it."""
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            _reject_interpolation(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(node, list | tuple):
-        for item in node:
-            _reject_interpolation(item, path)
-    elif isinstance(node, str) and "${" in node:
-        raise IpuTuneError(f"{path}={node[:80]!r}: an interpolation in a stored or plain config "
-                           "is never resolved; allowed: plain values")
-
-
 def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
     """Merge `cfg` over the schema's defaults and return the dataclass instance.
 
@@ -248,7 +234,9 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
             pass
     root = "model" if schema.__name__ == "ModelConfig" else ""
     if not _is_dictconfig(cfg):
-        _reject_interpolation(plain, root)  # a stored/plain config is data: never resolved
+        from ipu_tune.config._trust import reject_interpolation
+
+        reject_interpolation(plain, root)  # a stored/plain config is data: never resolved
     _reject_targets({k: v for k, v in plain.items() if k != "_target_"} if root else plain, root)
     return _omegaconf_typed(schema, cfg)
 

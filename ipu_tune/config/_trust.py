@@ -20,7 +20,13 @@ from typing import Any
 from ipu_tune.config._load import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["check_side_doors", "config_dirs", "has_resolver", "trusted_composition"]
+__all__ = [
+    "check_side_doors",
+    "config_dirs",
+    "has_resolver",
+    "reject_interpolation",
+    "trusted_composition",
+]
 
 # hydra.* keys that hold plain values (folders, names, a flag); every other one may name code.
 _SAFE_HYDRA_KEYS = frozenset({
@@ -189,3 +195,17 @@ def trusted_composition(found: Any) -> dict[str, Any] | None:
         if got != want:
             return None
     return found
+
+
+def reject_interpolation(node: Any, path: str) -> None:
+    """`${...}` in a plain mapping (a stored study, best.yaml, an API dict) is refused, not
+    resolved: `${oc.env:X}` would read the environment of whoever loads it."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            reject_interpolation(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list | tuple):
+        for item in node:
+            reject_interpolation(item, path)
+    elif isinstance(node, str) and "${" in node:
+        raise IpuTuneError(f"{path}={node[:80]!r}: an interpolation in a stored or plain config "
+                           "is never resolved; allowed: plain values")

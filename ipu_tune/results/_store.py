@@ -231,22 +231,16 @@ class _SqliteTable:
         self._conn.close()
 
 
+_NUMERIC = ("int", "bigint", "float", "bool")  # SQLite keeps any value in any column
+
+
 def _read(kind: str | None, value: Any) -> Any:
-    """A stored value as SQLAlchemy's types give it back (Boolean -> bool, JSON decoded)."""
-    if value is None:
+    """A stored value as SQLAlchemy gives it back; text where a number belongs reads as None."""
+    if value is None or (kind in _NUMERIC and type(value) not in (int, float)):
         return None
-    # SQLite stores any value in any column: an edited table may hold text where a number
-    # belongs. Such a cell reads as unknown (None), as a missing value would.
-    if kind in ("int", "bigint", "float") and type(value) not in (int, float):
-        return None
-    if kind == "bool":
-        return bool(value) if type(value) in (int, float) else None
     if kind == "json":
-        try:
-            return json.loads(value)
-        except (TypeError, ValueError):
-            return None
-    return value
+        return json.loads(value)
+    return bool(value) if kind == "bool" else value
 
 
 class _RdbTable:
