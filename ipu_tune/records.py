@@ -313,6 +313,9 @@ class StudyMeta:
     objectives: list[str]
     pinned: list[str]
     config: Mapping[str, Any] | None  # the whole TuneConfig (storage URL removed)
+    # The simulator that scored its trials (None: a study older than this field; its trials
+    # carry their own in their result).
+    simulator_version: str | None = None
 
     @classmethod
     def of(cls, study: optuna.Study | Any) -> StudyMeta | None:
@@ -324,7 +327,8 @@ class StudyMeta:
         return cls(model=raw.get("model"), ipu=raw.get("ipu"), num_ipus=raw.get("num_ipus"),
                    search=raw.get("search"), objectives=list(raw.get("objectives") or []),
                    pinned=list(raw.get("pinned") or []),
-                   config=config if isinstance(config, Mapping) else None)
+                   config=config if isinstance(config, Mapping) else None,
+                   simulator_version=_version_of(study, raw))
 
     def write(self, study: optuna.Study) -> None:
         study.set_user_attr(STUDY_META_KEY, {
@@ -332,7 +336,21 @@ class StudyMeta:
             "search": self.search, "objectives": list(self.objectives),
             "pinned": list(self.pinned),
             "config": dict(self.config) if self.config is not None else None,
+            "simulator_version": self.simulator_version,
         })
+
+
+def _version_of(study: optuna.Study | Any, raw: Mapping[str, Any]) -> str | None:
+    """The study's simulator version; for a study older than the field, the version stored
+    with its first trial that has one (a StudySummary has no trials: None)."""
+    found = raw.get("simulator_version")
+    if isinstance(found, str) or not hasattr(study, "get_trials"):
+        return found if isinstance(found, str) else None
+    for trial in study.get_trials(deepcopy=False):
+        version = TrialRecord.of(trial).result.get("simulator_version")
+        if isinstance(version, str):
+            return version
+    return None
 
 
 def next_worker_slot(study: optuna.Study) -> int:

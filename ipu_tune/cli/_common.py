@@ -19,6 +19,7 @@ __all__ = [
     "fail",
     "fail_on_disk_error",
     "print_out",
+    "printable",
     "split_trust_flag",
 ]
 
@@ -50,6 +51,9 @@ def disk_error(exc: BaseException) -> str | None:
     return None
 
 
+# A full disk as drivers word it inside a message (SQLite, the OS): exit 1, not 2.
+_FULL_DISK = ("disk i/o error", "database or disk is full", "no space left on device",
+              "disk quota exceeded")
 _TRUST_KEY = "trust_remote_code"
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
@@ -108,7 +112,22 @@ def print_out(text: str) -> int:
     return 0
 
 
+def printable(text: object) -> str:
+    """`text` with control characters escaped (`\x1b`, `\n`): a stored name (another user's
+    study) must not move the cursor, recolour or forge lines of the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in str(text))
+
+
 def fail(message: str) -> int:
-    """Print `ipu-tune: error: <one line>` on stderr and return the usage exit code."""
-    print("ipu-tune: error: " + " ".join(str(message).split()), file=sys.stderr)
+    """Print `ipu-tune: error: <one line>` on stderr and return the usage exit code. Every
+    line is redacted: a message may quote a storage URL (Hydra's lexer echoes overrides)."""
+    from ipu_tune.storage import redact
+
+    text = " ".join(redact(str(message)).split())
+    if any(s in text.lower() for s in _FULL_DISK):  # wrapped in a message: still a full disk
+        print("ipu-tune: error: " + printable(text) + "; free space and run the same command "
+              "again to resume", file=sys.stderr)
+        return EXIT_FAULT
+    print("ipu-tune: error: " + printable(text), file=sys.stderr)
     return EXIT_USAGE

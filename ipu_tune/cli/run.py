@@ -29,6 +29,7 @@ from ipu_tune.config import (
     CONF_DIR,
     GROUPS,
     TuneConfig,
+    check_side_doors,
     compose,
     group_options,
     quick_compose,
@@ -178,6 +179,7 @@ def _run_prepared(prepared: Prepared, argv: Sequence[str]) -> int:
 def hydra_main(argv: Sequence[str]) -> int:
     try:
         argv, trusted = split_trust_flag(argv)
+        check_side_doors(argv, trusted)  # only model._target_ names code; before Hydra runs
         command = _Command(trusted, preflight(argv, trusted))
     except IpuTuneError as exc:
         return fail(str(exc))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.cli._common import TRUST_HELP, fail, print_out
+from ipu_tune.cli._common import TRUST_HELP, fail, print_out, printable
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord
@@ -76,7 +76,8 @@ def list_main(argv: Sequence[str]) -> int:
             shown = f"trial {best.number}: " + ", ".join(f"{v:.6g}" for v in best.values)
         system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
         model = meta.model if meta else "?"
-        print(f"{s.study_name:40} {model!s:14} {system:9} {len(trials):>6}  {shown}")
+        print(f"{printable(s.study_name):40} {printable(model):14} {system:9} "
+              f"{len(trials):>6}  {shown}")
     return 0
 
 

@@ -33,6 +33,7 @@ from ipu_tune.config._schema import (
     TuneConfig,
     WorkloadConfig,
 )
+from ipu_tune.config._trust import check_side_doors, has_resolver, trusted_composition
 from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
 from ipu_tune.config._yaml import read_text, read_yaml
 
@@ -59,9 +60,11 @@ __all__ = [
     "WorkloadConfig",
     "check_name",
     "check_pinned_layout",
+    "check_side_doors",
     "check_trusted",
     "compose",
     "group_options",
+    "has_resolver",
     "load_config",
     "omegaconf_error",
     "quick_compose",
@@ -69,6 +72,7 @@ __all__ = [
     "read_yaml",
     "register",
     "to_plain_dict",
+    "trusted_composition",
     "typed",
     "validate",
 ]

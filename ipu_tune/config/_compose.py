@@ -25,6 +25,7 @@ from typing import Any
 from ipu_tune.config._hydra import CONF_DIR, GROUPS, register
 from ipu_tune.config._load import omegaconf_error, to_plain_dict, typed
 from ipu_tune.config._schema import TuneConfig
+from ipu_tune.config._trust import trusted_composition
 from ipu_tune.errors import IpuTuneError
 
 __all__ = ["compose", "compose_raw", "quick_compose"]
@@ -127,10 +128,11 @@ def _group_composition(groups: list[str], conf_dir: Path, cache: Path) -> dict[s
     change what it resolves to) or fails (Hydra then words the error)."""
     key = hashlib.sha256("\0".join([_state_key(conf_dir), *groups]).encode()).hexdigest()[:32]
     path = cache / f"compose-{key}.json"
-    try:
-        found: dict[str, Any] = json.loads(path.read_text())
-        return found
-    except (OSError, ValueError):
+    try:  # an edited file cannot move where files go: checked against conf_dir's own
+        found = trusted_composition(json.loads(path.read_text()), conf_dir)
+        if found is not None:
+            return found
+    except (OSError, ValueError, IpuTuneError):
         pass
     from omegaconf import OmegaConf
 

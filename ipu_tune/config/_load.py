@@ -223,6 +223,10 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
         except _Fallback:
             pass
     root = "model" if schema.__name__ == "ModelConfig" else ""
+    if not _is_dictconfig(cfg):
+        from ipu_tune.config._trust import reject_interpolation
+
+        reject_interpolation(plain, root)  # a stored/plain config is data: never resolved
     _reject_targets({k: v for k, v in plain.items() if k != "_target_"} if root else plain, root)
     return _omegaconf_typed(schema, cfg)
 

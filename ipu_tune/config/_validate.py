@@ -7,6 +7,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
+from ipu_tune.config._numbers import check_numbers
 from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.knobs import (
@@ -162,6 +163,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     `check_layout=False` skips "stages x replicas = num_ipus": the tuner's starting plan need
     not match the system, since the search chooses stages and replicas.
     """
+    check_numbers(cfg)  # inf/nan pass every range check below
     if isinstance(cfg, TuneConfig):
         _check_tune(cfg)
     check_limits(cfg)

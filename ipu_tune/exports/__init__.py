@@ -1,5 +1,6 @@
-"""Exports of a study's best plan: best.yaml, the PopTorch, PopART and TensorFlow programs and
-the PopRun line, and for Transformers models optimum-graphcore's ipu_config.json, each an `Exporter` rendering one frozen `ExportContext`."""
+"""Exports of a study's best plan: best.yaml, the PopTorch, PopART and TensorFlow programs,
+the PopRun line and, for Transformers models, optimum-graphcore's ipu_config.json with a program
+that loads it; each an `Exporter` rendering one frozen `ExportContext`."""
 
 from ipu_tune.exports._context import ExportContext, Provenance, export_context
 from ipu_tune.exports._ipu_config import render_ipu_config, render_run_with_optimum

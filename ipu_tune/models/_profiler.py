@@ -1,9 +1,9 @@
 """`profile_model`: build on the meta device, trace, group into blocks, cache.
 
-Two cache levels. On disk (`joblib.Memory` under ``$IPU_TUNE_CACHE_DIR`` or
-``~/.cache/ipu_tune``) keyed by every field of the model config, the torch version and the
-profile format, so a new process does not trace again; in process, a small LRU of finished
-profiles so that the tuner's thousands of trials pay a dictionary lookup.
+Two cache levels. On disk (JSON data under ``$IPU_TUNE_CACHE_DIR`` or ``~/.cache/ipu_tune``,
+checked when read, never unpickled) keyed by every field of the model config, the torch
+version and the profile format, so a new process does not trace again; in process, a small
+LRU of finished profiles so that the tuner's thousands of trials pay a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -11,25 +11,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pickle
 import sys
-import warnings
 from collections import OrderedDict
 from collections.abc import Hashable
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._profile import ModelProfile
+from ipu_tune.models._profile_store import load_profile, profile_path, save_profile
 
 __all__ = ["DEFAULT_SEQUENCE_LENGTH", "PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
            "profile_model"]  # fmt: skip
 
 # Bump when what the profiler records changes, so that old disk entries are not reused.
-PROFILE_FORMAT = 2
+PROFILE_FORMAT = 3
 DEFAULT_SEQUENCE_LENGTH = 128  # BERT pre-training phase 1 (Devlin et al. 2019, appendix A.2)
 
 
@@ -46,7 +44,6 @@ _MEMO_SIZE = 64
 _memo: OrderedDict[str, ModelProfile] = OrderedDict()
 _keys: dict[Hashable, str] = {}  # `_quick_key` of a config -> its cache key
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-_memories: dict[str, Any] = {}  # joblib.Memory per location (joblib loads on a miss)
 
 
 def cache_dir() -> Path:
@@ -111,30 +108,6 @@ def cache_key(cfg: ModelConfig) -> str:
     return json.dumps(fields, sort_keys=True, default=repr)
 
 
-def _cached_profile(key: str, cfg: ModelConfig) -> bytes:
-    """Disk-cached `compute`, pickled here; joblib hashes only `key` (which holds every field of
-    `cfg`). joblib reads its files with Python's pure-Python unpickler, ~10x slower than the C
-    one on a profile's thousands of small objects (~0.3 s of every run's start, issue 16): it
-    stores one bytes object, which `pickle.loads` turns back into the profile."""
-    del key
-    from ipu_tune.models._build import compute
-
-    return pickle.dumps(compute(cfg), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _disk(location: Path) -> Any | None:
-    loc = str(location)
-    if loc not in _memories:
-        import joblib  # ~0.2 s: only when the in-process memo misses
-
-        try:
-            location.mkdir(parents=True, exist_ok=True)
-            _memories[loc] = joblib.Memory(location=loc, verbose=0)
-        except OSError:
-            return None
-    return _memories[loc].cache(_cached_profile, ignore=["cfg"])
-
-
 def _quick_key(cfg: ModelConfig) -> Hashable | None:
     """What stands for the JSON key (`cache_key`) in process: every field of the config, far
     cheaper than the JSON (the public `evaluate` pays this per call). The scalar fields and
@@ -177,16 +150,13 @@ def profile_model(cfg: ModelConfig) -> ModelProfile:
     if hit is not None:
         _memo.move_to_end(key)
         return hit
-    cached = _disk(cache_dir())
-    if cached is None:
+    path = profile_path(cache_dir(), key)
+    prof = load_profile(path, key)  # data only: a file that does not check out is redone
+    if prof is None:
         from ipu_tune.models._build import compute
 
         prof = compute(cfg)
-    else:
-        with warnings.catch_warnings():
-            # An unwritable cache only costs time; joblib reports it as a warning.
-            warnings.simplefilter("ignore")
-            prof = pickle.loads(cached(key, cfg))
+        save_profile(path, key, prof)
     _memo[key] = prof
     while len(_memo) > _MEMO_SIZE:
         _memo.popitem(last=False)

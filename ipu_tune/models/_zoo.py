@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -150,8 +151,8 @@ def zoo_entry(name: str | None) -> ZooEntry | None:
 
 
 _TARGET_ALLOWED = (
-    "allowed: a torch.nn.Module subclass or a factory function defined outside the Python "
-    "standard library and builtins"
+    "allowed: a torch.nn.Module subclass, or a function annotated to return one, defined "
+    "outside the Python standard library and builtins"
 )
 
 
@@ -175,6 +176,30 @@ def _check_target(target: str, obj: object) -> None:
     if _is_stdlib(defined_in):
         raise bad_value("model._target_", target,
                         f"defined in the standard library ({defined_in}); {_TARGET_ALLOWED}")
+    returns = _return_type(obj)
+    if not (inspect.isclass(returns) and issubclass(returns, nn.Module)):
+        # Decided before the call: a function that runs commands (pip's call_subprocess,
+        # annotated `-> str`) or returns anything else is never called.
+        raise bad_value("model._target_", target,
+                        f"a function must be annotated to return a torch.nn.Module; this one "
+                        f"returns {_type_name(obj, returns)}, not a torch.nn.Module")
+
+
+def _return_type(func: Callable[..., Any]) -> Any:
+    """The return annotation of `func`, resolved (None when absent or unresolvable)."""
+    try:
+        return typing.get_type_hints(func).get("return")
+    except Exception:  # an annotation naming what its module does not define
+        return None
+
+
+def _type_name(func: Callable[..., Any], resolved: Any) -> str:
+    if resolved is not None:
+        return str(getattr(resolved, "__name__", resolved))
+    raw = inspect.signature(func).return_annotation
+    if raw is inspect.Signature.empty:
+        return "no annotation"
+    return str(getattr(raw, "__name__", raw))
 
 
 def resolve_target(target: str) -> Callable[..., Any]:

@@ -17,21 +17,25 @@ once, recover) is a PostgreSQL advisory lock, which the server drops when its se
 
 from __future__ import annotations
 
-import fcntl
-import os
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
 
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.storage._journal_lock import LOCK_TIMEOUT_S, lock_fd, unlock_fd
 from ipu_tune.storage._running import RunningFile, held_trials
 
 __all__ = ["ClaimLock"]
 
 
 class ClaimLock:
-    def __init__(self, path: str | None, server_url: str | None = None) -> None:
+    def __init__(self, path: str | None, server_url: str | None = None,
+                 timeout_s: float = LOCK_TIMEOUT_S) -> None:
         self.path = path
         self.server_url = server_url  # a PostgreSQL URL: advisory lock for `recovering`
+        self.timeout_s = timeout_s  # the longest wait for a lock before one line names its holder
 
     @property
     def local(self) -> bool:
@@ -39,32 +43,34 @@ class ClaimLock:
         return self.path is not None
 
     @contextmanager
-    def _flock(self, mode: int) -> Iterator[None]:
+    def _flock(self) -> Iterator[None]:
         assert self.path is not None
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = lock_fd(self.path, "claim lock", self.timeout_s)  # names a holder that stays
         try:
-            fcntl.flock(fd, mode)
             yield
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            unlock_fd(fd)
 
     @contextmanager
-    def _advisory(self) -> Iterator[None]:
+    def _advisory(self, study: str | None) -> Iterator[None]:
+        """PostgreSQL's session advisory lock on (ipu_tune, study): studies of one database
+        do not wait for each other, and a holder that never lets go (a stopped client) ends
+        the wait after `LOCK_TIMEOUT_S` with one line naming its server PID."""
         import sqlalchemy
         from sqlalchemy.pool import NullPool
 
         assert self.server_url is not None
-        key = zlib.crc32(b"ipu_tune-study-lock")
+        keys = {"a": _int4(zlib.crc32(b"ipu_tune-study-lock")),
+                "b": _int4(zlib.crc32((study or "").encode()))}
         engine = sqlalchemy.create_engine(self.server_url, poolclass=NullPool,
                                           connect_args={"connect_timeout": 5})
         try:
             with engine.connect() as conn:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
+                _advisory_wait(conn, keys, study, self.timeout_s)
                 try:
                     yield
                 finally:
-                    conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                    conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:a, :b)"), keys)
                     conn.commit()
         finally:
             engine.dispose()
@@ -75,19 +81,45 @@ class ClaimLock:
         assert self.path is not None
         return RunningFile(self.path + ".running", worker)
 
-    def held(self) -> tuple[dict[int, str], dict[int, str]]:
-        """(trial number -> worker) held by this machine's live workers, and by dead ones (a
-        local storage; call under `recovering`)."""
+    def held(self, study: str | None = None) -> tuple[dict[int, str], dict[int, str]]:
+        """(trial number -> worker) of study `study` held by this machine's live workers, and
+        by dead ones (a local storage; call under `recovering`). Trial numbers restart in each
+        study of a storage: a record of another study is not ours."""
         assert self.path is not None
-        return held_trials(self.path + ".running")
+        return held_trials(self.path + ".running", study)
 
     def claiming(self) -> AbstractContextManager[None]:
-        return self._flock(fcntl.LOCK_EX) if self.path is not None else nullcontext()
+        return self._flock() if self.path is not None else nullcontext()
 
-    def recovering(self) -> AbstractContextManager[None]:
+    def recovering(self, study: str | None = None) -> AbstractContextManager[None]:
         """The study-wide lock: opening a study, its warm start and recovery, one at a time."""
         if self.path is not None:
-            return self._flock(fcntl.LOCK_EX)
+            return self._flock()
         if self.server_url is not None:
-            return self._advisory()
+            return self._advisory(study)
         return nullcontext()
+
+
+def _int4(value: int) -> int:
+    """An unsigned 32-bit hash as PostgreSQL's signed int4."""
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _advisory_wait(conn: Any, keys: dict[str, int], study: str | None,
+                   timeout_s: float) -> None:
+    import sqlalchemy
+
+    start = time.monotonic()
+    take = sqlalchemy.text("SELECT pg_try_advisory_lock(:a, :b)")
+    while not conn.execute(take, keys).scalar():
+        waited = time.monotonic() - start
+        if waited > timeout_s:
+            who = conn.execute(sqlalchemy.text(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                "classid = (:a)::bigint & 4294967295 AND objid = (:b)::bigint & 4294967295"),
+                keys).scalar()
+            raise IpuTuneError(
+                f"study {study!r}: its lock on the database server is held by server process "
+                f"{who} for {waited:.0f} s (a stopped client?); end that session "
+                "(pg_terminate_backend) or try again later")
+        time.sleep(0.1)

@@ -1,18 +1,77 @@
-"""A journal-file lock the kernel releases when its holder dies.
+"""File locks the kernel releases when their holder dies, with a time limit and a named holder.
 
 Optuna's symlink/open-file locks leave a stale lock behind a SIGKILLed process and make the next
 process wait out a grace period; `fcntl.flock` locks vanish with the process, so a killed study
-resumes at once. Local file systems only (for NFS use Optuna's own locks or PostgreSQL).
+resumes at once. A process that is stopped (Ctrl-Z, SIGSTOP) keeps its locks, though: a waiter
+would hang forever. So every holder writes its PID into the lock file, and a waiter gives up
+with one line naming it - after 2 s when the holder is stopped, after `timeout_s` otherwise.
+Local file systems only (for NFS use Optuna's own locks or PostgreSQL).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import stat
+import time
 
 from optuna.storages.journal._file import BaseJournalFileLock
 
-__all__ = ["FlockLock"]
+from ipu_tune.errors import IpuTuneError
+
+__all__ = ["FlockLock", "lock_fd", "unlock_fd"]
+
+LOCK_TIMEOUT_S = 120.0
+STOPPED_GRACE_S = 2.0
+_POLL_S = 0.02
+
+
+def _holder(fd: int) -> tuple[int | None, str]:
+    """(PID, state letter of /proc/PID/stat) written into the lock file by its holder."""
+    try:
+        text = os.pread(fd, 32, 0).decode(errors="replace").split()
+        pid = int(text[0]) if text and text[0].isdigit() else None
+        if pid is None:
+            return None, "?"
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return pid, f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError, ValueError):
+        return None, "?"
+
+
+def lock_fd(path: str, what: str, timeout_s: float = LOCK_TIMEOUT_S) -> int:
+    """Open `path` (a regular file, created when missing) and hold an exclusive flock on it;
+    `IpuTuneError` naming the holder when it cannot within the time limit."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise IpuTuneError(f"{what} {path!r}: cannot be opened ({exc.strerror}); allowed: a "
+                           "regular file (remove what is there)") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IpuTuneError(f"{what} {path!r}: not a regular file; remove it")
+    start = time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            waited = time.monotonic() - start
+            pid, state = _holder(fd)
+            if waited > timeout_s or (state in ("T", "t") and waited > STOPPED_GRACE_S):
+                os.close(fd)
+                how = "stopped (Ctrl-Z; `fg` or `kill -CONT` it)" if state in ("T", "t") else "busy"
+                who = f"process {pid}" if pid is not None else "another process"
+                raise IpuTuneError(f"{what} {path!r}: held by {who}, {how}, for {waited:.0f} s; "
+                                   "try again once it ends") from None
+            time.sleep(_POLL_S)
+    os.pwrite(fd, f"{os.getpid():<20}\n".encode(), 0)
+    return fd
+
+
+def unlock_fd(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
 
 
 class FlockLock(BaseJournalFileLock):
@@ -21,13 +80,10 @@ class FlockLock(BaseJournalFileLock):
         self._fd: int | None = None
 
     def acquire(self) -> bool:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        self._fd = fd
+        self._fd = lock_fd(self._path, "journal lock")
         return True
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            unlock_fd(fd)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import time
 import warnings
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
+from ipu_tune.storage._redact import redact
 from ipu_tune.storage._torn import repair_torn_tail
 
 __all__ = [
@@ -102,22 +102,6 @@ class StorageTarget:
     @property
     def display(self) -> str:
         return redact(self.location)
-
-
-# Any query parameter whose name contains "password" (password, sslpassword, PASSWORD, ...) or
-# a user:password@ part, wherever it appears in a string - URL or not.
-_QUERY_SECRET = re.compile(r"(?i)([?&;\s]|^)([a-z_]*pass(?:word)?[a-z_]*)=([^&;\s]*)")
-_USERINFO_SECRET = re.compile(
-    r"(?i)([a-z0-9+.\-]+://[^:/@\s]*|^[^:/@\s]*|\s[^:/@\s]*):(?!//)([^\s/?#]*)@"
-)
-
-
-def redact(text: str) -> str:
-    """`text` with every password replaced by ***: user:password@ and query parameters such
-    as ?password=, &password=, sslpassword=, in URLs that parse or not and in free text (an
-    error message quoting a URL). The one redaction used for messages, logs, exports, tables."""
-    out = _USERINFO_SECRET.sub(lambda m: f"{m.group(1)}:***@", str(text))
-    return _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}=***", out)
 
 
 def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
@@ -203,8 +187,9 @@ def open_storage(target: StorageTarget) -> BaseStorage:
                 f"results_dir={str(path.parent)!r}: cannot be written ({exc.strerror})"
             ) from None
         try:
-            repair_torn_tail(path)
-            return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+            return _open_journal(path)
+        except IpuTuneError:
+            raise
         except Exception as exc:
             raise IpuTuneError(
                 f"study.storage={str(path)!r}: cannot read the journal file "
@@ -214,6 +199,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
     _make_sqlite_parent(target)
     # Workers starting together on a new SQLite file would race to create Optuna's schema
     # ("UNIQUE constraint failed: alembic_version"): one at a time under the file's lock.
+    _check_sqlite_folder(target)
     local = target.claims
     fresh_lock = local.local and local.path is not None and not os.path.exists(local.path)
     try:
@@ -224,6 +210,33 @@ def open_storage(target: StorageTarget) -> BaseStorage:
             with contextlib.suppress(OSError):
                 os.unlink(local.path)
         raise
+
+
+def _check_sqlite_folder(target: StorageTarget) -> None:
+    """SQLite creates its file but not the folders above it: one line, not a traceback."""
+    url = _make_url(target.location)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return
+    parent = Path(str(url.database)).parent
+    if not parent.is_dir():
+        raise IpuTuneError(f"study.storage={target.display!r}: folder {str(parent)!r} does not "
+                           "exist; create it first")
+
+
+def _journal(path: Path) -> BaseStorage:
+    return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+
+
+def _open_journal(path: Path) -> BaseStorage:
+    """Recognise the journal and repair its tail; when Optuna then cannot read a line in the
+    middle, move every bad line aside and read it again (a sound journal is read once)."""
+    repair_torn_tail(path)
+    try:
+        return _journal(path)
+    except Exception:  # judged line by line below
+        if repair_torn_tail(path, whole=True) is None:
+            raise
+    return _journal(path)
 
 
 def _rdb_kwargs(url: str) -> dict[str, Any]:
@@ -282,7 +295,8 @@ def _open_rdb(target: StorageTarget) -> BaseStorage:
                 time.sleep(0.2 * (attempt + 1))
                 continue
             raise IpuTuneError(
-                f"study.storage={target.display!r}: cannot open ({redact(first)})") from None
+                f"study.storage={target.display!r}: cannot open ({redact(first, target.location)})"
+            ) from None
     raise AssertionError("unreachable")
 
 

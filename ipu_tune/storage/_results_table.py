@@ -202,15 +202,16 @@ class _SqliteTable(ResultsTable):
         self._conn.close()
 
 
+_NUMERIC = ("int", "bigint", "float", "bool")  # SQLite keeps any value in any column
+
+
 def _read(kind: str | None, value: Any) -> Any:
-    """A stored value as SQLAlchemy's types give it back (Boolean -> bool, JSON decoded)."""
-    if value is None:
+    """A stored value as SQLAlchemy gives it back; text where a number belongs reads as None."""
+    if value is None or (kind in _NUMERIC and type(value) not in (int, float)):
         return None
-    if kind == "bool":
-        return bool(value)
     if kind == "json":
         return json.loads(value)
-    return value
+    return bool(value) if kind == "bool" else value
 
 
 class _RdbTable(ResultsTable):

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import uuid
 from contextlib import suppress
+
+from ipu_tune.errors import IpuTuneError
 
 __all__ = ["RunningFile", "held_trials"]
 
@@ -28,10 +31,15 @@ class RunningFile:
     """One worker's record: its file stays locked until `close` or the process's death."""
 
     def __init__(self, directory: str, worker: str) -> None:
-        os.makedirs(directory, exist_ok=True)
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:  # a file (or a dangling link) where the folder belongs
+            raise IpuTuneError(f"claims folder {directory!r}: cannot be made ({exc.strerror}); "
+                               "remove what is there") from None
         self.path = os.path.join(directory, f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
         self._worker = worker
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(self.path, flags, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
         except OSError:
@@ -39,10 +47,10 @@ class RunningFile:
             raise
         self._fd: int | None = fd
 
-    def hold(self, number: int) -> None:
-        """This worker now runs trial `number` (it ran no other since it asked for it)."""
+    def hold(self, number: int, study: str = "") -> None:
+        """This worker now runs trial `number` of `study` (it ran no other since it asked)."""
         assert self._fd is not None
-        data = f"{number} {self._worker}\n".encode()
+        data = f"{number}\n{study}\n{self._worker}\n".encode()
         os.pwrite(self._fd, data, 0)
         os.ftruncate(self._fd, len(data))
 
@@ -54,34 +62,55 @@ class RunningFile:
             os.close(fd)  # drops the lock
 
 
-def held_trials(directory: str) -> tuple[dict[int, str], dict[int, str]]:
-    """(trial number -> worker) named by live workers' files, and by dead workers' files,
-    which are removed. Call under the claim lock."""
+def _read(path: str) -> tuple[bool, str] | None:
+    """(held by a live process, text) of one record; None for anything that is not a regular
+    file (a FIFO would block a plain open, a folder cannot be locked): not ours, skipped."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            alive = False
+        except BlockingIOError:
+            alive = True
+        text = os.read(fd, _MAX_RECORD_BYTES).decode(errors="replace")
+        if not alive:
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+        return alive, text
+    finally:
+        os.close(fd)
+
+
+def _parse(text: str) -> tuple[int, str, str] | None:
+    """(number, study, worker) of a record; `number worker` of earlier versions has study ''."""
+    lines = text.split("\n")
+    if len(lines) >= 3 and lines[0].isdigit():
+        return int(lines[0]), lines[1], lines[2]
+    number, _, worker = text.strip().partition(" ")
+    return (int(number), "", worker) if number.isdigit() else None
+
+
+def held_trials(directory: str, study: str | None = None
+                ) -> tuple[dict[int, str], dict[int, str]]:
+    """(trial number -> worker) of `study` named by live workers' files, and by dead workers'
+    files, which are removed. Call under the claim lock. With `study` None, every record."""
     live: dict[int, str] = {}
     dead: dict[int, str] = {}
     try:
         names = os.listdir(directory)
-    except FileNotFoundError:
+    except OSError:  # missing, or a file where the folder belongs (RunningFile says so)
         return live, dead
     for name in names:
-        path = os.path.join(directory, name)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except (FileNotFoundError, IsADirectoryError):
+        found = _read(os.path.join(directory, name))
+        record = _parse(found[1]) if found is not None else None
+        if found is None or record is None:
             continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                alive = False
-            except BlockingIOError:
-                alive = True
-            text = os.read(fd, _MAX_RECORD_BYTES).decode(errors="replace")
-            if not alive:
-                with suppress(FileNotFoundError):
-                    os.unlink(path)
-        finally:
-            os.close(fd)
-        number, _, worker = text.strip().partition(" ")
-        if number.isdigit():
-            (live if alive else dead)[int(number)] = worker
+        number, owner, worker = record
+        if study is None or owner in (study, ""):
+            (live if found[0] else dead)[number] = worker
     return live, dead

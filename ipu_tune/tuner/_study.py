@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
@@ -20,6 +21,7 @@ from ipu_tune.config import TuneConfig, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord, fail_trial, next_worker_slot
 from ipu_tune.search import SearchProblem, make_sampler
+from ipu_tune.simulator import SIMULATOR_VERSION
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._heartbeat import fail_stale
 from ipu_tune.tuner._worker_id import is_alive_here
@@ -129,6 +131,7 @@ def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -
         objectives=list(problem.objective_names),
         pinned=sorted(pinned),
         config=plain,
+        simulator_version=SIMULATOR_VERSION,
     )
 
 
@@ -184,7 +187,8 @@ def open_study(
     storage's study-wide lock: creating, checking, the warm start (enqueued once per study, by
     whichever worker creates it) and this worker's slot (which seeds its sampler).
     """
-    lock = claims.recovering() if claims is not None else nullcontext()
+    key = name or default_study_name(cfg, pinned)  # studies do not wait for each other
+    lock = claims.recovering(key) if claims is not None else nullcontext()
     with lock:
         mine = _metadata(cfg, problem, pinned)
         study_name = name or default_study_name(cfg, pinned)
@@ -193,12 +197,22 @@ def open_study(
             if name is not None:
                 raise _refusal(name, opened)
             fallback = hashed_study_name(cfg, pinned)
+            if opened[0].startswith("simulator_version"):  # the same problem, older scores
+                fallback = _new_for_this_simulator(study_name)
             opened = _open_one(fallback, storage, cfg, problem, mine, workers)
             if isinstance(opened, list):
                 raise _refusal(fallback, opened)
         if opened.created and warm_start:
             enqueue_warm_start(opened.study, problem, cfg.study.n_trials)
         return opened
+
+
+def _new_for_this_simulator(name: str) -> str:
+    """The name of this problem's study for this simulator version, said on stderr."""
+    fresh = f"{name}-sim{SIMULATOR_VERSION}"
+    print(f"ipu-tune: study {name!r} holds trials of another simulator version; starting "
+          f"study {fresh!r} for simulator {SIMULATOR_VERSION}", file=sys.stderr)
+    return fresh
 
 
 def _open_one(name: str, storage: BaseStorage, cfg: TuneConfig, problem: SearchProblem,
@@ -223,6 +237,9 @@ def _open_one(name: str, storage: BaseStorage, cfg: TuneConfig, problem: SearchP
         diffs = problem_differences(meta, mine)
         if diffs:
             return diffs
+        if meta.simulator_version not in (None, mine.simulator_version):
+            return [f"simulator_version: {meta.simulator_version!r} -> "
+                    f"{mine.simulator_version!r} (its trials were scored by another simulator)"]
     slot = next_worker_slot(probe)
     study = optuna.load_study(study_name=name, storage=storage,
                               sampler=parallel_sampler(problem, slot, workers, storage))
@@ -275,12 +292,12 @@ def recover_stale_trials(study: optuna.Study, storage: BaseStorage,
     enqueues the retry, so concurrent resumes do not duplicate it.
     """
     fail_stale(study)  # database servers: trials whose worker (any host) stopped beating
-    with claims.recovering():
+    with claims.recovering(study.study_name):
         return _recover(study, storage, claims)
 
 
 def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> list[int]:
-    live, dead = claims.held() if claims.local else ({}, {})
+    live, dead = claims.held(study.study_name) if claims.local else ({}, {})
     retried: list[int] = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if not _is_stale(t, claims, live):

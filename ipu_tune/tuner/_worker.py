@@ -147,7 +147,7 @@ def _claim(study: optuna.Study, claims: ClaimLock, running: RunningFile | None,
     with claims.claiming():
         trial = study.ask()
         if running is not None:
-            running.hold(trial.number)
+            running.hold(trial.number, study.study_name)
         else:
             TrialRecord.tag_worker(trial, worker)
     return trial
@@ -178,7 +178,7 @@ def _run_trial(study: optuna.Study, problem: SearchProblem, trial: optuna.Trial,
     if refine:
         # Local search enqueues better plans; under the study-wide lock so that two
         # commands' workers climbing to the same optimum do not both enqueue it.
-        with claims.recovering():
+        with claims.recovering(study.study_name):
             refine_study(study, problem, n_trials)
     return frozen
 

@@ -5,6 +5,8 @@ names, code named in files, huge numbers, YAML bombs, binary files)."""
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,55 @@ CASES: list[tuple[str, list[str], str]] = [
      "nope/x.journal"),
     ("query password", ["study.storage='postgresql+psycopg2://u@127.0.0.1:1/x?password=pw'"],
      "study.storage="),
+    # Code: only model._target_ names code; Hydra's side doors are refused before anything runs.
+    ("hydra launcher target", ["hydra.launcher._target_=os.system"], "hydra.launcher._target_"),
+    ("hydra sweeper plugin", ["hydra/sweeper=optuna"], "hydra/sweeper"),
+    ("hydra env_set", ["+hydra.job.env_set.LD_PRELOAD={tmp}/x.so"], "hydra.job.env_set"),
+    ("hydra searchpath", ["hydra.searchpath=[pkg://antigravity]"], "hydra.searchpath"),
+    ("hydra logging factory", ["+hydra.job_logging.handlers.h.()=os.system"],
+     "hydra.job_logging"),
+    ("hydra rerun pickle", ["--experimental-rerun", "{tmp}/config.pickle"], "unpickles"),
+    ("target outside model", ["+plan._target_=os.system"], "only model._target_"),
+    ("target yaml.safe_load", ["model._target_=yaml.safe_load", "+model.kwargs.stream=x"],
+     "not a torch.nn.Module"),
+    ("target optuna.delete_study", ["model._target_=optuna.delete_study",
+                                    "+model.kwargs.study_name=x", "+model.kwargs.storage=x"],
+     "returns NoneType, not a torch.nn.Module"),
+    ("target pip rmtree", ["model._target_=pip._internal.utils.misc.rmtree",
+                           "+model.kwargs.dir={tmp}/a_dir.csv"], "not a torch.nn.Module"),
+    # Credentials: a password with /, @ or ! never printed, in a URL that parses or not.
+    ("password with a slash", ["study.storage=postgresql://u:pw/SECRET@127.0.0.1:1/x"],
+     "study.storage="),
+    ("password with an at", ["study.storage=postgresql://u:SE@CRET@127.0.0.1:1/x"],
+     "study.storage="),
+    ("password in a lexer error", ["study.storage=postgresql://u:SECRET!x@@"], "study.storage="),
+    ("password in a URL without ://", ["study.storage=postgresql//u:SECRET@h/x"],
+     "not a storage URL"),
+    # Data loss: what is not an Optuna journal is refused unopened.
+    ("sqlite file as a journal", ["study.storage={tmp}/sqlite.journal"], "not an Optuna journal"),
+    ("log file as a journal", ["study.storage={tmp}/app.log"], "not an Optuna journal"),
+    ("symlinked text as a journal", ["study.storage={tmp}/link.journal"],
+     "not an Optuna journal"),
+    ("fifo as a journal", ["study.storage={tmp}/fifo.journal"], "not a regular file"),
+    # Claims and locks: the wrong thing where a claims file belongs is one line, no hang.
+    ("folder as the claims file", ["study.storage=sqlite:///{tmp}/cdir.db"], "cdir.db.claims"),
+    ("fifo as the claims file", ["study.storage=sqlite:///{tmp}/cfifo.db"], "cfifo.db.claims"),
+    ("device as the claims file", ["study.storage=sqlite:///{tmp}/cdev.db"], "cdev.db.claims"),
+    ("sqlite in a missing folder", ["study.storage=sqlite:///{tmp}/nope/dir/x.db"],
+     "does not exist"),
+    # Numbers: finite, of their type, rates and limits positive; paths without control chars.
+    ("amp nan", ["plan.available_memory_proportion=nan"], "plan.available_memory_proportion"),
+    ("network rate zero", ["system.host.network_bytes_per_s=0"],
+     "system.host.network_bytes_per_s"),
+    ("network rate -inf", ["system.host.network_bytes_per_s=-inf"],
+     "system.host.network_bytes_per_s"),
+    ("timeout zero", ["study.timeout_s=0"], "study.timeout_s"),
+    ("floor -inf", ["search=memory", "search.throughput_floor=-inf"], "search.throughput_floor"),
+    ("preprocess -inf", ["model.dataset.preprocess_s_per_sample=-inf"],
+     "model.dataset.preprocess_s_per_sample"),
+    ("workers 1.5", ["study.workers=1.5"], "study.workers"),
+    ("results_dir with a tab", ["results_dir='a\tb'"], "results_dir="),
+    ("results_dir with a carriage return", ["results_dir='a\rb'"], "results_dir="),
     # Hostile space files.
     ("binary search space", ["search.space={tmp}/binary.yaml"], "binary.yaml"),
     ("deep search space", ["search.space={tmp}/deep.yaml"], "nested deeper than"),
@@ -210,10 +261,24 @@ def _fixtures(tmp: Path) -> None:
     (tmp / "rows_empty.yaml").write_text("- {model: {name: resnet18}}\n")
     (tmp / "a_dir.csv").mkdir()
     (tmp / "good.yaml").write_text("model: {name: mnist_cnn, input_shape: [1, 28, 28]}\n")
+    con = sqlite3.connect(tmp / "sqlite.journal")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    (tmp / "app.log").write_text("2024-01-01 started\nno final newline")
+    (tmp / "notes.txt").write_text("notes\nkeep me")
+    (tmp / "link.journal").symlink_to(tmp / "notes.txt")
+    os.mkfifo(tmp / "fifo.journal")
+    (tmp / "cdir.db.claims").mkdir()
+    os.mkfifo(tmp / "cfifo.db.claims")
+    (tmp / "cdev.db.claims").symlink_to("/dev/null")
+    (tmp / "config.pickle").write_bytes(b"not read")
 
 
-def _snapshot(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for p in root.rglob("*")}
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` with its bytes (None for what is not a plain file)."""
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() and not p.is_symlink()
+            else None for p in root.rglob("*")}
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +295,7 @@ ALL_CASES = CASES + EVAL_CASES + STUDY_CASES
 
 
 def test_the_table_covers_every_command() -> None:
-    assert len(ALL_CASES) >= 70
+    assert len(ALL_CASES) >= 100
     commands = {a[0] for _, a, _ in EVAL_CASES + STUDY_CASES}
     assert commands == {"evaluate", "studies", "report", "export", "profile", "calibrate"}
 
@@ -256,6 +321,7 @@ def test_bad_input_is_one_line(
     assert expected.replace("{tmp}", str(tmp_path)) in err, err
     assert "Traceback" not in err
     assert "pw@" not in err and "=pw" not in err  # credentials never printed
+    assert "SECRET" not in err and "CRET@" not in err
     assert _snapshot(tmp_path) == before, "a bad input wrote something"
 
 

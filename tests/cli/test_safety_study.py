@@ -120,9 +120,9 @@ def test_full_disk_is_one_line_and_a_resume_recovers_every_trial(tmp_path: Path)
     with _tmpfs(tmp_path / "disk", "400k") as disk:
         args = ["model=mnist_cnn", "study.name=full", "study.progress_bar=false"]
         proc = run_cli([*args, "study.n_trials=500"], cwd=disk)
-        assert proc.returncode != 0
+        assert proc.returncode == 1, proc.stderr
         assert proc.stderr.strip().count("\n") == 0, proc.stderr
-        assert "Traceback" not in proc.stderr and "disk" in proc.stderr
+        assert "Traceback" not in proc.stderr and "free space" in proc.stderr
         journal = disk / "results" / "ipu_tune.journal"
         before = _complete(journal, "full")
         assert before > 0
@@ -131,3 +131,13 @@ def test_full_disk_is_one_line_and_a_resume_recovers_every_trial(tmp_path: Path)
         assert again.returncode == 0, again.stderr
         assert f"{before + 3} finished trials" in again.stdout
         assert _complete(journal, "full") == before + 3
+
+
+@pytest.mark.parametrize("size", ["8k", "40k", "120k"])
+def test_a_disk_full_at_any_point_exits_1_saying_free_space(size: str, tmp_path: Path) -> None:
+    with _tmpfs(tmp_path / "disk", size) as disk:
+        proc = run_cli(["model=mnist_cnn", "study.name=f", "study.n_trials=300",
+                        "study.progress_bar=false"], cwd=disk)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.strip().count("\n") == 0, proc.stderr
+        assert "free space" in proc.stderr and "Traceback" not in proc.stderr

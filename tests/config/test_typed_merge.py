@@ -75,7 +75,6 @@ HANDED_OVER: list[dict[str, Any]] = [
     {"plan": {"gradient_accumulation": 2.0}},
     {"plan": {"precision": None}},
     {"plan": {"pipeline": {"splits": "layer3.0"}}},
-    {"workload": {"micro_batch_size": "${plan.io_tiles}"}},
     {"system": {"ipu": 3}},
     {"model": {"name": "???"}},
 ]
@@ -94,6 +93,12 @@ def test_fast_merge_hands_over_to_omegaconf(data: dict[str, Any]) -> None:
     except IpuTuneError as exc:
         fast = str(exc)
     assert fast == slow
+
+
+@pytest.mark.parametrize("value", ["${plan.io_tiles}", "${oc.env:HOME}", "a${oc.decode:1}"])
+def test_an_interpolation_in_a_plain_mapping_is_refused_not_resolved(value: str) -> None:
+    with pytest.raises(IpuTuneError, match=r"^workload\.micro_batch_size=.*never resolved"):
+        typed(EvalConfig, {"workload": {"micro_batch_size": value}})
 
 
 def test_error_messages_name_the_key() -> None:

@@ -1,14 +1,17 @@
-"""Profiles are cached on disk (joblib) and in process."""
+"""Profiles are cached on disk (JSON data, checked when read) and in process."""
 
 from __future__ import annotations
 
+import json
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ipu_tune.models import clear_memory_cache, profile_model
-from ipu_tune.models._profiler import _disk, cache_dir, cache_key
+from ipu_tune.models._profile_store import load_profile, profile_path
+from ipu_tune.models._profiler import cache_dir, cache_key
 
 from .conftest import model_cfg
 
@@ -30,16 +33,66 @@ def test_cache_dir_follows_the_environment(private_cache: Path, monkeypatch) -> 
 def test_disk_then_memory(private_cache: Path) -> None:
     cfg = model_cfg(name="mnist_cnn", input_shape=[1, 28, 28])
     key = cache_key(cfg)
-    cached = _disk(private_cache)
-    assert cached is not None
-    assert not cached.check_call_in_cache(key, cfg)
+    path = profile_path(private_cache, key)
+    assert load_profile(path, key) is None
     first = profile_model(cfg)
-    assert cached.check_call_in_cache(key, cfg)  # written to disk
-    assert any(private_cache.rglob("output.pkl"))
+    assert load_profile(path, key) == first  # written to disk, as JSON
+    assert json.loads(path.read_text())["key"] == key
     assert profile_model(cfg) is first  # in-process hit: the same object
     clear_memory_cache()
     again = profile_model(cfg)  # from disk: equal, not identical
     assert again == first and again is not first
+
+
+class _Payload:
+    """Unpickling this creates the marker file: proof that a pickle was loaded."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (str(self.marker), "w"))
+
+
+def test_a_planted_pickle_runs_nothing_and_the_profile_is_rebuilt(
+        private_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    marker = tmp_path_factory.mktemp("m") / "PWNED"
+    cfg = model_cfg(name="mnist_cnn", input_shape=[1, 28, 28], num_classes=6)
+    path = profile_path(private_cache, cache_key(cfg))
+    path.parent.mkdir(parents=True)
+    bomb = pickle.dumps(_Payload(marker))
+    path.write_bytes(bomb)  # in place of the JSON entry
+    old = private_cache / "joblib" / "ipu_tune" / "models" / "_profiler" / "x" / "output.pkl"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(bomb)  # where the joblib cache of earlier versions kept its pickles
+    prof = profile_model(cfg)
+    assert not marker.exists()
+    assert prof.num_classes == 6 and prof.ops
+    assert json.loads(path.read_text())["profile"]["num_classes"] == 6  # rebuilt as data
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    (lambda d: d["profile"]["ops"][0].update(forward_flops=float("nan")), "NaN flops"),
+    (lambda d: d["profile"]["ops"][0].update(parameters="12"), "text in an int field"),
+    (lambda d: d["profile"]["ops"][0].update(block=999), "block outside the list"),
+    (lambda d: d["profile"]["block_stats"][0].update(last_op=10**9), "ops outside the list"),
+    (lambda d: d["profile"].update(input_kind="pickle"), "unknown input kind"),
+    (lambda d: d["profile"]["ops"][0].update(extra=1), "an unknown field"),
+    (lambda d: d.update(key="another model"), "another key"),
+    (lambda d: d["profile"].update(num_classes=-3), "a negative count"),
+])
+def test_an_edited_profile_entry_is_rebuilt_not_trusted(
+        edit: object, why: str, private_cache: Path) -> None:
+    cfg = model_cfg(name="mnist_cnn", input_shape=[1, 28, 28], num_classes=4)
+    good = profile_model(cfg)
+    path = profile_path(private_cache, cache_key(cfg))
+    data = json.loads(path.read_text())
+    edit(data)  # type: ignore[operator]
+    path.write_text(json.dumps(data))
+    assert load_profile(path, cache_key(cfg)) is None, why
+    clear_memory_cache()
+    assert profile_model(cfg) == good
+    assert load_profile(path, cache_key(cfg)) == good  # the good entry was written back
 
 
 def test_key_covers_every_field_and_torch(private_cache: Path) -> None:

@@ -40,7 +40,7 @@ def test_unknown_name_through_the_public_api() -> None:
         ("nodots", "dotted path"),
         (f"{F}.missing", "has no 'missing'"),
         (f"{F}.NOT_CALLABLE", "int is not callable"),
-        (f"{F}.not_a_module", "returned int, not a torch.nn.Module"),
+        (f"{F}.not_a_module", "returns int, not a torch.nn.Module"),
         (f"{F}.broken", "factory failed (RuntimeError: factory exploded second line)"),
         (f"{F}.needs_values", "cannot run forward and backward on the meta device"),
         (f"{F}.bad_blocks", "not in execution order"),

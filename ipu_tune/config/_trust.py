@@ -1,0 +1,212 @@
+"""One rule for code: only `model._target_` may name code to run.
+
+Hydra has side doors that name code too: `hydra.callbacks` (instantiated before the task runs),
+launcher and sweeper plugins, `hydra.searchpath` (`pkg://` imports a package),
+`hydra.job.env_set`, the logging configs (`logging.config.dictConfig` calls any `()` factory)
+and `--experimental-rerun` (unpickles a file). `check_side_doors` reads the command line and
+every YAML file of a user config folder (`--config-dir`) as text and data, before Hydra
+composes or instantiates anything, and refuses any of these with one line, trusted or not.
+Resolvers (`${oc.env:...}`, `${oc.decode:...}`) in a user's config file are refused unless the
+run is trusted: the file's author would otherwise choose what lands in the stored study.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ipu_tune.config._yaml import read_text, read_yaml
+from ipu_tune.errors import IpuTuneError
+
+__all__ = [
+    "check_side_doors",
+    "config_dirs",
+    "has_resolver",
+    "reject_interpolation",
+    "trusted_composition",
+]
+
+# hydra.* keys that hold plain values (folders, names, a flag); every other one may name code.
+_SAFE_HYDRA_KEYS = frozenset({
+    "hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.output_subdir",
+    "hydra.job.chdir", "hydra.job.name", "hydra.verbose",
+})
+# Hydra's own logging presets (its package's files): choosing one names no code.
+_SAFE_HYDRA_GROUPS: Mapping[str, frozenset[str]] = {
+    "hydra/job_logging": frozenset({"none", "disabled", "default", "stdout"}),
+    "hydra/hydra_logging": frozenset({"none", "disabled", "default"}),
+}
+_DIR_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp")
+_REFUSED_FLAGS = ("--experimental-rerun",)
+_MAX_FILES = 2000
+# `${name:...}`: a resolver call (an interpolation of a plain key has no colon before `}`).
+_RESOLVER = re.compile(r"\$\{\s*[A-Za-z_][\w.]*\s*:")
+# `_target_:` as a key inside a dict value (`+plan={_target_: os.system}`).
+_TARGET_KEY = re.compile(r"[{,]\s*['\"]?_target_['\"]?\s*:")
+_ALLOWED = ("allowed: model._target_ (a torch.nn.Module or a factory of one), and of Hydra's "
+            "keys only " + ", ".join(sorted(_SAFE_HYDRA_KEYS)) + ", hydra/job_logging, "
+            "hydra/hydra_logging")
+
+
+def has_resolver(text: str) -> bool:
+    """True when `text` calls an OmegaConf resolver (`${oc.env:X}`, `${hydra:...}`, ...)."""
+    return bool(_RESOLVER.search(text))
+
+
+def _show(text: str) -> str:
+    return repr(text[:120])
+
+
+def _check_key(key: str, value: str, where: str) -> None:
+    """One override `key=value` (key with its +/~ prefixes and an optional @package)."""
+    bare = key.lstrip("+~")
+    group, _, package = bare.partition("@")
+    if group in _SAFE_HYDRA_GROUPS and not package and value in _SAFE_HYDRA_GROUPS[group]:
+        return
+    names_hydra = any(p == "hydra" or p.startswith(("hydra.", "hydra/"))
+                      for p in (group, package, package.removeprefix("_global_.")))
+    if names_hydra and group not in _SAFE_HYDRA_KEYS:
+        raise IpuTuneError(f"{key}={_show(value)}{where}: Hydra keys that can name code "
+                           f"(callbacks, launcher, sweeper, searchpath, env_set, logging) are "
+                           f"refused; {_ALLOWED}")
+    if group != "model._target_" and ("_target_" in group or _TARGET_KEY.search(value)):
+        raise IpuTuneError(f"{key}={_show(value)}{where}: only model._target_ may name code; "
+                           f"{_ALLOWED}")
+
+
+def config_dirs(argv: Sequence[str]) -> list[str]:
+    """The user config folders the arguments add (`--config-dir X`, `-cd=X`, ...)."""
+    found: list[str] = []
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in _DIR_FLAGS:
+            if eq:
+                found.append(value)
+            elif i + 1 < len(argv):
+                found.append(argv[i + 1])
+    return found
+
+
+def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    yield path, node
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            yield from _walk(value, (*path, str(key)))
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _walk(item, (*path, str(i)))
+
+
+def _check_defaults(entries: Any, where: str) -> None:
+    for entry in entries if isinstance(entries, list) else []:
+        pairs = entry.items() if isinstance(entry, Mapping) else [(str(entry), "")]
+        for key, value in pairs:
+            name = str(key).replace("override ", "").replace("optional ", "").strip()
+            _check_key(name.lstrip("/"), str(value), where)
+
+
+def _check_file(path: Path, root: Path, trusted: bool) -> None:
+    where = f" in {str(path)!r}"
+    if not path.is_file():  # a FIFO would block the read; a device never ends
+        raise IpuTuneError(f"config file {str(path)!r}: not a regular file")
+    text = read_text(path, "config file")
+    rel = path.relative_to(root).parts
+    header = next((ln for ln in text.splitlines() if ln.lstrip().startswith("# @package")), "")
+    if rel[0] == "hydra" or "hydra" in header:
+        _check_key("hydra", "", where)
+    if not trusted and has_resolver(text):
+        raise IpuTuneError(f"config file {str(path)!r}: calls a resolver (${{...:...}}, e.g. "
+                           "oc.env); allowed in a file only with trust_remote_code=true")
+    data = read_yaml(path, "config file")
+    if not isinstance(data, Mapping):
+        return
+    in_model = rel[0] == "model" and "_global_" not in header
+    for keys, value in _walk(data, ()):
+        if keys and keys[0] == "hydra" and not isinstance(value, Mapping):
+            _check_key(".".join(keys), str(value), where)
+        if keys == ("defaults",):
+            _check_defaults(value, where)
+        if keys and keys[-1] == "_target_":
+            full = ("model", *keys) if in_model else keys
+            if full != ("model", "_target_"):
+                _check_key(".".join(full), str(value), where)
+
+
+def _parse(overrides: list[str]) -> None:
+    """Hydra's grammar over the overrides: its error as one line (the caller redacts it)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
+
+
+def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
+    """Refuse, before anything is composed or run, every route to code other than
+    `model._target_`: on the command line and in every file of a user config folder."""
+    dirs = config_dirs(argv)
+    overrides = []
+    for arg in argv:
+        flag = arg.partition("=")[0]
+        if flag in _REFUSED_FLAGS:
+            raise IpuTuneError(f"{flag}: refused (it unpickles a file, which can run code)")
+        if arg.startswith("-") or arg in dirs:
+            continue
+        key, _, value = arg.partition("=")
+        _check_key(key, value, "")
+        overrides.append(arg)
+    if any(a.startswith("-") for a in argv):
+        _parse(overrides)  # Hydra runs next and would print its own (unredacted) error
+    for folder in dirs:
+        if folder.startswith("pkg://"):
+            raise IpuTuneError(f"--config-dir={_show(folder)}: pkg:// imports a package; "
+                               "allowed: a folder")
+        root = Path(folder)
+        files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml"))
+        if len(files) > _MAX_FILES:
+            raise IpuTuneError(f"--config-dir={_show(folder)}: more than {_MAX_FILES} files")
+        for path in files:
+            _check_file(path, root, trusted)
+
+
+# Keys of a composition that decide where files go or which code runs: a cached composition
+# must hold the values conf/config.yaml gives them (no packaged group file changes them).
+_PLACES = (("results_dir",), ("study", "storage"), ("study", "name"), ("model", "_target_"))
+
+
+def trusted_composition(found: Any, conf_dir: Path | None = None) -> dict[str, Any] | None:
+    """A cached composition (a file anyone with access to the cache folder could edit) when its
+    placing keys are `conf_dir`/config.yaml's own (default: the package's conf/); None
+    otherwise (compose again)."""
+    from ipu_tune.config._hydra import CONF_DIR
+
+    if not isinstance(found, dict):
+        return None
+    conf = read_yaml((conf_dir or CONF_DIR) / "config.yaml", "config file")
+    for keys in _PLACES:
+        want: Any = conf
+        got: Any = found
+        for key in keys:
+            want = want.get(key) if isinstance(want, Mapping) else None
+            got = got.get(key) if isinstance(got, Mapping) else None
+        if got != want:
+            return None
+    return found
+
+
+def reject_interpolation(node: Any, path: str) -> None:
+    """`${...}` in a plain mapping (a stored study, best.yaml, an API dict) is refused, not
+    resolved: `${oc.env:X}` would read the environment of whoever loads it."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            reject_interpolation(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list | tuple):
+        for item in node:
+            reject_interpolation(item, path)
+    elif isinstance(node, str) and "${" in node:
+        raise IpuTuneError(f"{path}={node[:80]!r}: an interpolation in a stored or plain config "
+                           "is never resolved; allowed: plain values")
