@@ -3,7 +3,11 @@ the PopRun line and, for Transformers models, optimum-graphcore's ipu_config.jso
 that loads it; each an `Exporter` rendering one frozen `ExportContext`."""
 
 from ipu_tune.exports._context import ExportContext, Provenance, export_context
-from ipu_tune.exports._ipu_config import render_ipu_config, render_run_with_optimum
+from ipu_tune.exports._ipu_config import (
+    IPU_CONFIG_FIELDS,
+    render_ipu_config,
+    render_run_with_optimum,
+)
 from ipu_tune.exports._ipu_config_import import (
     apply_ipu_config,
     plan_values_from_ipu_config,
@@ -15,6 +19,7 @@ from ipu_tune.exports._write import Exports, render_exports, write_exports
 
 __all__ = [
     "EXPORTERS",
+    "IPU_CONFIG_FIELDS",
     "ExportContext",
     "Exporter",
     "Exports",

@@ -9,7 +9,7 @@ import pytest
 
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PipelineConfig, PlanConfig
 from ipu_tune.models import profile_model
-from ipu_tune.results import poptorch_snippet
+from ._render import poptorch_snippet
 
 
 def _program(hf: HfConfig, splits: list[str]) -> str:

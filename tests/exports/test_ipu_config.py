@@ -14,14 +14,12 @@ import pytest
 
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.exports._ipu_config import (
+from ipu_tune.exports import (
     IPU_CONFIG_FIELDS,
-    render_ipu_config,
-    render_run_with_optimum,
-)
-from ipu_tune.exports._ipu_config_import import (
     plan_values_from_ipu_config,
     read_ipu_config,
+    render_ipu_config,
+    render_run_with_optimum,
 )
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import ExecutionPlan

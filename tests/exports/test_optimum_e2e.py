@@ -12,9 +12,8 @@ from hydra import compose, initialize_config_dir
 
 from ipu_tune._api import evaluate_config
 from ipu_tune.config import CONF_DIR, TuneConfig
-from ipu_tune.config._load import typed
-from ipu_tune.exports._ipu_config import render_ipu_config
-from ipu_tune.exports._ipu_config_import import apply_ipu_config
+from ipu_tune.config import typed
+from ipu_tune.exports import apply_ipu_config, render_ipu_config
 from ipu_tune.models import profile_model
 from ipu_tune.plan import plan_from_config
 from ipu_tune.tuner import run
@@ -37,13 +36,16 @@ def _tune_export_reimport(tmp_path: Path, *overrides: str) -> None:
     result = evaluate_config(best)
     assert result.fits
     plan, profile = plan_from_config(best), profile_model(best.model)
-    text = render_ipu_config(plan, profile, best)
+    # The tuner writes ipu_config.json beside best.yaml: the best plan's, rendered once.
+    file = summary.exports["ipu_config"]
+    assert file == summary.exports["best"].parent / "ipu_config.json"
+    assert (file.parent / "run_with_optimum.py").is_file()
+    text = file.read_text()
+    assert text == render_ipu_config(plan, profile, best)
     signature = ipu_config_signature()
     data = json.loads(text)
     assert set(data) <= set(signature)
     assert all(fits(v, signature[k]) for k, v in data.items())
-    file = tmp_path / "ipu_config.json"
-    file.write_text(text)
     # Start again from the file over the defaults of the same command.
     again = apply_ipu_config(_cfg(tmp_path / "again", *overrides,
                                   f"plan.from_ipu_config={file}"))  # fmt: skip
