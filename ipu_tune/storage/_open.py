@@ -23,14 +23,13 @@ import optuna
 from optuna.exceptions import ExperimentalWarning
 from optuna.storages import (
     BaseStorage,
-    JournalStorage,
     RDBStorage,
     RetryHeartbeatStaleTrialCallback,
 )
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._torn import repair_torn_tail
@@ -178,7 +177,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
             ) from None
         try:
             repair_torn_tail(path)
-            return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+            return BatchedJournalStorage(BatchingJournalBackend(str(path), FlockLock(str(path))))
         except Exception as exc:
             raise IpuTuneError(
                 f"study.storage={str(path)!r}: cannot read the journal file "
