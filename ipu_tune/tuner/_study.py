@@ -285,8 +285,11 @@ def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> li
         worker = dead.get(t.number) or TrialRecord.of(t).worker or "unrecorded"
         if not fail_trial(storage, study, t, f"worker died: {worker}"):
             continue  # another worker failed it first
-        if t.params:
-            study.enqueue_trial(t.params, user_attrs=TrialRecord.retry_attrs(t.number))
+        # A journal writes a trial's parameters with its result: a trial killed before then
+        # has none, and an enqueued one still has the plan it was given.
+        params = t.params or t.system_attrs.get("fixed_params")
+        if params:
+            study.enqueue_trial(params, user_attrs=TrialRecord.retry_attrs(t.number))
         retried.append(t.number)
     return retried
 
