@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import optuna
-from optuna.storages import BaseStorage, RDBStorage
+from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
@@ -181,6 +181,9 @@ def open_study(
     storage's study-wide lock: creating, checking, the warm start (enqueued once per study, by
     whichever worker creates it) and this worker's slot (which seeds its sampler).
     """
+    if isinstance(storage, InMemoryStorage) and workers > 1:
+        raise IpuTuneError(f"study.workers={workers}: study.storage=memory lives in one process; "
+                           "allowed: study.workers=1, or a journal or database storage")
     lock = claims.recovering() if claims is not None else nullcontext()
     with lock:
         mine = _metadata(cfg, problem, pinned)
