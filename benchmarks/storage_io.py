@@ -27,6 +27,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import optuna
 from hydra import compose, initialize_config_dir
@@ -67,7 +68,8 @@ def fsyncs_per_trial(n: int, where: Path) -> dict[str, float]:
     return {"fsyncs": syncs, "finished_trials": done, "per_trial": syncs / done}
 
 
-def main_command_s(where: Path, contended: bool, timeout_s: float = 300) -> float:
+def main_command_s(where: Path, contended: bool, repo: Path = REPO,
+                   timeout_s: float = 300) -> float:
     with tempfile.TemporaryDirectory(dir=where) as tmp:
         writer = None
         if contended:
@@ -82,7 +84,7 @@ def main_command_s(where: Path, contended: bool, timeout_s: float = 300) -> floa
             subprocess.run([sys.executable, "-m", "ipu_tune", "model=resnet101",
                             "search=throughput", f"results_dir={tmp}/results",
                             "study.progress_bar=false"],
-                           cwd=tmp, env={**os.environ, "PYTHONPATH": str(REPO)},
+                           cwd=tmp, env={**os.environ, "PYTHONPATH": str(repo)},
                            check=True, capture_output=True, timeout=timeout_s)
             return time.perf_counter() - start
         finally:
@@ -95,6 +97,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--trials", type=int, default=100)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout whose main command runs in the same pairs")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     where = Path(tempfile.gettempdir())
@@ -106,19 +110,26 @@ def main() -> None:
           f"{syncs['per_trial']:.2f} per trial")
     main_command_s(where, False)  # warm the profile cache
     pairs: list[tuple[float, float]] = []
+    base: list[tuple[float, float]] = []
     for p in range(args.pairs):
         order = (False, True) if p % 2 == 0 else (True, False)
         got = {c: main_command_s(where, c) for c in order}
         pairs.append((got[False], got[True]))
         print(f"pair {p}: idle {got[False]:.2f} s, contended {got[True]:.2f} s "
               f"({got[True] / got[False]:.2f}x)", flush=True)
+        if args.baseline is not None:
+            old = {c: main_command_s(where, c, args.baseline) for c in order}
+            base.append((old[False], old[True]))
+            print(f"  baseline: idle {old[False]:.2f} s, contended {old[True]:.2f} s "
+                  f"({old[True] / old[False]:.2f}x)", flush=True)
     ratios = [c / i for i, c in pairs]
     load_after = os.getloadavg()
-    out = {
+    out: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "cores": os.cpu_count(),
         "load_before": load_before,
         "load_after": load_after,
+        "writer": "dd bs=1M count=64 oflag=dsync in a loop, same file system",
         "fsyncs_per_trial": {"value": syncs["per_trial"], "spread": [syncs["per_trial"]] * 2,
                              "fsyncs": syncs["fsyncs"],
                              "finished_trials": syncs["finished_trials"]},
@@ -130,6 +141,14 @@ def main() -> None:
         "contended_over_idle": {"value": statistics.median(ratios),
                                 "spread": [min(ratios), max(ratios)]},
     }
+    if base:
+        out["baseline"] = {
+            "checkout": str(args.baseline),
+            "idle_s": {"value": statistics.median(i for i, _ in base),
+                       "spread": [min(i for i, _ in base), max(i for i, _ in base)]},
+            "contended_s": {"value": statistics.median(c for _, c in base),
+                            "spread": [min(c for _, c in base), max(c for _, c in base)]},
+        }
     RUNS.mkdir(exist_ok=True)
     (RUNS / "storage_io.json").write_text(json.dumps(out, indent=2) + "\n")
     print(f"contended / idle: {out['contended_over_idle']['value']:.2f}x (median of "

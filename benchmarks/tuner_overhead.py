@@ -16,15 +16,22 @@ first, (T(n) - T(1)) / (n - 1), with each loop's 1-trial run of the same round s
 with the study and is the same in both loops).
 
     python benchmarks/tuner_overhead.py [--trials 100 500 1000] [--sampler random] [--rounds 3]
+
+Figures go to benchmarks/runs/tuner_overhead_<sampler>.json (per size: value, the median
+ratio; spread, min and max over rounds; load from os.getloadavg() before and after; date).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import optuna
 from hydra import compose, initialize_config_dir
@@ -96,6 +103,10 @@ def main() -> None:
     print("| trials | whole run, ms per trial: bare / ipu-tune (ratio) | "
           "per trial, ms: bare / ipu-tune (ratio) | CPU ms per trial, bare / ipu-tune (ratio) |")
     print("| --- | --- | --- | --- |")
+    out: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
+                           "cores": os.cpu_count(), "load_before": os.getloadavg(),
+                           "sampler": args.sampler, "storage": "journal file on disk",
+                           "rounds": args.rounds, "sizes": {}}
     for n in args.trials:
         whole: list[tuple[float, float]] = []
         marginal: list[tuple[float, float]] = []
@@ -117,6 +128,19 @@ def main() -> None:
 
         print(f"| {n} ({args.sampler}, journal) | {show(whole)} | {show(marginal)} | "
               f"{show(cpu)} |", flush=True)
+
+        def figure(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+            r = [p[1] / p[0] for p in pairs]
+            return {"value": statistics.median(r), "spread": [min(r), max(r)],
+                    "bare_ms": 1e3 * statistics.median(p[0] for p in pairs),
+                    "ipu_tune_ms": 1e3 * statistics.median(p[1] for p in pairs)}
+
+        out["sizes"][str(n)] = {"whole_run_ratio": figure(whole),
+                                "per_trial_ratio": figure(marginal), "cpu_ratio": figure(cpu)}
+    out["load_after"] = os.getloadavg()
+    runs = Path(__file__).resolve().parent / "runs"
+    runs.mkdir(exist_ok=True)
+    (runs / f"tuner_overhead_{args.sampler}.json").write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -8,16 +8,22 @@ start to last trial's completion), then the ratios 2 workers / 1 worker.
 
     python benchmarks/workers_scaling.py [--trials 300] [--pairs 1]
 
-The ratio needs two idle cores: other processes on the machine lower it.
+The ratio needs two idle cores: other processes on the machine lower it. The journal is on
+disk (the temporary folder's file system). Figures go to benchmarks/runs/workers_scaling.json
+(value: median of the pairs' ratios, spread: min and max, load from os.getloadavg() before and
+after, date).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
+import statistics
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import optuna
@@ -72,6 +78,7 @@ def main() -> None:
     for pair in range(args.pairs):
         for workers in ((1, 2) if pair % 2 == 0 else (2, 1)):
             runs[workers].append(one_run(args.trials, workers))
+    load_before = os.getloadavg()
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
     print(f"| workers | run wall s ({args.trials} trials) | trial phase, trials/s | "
           "CPU ms per trial (all processes) |")
@@ -79,12 +86,26 @@ def main() -> None:
     for workers, rows in runs.items():
         for wall_s, rate, cpu_ms in rows:
             print(f"| {workers} | {wall_s:.1f} | {rate:.1f} | {cpu_ms:.1f} |")
-    wall = [a[0] / b[0] for a, b in zip(runs[1], runs[2], strict=True)]
-    rate = [b[1] / a[1] for a, b in zip(runs[1], runs[2], strict=True)]
-    print(f"| speed-up 2 vs 1 (paired) | {sum(wall) / len(wall):.2f}x wall | "
-          f"{sum(rate) / len(rate):.2f}x trials/s | "
-          f"{sum(b[2] / a[2] for a, b in zip(runs[1], runs[2], strict=True)) / len(wall):.2f}x "
+    walls = [a[0] / b[0] for a, b in zip(runs[1], runs[2], strict=True)]
+    rates = [b[1] / a[1] for a, b in zip(runs[1], runs[2], strict=True)]
+    print(f"| speed-up 2 vs 1 (paired) | {sum(walls) / len(walls):.2f}x wall | "
+          f"{sum(rates) / len(rates):.2f}x trials/s | "
+          f"{sum(b[2] / a[2] for a, b in zip(runs[1], runs[2], strict=True)) / len(walls):.2f}x "
           "CPU per trial |")
+    out = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "trials": args.trials,
+        "speedup_wall": {"value": statistics.median(walls), "spread": [min(walls), max(walls)]},
+        "speedup_trials_per_s": {"value": statistics.median(rates),
+                                 "spread": [min(rates), max(rates)]},
+        "runs": {str(w): [list(r) for r in rows] for w, rows in runs.items()},
+    }
+    runs_dir = Path(__file__).resolve().parent / "runs"
+    runs_dir.mkdir(exist_ok=True)
+    (runs_dir / "workers_scaling.json").write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":
