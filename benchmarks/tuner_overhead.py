@@ -35,6 +35,7 @@ from typing import Any
 
 import optuna
 from hydra import compose, initialize_config_dir
+from optuna.study import StudyDirection
 
 from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
 from ipu_tune.hardware import make_system
@@ -61,8 +62,9 @@ def bare(n: int, sampler: str) -> float:
         system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
         problem = SearchProblem(cfg, profile, system)
         storage = open_storage(resolve_storage(None, tmp))
+        directions = [StudyDirection[d.upper()] for d in problem.directions]
         study = optuna.create_study(storage=storage, sampler=problem.sampler(),
-                                    directions=problem.directions)
+                                    directions=directions)
 
         def objective(trial: optuna.Trial) -> list[float]:
             return [float(v) for v in problem.run_trial(trial).values]
