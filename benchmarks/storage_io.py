@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout whose main command runs in the same pairs")
+    parser.add_argument("--baseline-label", default="",
+                        help="what the baseline checkout is (a commit), for the figures file")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     where = Path(tempfile.gettempdir())
@@ -143,7 +145,7 @@ def main() -> None:
     }
     if base:
         out["baseline"] = {
-            "checkout": str(args.baseline),
+            "checkout": args.baseline_label or str(args.baseline),
             "idle_s": {"value": statistics.median(i for i, _ in base),
                        "spread": [min(i for i, _ in base), max(i for i, _ in base)]},
             "contended_s": {"value": statistics.median(c for _, c in base),

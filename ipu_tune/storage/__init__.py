@@ -1,5 +1,6 @@
 """Where studies live: storage URLs, the default journal file, and opening them safely."""
 
+from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._open import (
@@ -18,6 +19,8 @@ __all__ = [
     "HEARTBEAT_GRACE_S",
     "HEARTBEAT_INTERVAL_S",
     "MEMORY",
+    "BatchedJournalStorage",
+    "BatchingJournalBackend",
     "ClaimLock",
     "FlockLock",
     "StorageTarget",

@@ -147,6 +147,11 @@ class BatchedJournalStorage(JournalStorage):
         self._ops: dict[int, list[_Op]] = {}  # trial id -> its held-back writes, in order
         self._shown: dict[int, FrozenTrial] = {}  # trial id -> the trial with those writes
 
+    @property
+    def fsyncs(self) -> int:
+        """Durable appends this storage made (its tests and benchmarks count them)."""
+        return self._batching.fsyncs
+
     # -- claiming: appended at once, not fsync'd (see the module docstring, step 1) --------
     def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
         running = template_trial is None or template_trial.state == TrialState.RUNNING

@@ -1,8 +1,10 @@
 """Resolve and open an Optuna storage, turning every failure into one line.
 
-Default: an Optuna journal file `<results_dir>/ipu_tune.journal`. Journal appends are one
-fsync'd line per event (about 3x faster per trial than SQLite here) and safe for several
-processes on one machine through a kernel lock; many machines share a PostgreSQL URL.
+Default: an Optuna journal file `<results_dir>/ipu_tune.journal`, written by
+`BatchedJournalStorage`: a trial's creation, then its parameters, attributes and result in one
+fsync'd append (one fsync per finished trial), safe for several processes on one machine
+through a kernel lock; many machines share a PostgreSQL URL. `memory` keeps a study in this
+process only (a quick look; never resumed). Which to use when: docs/storage-choice.md.
 """
 
 from __future__ import annotations

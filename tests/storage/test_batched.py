@@ -9,7 +9,7 @@ import pytest
 from optuna.trial import TrialState
 
 from ipu_tune.records import fail_trial
-from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.storage import BatchedJournalStorage, open_storage, resolve_storage
 from tests.conftest import run_cli
 
 
@@ -17,25 +17,26 @@ def _lines(path: Path) -> int:
     return len(path.read_bytes().splitlines())
 
 
-def _study(tmp_path: Path) -> tuple[optuna.Study, Path]:
+def _study(tmp_path: Path) -> tuple[optuna.Study, Path, BatchedJournalStorage]:
     target = resolve_storage(None, str(tmp_path))
-    study = optuna.create_study(study_name="b", storage=open_storage(target),
+    storage = open_storage(target)
+    assert isinstance(storage, BatchedJournalStorage)
+    study = optuna.create_study(study_name="b", storage=storage,
                                 sampler=optuna.samplers.RandomSampler(seed=1))
-    return study, Path(target.location)
+    return study, Path(target.location), storage
 
 
 def test_a_finished_trial_is_two_appends_and_one_fsync(tmp_path: Path) -> None:
-    study, journal = _study(tmp_path)
-    backend = study._storage._backend  # type: ignore[attr-defined]
-    lines, syncs = _lines(journal), backend.fsyncs
+    study, journal, storage = _study(tmp_path)
+    lines, syncs = _lines(journal), storage.fsyncs
     trial = study.ask()
     for name in "abcd":
         trial.suggest_float(name, 0, 1)
     trial.set_user_attr("plan", "{}")
     trial.set_constraint("memory", -1.0)
-    assert (_lines(journal), backend.fsyncs) == (lines + 1, syncs)  # the creation, unsynced
+    assert (_lines(journal), storage.fsyncs) == (lines + 1, syncs)  # the creation, unsynced
     study.tell(trial, 0.5)
-    assert backend.fsyncs == syncs + 1  # params, attributes and result: one fsync'd append
+    assert storage.fsyncs == syncs + 1  # params, attributes and result: one fsync'd append
     assert _lines(journal) == lines + 1 + 4 + 2 + 1
     again = optuna.load_study(study_name="b", storage=open_storage(
         resolve_storage(None, str(tmp_path)))).trials[0]
@@ -44,7 +45,7 @@ def test_a_finished_trial_is_two_appends_and_one_fsync(tmp_path: Path) -> None:
 
 
 def test_held_writes_are_read_back_before_tell_and_absent_from_the_file(tmp_path: Path) -> None:
-    study, _ = _study(tmp_path)
+    study, _, _ = _study(tmp_path)
     trial = study.ask()
     x = trial.suggest_float("x", 0, 1)
     trial.set_user_attr("k", 1)
@@ -56,7 +57,7 @@ def test_held_writes_are_read_back_before_tell_and_absent_from_the_file(tmp_path
 
 
 def test_failing_another_workers_trial_is_written_at_once(tmp_path: Path) -> None:
-    study, _ = _study(tmp_path)
+    study, _, _ = _study(tmp_path)
     study.ask()  # held by this storage; another one recovers it
     target = resolve_storage(None, str(tmp_path))
     storage = open_storage(target)
