@@ -1,6 +1,7 @@
 """Tuner overhead: per-trial time of the main command's loop against a bare Optuna loop.
 
-Both use the same storage kind (a fresh journal file), the same sampler and the same objective
+Both use the same storage kind (a fresh journal file on disk: Optuna's `JournalStorage` for the
+bare loop, ipu-tune's for the tuner), the same sampler and the same objective
 (`SearchProblem.run_trial`: sampling + simulation + the constraints it records). The difference
 is what the tuner adds per trial: the claim lock and the worker's record of its trial (a
 locked local file, no storage write), the slot check, the plan attribute (config + result, one
@@ -35,13 +36,15 @@ from typing import Any
 
 import optuna
 from hydra import compose, initialize_config_dir
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 from optuna.study import StudyDirection
 
 from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem
-from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.storage import FlockLock, resolve_storage
 from ipu_tune.tuner import run
 
 _CPU: list[float] = []  # CPU seconds per trial of each loop run, in run order (one process)
@@ -61,7 +64,10 @@ def bare(n: int, sampler: str) -> float:
         profile = profile_model(cfg.model)
         system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
         problem = SearchProblem(cfg, profile, system)
-        storage = open_storage(resolve_storage(None, tmp))
+        # Optuna's own journal storage on the same file (with the kernel lock ipu-tune uses):
+        # what a bare Optuna script writes, one fsync'd append per event.
+        path = resolve_storage(None, tmp).location
+        storage = JournalStorage(JournalFileBackend(path, lock_obj=FlockLock(path)))
         directions = [StudyDirection[d.upper()] for d in problem.directions]
         study = optuna.create_study(storage=storage, sampler=problem.sampler(),
                                     directions=directions)

@@ -4,8 +4,8 @@ TPE fits its densities to every finished trial before each draw, so its cost per
 with the study (`benchmarks/tpe_long.py`). `sampler.params.history: N` hands the sampler, for
 each draw, a view of the study holding only the last N finished trials, the best N/10 of all
 (by the first objective, so the good density keeps the best plans found early), and every
-RUNNING trial (the constant liar's). The search space is still inferred from the whole study;
-the trials themselves are untouched.
+RUNNING trial (the constant liar's). The search space is still inferred from the whole study,
+each finished trial shown to it once; the trials themselves are untouched.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class HistoryWindow(BaseSampler):
         self.inner = inner
         self.history = history
         self._last: tuple[int, optuna.Study] | None = None  # (trial id, its view)
+        self._fed: set[int] = set()  # finished trials the search space has been shown
 
     def _view(self, study: optuna.Study, trial: FrozenTrial) -> optuna.Study:
         """The window for `trial`'s draws (built once per trial: its parameters may be drawn
@@ -81,7 +82,14 @@ class HistoryWindow(BaseSampler):
 
     def infer_relative_search_space(self, study: optuna.Study,
                                     trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return self.inner.infer_relative_search_space(study, trial)
+        # Optuna's search spaces accumulate what they are shown (the group decomposition adds
+        # every finished trial's distributions on each call, a pass over the whole study; the
+        # intersection keeps a cursor): show each finished trial once, and the unfinished ones.
+        trials = study._get_trials(deepcopy=False, use_cache=False)
+        fresh = [t for t in trials if not t.state.is_finished() or t.number not in self._fed]
+        self._fed.update(t.number for t in fresh if t.state.is_finished())
+        view = _WindowStudy(study, fresh)
+        return self.inner.infer_relative_search_space(view, trial)  # type: ignore[arg-type]
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
