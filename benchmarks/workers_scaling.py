@@ -48,10 +48,10 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def one_run(n: int, workers: int) -> tuple[float, float, float]:
+def one_run(n: int, workers: int, where: str | None = None) -> tuple[float, float, float]:
     """(wall seconds of `run`, trials per second of the trial phase, CPU ms per trial of this
     process and its workers)."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
         prep = prepare(_cfg(Path(tmp), n, workers))
         start, cpu = time.perf_counter(), _cpu_s()
         run(prep)
@@ -71,13 +71,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--pairs", type=int, default=1)
+    parser.add_argument("--dir", default=None,
+                        help="folder of the journal (default: the temporary folder, on disk); "
+                             "/dev/shm compares with a journal in memory")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     one_run(5, 1)  # warm the profile cache and imports
     runs: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
     for pair in range(args.pairs):
         for workers in ((1, 2) if pair % 2 == 0 else (2, 1)):
-            runs[workers].append(one_run(args.trials, workers))
+            runs[workers].append(one_run(args.trials, workers, args.dir))
     load_before = os.getloadavg()
     print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
     print(f"| workers | run wall s ({args.trials} trials) | trial phase, trials/s | "
@@ -98,6 +101,7 @@ def main() -> None:
         "load_before": load_before,
         "load_after": os.getloadavg(),
         "trials": args.trials,
+        "journal_folder": args.dir or tempfile.gettempdir(),
         "speedup_wall": {"value": statistics.median(walls), "spread": [min(walls), max(walls)]},
         "speedup_trials_per_s": {"value": statistics.median(rates),
                                  "spread": [min(rates), max(rates)]},
@@ -105,7 +109,8 @@ def main() -> None:
     }
     runs_dir = Path(__file__).resolve().parent / "runs"
     runs_dir.mkdir(exist_ok=True)
-    (runs_dir / "workers_scaling.json").write_text(json.dumps(out, indent=2) + "\n")
+    name = "workers_scaling" + ("_" + Path(args.dir).name if args.dir else "")
+    (runs_dir / f"{name}.json").write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

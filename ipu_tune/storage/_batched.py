@@ -167,14 +167,14 @@ class BatchedJournalStorage(JournalStorage):
 
     def set_trial_state_values(self, trial_id: int, state: TrialState,
                                values: Sequence[float] | None = None) -> bool:
-        ops = self._ops.pop(trial_id, None)
-        self._shown.pop(trial_id, None)
-        if state == TrialState.RUNNING:
+        if state == TrialState.RUNNING:  # taking an enqueued trial
             with self._batching.unsynced():
                 taken = super().set_trial_state_values(trial_id, state, values)
-            if taken:
+            if taken and trial_id not in self._ops:
                 self._hold(trial_id)
             return taken
+        ops = self._ops.pop(trial_id, None)
+        self._shown.pop(trial_id, None)
         with self._batching.batch():
             for op in ops or ():
                 op()
