@@ -18,8 +18,9 @@ with the study and is the same in both loops).
 
     python benchmarks/tuner_overhead.py [--trials 100 500 1000] [--sampler random] [--rounds 3]
 
-Figures go to benchmarks/runs/tuner_overhead_<sampler>.json (per size: value, the median
-ratio; spread, min and max over rounds; load from os.getloadavg() before and after; date).
+Figures go to benchmarks/runs/tuner_overhead_<sampler>_bare_on_<storage>.json (per size:
+value, the median ratio; spread, min and max over rounds; load from os.getloadavg() before and
+after; date).
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem
-from ipu_tune.storage import FlockLock, resolve_storage
+from ipu_tune.storage import FlockLock, open_storage, resolve_storage
 from ipu_tune.tuner import run
 
+_BARE_ON_IPU_TUNE_STORAGE = False  # --bare-storage ipu-tune: the bare loop on ipu-tune's journal
 _CPU: list[float] = []  # CPU seconds per trial of each loop run, in run order (one process)
 
 
@@ -66,8 +68,10 @@ def bare(n: int, sampler: str) -> float:
         problem = SearchProblem(cfg, profile, system)
         # Optuna's own journal storage on the same file (with the kernel lock ipu-tune uses):
         # what a bare Optuna script writes, one fsync'd append per event.
-        path = resolve_storage(None, tmp).location
-        storage = JournalStorage(JournalFileBackend(path, lock_obj=FlockLock(path)))
+        target = resolve_storage(None, tmp)
+        path = target.location
+        storage = (open_storage(target) if _BARE_ON_IPU_TUNE_STORAGE else
+                   JournalStorage(JournalFileBackend(path, lock_obj=FlockLock(path))))
         directions = [StudyDirection[d.upper()] for d in problem.directions]
         study = optuna.create_study(storage=storage, sampler=problem.sampler(),
                                     directions=directions)
@@ -100,7 +104,12 @@ def main() -> None:
     parser.add_argument("--trials", type=int, nargs="+", default=[100])
     parser.add_argument("--sampler", default="tpe")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bare-storage", choices=("optuna", "ipu-tune"), default="optuna",
+                        help="the bare loop's journal storage: Optuna's, or ipu-tune's (one "
+                             "fsync per trial: isolates the tuner's bookkeeping)")
     args = parser.parse_args()
+    global _BARE_ON_IPU_TUNE_STORAGE
+    _BARE_ON_IPU_TUNE_STORAGE = args.bare_storage == "ipu-tune"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     bare(3, args.sampler), tuner(3, args.sampler)  # warm the profile cache and imports
     print(f"Ratios: median of {args.rounds} paired rounds. Whole run: the loop's or `run`'s "
@@ -114,6 +123,7 @@ def main() -> None:
     out: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
                            "cores": os.cpu_count(), "load_before": os.getloadavg(),
                            "sampler": args.sampler, "storage": "journal file on disk",
+                           "bare_storage": args.bare_storage,
                            "rounds": args.rounds, "sizes": {}}
     for n in args.trials:
         whole: list[tuple[float, float]] = []
@@ -148,7 +158,8 @@ def main() -> None:
     out["load_after"] = os.getloadavg()
     runs = Path(__file__).resolve().parent / "runs"
     runs.mkdir(exist_ok=True)
-    (runs / f"tuner_overhead_{args.sampler}.json").write_text(json.dumps(out, indent=2) + "\n")
+    name = f"tuner_overhead_{args.sampler}_bare_on_{args.bare_storage}.json"
+    (runs / name).write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":
