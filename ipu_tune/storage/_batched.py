@@ -53,7 +53,8 @@ class BatchingJournalBackend(JournalFileBackend):
     outside the lock.
 
     Inside `batch()` (per thread) appends are kept and reads yield nothing new (the storage
-    replays them once the batch is written); the batch is one `write` then, fsync'd or not.
+    replays them once the batch is written), then written in one `write` and one fsync; inside
+    `unsynced()` each append is written at once without an fsync of its own.
     """
 
     def __init__(self, file_path: str, lock_obj: FlockLock) -> None:
