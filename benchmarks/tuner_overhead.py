@@ -158,7 +158,7 @@ def main() -> None:
     out["load_after"] = os.getloadavg()
     runs = Path(__file__).resolve().parent / "runs"
     runs.mkdir(exist_ok=True)
-    name = f"tuner_overhead_{args.sampler}_bare_on_{args.bare_storage}.json"
+    name = f"tuner_overhead_{args.sampler}_bare_on_{args.bare_storage.replace('-', '_')}.json"
     (runs / name).write_text(json.dumps(out, indent=2) + "\n")
 
 
