@@ -1,6 +1,7 @@
 """Tuner overhead: per-trial time of the main command's loop against a bare Optuna loop.
 
-Both use the same storage kind (a fresh journal file), the same sampler and the same objective
+Both use the same storage kind (a fresh journal file on disk: Optuna's `JournalStorage` for the
+bare loop, ipu-tune's for the tuner), the same sampler and the same objective
 (`SearchProblem.run_trial`: sampling + simulation + the constraints it records). The difference
 is what the tuner adds per trial: the claim lock and the worker's record of its trial (a
 locked local file, no storage write), the slot check, the plan attribute (config + result, one
@@ -16,6 +17,9 @@ first, (T(n) - T(1)) / (n - 1), with each loop's 1-trial run of the same round s
 with the study and is the same in both loops).
 
     python benchmarks/tuner_overhead.py [--trials 100 500 1000] [--sampler random] [--rounds 3]
+
+Figures go to benchmarks/runs/tuner_overhead.json (per size: the median ratio, its spread
+over rounds; the machine's load before and after; the date), rendered into RESULTS.md.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ from pathlib import Path
 
 import optuna
 from hydra import compose, initialize_config_dir
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.study import StudyDirection
 
 from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem
-from ipu_tune.storage import open_storage, resolve_storage
+from ipu_tune.storage import FlockLock, open_storage, resolve_storage
 from ipu_tune.tuner import run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,9 +64,15 @@ def bare(n: int, sampler: str) -> float:
         profile = profile_model(cfg.model)
         system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
         problem = SearchProblem(cfg, profile, system)
-        storage = open_storage(resolve_storage(None, tmp))
+        # Optuna's own journal storage on the same file (with the kernel lock ipu-tune uses):
+        # what a bare Optuna script writes, one fsync'd append per event.
+        target = resolve_storage(None, tmp)
+        path = target.location
+        storage = (open_storage(target) if _BARE_ON_IPU_TUNE_STORAGE else
+                   JournalStorage(JournalFileBackend(path, lock_obj=FlockLock(path))))
+        directions = [StudyDirection[d.upper()] for d in problem.directions]
         study = optuna.create_study(storage=storage, sampler=problem.sampler(),
-                                    directions=problem.directions)
+                                    directions=directions)
 
         def objective(trial: optuna.Trial) -> list[float]:
             return [float(v) for v in problem.run_trial(trial).values]
@@ -89,7 +102,12 @@ def main() -> None:
     parser.add_argument("--trials", type=int, nargs="+", default=[100])
     parser.add_argument("--sampler", default="tpe")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bare-storage", choices=("optuna", "ipu-tune"), default="optuna",
+                        help="the bare loop's journal storage: Optuna's, or ipu-tune's (one "
+                             "fsync per trial: isolates the tuner's bookkeeping)")
     args = parser.parse_args()
+    global _BARE_ON_IPU_TUNE_STORAGE
+    _BARE_ON_IPU_TUNE_STORAGE = args.bare_storage == "ipu-tune"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     bare(3, args.sampler), tuner(3, args.sampler)  # warm the profile cache and imports
     print(f"Ratios: median of {args.rounds} paired rounds. Whole run: the loop's or `run`'s "
@@ -126,7 +144,8 @@ def main() -> None:
                                      ("per trial beyond the first", marginal, "<= 1.2"),
                                      ("CPU per trial", cpu, None)):
             ratios = [p[1] / p[0] for p in pairs]
-            record.add(f"{n} trials ({args.sampler}): {label}, ipu-tune / bare Optuna",
+            record.add(f"{n} trials ({args.sampler}): {label}, ipu-tune / bare loop on "
+                       f"{args.bare_storage}'s journal",
                        statistics.median(ratios), f"ratio, median of {args.rounds} paired rounds",
                        spread=(min(ratios), max(ratios)), target=target,
                        note=f"ms per trial, bare / ipu-tune: {show(pairs).split(' (')[0]}")

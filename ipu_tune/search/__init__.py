@@ -5,6 +5,7 @@ the sampler, the warm-start plans, each trial's outcome and the best trial.
 """
 
 from ipu_tune.search._convergence import Convergence, convergence
+from ipu_tune.search._history import HistoryWindow
 from ipu_tune.search._local import LocalSearch
 from ipu_tune.search._objectives import (
     DIRECTIONS,
@@ -42,6 +43,7 @@ __all__ = [
     "SAMPLERS",
     "Compromise",
     "Convergence",
+    "HistoryWindow",
     "KnobSpec",
     "LocalSearch",
     "Objective",

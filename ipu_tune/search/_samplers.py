@@ -14,6 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ipu_tune.config import SamplerConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.records import native_constraints, user_attr_constraints
+from ipu_tune.search._history import HistoryWindow
 
 __all__ = ["SAMPLERS", "AskTellBruteForceSampler", "make_sampler"]
 
@@ -67,7 +68,9 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
     cls = SAMPLERS[cfg.name]
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
     kwargs: dict[str, Any] = {"seed": cfg.seed}
-    for key, value in dict(cfg.params).items():
+    params = dict(cfg.params)
+    history = _history(cfg.name, params.pop("history", None))
+    for key, value in params.items():
         if key not in accepted or key in ("seed", "constraints_func"):
             allowed = sorted(accepted - {"seed", "constraints_func"})
             raise bad_value(f"sampler.params.{key}", value,
@@ -78,6 +81,18 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
         try:
-            return cls(**kwargs)
+            sampler = cls(**kwargs)
         except (TypeError, ValueError) as exc:
             raise IpuTuneError(f"sampler.params: {exc}") from None
+    return sampler if history is None else HistoryWindow(sampler, history)
+
+
+def _history(name: str, value: Any) -> int | None:
+    """`sampler.params.history`: TPE models the last N finished trials and the best N/10."""
+    if value is None:
+        return None
+    if name != "tpe":
+        raise bad_value("sampler.params.history", value, f"TPE only; sampler.name={name!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 20:
+        raise bad_value("sampler.params.history", value, "allowed: an integer >= 20")
+    return value

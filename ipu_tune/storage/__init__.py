@@ -1,6 +1,7 @@
 """Where studies live: storage URLs, the default journal file, opening them safely, the results
 table beside each study, and the files written under results_dir."""
 
+from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._files import atomic_write, study_dir
 from ipu_tune.storage._journal_lock import FlockLock
@@ -8,6 +9,7 @@ from ipu_tune.storage._open import (
     DEFAULT_JOURNAL,
     HEARTBEAT_GRACE_S,
     HEARTBEAT_INTERVAL_S,
+    MEMORY,
     StorageTarget,
     open_storage,
     redact,
@@ -28,8 +30,11 @@ __all__ = [
     "DEFAULT_JOURNAL",
     "HEARTBEAT_GRACE_S",
     "HEARTBEAT_INTERVAL_S",
+    "MEMORY",
     "PLAN_COLUMNS",
     "TABLE_NAME",
+    "BatchedJournalStorage",
+    "BatchingJournalBackend",
     "ClaimLock",
     "FlockLock",
     "ResultsStore",

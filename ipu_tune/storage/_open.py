@@ -1,8 +1,10 @@
 """Resolve and open an Optuna storage, turning every failure into one line.
 
-Default: an Optuna journal file `<results_dir>/ipu_tune.journal`. Journal appends are one
-fsync'd line per event (about 3x faster per trial than SQLite here) and safe for several
-processes on one machine through a kernel lock; many machines share a PostgreSQL URL.
+Default: an Optuna journal file `<results_dir>/ipu_tune.journal`, written by
+`BatchedJournalStorage`: a trial's creation, then its parameters, attributes and result in one
+fsync'd append (one fsync per finished trial), safe for several processes on one machine
+through a kernel lock; many machines share a PostgreSQL URL. `memory` keeps a study in this
+process only (a quick look; never resumed). Which to use when: docs/storage-choice.md.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -22,14 +25,14 @@ import optuna
 from optuna.exceptions import ExperimentalWarning
 from optuna.storages import (
     BaseStorage,
-    JournalStorage,
+    InMemoryStorage,
     RDBStorage,
     RetryHeartbeatStaleTrialCallback,
 )
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._redact import redact
@@ -39,6 +42,7 @@ __all__ = [
     "DEFAULT_JOURNAL",
     "HEARTBEAT_GRACE_S",
     "HEARTBEAT_INTERVAL_S",
+    "MEMORY",
     "StorageTarget",
     "open_storage",
     "redact",
@@ -46,6 +50,8 @@ __all__ = [
 ]
 
 DEFAULT_JOURNAL = "ipu_tune.journal"
+MEMORY = "memory"  # study.storage=memory: a study in this process only, never resumed
+_MEMORY_RESULTS = "sqlite:///:memory:"
 _JOURNAL_PREFIX = "journal:///"
 _SCHEMA_RACE_ATTEMPTS = 6
 _SCHEMA_RACES = ("already exists", "duplicate key", "UNIQUE constraint")
@@ -69,8 +75,8 @@ def _make_url(text: str) -> Any:
 
 @dataclass(frozen=True)
 class StorageTarget:
-    kind: str  # "journal" | "rdb"
-    location: str  # file path (journal) or SQLAlchemy URL (rdb)
+    kind: str  # "journal" | "rdb" | "memory"
+    location: str  # file path (journal), SQLAlchemy URL (rdb) or "memory"
     results_url: str  # SQLAlchemy URL of the results table
     # The results directory, the one folder ipu-tune creates for a journal; any other parent
     # folder must exist (a typo in journal:///... must not create folders anywhere).
@@ -81,6 +87,8 @@ class StorageTarget:
         """The claim lock of a storage on this machine's disk; a no-op for database servers."""
         if self.kind == "journal":
             return ClaimLock(self.location + ".claims")
+        if self.kind == "memory":  # one process
+            return ClaimLock(None)
         url = _make_url(self.location)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             return ClaimLock(str(url.database) + ".claims")
@@ -96,6 +104,8 @@ class StorageTarget:
         if self.kind == "journal" and self.results_dir and Path(self.location).resolve() == (
                 Path(self.results_dir) / DEFAULT_JOURNAL).resolve():
             return ""
+        if self.kind == "memory":
+            return MEMORY
         text = self.location if self.kind == "journal" else redact(self.location)
         return hashlib.sha256(text.encode()).hexdigest()[:6]
 
@@ -105,7 +115,10 @@ class StorageTarget:
 
 
 def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
-    """Journal file for None, a `*.journal`/`*.log` path or `journal:///path`; else a DB URL."""
+    """Journal file for None, a `*.journal`/`*.log` path or `journal:///path`; `memory` for
+    this process only (its results table too: nothing is kept); else a DB URL."""
+    if storage == MEMORY:
+        return StorageTarget("memory", MEMORY, _MEMORY_RESULTS, results_dir)
     if storage is None or storage == "":
         path = str(Path(results_dir) / DEFAULT_JOURNAL)
     elif storage.startswith(_JOURNAL_PREFIX):
@@ -118,7 +131,7 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
         except ValueError:
             raise IpuTuneError(
                 f"study.storage={redact(storage)!r}: not a storage URL; allowed: a journal file "
-                "(*.journal), sqlite:///FILE, postgresql://USER@HOST/DB"
+                "(*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, memory"
             ) from None
         del url  # parsed only to reject what is not a URL
         return StorageTarget("rdb", storage, storage, results_dir)
@@ -175,6 +188,11 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
 
 def open_storage(target: StorageTarget) -> BaseStorage:
     """Open (creating when new) the storage; one-line `IpuTuneError` on any failure."""
+    if target.kind == "memory":
+        print("ipu-tune: study.storage=memory: the study lives in this process only and cannot "
+              "be resumed (exports are still written); leave study.storage unset to keep it",
+              file=sys.stderr)
+        return InMemoryStorage()
     if target.kind == "journal":
         path = Path(target.location)
         _check_journal_parent(path, target.results_dir)
@@ -224,7 +242,7 @@ def _check_sqlite_folder(target: StorageTarget) -> None:
 
 
 def _journal(path: Path) -> BaseStorage:
-    return JournalStorage(JournalFileBackend(str(path), lock_obj=FlockLock(str(path))))
+    return BatchedJournalStorage(BatchingJournalBackend(str(path), FlockLock(str(path))))
 
 
 def _open_journal(path: Path) -> BaseStorage:

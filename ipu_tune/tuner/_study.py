@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import optuna
-from optuna.storages import BaseStorage, RDBStorage
+from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
@@ -187,6 +187,9 @@ def open_study(
     storage's study-wide lock: creating, checking, the warm start (enqueued once per study, by
     whichever worker creates it) and this worker's slot (which seeds its sampler).
     """
+    if isinstance(storage, InMemoryStorage) and workers > 1:
+        raise IpuTuneError(f"study.workers={workers}: study.storage=memory lives in one process; "
+                           "allowed: study.workers=1, or a journal or database storage")
     key = name or default_study_name(cfg, pinned)  # studies do not wait for each other
     lock = claims.recovering(key) if claims is not None else nullcontext()
     with lock:
@@ -305,8 +308,11 @@ def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> li
         worker = dead.get(t.number) or TrialRecord.of(t).worker or "unrecorded"
         if not fail_trial(storage, study, t, f"worker died: {worker}"):
             continue  # another worker failed it first
-        if t.params:
-            study.enqueue_trial(t.params, user_attrs=TrialRecord.retry_attrs(t.number))
+        # A journal writes a trial's parameters with its result: a trial killed before then
+        # has none, and an enqueued one still has the plan it was given.
+        params = t.params or t.system_attrs.get("fixed_params")
+        if params:
+            study.enqueue_trial(params, user_attrs=TrialRecord.retry_attrs(t.number))
         retried.append(t.number)
     return retried
 

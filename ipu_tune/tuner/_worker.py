@@ -5,10 +5,13 @@ Order per trial (what a kill at any point leaves behind):
    worker's locked file on one machine (`ClaimLock.running_file`, no storage write), as a tag
    on the trial on a database server (a resume fails and retries a RUNNING trial of a dead
    worker, recorded or not);
-2. simulate, store constraints, then config and result in one user attribute;
+2. simulate, store constraints, then config and result in one user attribute (on the journal,
+   `ipu_tune.storage.BatchedJournalStorage`, the parameters and attributes stay in this
+   process's memory until step 3);
 3. tell (`ipu_tune.search.tell_outcome`): COMPLETE with its values when the plan is feasible,
-   PRUNED without a value when it is not (a kill before this leaves it RUNNING: failed and
-   retried on resume);
+   PRUNED without a value when it is not; on the journal one fsync'd append with the
+   parameters and attributes (a kill before this leaves it RUNNING, on the journal without
+   parameters: failed on resume, and retried when it was an enqueued plan);
 4. queue the results row; queued rows go in one statement about once a second and when the
    loop ends (a kill before that is repaired by `sync_results`, which `run` calls on
    every start and end: the study is the record, the table a copy).

@@ -1,0 +1,89 @@
+"""The journal writes a finished trial in one durable append; `study.storage=memory` is explicit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from ipu_tune.records import fail_trial
+from ipu_tune.storage import BatchedJournalStorage, open_storage, resolve_storage
+from tests.conftest import run_cli
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_bytes().splitlines())
+
+
+def _study(tmp_path: Path) -> tuple[optuna.Study, Path, BatchedJournalStorage]:
+    target = resolve_storage(None, str(tmp_path))
+    storage = open_storage(target)
+    assert isinstance(storage, BatchedJournalStorage)
+    study = optuna.create_study(study_name="b", storage=storage,
+                                sampler=optuna.samplers.RandomSampler(seed=1))
+    return study, Path(target.location), storage
+
+
+def test_a_finished_trial_is_two_appends_and_one_fsync(tmp_path: Path) -> None:
+    study, journal, storage = _study(tmp_path)
+    lines, syncs = _lines(journal), storage.fsyncs
+    trial = study.ask()
+    for name in "abcd":
+        trial.suggest_float(name, 0, 1)
+    trial.set_user_attr("plan", "{}")
+    trial.set_constraint("memory", -1.0)
+    assert (_lines(journal), storage.fsyncs) == (lines + 1, syncs)  # the creation, unsynced
+    study.tell(trial, 0.5)
+    assert storage.fsyncs == syncs + 1  # params, attributes and result: one fsync'd append
+    assert _lines(journal) == lines + 1 + 4 + 2 + 1
+    again = optuna.load_study(study_name="b", storage=open_storage(
+        resolve_storage(None, str(tmp_path)))).trials[0]
+    assert again.state == TrialState.COMPLETE and set(again.params) == set("abcd")
+    assert again.user_attrs == {"plan": "{}"} and again.constraints == {"memory": -1.0}
+
+
+def test_held_writes_are_read_back_before_tell_and_absent_from_the_file(tmp_path: Path) -> None:
+    study, _, _ = _study(tmp_path)
+    trial = study.ask()
+    x = trial.suggest_float("x", 0, 1)
+    trial.set_user_attr("k", 1)
+    mine = study.get_trials(deepcopy=False)[0]
+    assert mine.params == {"x": x} and mine.user_attrs == {"k": 1}
+    other = optuna.load_study(study_name="b", storage=open_storage(
+        resolve_storage(None, str(tmp_path)))).trials[0]
+    assert other.state == TrialState.RUNNING and other.params == {} and other.user_attrs == {}
+
+
+def test_failing_another_workers_trial_is_written_at_once(tmp_path: Path) -> None:
+    study, _, _ = _study(tmp_path)
+    study.ask()  # held by this storage; another one recovers it
+    target = resolve_storage(None, str(tmp_path))
+    storage = open_storage(target)
+    other = optuna.load_study(study_name="b", storage=storage)
+    assert fail_trial(storage, other, other.trials[0], "worker died: test")
+    seen = optuna.load_study(study_name="b", storage=open_storage(target)).trials[0]
+    assert seen.state == TrialState.FAIL
+    assert seen.system_attrs["fail_reason"] == "worker died: test"
+
+
+def test_memory_storage_is_explicit_and_says_so_once(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert resolve_storage(None, str(tmp_path)).kind == "journal"  # never the default
+    target = resolve_storage("memory", str(tmp_path))
+    assert target.kind == "memory" and target.export_tag == "memory"
+    storage = open_storage(target)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot be resumed" in err[0]
+    assert isinstance(storage, optuna.storages.InMemoryStorage)
+    assert list(tmp_path.iterdir()) == []  # nothing kept on disk
+
+
+def test_memory_storage_with_two_workers_is_one_line(tmp_path: Path) -> None:
+    done = run_cli(["study.storage=memory", "study.workers=2", f"results_dir={tmp_path}/r",
+                    "study.n_trials=3"], cwd=tmp_path)
+    assert done.returncode != 0
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert lines[-1].startswith("ipu-tune: error: study.workers=2: study.storage=memory")
+    assert "Traceback" not in done.stderr
