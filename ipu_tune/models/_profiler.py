@@ -89,7 +89,7 @@ def cache_key(cfg: ModelConfig) -> str:
 def _cached_profile(key: str, cfg: ModelConfig) -> bytes:
     """Disk-cached `compute`, pickled here; joblib hashes only `key` (which holds every field of
     `cfg`). joblib reads its files with Python's pure-Python unpickler, ~10x slower than the C
-    one on a profile's thousands of small objects (~0.3 s of every run's start, issue 16): it
+    one on a profile's thousands of small objects (~0.3 s of every run's start): it
     stores one bytes object, which `pickle.loads` turns back into the profile."""
     del key
     from ipu_tune.models._build import compute
