@@ -24,7 +24,7 @@ _API = ("evaluate", "evaluate_config", "profile")
 
 def __getattr__(name: str) -> Any:
     # The API (and the simulator behind it) loads on first use, so that `python -m ipu_tune
-    # --help` or `studies` do not pay for it (issue 16).
+    # --help` or `studies` do not pay for it.
     if name in _API:
         from ipu_tune import _api
 

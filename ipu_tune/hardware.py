@@ -1,5 +1,5 @@
 """IPU, machine (IPU-Fabric) and host-server presets with sourced constants
-(shared/reference/ipu-hardware.md).
+(IPU datasheets and papers: docs/references.md).
 
 Each figure names its status there: read (stated by a source), derived (arithmetic on read
 figures) or estimate (no public figure; calibration settles it). Units live in the names.
@@ -104,7 +104,7 @@ IPUS: dict[str, IpuSpec] = {
 @dataclass(frozen=True)
 class MachineSpec:
     """The IPU-Machine an IPU comes in and the IPU-Fabric joining machines
-    (shared/reference/ipu-hardware.md, row "IPU-M2000 / Bow-2000")."""
+    (IPU-M2000 / Bow-2000 datasheets, docs/references.md)."""
 
     name: str
     # read: an IPU-M2000 / Bow-2000 holds 4 IPUs (a Mk1 C2 card 2).

@@ -1,4 +1,4 @@
-"""Hardware presets against the public figures of shared/reference/ipu-hardware.md."""
+"""Hardware presets against the public figures of the IPU datasheets (docs/references.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_peaks_match_the_reference(name: str) -> None:
     fp16, fp32 = PEAKS[name]
     assert ipu.peak_flops_per_s(True) / 1e12 == pytest.approx(fp16, rel=0.01)
     assert ipu.peak_flops_per_s(False) / 1e12 == pytest.approx(fp32, rel=0.01)
-    # fp16 is 4x fp32 on the AMP units (seed guide 4.6; reference table).
+    # fp16 is 4x fp32 on the AMP units (seed guide 4.6; IPU datasheets).
     assert ipu.peak_flops_per_s(True) == 4 * ipu.peak_flops_per_s(False)
 
 

@@ -54,9 +54,10 @@ def list_main(argv: Sequence[str]) -> int:
         return fail(str(exc))
     from ipu_tune.search import OBJECTIVES, best_trial
 
+    metas = [StudyMeta.of(s) for s in summaries]
+    differs = _what_differs(metas)
     print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  exported best (objective)")
-    for s in summaries:
-        meta = StudyMeta.of(s)
+    for s, meta, differ in zip(summaries, metas, differs, strict=True):
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         # Finished: COMPLETE (feasible) and PRUNED (infeasible, no value) trials.
         trials = study.get_trials(deepcopy=False, states=_FINISHED)
@@ -78,7 +79,51 @@ def list_main(argv: Sequence[str]) -> int:
         model = meta.model if meta else "?"
         print(f"{printable(s.study_name):40} {printable(model):14} {system:9} "
               f"{len(trials):>6}  {shown}")
+        if differ:
+            print(f"{'':4}differs: {printable(differ)}")
     return 0
+
+
+_DIFFERS_SHOWN = 4
+
+
+def _what_differs(metas: Sequence[StudyMeta | None]) -> list[str]:
+    """Per study, what tells it from the stored studies of the same model and system: the
+    problem keys (search preset, sampler, starting plan, pinned keys, ...) whose values differ
+    among them, as `key=value` of this study."""
+    from ipu_tune.tuner import problem_fingerprint
+
+    prints = [problem_fingerprint(m.config, m.pinned) if m and m.config else None
+              for m in metas]
+    out = []
+    for meta, mine in zip(metas, prints, strict=True):
+        same = [p for m, p in zip(metas, prints, strict=True) if p is not None and meta
+                and m and (m.model, m.ipu, m.num_ipus) == (meta.model, meta.ipu, meta.num_ipus)]
+        if mine is None or len(same) < 2:
+            out.append("")
+            continue
+        keys = sorted((k for k in mine if k != "pinned" and not k.startswith(_FOLLOWS)
+                       and any(p.get(k) != mine[k] for p in same)), key=_rank)
+        shown = [f"{k.removesuffix('.name')}={_short(mine[k])}" for k in keys]
+        more = f" (+{len(shown) - _DIFFERS_SHOWN} more)" if len(shown) > _DIFFERS_SHOWN else ""
+        out.append(", ".join(shown[:_DIFFERS_SHOWN]) + more)
+    return out
+
+
+# Keys that follow from one shown before them (a sampler's parameters from its name, the
+# search preset's space and objectives from its name).
+_FOLLOWS = ("sampler.params.", "search.space", "search.objectives")
+_FIRST = ("search.name", "sampler.name", "sampler.seed", "model.", "system.", "workload.")
+
+
+def _rank(key: str) -> tuple[int, str]:
+    return next((i for i, p in enumerate(_FIRST) if key.startswith(p)), len(_FIRST)), key
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(map(str, value)) + "]"
+    return "-" if value is None else str(value)
 
 
 def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneConfig]:
@@ -308,5 +353,24 @@ def trials_main(argv: Sequence[str]) -> int:
     df = df.head(args.top)
     if args.csv:
         return print_out(df.to_csv(index=False).rstrip("\n"))
-    table = df.drop(columns=["reason"])
-    return print_out(table.to_string(index=False, float_format=lambda v: f"{v:,.6g}"))
+    return print_out(readable_table(df.drop(columns=["reason"])))
+
+
+_ALWAYS = 6  # trial, objective, fits, feasible, peak memory, bottleneck: always shown
+
+
+def readable_table(df: Any) -> str:
+    """A trials table a terminal shows whole: columns equal in every row are said once above
+    it, empty cells are `-` (not None or NaN), booleans yes/no."""
+    def cell(v: Any) -> str:
+        if v is None or v == "" or (isinstance(v, float) and v != v):
+            return "-"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        return f"{v:,.6g}" if isinstance(v, float) else str(v)
+
+    shown = df.map(cell)
+    same = [c for c in shown.columns[_ALWAYS:] if shown[c].nunique() == 1 and len(shown) > 1]
+    head = ("same in every row: " + ", ".join(f"{c} {shown[c].iloc[0]}" for c in same) + "\n"
+            if same else "")
+    return head + shown.drop(columns=same).to_string(index=False)

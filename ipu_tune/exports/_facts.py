@@ -13,7 +13,7 @@ from ._docs import cite
 
 __all__ = ["Facts"]
 
-_MIB = float(1 << 20)
+_MB = 1e6  # decimal megabytes, as the run summary and the report print them
 
 
 class Facts:
@@ -39,8 +39,8 @@ class Facts:
         state = "fits" if r.fits else f"DOES NOT FIT ({r.reason})"
         return (
             f"Simulated: {r.throughput:,.1f} samples/s, step {r.step_time_s * 1e3:.2f} ms,"
-            f" bottleneck {r.bottleneck}; {state}; peak {full.total_bytes / _MIB:.0f} MiB of"
-            f" {full.limit_bytes / _MIB:.0f} MiB on IPU{full.ipu}."
+            f" bottleneck {r.bottleneck}; {state}; peak {full.total_bytes / _MB:.0f} MB of"
+            f" {full.limit_bytes / _MB:.0f} MB on IPU{full.ipu}."
         )
 
     def phase_sentence(self, phase: str) -> str:
@@ -84,17 +84,17 @@ class Facts:
         if self.r is None or not self.r.memory:
             return ""
         room = min(self.r.memory, key=lambda m: m.limit_bytes - m.total_bytes)
-        left = (room.limit_bytes - room.total_bytes) / _MIB
-        return f"Simulated headroom: {left:.0f} MiB on the fullest IPU (IPU{room.ipu})."
+        left = (room.limit_bytes - room.total_bytes) / _MB
+        return f"Simulated headroom: {left:.0f} MB on the fullest IPU (IPU{room.ipu})."
 
     def category_sentence(self, category: str) -> str:
-        if category not in MEMORY_CATEGORIES:  # a renamed category must not read as 0 MiB
+        if category not in MEMORY_CATEGORIES:  # a renamed category must not read as 0 MB
             raise KeyError(f"{category!r} is not a simulator memory category")
         if self.r is None or not self.r.memory:
             return ""
         top = max(self.r.memory, key=lambda m: m.categories.get(category, 0))
-        mib = top.categories.get(category, 0) / _MIB
-        return f"Simulated {category}: {mib:.1f} MiB on IPU{top.ipu}."
+        mb = top.categories.get(category, 0) / _MB
+        return f"Simulated {category}: {mb:.1f} MB on IPU{top.ipu}."
 
     def why_sharded(self) -> str:
         return "only one IPU works at a time, so throughput is low; " + (

@@ -247,7 +247,7 @@ def _io_lines(ctx: ExportContext) -> list[str]:
     out = knob(
         f"Prefetch depth {p.prefetch_depth}: the host fills stream buffers ahead of the"
         f" transfer ({cite('prefetch')}). {ctx.facts.phase_sentence('host_io')}",
-        f'opts._Popart.set("defaultPrefetchBufferingDepth", {p.prefetch_depth})',
+        f'opts._Popart.set("defaultBufferingDepth", {p.prefetch_depth})',
     )
     if not p.io_tiles:
         return [*out, "# I/O tiles: 0 (no tiles taken from compute; transfers do not overlap)."]

@@ -36,6 +36,14 @@ def loss_family(cfg: EvalConfig) -> str:
     return "seq2seq-lm" if task == "seq2seq-lm" else "hf-classification"
 
 
+# (mean, std) per channel: ImageNet's (torchvision's reference transforms) and CIFAR-10's
+# training set (50,000 images, pixel values in [0, 1]).
+_STATS = {
+    "imagenet": ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+    "cifar10": ([0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]),
+}
+
+
 def _is_image(cfg: EvalConfig, profile: ModelProfile | None) -> bool:
     if profile is not None:
         return profile.input_kind == "image"
@@ -44,8 +52,11 @@ def _is_image(cfg: EvalConfig, profile: ModelProfile | None) -> bool:
 
 def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]:
     channels = cfg.model.input_shape[0] if cfg.model.input_shape else 3
-    mean = [0.485, 0.456, 0.406] if channels == 3 else [0.5] * channels
-    std = [0.229, 0.224, 0.225] if channels == 3 else [0.5] * channels
+    # Per-channel statistics of the dataset the model trains on (CIFAR-10's own training-set
+    # values, else ImageNet's as torchvision's models expect); 0.5 for other channel counts.
+    mean, std = _STATS["cifar10" if cfg.model.dataset.name == "cifar10" else "imagenet"]
+    if channels != 3:
+        mean, std = [0.5] * channels, [0.5] * channels
     out = [
         "",
         "",

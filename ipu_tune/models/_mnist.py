@@ -1,5 +1,5 @@
-"""The 4-block MNIST CNN of the PopTorch pipelining tutorial (shared/seeds/
-poptorch-pipelining-tutorial.txt, "Model definition"): blocks B1..B4 are the modules
+"""The 4-block MNIST CNN of the PopTorch pipelining tutorial (docs/references.md:
+"Model definition"): blocks B1..B4 are the modules
 layer1..layer4; the ReLU after layer3 runs in block B3 and the loss in B4, as there."""
 
 from __future__ import annotations

@@ -3,12 +3,13 @@
 Building it imports neither plotly nor pandas (its figures are plain Plotly specs).
 """
 
-from ipu_tune.report._figures import KIND_COLORS, timeline_figure
+from ipu_tune.report._figures import CATEGORY_COLORS, KIND_COLORS, memory_figure, timeline_figure
 from ipu_tune.report._report import render_report, write_report
 from ipu_tune.report._study_figures import importances_figure, light_study, trials_figure
 from ipu_tune.report._timeline import HOST_LANE, Segment, Timeline, build_timeline
 
 __all__ = [
+    "CATEGORY_COLORS",
     "HOST_LANE",
     "KIND_COLORS",
     "Segment",
@@ -16,6 +17,7 @@ __all__ = [
     "build_timeline",
     "importances_figure",
     "light_study",
+    "memory_figure",
     "render_report",
     "timeline_figure",
     "trials_figure",

@@ -40,8 +40,15 @@ __all__ = [
 Figure = dict[str, Any]
 Row = Mapping[str, Any]
 
-_MIB = float(1 << 20)
-_KIB = float(1 << 10)
+# Decimal units, as the run summary, `evaluate`, the tables and the exports print them.
+_MB = 1e6
+_KB = 1e3
+
+# One colour per memory category, the same in every report whichever categories it shows
+# (plotly's default colours follow the order of the traces drawn, so they would shift).
+CATEGORY_COLORS = dict(zip(MEMORY_CATEGORIES, (
+    "#7f7f7f", "#c7c7c7", "#1f77b4", "#ff7f0e", "#9467bd", "#d62728", "#e377c2", "#2ca02c",
+    "#bcbd22", "#17becf", "#8c564b"), strict=True))
 
 # Forward green and backward red as in the execution report of Graphcore's PopTorch
 # pipelining tutorial.
@@ -146,25 +153,26 @@ def memory_figure(result: SimResult) -> Figure:
     x = [f"IPU{m.ipu} (stage {m.stage})" for m in result.memory]
     data = []
     for cat in MEMORY_CATEGORIES:
-        values = [m.categories.get(cat, 0) / _MIB for m in result.memory]
+        values = [m.categories.get(cat, 0) / _MB for m in result.memory]
         if not any(values):
             continue  # a category no IPU uses only clutters the legend
         data.append({"type": "bar", "name": cat, "x": x, "y": values,
-                     "hovertemplate": f"{cat}: %{{y:.1f}} MiB<extra>%{{x}}</extra>"})
-    limit_mib = result.memory_limit_bytes / _MIB
-    shape, limit_note = _hline(limit_mib, f"SRAM limit {limit_mib:.0f} MiB",
+                     "marker": {"color": CATEGORY_COLORS[cat]},
+                     "hovertemplate": f"{cat}: %{{y:.1f}} MB<extra>%{{x}}</extra>"})
+    limit_mb = result.memory_limit_bytes / _MB
+    shape, limit_note = _hline(limit_mb, f"SRAM limit {limit_mb:.0f} MB",
                                {"color": "black", "dash": "dash", "width": 2})
     # The program fails when any tile overflows, not only the IPU total (seed guide ch. 5).
     totals = [
-        {"x": xi, "y": m.total_bytes / _MIB, "showarrow": False, "yshift": 12,
-         "text": (f"{m.total_bytes / _MIB:.0f} MiB · max tile "
-                  f"{m.max_tile_bytes / _KIB:.0f}/{m.tile_limit_bytes / _KIB:.0f} KiB")}
+        {"x": xi, "y": m.total_bytes / _MB, "showarrow": False, "yshift": 12,
+         "text": (f"{m.total_bytes / _MB:.0f} MB · max tile "
+                  f"{m.max_tile_bytes / _KB:.0f}/{m.tile_limit_bytes / _KB:.0f} kB")}
         for xi, m in zip(x, result.memory, strict=True)
     ]
     status = "fits" if result.fits else f"does not fit: {result.reason}"
     return {"data": data, "layout": _layout(
         f"Memory by category per IPU ({status})", barmode="stack",
-        yaxis=_title("memory per IPU (MiB)"), legend=_title("category"), shapes=[shape],
+        yaxis=_title("memory per IPU (MB)"), legend=_title("category"), shapes=[shape],
         annotations=[limit_note, *totals])}
 
 
@@ -219,14 +227,19 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> Figure:
     span = "One step" if timeline.steps == 1 else f"One call ({timeline.steps} steps)"
     simulated = step_time_s * timeline.steps
     assert timeline.lanes[0] == HOST_LANE
+    # The title in two short lines and the legend below the plot: on one line, a long
+    # title ran under the legend and out of the figure.
     layout = _layout(
-        f"{span}, {timeline.schedule} schedule{elided}: trace {timeline.total_s * 1e3:.2f}"
-        f" ms, simulated {simulated * 1e3:.2f} ms",
+        f"{span}, {timeline.schedule} schedule: trace {timeline.total_s * 1e3:.2f}"
+        f" ms, simulated {simulated * 1e3:.2f} ms" + (f"<br><sub>{elided.strip()}</sub>"
+                                                      if elided else ""),
         barmode="overlay", bargap=0.25, xaxis=_title("time (ms)"),
         yaxis={"categoryorder": "array", "categoryarray": list(timeline.lanes),
                "autorange": "reversed"},
         uniformtext={"minsize": 8, "mode": "hide"},
-        height=max(260, 70 * len(timeline.lanes) + 140), legend=_title("work"))
+        height=max(300, 70 * len(timeline.lanes) + 180),
+        legend={**_title("work"), "orientation": "h", "yanchor": "top", "y": -0.22,
+                "xanchor": "left", "x": 0})
     if shapes:
         layout.update(shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}

@@ -32,6 +32,7 @@ from ._figures import memory_figure, phases_figure, plotly_js, plotly_js_bytes, 
 from ._page import PLOTLY_JS, Page
 from ._sections import explain_section, fits, flatten, rows_table, summary_table
 from ._study_figures import (
+    closeness_figure,
     history_figure,
     importances_figure,
     light_study,
@@ -154,6 +155,9 @@ def _search_figures(page: Page, study: optuna.Study, results: list[dict[str, Any
     page.heading("Pareto front" if multi else "Optimisation history")
     if not has_complete:
         page.note("history", "No finished trial yet: nothing to plot.")
+    elif not any(fits(r) for r in results) and results:
+        # No trial has an objective value: how close the search came to fitting instead.
+        page.figure("history", closeness_figure(results))
     elif len(objectives) == len(study.directions) and len(objectives) in (1, 2):
         if multi:
             page.figure("pareto", pareto_figure(
@@ -212,7 +216,8 @@ def _page(
                     explanation.objectives if explanation is not None else (), best_trial)
     page.heading(
         f"Top {top_n} trials",
-        "By throughput, plans that fit first. Click a column header to sort.",
+        "By throughput, plans that fit first; plans that do not fit by peak memory, the "
+        "closest to fitting first. Click a column header to sort.",
     )
     page.add(f'<div class="table-wrap">{top_trials_table(results, top_n, best_trial)}</div>')
     if snippet is not None:

@@ -132,10 +132,13 @@ def explain_section(page: Page, ex: Explanation | None) -> None:
             for r in closest.remedies:
                 verdict = (f"fits, {r['throughput']:,.0f} samples/s" if r["fits"]
                            else f"still does not fit ({r['memory']})")
-                lines.append(f"{r['remedy']}: {verdict}")
+                add = " ".join(r.get("overrides", ()))
+                lines.append(f"{r['remedy']}: {verdict}" + (f"; add to your command: {add}"
+                                                             if add else ""))
             items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:])
             page.add(f'<div class="note" data-note="no-fit"><p>{html.escape(lines[0])}</p>'
-                     f"<p>Remedies the simulator checked on that plan:</p><ul>{items}</ul></div>")
+                     f"<p>Remedies, each simulated (what fits with the fewest changes first):</p>"
+                     f"<ul>{items}</ul></div>")
         return
     page.heading(
         "How the best plan was reached",

@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ._figures import _MIB, Figure, Row, _flag, _layout, _num, _template, _title, _vline
+from ._figures import _MB, Figure, Row, _flag, _layout, _num, _template, _title, _vline
 
 __all__ = [
     "history_figure",
@@ -47,10 +47,10 @@ def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure
     rows = [{**r, "throughput": _num(r.get("throughput")) or 0.0} for r in results
             if _num(r.get("peak_memory_bytes")) is not None]
     limits = [v for r in rows if (v := _num(r.get("memory_limit_bytes"))) is not None]
-    limit_mib = limits[0] / _MIB if limits else None
+    limit_mb = limits[0] / _MB if limits else None
     fitting = [r for r in rows if _flag(r.get("fits"))]
     shown = fitting or rows
-    x_hi = max([*(float(r["peak_memory_bytes"]) / _MIB for r in shown), limit_mib or 0.0]) * 1.15
+    x_hi = max([*(float(r["peak_memory_bytes"]) / _MB for r in shown), limit_mb or 0.0]) * 1.15
     data = []
     for fits, name, color in ((True, "fits", "#2ca02c"),
                               (False, "does not fit" + (" (clipped to the axis edge)"
@@ -58,7 +58,7 @@ def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure
         part = [r for r in rows if _flag(r.get("fits")) == fits]
         if not part:
             continue
-        xs = [float(r["peak_memory_bytes"]) / _MIB for r in part]
+        xs = [float(r["peak_memory_bytes"]) / _MB for r in part]
         data.append({
             "type": "scatter", "name": name, "mode": "markers",
             "x": xs if fits else [min(x, x_hi * 0.99) for x in xs],
@@ -66,21 +66,21 @@ def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure
             "marker": {"color": color, "size": 7, "opacity": 0.7,
                        "symbol": "circle" if fits else "triangle-right"},
             "customdata": [[str(r.get("trial_number")), str(r.get("bottleneck"))] for r in part],
-            "hovertemplate": ("trial %{customdata[0]}<br>%{y:.1f} samples/s<br>%{x:.0f} MiB"
+            "hovertemplate": ("trial %{customdata[0]}<br>%{y:.1f} samples/s<br>%{x:.0f} MB"
                               "<br>bottleneck %{customdata[1]}<extra></extra>"),
         })
     layout = _layout("Trials: throughput against peak memory per IPU",
-                     xaxis={**_title("peak memory per IPU (MiB)"),
+                     xaxis={**_title("peak memory per IPU (MB)"),
                             **({"range": [0, x_hi]} if x_hi > 0 else {})},
                      yaxis=_title("throughput (samples/s)"))
-    if limit_mib is not None:
-        shape, note = _vline(limit_mib, f"SRAM limit {limit_mib:.0f} MiB",
+    if limit_mb is not None:
+        shape, note = _vline(limit_mb, f"SRAM limit {limit_mb:.0f} MB",
                              {"color": "black", "dash": "dash"})
         layout.update(shapes=[shape], annotations=[note])
     mine = [r for r in rows if exported is not None and r.get("trial_number") == exported]
     if mine:
         assert exported is not None
-        data.append(_star(exported, float(mine[0]["peak_memory_bytes"]) / _MIB,
+        data.append(_star(exported, float(mine[0]["peak_memory_bytes"]) / _MB,
                           float(mine[0]["throughput"])))
     return {"data": data, "layout": layout}
 
@@ -225,6 +225,33 @@ def _optuna_importances(study: optuna.Study, names: list[str], values: list[floa
 def _padded(lo: float, hi: float) -> list[float]:
     pad = (hi - lo) * 0.08 or abs(hi) * 0.1 or 1.0
     return [lo - pad, hi + pad]
+
+
+def closeness_figure(results: Sequence[Row]) -> Figure:
+    """When no plan fits: each trial's peak memory per IPU (MB) and the lowest so far, against
+    the SRAM limit (the history of how close the search came to fitting)."""
+    rows = sorted((r for r in results if _num(r.get("peak_memory_bytes")) is not None),
+                  key=lambda r: int(r["trial_number"]))
+    trials = [int(r["trial_number"]) for r in rows]
+    peaks = [float(r["peak_memory_bytes"]) / _MB for r in rows]
+    lowest = [min(peaks[: i + 1]) for i in range(len(peaks))]
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "x": trials, "y": peaks, "mode": "markers", "name": "peak memory",
+         "marker": {"color": _GREY, "size": 7},
+         "hovertemplate": "trial %{x}<br>%{y:,.0f} MB<extra></extra>"},
+        {"type": "scatter", "x": trials, "y": lowest, "mode": "lines",
+         "name": "closest so far", "line": {"color": "#d62728", "shape": "hv"}}]
+    limits = [float(r["memory_limit_bytes"]) / _MB for r in rows
+              if _num(r.get("memory_limit_bytes")) is not None]
+    shapes = []
+    if limits:
+        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
+                       "y0": limits[0], "y1": limits[0],
+                       "line": {"color": "black", "dash": "dash", "width": 2}})
+    return {"data": data, "layout": _layout(
+        "No plan fits: peak memory per IPU by trial (closest so far in red, limit dashed)",
+        xaxis=_title("trial"), yaxis=_title("peak memory per IPU (MB)"), shapes=shapes,
+        legend=_title("trials"))}
 
 
 def objective_history_figure(points: Sequence[Row], axis: str, direction: str,

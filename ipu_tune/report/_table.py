@@ -17,7 +17,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("trial_number", "trial"),
     ("throughput", "samples/s"),
     ("fits", "fits"),
-    ("peak_memory_bytes", "peak MiB/IPU"),
+    ("peak_memory_bytes", "peak MB/IPU"),
     ("bottleneck", "bottleneck"),
     *((k.column, k.header) for k in KNOBS if k.header),
 )
@@ -57,7 +57,7 @@ def _cell(column: str, value: Any) -> tuple[str, str]:
         splits = json.loads(value) if isinstance(value, str) else list(value)
         return str(len(splits)), ", ".join(splits) or "-"
     if column == "peak_memory_bytes":
-        return str(int(value)), f"{int(value) / (1 << 20):.0f}"
+        return str(int(value)), f"{int(value) / 1e6:.0f}"
     if column == "throughput":
         return repr(float(value)), f"{float(value):,.1f}"
     if column in _BOOL_COLUMNS:
@@ -71,10 +71,14 @@ def _missing(value: Any) -> bool:
 
 
 def _rank(row: Mapping[str, Any]) -> tuple[bool, bool, float]:
-    """Sort key: plans that fit first, then throughput high to low, unknown last."""
+    """Sort key: plans that fit first, then throughput high to low; plans without one (they do
+    not fit) by peak memory, the closest to fitting first."""
     tp = row.get("throughput")
     fits = not _missing(row.get("fits")) and bool(row.get("fits"))
-    return (not fits, tp is None or _missing(tp), 0.0 if tp is None or _missing(tp) else -float(tp))
+    if tp is None or _missing(tp):
+        peak = row.get("peak_memory_bytes")
+        return (not fits, True, float("inf") if peak is None or _missing(peak) else float(peak))
+    return (not fits, False, -float(tp))
 
 
 def top_trials_table(results: Sequence[Mapping[str, Any]], top_n: int,

@@ -5,10 +5,10 @@ cuts (``plan.pipeline.cut<i>of<S>``, see `ipu_tune.search._splits`). The structu
 by construction: replication factors are the powers of two whose stage count
 S = num_ipus / replicas the model has blocks for (so stages x replicas = num_ipus); cuts are
 drawn only for the drawn S; the schedule only for S > 1; replicated tensor sharding only
-with replicas >= 2. With a fixed global batch, gradient accumulation is derived
-(global / (micro-batch x replicas)); replication factors that cannot divide it are left out
-when the micro-batch is known, and a drawn micro-batch that cannot divide it gives the
-nearest plan, marked infeasible by the `global_batch` constraint.
+with replicas >= 2. The micro-batch, when searched, stays at or below the user's. With a fixed
+global batch, gradient accumulation is derived (global / (micro-batch x replicas)), the
+micro-batch is drawn among its divisors and replication factors no micro-batch reaches it
+with are left out.
 """
 
 from __future__ import annotations
@@ -27,11 +27,16 @@ from ipu_tune.config import EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, set_key
 from ipu_tune.models import ModelProfile
-from ipu_tune.search._space import KnobSpec, SearchSpace
+from ipu_tune.search._space import (
+    KnobSpec,
+    SearchSpace,
+    fit_instances,
+    micro_batch_spec,
+    power_of_two_divisors,
+)
 from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
 
 __all__ = ["R_PARAM", "Codec", "is_pinned", "set_key"]
-
 
 
 def _only(**attrs: str) -> str:
@@ -62,34 +67,6 @@ def eval_part(cfg: EvalConfig) -> EvalConfig:
     """The EvalConfig sections of a TuneConfig, deep-copied."""
     return EvalConfig(model=copy.deepcopy(cfg.model), workload=copy.deepcopy(cfg.workload),
                       system=copy.deepcopy(cfg.system), plan=copy.deepcopy(cfg.plan))
-
-
-def _power_of_two_divisors(n: int) -> list[int]:
-    return [1 << k for k in range(n.bit_length()) if n % (1 << k) == 0]
-
-
-def fit_instances(drawn: int, replicas: int, hosts: int) -> int:
-    """PopRun instances as drawn, fitted to the plan: at most one per replica (so a power of
-    two dividing the replicas) and spread evenly over the servers (below `hosts`, the
-    simulator runs one per server)."""
-    value = min(drawn, replicas)
-    if value > hosts and value % hosts:
-        value = 1 << (hosts.bit_length() - 1)
-    return value
-
-
-def _micro_batch_spec(spec: KnobSpec, user_mb: int, target: int | None) -> KnobSpec:
-    """The micro-batch as a memory knob: never above the user's value (a larger one changes
-    the training asked for); with a fixed global batch, only the divisors of it."""
-    high = user_mb if spec.high is None else min(int(spec.high), user_mb)
-    low = min(int(spec.low or 1), high)
-    values = [v for v in (spec.choices or range(low, high + 1)) if v <= user_mb]
-    if target is not None:
-        values = [v for v in values if target % v == 0]
-    if target is not None or spec.choices or low == high:
-        return dataclasses.replace(spec, low=None, high=None, step=None, log=False,
-                                   choices=tuple(values or [user_mb]))
-    return dataclasses.replace(spec, low=low, high=high)
 
 
 @dataclass(frozen=True)
@@ -131,10 +108,9 @@ class Codec:
                 raise IpuTuneError(
                     f"search.global_batch_size={self.target_global_batch}: must be >= 1")
             searched.pop(_GA, None)  # derived from the others
-        mb_spec = searched.get(_MB)
-        if mb_spec is not None:
-            searched[_MB] = _micro_batch_spec(mb_spec, self.user.workload.micro_batch_size,
-                                              self.target_global_batch)
+        if _MB in searched:
+            searched[_MB] = micro_batch_spec(searched[_MB], cfg.workload.micro_batch_size,
+                                             self.target_global_batch)
 
         self.split_search = searched.pop(_SPLITS, None)
         r_spec = searched.pop(R_PARAM, None)
@@ -144,7 +120,7 @@ class Codec:
         if inst is not None and not inst.is_range and not inst.choices:
             # null in the space file: every power of two up to the IPUs (fitted at decode).
             searched[_INSTANCES] = dataclasses.replace(
-                inst, choices=tuple(_power_of_two_divisors(self.num_ipus)))
+                inst, choices=tuple(power_of_two_divisors(self.num_ipus)))
         self.knobs: dict[str, KnobSpec] = searched  # drawn unconditionally
         self.base = base
         self.r_options = self._replication_options(r_spec, pinned)
@@ -159,25 +135,25 @@ class Codec:
         elif spec is None:
             options = [p.replication_factor]
         else:
-            options = [r for r in (spec.choices or _power_of_two_divisors(ipus))
+            options = [r for r in (spec.choices or power_of_two_divisors(ipus))
                        if ipus % r == 0 and ipus // r <= n]
             if not options:
                 raise IpuTuneError(
                     f"{R_PARAM}: none of {list(spec.choices)} divides system.num_ipus={ipus} "
                     f"into at most {n} stages")
         target = self.target_global_batch
-        mb_spec = self.knobs.get(_MB)
-        if target is not None and (mb_spec is None or mb_spec.choices):
-            mbs = mb_spec.choices if mb_spec is not None else (self.base.workload.micro_batch_size,)
+        if target is not None:  # a searched micro-batch is drawn among the target's divisors
+            drawn = self.knobs.get(_MB)
+            mbs = drawn.choices if drawn is not None else (self.base.workload.micro_batch_size,)
             ga = self.base.plan.gradient_accumulation
             fixed_ga = is_pinned(_GA, pinned) or not self.training
             kept = [r for r in options if any(
                 mb * ga * r == target if fixed_ga else target % (mb * r) == 0 for mb in mbs)]
             if not kept:
-                shown = "/".join(map(str, mbs))
                 raise IpuTuneError(
                     f"search.global_batch_size={target}: no plan reaches it with micro-batch "
-                    f"{shown}" + (f" and gradient accumulation {ga}" if fixed_ga else "")
+                    + "/".join(map(str, mbs))
+                    + (f" and gradient accumulation {ga}" if fixed_ga else "")
                     + f" on replication factors {options}")
             options = kept
         return tuple(sorted(options))
@@ -351,7 +327,7 @@ class Codec:
             cfg.plan.gradient_accumulation = ga
         if self.training and stages > 1 and cfg.plan.pipeline.schedule != "sharded":
             # PopTorch refuses a pipelined training program whose gradient accumulation is
-            # below its stage count (poptorch Compiler.cpp; framework-apis.md 1.2): never draw
+            # below its stage count (graphcore/poptorch Compiler.cpp): never draw
             # one. With a fixed global batch the changed batch shows as its constraint.
             cfg.plan.gradient_accumulation = max(cfg.plan.gradient_accumulation, stages)
         return Decoded(cfg, note)

@@ -31,6 +31,9 @@ class Convergence:
     history: tuple[tuple[int, float], ...]  # (trial number, best so far) per finished trial
     last_improved: int | None  # trial number at which the best last improved (None: no plan)
     finished: int  # finished trials looked at
+    # Unit of a hypervolume: the product of the two objectives' stored units (its area is
+    # measured from the worst feasible value of each).
+    unit: str = ""
 
     @property
     def best(self) -> float | None:
@@ -48,7 +51,7 @@ class Convergence:
         """With the objective's unit (hypervolume and front size have none)."""
         if self.measure in OBJECTIVES:
             return show_value(self.measure, value)
-        return f"{value:,.6g}"
+        return f"{value:,.6g}" + (f" {self.unit}" if self.unit else "")
 
     def describe(self) -> str:
         """One line: the first and the final best, when it last improved, and since."""
@@ -111,4 +114,10 @@ def convergence(study: optuna.Study, directions: Sequence[str],
             if best is None or value > best:
                 best, last = value, t.number
         history.append((t.number, best if best is not None else math.nan))
-    return Convergence(measure, tuple(history), last, len(trials))
+    unit = ""
+    if two and all(n in OBJECTIVES for n in objective_names):
+        # "throughput [samples/s]" -> samples/s: the units the values are stored in.
+        unit = " x ".join(OBJECTIVES[n].metric.rsplit("[", 1)[-1].rstrip("]")
+                          for n in objective_names)
+        unit = f"({unit}, from the worst feasible point)"
+    return Convergence(measure, tuple(history), last, len(trials), unit)

@@ -27,6 +27,7 @@ the file and the key.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,8 +45,11 @@ __all__ = [
     "SPACES_DIR",
     "KnobSpec",
     "SearchSpace",
+    "fit_instances",
     "load_space",
+    "micro_batch_spec",
     "parse_space",
+    "power_of_two_divisors",
     "space_names",
 ]
 
@@ -286,3 +290,31 @@ def parse_space(data: object, source: str = "<mapping>", name: str = "custom") -
         throughput_floor_ratio=ratio,
         description=description,
     )
+
+
+def micro_batch_spec(spec: KnobSpec, user_mb: int, target: int | None) -> KnobSpec:
+    """The micro-batch as a memory knob: never above the user's value (a larger one changes
+    the training asked for); with a fixed global batch, only the divisors of it."""
+    high = user_mb if spec.high is None else min(int(spec.high), user_mb)
+    low = min(int(spec.low or 1), high)
+    values = [v for v in (spec.choices or range(low, high + 1)) if v <= user_mb]
+    if target is not None:
+        values = [v for v in values if target % v == 0]
+    if target is not None or spec.choices or low == high:
+        return dataclasses.replace(spec, low=None, high=None, step=None, log=False,
+                                   choices=tuple(values or [user_mb]))
+    return dataclasses.replace(spec, low=low, high=high)
+
+
+def power_of_two_divisors(n: int) -> list[int]:
+    return [1 << k for k in range(n.bit_length()) if n % (1 << k) == 0]
+
+
+def fit_instances(drawn: int, replicas: int, hosts: int) -> int:
+    """PopRun instances as drawn, fitted to the plan: at most one per replica (so a power of
+    two dividing the replicas) and spread evenly over the servers (below `hosts`, the
+    simulator runs one per server)."""
+    value = min(drawn, replicas)
+    if value > hosts and value % hosts:
+        value = 1 << (hosts.bit_length() - 1)
+    return value

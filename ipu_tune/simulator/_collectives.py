@@ -12,7 +12,7 @@ as the IPU-Fabric is: reduce-scatter inside the IPU-Machine, then across the mac
 the same way. A ring tier of k members moves 2(k-1)/k of what enters it per IPU; each tier
 works on the shard the tier below left (bytes / IPUs below). PopART reduces every gradient
 tensor by its own collective (unless `replicatedCollectivesSettings.mergeAllReduceCollectives`,
-framework-apis.md 1.12), and every ring step ends in a sync: 15 ns per hop counted twice
+popart sessionoptions.hpp), and every ring step ends in a sync: 15 ns per hop counted twice
 (poplibs' cost model) times the hops across the tier (1 inside a machine; a ring of machines is
 machines/2 hops across), and a GW-Link round trip per step across PODs. So the sync cost per
 weight update grows with the machines and PODs spanned and with the tensors of the model.

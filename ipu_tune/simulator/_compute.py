@@ -16,10 +16,10 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
   eff = E x o / (o + o_half) with
   o = M x N / T output elements per tile (small ops cannot fill the AMP units).
 - memory-bound kinds (norm, elementwise, pool, softmax, loss, embedding, other): bytes moved
-  at the tiles' SRAM bandwidth (reference: 47.5 TB/s on Mk2) x an efficiency.
+  at the tiles' SRAM bandwidth (IPU datasheets: 47.5 TB/s on Mk2) x an efficiency.
 - each compute set adds a fixed overhead (BSP sync + exchange setup; PopVision execution trace)
   and conv/matmul weights are exchanged to the tiles once per serial pass.
-- available memory proportion (seed guide 4.1; reference "Software facts"): the temporary
+- available memory proportion (seed guide 4.1; available-memory note): the temporary
   memory a conv/matmul would use, (M K + K N) x bytes + M N x partials (4 B float, 2 B half),
   is capped at
   AMP x T x S_tile; beyond it the op runs in ceil(need / budget) serial passes, each paying its

@@ -47,7 +47,7 @@ __all__ = [
 class SimConstants:
     # ---- fitted (calibration/points.yaml; see FITTED) -------------------------------------
     # Fraction of the precision's peak FLOP rate a large convolution/matmul sustains on the AMP
-    # units (seed guide 4.6: fp16 halves the cycles of the arithmetic; reference: FP16 peak).
+    # units (seed guide 4.6: fp16 halves the cycles of the arithmetic; IPU datasheets: FP16 peak).
     matmul_efficiency: float = 0.737
     # Output elements per compute tile at which a conv/matmul reaches half of that efficiency:
     # a tile with little work spends its time filling and draining the AMP pipeline.

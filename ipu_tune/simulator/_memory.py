@@ -14,7 +14,7 @@ Sources per category:
   IPU), interleaved N+1 (seed guide 4.2), sharded 1.
 - recompute: `auto` is PopTorch's default (`recompute_mode`): PopART pipeline recomputation
   (`autoRecomputation = RecomputationType::Pipeline`) when the plan has more than one stage,
-  none otherwise (graphcore/poptorch Compiler.cpp; framework-apis.md 1.3-1.4).
+  none otherwise (graphcore/poptorch Compiler.cpp; docs/references.md).
 - recompute_checkpoints: `checkpoints` stashes only each stage's input (a single-stage program
   has no stage boundary and keeps block boundaries, as MLPerf ResNet-50 places its checkpoints);
   `every_block` stashes block boundaries (seed guide 4.2 "pipelining comes with recomputation").

@@ -1,7 +1,12 @@
 """The tuner: an Optuna study in persistent storage, its workers, and the end-of-run exports."""
 
 from ipu_tune.tuner._run import Prepared, RunSummary, export_study, prepare, run
-from ipu_tune.tuner._study import default_study_name, open_study, recover_stale_trials
+from ipu_tune.tuner._study import (
+    default_study_name,
+    open_study,
+    problem_fingerprint,
+    recover_stale_trials,
+)
 
 __all__ = [
     "Prepared",
@@ -10,6 +15,7 @@ __all__ = [
     "export_study",
     "open_study",
     "prepare",
+    "problem_fingerprint",
     "recover_stale_trials",
     "run",
 ]

@@ -232,7 +232,7 @@ def _open_one(name: str, storage: BaseStorage, cfg: TuneConfig, problem: SearchP
     created = meta is None
     if meta is None:
         mine.write(probe)
-        # Names with units for optuna-dashboard, the plots and the report (issue 14).
+        # Names with units for optuna-dashboard, the plots and the report.
         with warnings.catch_warnings():  # experimental in Optuna 5; the names are what we want
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             probe.set_metric_names(problem.metric_names)

@@ -5,6 +5,7 @@ Remedies never raise memory: each one's simulated peak is below the plan it chan
 
 from __future__ import annotations
 
+import itertools
 import shlex
 from pathlib import Path
 
@@ -21,7 +22,7 @@ def _remedies(text: str) -> list[tuple[str, bool]]:
     """(command, says it fits) of each remedy of a printed no-fit summary."""
     lines = text.splitlines()
     out = []
-    for verdict, command in zip(lines, lines[1:], strict=False):
+    for verdict, command in itertools.pairwise(lines):
         if verdict.startswith("  - ") and command.strip().startswith("python -m ipu_tune "):
             out.append((command.strip(), ": fits," in verdict))
     return out

@@ -1,4 +1,4 @@
-"""Issue 13: nothing escapes results_dir, nothing runs unasked, no credential printed, nothing
+"""Safety: nothing escapes results_dir, nothing runs unasked, no credential printed, nothing
 lost after a torn journal, every refusal is one line (not a traceback)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13 on stored studies: exports to unwritable places, code named by a stored study or a
+"""Safety on stored studies: exports to unwritable places, code named by a stored study or a
 config file, and a full disk (a small tmpfs) that a resume recovers from."""
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ POPTORCH_API: dict[str, str] = {
 POPART_PASS_THROUGH_KEYS = {
     "autoRecomputation": "options.py L390 docstring; sessionoptions.hpp L139 integers",
     "explicitRecomputation": "graphcore/examples vision/cnns/pytorch/utils/ipu_settings.py L51-55",
-    "defaultPrefetchBufferingDepth": "SessionOptions.cpp L355; hostio_optimisation.rst",
+    # defaultPrefetchBufferingDepth is its deprecated alias (PopART sessionoptions.cpp L193-204).
+    "defaultBufferingDepth": "sessionoptions.hpp L961; hostio_optimisation.rst",
 }
 
 # --- PopDist (PopRun and PopDist user guide) -----------------------------------------------------

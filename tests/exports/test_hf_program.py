@@ -9,6 +9,7 @@ import pytest
 
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PipelineConfig, PlanConfig
 from ipu_tune.models import profile_model
+
 from ._render import poptorch_snippet
 
 

@@ -11,8 +11,7 @@ import transformers
 from hydra import compose, initialize_config_dir
 
 from ipu_tune._api import evaluate_config
-from ipu_tune.config import CONF_DIR, TuneConfig
-from ipu_tune.config import typed
+from ipu_tune.config import CONF_DIR, TuneConfig, typed
 from ipu_tune.exports import apply_ipu_config, render_ipu_config
 from ipu_tune.models import profile_model
 from ipu_tune.plan import plan_from_config

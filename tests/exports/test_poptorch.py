@@ -89,7 +89,8 @@ def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) ->
     expected_type = torch.half if partials == "half" else torch.float
     assert log.only_call("poptorch.Options.Precision.setPartialsType")[0] == (expected_type,)
     popart = {args[0]: args[1] for args, _ in log.calls("poptorch.Options._Popart.set")}
-    assert popart["defaultPrefetchBufferingDepth"] == p.prefetch_depth
+    assert popart["defaultBufferingDepth"] == p.prefetch_depth
+    assert "defaultPrefetchBufferingDepth" not in popart  # the deprecated alias
     _check_blocks(cfg, log)
     _check_recompute(cfg, log, popart)
     _check_locations(cfg, log)

@@ -512,9 +512,9 @@ def test_report_renders_in_headless_chromium(single: Any, tmp_path: Path) -> Non
         assert shot.returncode == 0 and png.stat().st_size > 10_000
 
 
-def _row(n: int, peak_mib: float, fits: bool, tp: float | None) -> dict[str, object]:
-    return {"trial_number": n, "peak_memory_bytes": int(peak_mib * 2**20), "fits": fits,
-            "throughput": tp, "memory_limit_bytes": 900 * 2**20, "bottleneck": "x"}
+def _row(n: int, peak_mb: float, fits: bool, tp: float | None) -> dict[str, object]:
+    return {"trial_number": n, "peak_memory_bytes": int(peak_mb * 1e6), "fits": fits,
+            "throughput": tp, "memory_limit_bytes": int(900 * 1e6), "bottleneck": "x"}
 
 
 def test_trials_figure_range_fits_the_plans_that_fit_or_every_plan_when_none_fits() -> None:
@@ -522,7 +522,7 @@ def test_trials_figure_range_fits_the_plans_that_fit_or_every_plan_when_none_fit
 
     some = trials_figure([_row(0, 500, True, 10.0), _row(1, 16000, False, None)])
     hi = some["layout"]["xaxis"]["range"][1]
-    assert hi == pytest.approx(900 * 1.15)  # the limit, not the 16,000 MiB plan
+    assert hi == pytest.approx(900 * 1.15)  # the limit, not the 16,000 MB plan
     grey = next(t for t in some["data"] if t["name"].startswith("does not fit"))
     assert grey["x"] == [pytest.approx(hi * 0.99)] and "clipped" in grey["name"]
     none = trials_figure([_row(0, 7000, False, None), _row(1, 16000, False, None)])

@@ -1,4 +1,4 @@
-"""`search=throughput` on a host-bound POD16 raises `plan.host_instances` (issue 11)."""
+"""`search=throughput` on a host-bound POD16 raises `plan.host_instances`."""
 
 from __future__ import annotations
 

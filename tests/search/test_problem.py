@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any
 
 import optuna
@@ -119,7 +118,7 @@ def test_a_global_batch_the_searched_micro_batch_reaches_is_not_an_error() -> No
     cfg = compose_cfg("+experiment=seed_resnet101", "search.global_batch_size=100")
     problem = make_problem(cfg)  # micro-batch 50, 25, 20, ... x GA x replicas = 100
     for _, out in _collect(problem, 20):
-        w, p = out.config.workload, out.config.plan
+        w = out.config.workload
         assert 100 % w.micro_batch_size == 0 and w.micro_batch_size <= 64
 
 

@@ -188,6 +188,8 @@ def test_convergence_of_a_pareto_study_is_its_hypervolume() -> None:
         study.tell(trial, outcome.values)
     conv = convergence(study, problem.directions, problem.objective_names)
     assert conv.measure == "hypervolume"
+    assert conv.unit == "(samples/s x fraction of IPU SRAM, from the worst feasible point)"
+    assert conv.unit in conv.describe()
     assert len(conv.history) == 15
     values = [v for _, v in conv.history if not math.isnan(v)]
     assert values == sorted(values)

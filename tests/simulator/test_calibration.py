@@ -41,7 +41,7 @@ def predictions() -> dict[str, Prediction]:
 
 def test_points_copied_with_provenance() -> None:
     text = POINTS_FILE.read_text()
-    assert "shared/reference/calibration.yaml" in "".join(text.splitlines()[:3])
+    assert "docs/references.md" in "".join(text.splitlines()[:3])
     names = [p.name for p in default_points()]
     assert len(names) == len(set(names)) == 10
     assert set(MLPERF) <= set(names)

@@ -1,4 +1,4 @@
-"""Direction tests at POD scale (issue 11): PopTorch's recomputation default, IPU-Fabric
+"""Direction tests at POD scale: PopTorch's recomputation default, IPU-Fabric
 collectives, host servers versus PopRun instances, and host transfers."""
 
 from __future__ import annotations
