@@ -15,6 +15,13 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
   and convolution operations is doubled", citing the AI-Float white paper, Table 5.1).
   eff = E x o / (o + o_half) with
   o = M x N / T output elements per tile (small ops cannot fill the AMP units).
+  Partials: the AMP accumulates 64 fp16 MACs per cycle per tile into half partials (128 FLOP,
+  the FP16.16 peak of the reference table) and half as many into float partials (seed: "each
+  time the numerical precision is halved ... doubled"). Only the AMP arithmetic gets faster:
+  memory-bound vertices, compute-set syncs and exchange do not, which is what keeps the
+  released half-partials points (MLPerf ResNet-50, BERT-Large) far from 2x (Amdahl); E and the
+  memory-bound rate are fitted on float-partials (seed) and half-partials (MLPerf, BERT) runs
+  together, so neither absorbs the partials factor.
 - memory-bound kinds (norm, elementwise, pool, softmax, loss, embedding, other): bytes moved
   at the tiles' SRAM bandwidth (reference: 47.5 TB/s on Mk2) x an efficiency.
 - each compute set adds a fixed overhead (BSP sync + exchange setup; PopVision execution trace)

@@ -94,7 +94,6 @@ def _stages(
     training = pm.training
     wb = pm.wb
     b = pm.b
-    n = pm.stages
     recompute = pm.recompute != "none"
     link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
     sync_s = c.sync_latency_s
@@ -105,21 +104,22 @@ def _stages(
     parts, memory, times = [], [], []
     fits = True
     for x in shapes:
-        s, lo, hi = x.stage, x.lo, x.hi
-        f_comp = (fc[hi] - fc[lo]) / clock
-        f_exch = (fx[hi] - fx[lo]) / clock
-        send = (x.output_el * b * wb / link_bw + sync_s) if s < n - 1 else 0.0
-        sets = fs[hi] - fs[lo]
+        s, lo, hi, h0, h1 = x.stage, x.lo, x.hi, x.head_lo, x.head_hi
+        # Its blocks [lo, hi) and the tied head [h0, h1) it may also run (`_stages`).
+        f_comp = (fc[hi] - fc[lo] + fc[h1] - fc[h0]) / clock
+        f_exch = (fx[hi] - fx[lo] + fx[h1] - fx[h0]) / clock
+        send = (x.output_el * b * wb / link_bw + sync_s) if x.sends else 0.0
+        sets = fs[hi] - fs[lo] + fs[h1] - fs[h0]
         if training:
-            b_comp = (bc[hi] - bc[lo]) / clock
-            b_exch = (bx[hi] - bx[lo]) / clock
-            back = (x.input_el * b * wb / link_bw + sync_s) if s > 0 else 0.0
+            b_comp = (bc[hi] - bc[lo] + bc[h1] - bc[h0]) / clock
+            b_exch = (bx[hi] - bx[lo] + bx[h1] - bx[h0]) / clock
+            back = (x.input_el * b * wb / link_bw + sync_s) if s > 0 or h1 > h0 else 0.0
             if recompute:
                 p = stage_parts(f_comp, f_exch, send, b_comp, b_exch, back, f_comp, f_exch)
                 sets += sets
             else:
                 p = stage_parts(f_comp, f_exch, send, b_comp, b_exch, back)
-            sets += bs[hi] - bs[lo]
+            sets += bs[hi] - bs[lo] + bs[h1] - bs[h0]
         else:
             p = stage_parts(f_comp, f_exch, send)
         parts.append(p)
@@ -133,7 +133,7 @@ def _stages(
         }))
         cats, max_tile, total = stage_memory(
             x, pm,
-            temp_bytes=max(temp[lo:hi]),
+            temp_bytes=max(temp[lo:hi] + temp[h0:h1]),
             compute_sets=sets,
             io_bytes_per_micro_batch=mb_in_bytes if s == 0 else 0.0,
         )
@@ -178,7 +178,7 @@ def _call_time(
     ramp = core.ramp if training else core.ramp / di
     host_io = g * exposed_copy
     device_step = core.compute + core.exchange + core.inter_ipu + ramp + host_io + update.total_s
-    call_cost = _host.call_overhead_s(system, c)
+    call_cost = _host.call_overhead_s(system, plan, c)
     device_call = di * device_step + call_cost
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
     io_call = _host.io_call_s(mb_in_bytes * samples / plan.micro_batch_size, system)
@@ -242,6 +242,7 @@ def _extras(
                          else [p.forward for p in parts]),
         "amp_max_passes": costs.max_passes,
         "rts_gather_s": update.rts_gather_s,
+        "all_reduce_terms": dict(update.terms),  # seconds by _collectives.ALL_REDUCE_TERMS
         "io_call_s": call.io_call_s,
         "host_instances": _host.host_instances(system, plan),
         "recompute": pm.recompute,  # recompute_mode(plan)
