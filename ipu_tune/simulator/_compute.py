@@ -44,6 +44,7 @@ import numpy as np
 from ipu_tune.hardware import IpuSpec
 from ipu_tune.models import ModelProfile
 from ipu_tune.simulator._constants import SimConstants
+from ipu_tune.simulator._inference import inference_graph
 
 __all__ = ["BlockCosts", "ProfileArrays", "block_costs", "peak_block", "profile_arrays"]
 
@@ -77,6 +78,10 @@ class ProfileArrays:
     # Per-block values.
     out_el_block: tuple[int, ...]
     max_live_block: tuple[int, ...]
+    # Inference graph (`_inference`): ops it drops (folded batch norm, dropout, loss) and each
+    # block's liveness peak.
+    infer_dropped: np.ndarray
+    infer_live_block: tuple[int, ...]
     saved_block: tuple[int, ...]
     n_blocks: int
 
@@ -115,6 +120,7 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
     nb = len(profile.block_stats)
     block = np.array([op.block for op in ops], dtype=np.int64)
     has_params = np.array([op.parameters > 0 for op in ops], dtype=bool)
+    infer = inference_graph(profile)
     arrays = ProfileArrays(
         kind_mm=np.array([k in _MM_KINDS for k in kinds], dtype=bool),
         kind_norm=np.array([k == "norm" for k in kinds], dtype=bool),
@@ -134,6 +140,8 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         peak_key=out_pre[:-1] + own,
         out_el_block=tuple(b.output_elements for b in profile.block_stats),
         max_live_block=tuple(b.max_live_elements for b in profile.block_stats),
+        infer_dropped=np.array(infer.dropped, dtype=bool),
+        infer_live_block=infer.live_block,
         saved_block=tuple(b.saved_elements for b in profile.block_stats),
         n_blocks=nb,
     )
@@ -261,6 +269,10 @@ def _block_costs(
     fwd_compute = np.where(mm, a.fwd_flops * b / (flops_per_cycle * eff), fwd_mem)
     fwd_exchange = fwd_sets * overhead + np.where(
         mm, weight_bytes * passes / exchange_per_cycle, 0.0)
+    if not training:  # an inference graph does not run them (`_inference`)
+        kept = ~a.infer_dropped
+        fwd_sets, fwd_compute = fwd_sets * kept, fwd_compute * kept
+        fwd_exchange = fwd_exchange * kept
 
     # Backward of a conv/matmul: data gradient and weight gradient, two compute sets each pass
     # (one where the profile counts only the weight gradient, e.g. the first layer).

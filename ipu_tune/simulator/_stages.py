@@ -38,6 +38,7 @@ class StageShape:
     output_el: float  # what leaves it over the IPU-Links
     boundary_el: float  # outputs of its blocks but the last (block-boundary checkpoints)
     max_live_el: float  # largest transient of one block
+    infer_live_el: float  # the same in the inference graph (`_inference`)
     # Recomputing block by block, at the liveness peak: checkpoints of the blocks before the
     # peak block, and that block's own saved + transient elements (`peak_block`).
     peak_checkpoint_el: float
@@ -91,6 +92,7 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
             output_el=float(a.out_el_block[hi - 1]),
             boundary_el=float(a.out_el[hi - 1] - a.out_el[lo]),
             max_live_el=float(max(a.max_live_block[lo:hi])),
+            infer_live_el=float(max(a.infer_live_block[lo:hi])),
             peak_checkpoint_el=float(a.out_el[peak] - a.out_el[lo]),
             peak_block_el=float(a.saved_block[peak] + a.max_live_block[peak]),
             sends=s < n - 1 or head,
@@ -114,6 +116,7 @@ def _with_head(shape: StageShape, a: ProfileArrays, h: int) -> StageShape:
         param_ops=shape.param_ops + float(a.param_ops[h + 1] - a.param_ops[h]),
         saved_el=shape.saved_el + float(a.saved_block[h]),
         max_live_el=max(shape.max_live_el, float(a.max_live_block[h])),
+        infer_live_el=max(shape.infer_live_el, float(a.infer_live_block[h])),
         head_lo=h,
         head_hi=h + 1,
     )
