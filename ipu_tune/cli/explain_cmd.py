@@ -13,7 +13,7 @@ from typing import Any
 from ipu_tune.cli._common import fail, print_out
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["format_explain", "format_ladder", "format_remedies", "main"]
+__all__ = ["format_explain", "format_ladder", "format_phases", "format_remedies", "main"]
 
 MB = 1e6
 
@@ -74,6 +74,18 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def format_phases(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The best plan's step by phase, then the all-reduce terms with their sources."""
+    if not rows:
+        return []
+    lines = ["", "where the best plan's step goes (simulated):"]
+    for r in rows:
+        source = f"  [{r['source']}]" if r.get("source") else ""
+        lines.append(f"  {r['phase']:<32} {r['seconds'] * 1e3:>10.3f} ms {100 * r['share']:>6.1f}%"
+                     f"{source}")
+    return lines
+
+
 def format_explain(data: Mapping[str, Any]) -> str:
     lines = [f"study {data['study']}: objective {data['metric']}"]
     if data["best_trial"] is None:
@@ -84,6 +96,7 @@ def format_explain(data: Mapping[str, Any]) -> str:
     lines.append(f"from {data['start']} (step 0) to the exported best, trial {data['best_trial']},"
                  " one change at a time:")
     lines += format_ladder(data)
+    lines += format_phases(data.get("phases") or [])
     lines += format_sensitivity(data.get("sensitivity") or [])
     return "\n".join(lines)
 

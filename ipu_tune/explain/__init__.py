@@ -9,6 +9,8 @@ prints, what the summary and the report show):
 - ``steps``: the ladder from the user's plan to the exported best (`ladder`);
 - ``ladder_rank``: how each step's change was chosen (the rule that picked the export);
 - ``sensitivity``: each knob of the best plan one step down and up;
+- ``phases``: the best plan's step by phase and the all-reduce terms with their sources
+  (`phase_shares`);
 - ``closest``: when nothing fits, the trial closest to fitting, its excess and where, and
   ``remedies`` the simulator has checked.
 """
@@ -23,6 +25,7 @@ from optuna.trial import TrialState
 
 from ipu_tune.config import load_config
 from ipu_tune.explain._ladder import Rank, Step, differing_keys, ladder, rank_by, step_row
+from ipu_tune.explain._phases import phase_shares
 from ipu_tune.explain._start import SEED_LABEL, START_LABEL, start_label
 from ipu_tune.explain._whatif import remedies, sensitivity
 from ipu_tune.records import TrialRecord
@@ -38,6 +41,7 @@ __all__ = [
     "differing_keys",
     "explain_study",
     "ladder",
+    "phase_shares",
     "rank_by",
     "remedies",
     "sensitivity",
@@ -95,7 +99,7 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
                  "among the trials that fit"),
         "input_kind": problem.profile.input_kind,
         "start": start_label(problem.codec.user), "ladder_rank": _ladder_rank(problem),
-        "best_trial": None, "steps": [], "sensitivity": [],
+        "best_trial": None, "steps": [], "sensitivity": [], "phases": [],
         "closest": None,
     }
     start = problem.codec.user
@@ -119,6 +123,7 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
     steps = ladder(problem, start, best_cfg, rank_by(problem, rule))
     first_fit = next((s.outcome.result.throughput for s in steps if s.outcome.result.fits), None)
     out["steps"] = [step_row(problem, s, first_fit, out["start"]) for s in steps]
+    out["phases"] = phase_shares(problem.evaluate(best_cfg).result)
     if with_sensitivity:
         out["sensitivity"] = sensitivity(problem, best_cfg)
     return out

@@ -8,6 +8,7 @@ departs from any of them.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ def _layers_per_ipu(splits: list[str], layers: int) -> list[int]:
     """Encoder layers per IPU from the splits `encoder.layer.N` (the tied head and the embedding
     sit on IPU0 beside the layers before the first split)."""
     starts = [0, *(int(s.rsplit(".", 1)[1]) for s in splits), layers]
-    return [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(starts)]
 
 
 def _encoded(p: CalibrationPoint) -> dict[str, Any]:
