@@ -183,7 +183,9 @@ def _call_time(
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
     io_call = _host.io_call_s(mb_in_bytes * samples / plan.micro_batch_size, system)
     host_call = max(_host.cpu_call_s(samples, per_sample, system, plan), io_call)
-    if plan.async_dataloader:
+    if plan.async_dataloader or per_sample == 0.0:
+        # A synchronous loader serialises its CPU work with the device; with none (synthetic
+        # data in 8-bit), only the network leg is left and it streams during the call.
         call = max(host_call, device_call)
         host_exposed = max(0.0, host_call - device_call)
     else:
