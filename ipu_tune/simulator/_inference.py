@@ -6,8 +6,10 @@ models (the rest of an op's cost is the same):
   multiplies the convolution's weights and its shift becomes the convolution's bias, so the
   norm runs no compute set of its own (Jacob et al. 2018, "Quantization and Training of Neural
   Networks for Efficient Integer-Arithmetic-Only Inference", section 3.2; PopRT and the ONNX
-  converters apply it before compiling). Only a norm right after a convolution of the same
-  block folds: a layer norm (transformers) normalises with statistics of its own input.
+  converters apply it before compiling). The bias add is taken to ride on the elementwise op
+  that follows (ReLU or the residual add, one map pass; estimate). Only a norm right after a
+  convolution of the same block folds: a layer norm (transformers) normalises with statistics
+  of its own input.
 - dropout is the identity and the loss is not computed: neither runs (PyTorch `eval()`
   semantics; an exported inference graph ends at the model's output).
 - activations live as an inference graph keeps them: an op's input and output, plus the
