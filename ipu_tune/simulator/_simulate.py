@@ -89,12 +89,9 @@ def _stages(
 ) -> tuple[list[StageParts], list[IpuMemory], list[StageTime], bool]:
     """Each stage's passes of one micro-batch, its IPU's memory, its reported times, and
     whether every IPU fits."""
-    ipu = system.ipu
-    clock = ipu.clock_hz
-    training = pm.training
-    wb = pm.wb
-    b = pm.b
-    recompute = pm.recompute != "none"
+    ipu, clock = system.ipu, system.ipu.clock_hz
+    training, recompute = pm.training, pm.recompute != "none"
+    wb, b = pm.wb, pm.b
     link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
     sync_s = c.sync_latency_s
     limit, tile_limit = ipu.sram_bytes, ipu.sram_bytes_per_tile
@@ -113,7 +110,9 @@ def _stages(
         if training:
             b_comp = (bc[hi] - bc[lo] + bc[h1] - bc[h0]) / clock
             b_exch = (bx[hi] - bx[lo] + bx[h1] - bx[h0]) / clock
-            back = (x.input_el * b * wb / link_bw + sync_s) if s > 0 or h1 > h0 else 0.0
+            # Its input's gradient back; IPU0 with the tied head returns the encoder output's.
+            back_el = x.input_el if s > 0 else (x.output_el if h1 > h0 else 0.0)
+            back = (back_el * b * wb / link_bw + sync_s) if back_el else 0.0
             if recompute:
                 p = stage_parts(f_comp, f_exch, send, b_comp, b_exch, back, f_comp, f_exch)
                 sets += sets
