@@ -216,15 +216,8 @@ def block_costs(
 
 
 def _block_costs(
-    a: ProfileArrays,
-    ipu: IpuSpec,
-    micro_batch: int,
-    fp16: bool,
-    amp: float,
-    compute_tiles: int,
-    training: bool,
-    c: SimConstants,
-    half_partials: bool,
+    a: ProfileArrays, ipu: IpuSpec, micro_batch: int, fp16: bool, amp: float,
+    compute_tiles: int, training: bool, c: SimConstants, half_partials: bool,
 ) -> BlockCosts:
     b = float(micro_batch)
     tiles = float(compute_tiles)
@@ -242,17 +235,8 @@ def _block_costs(
     overhead = c.compute_set_overhead_cycles
     mm = a.kind_mm
 
-    # conv/matmul: shape efficiency from output elements per tile.
-    m = a.m * b
-    outputs_per_tile = m * a.n / tiles
-    eff = c.matmul_efficiency * outputs_per_tile / (
-        outputs_per_tile + c.matmul_half_outputs_per_tile)
-    eff = np.where(mm, np.maximum(eff, 1e-6), 1.0)
-    weight_bytes = a.k * a.n * act_bytes
-    need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
-    budget = amp * tiles * ipu.sram_bytes_per_tile
-    passes = np.where(mm, np.maximum(1.0, np.ceil(need / budget)), 1.0)
-    temp = np.where(mm, np.minimum(need, budget), 0.0)
+    eff, weight_bytes, passes, temp = _conv_matmul(a, ipu, b, tiles, act_bytes, partials_bytes,
+                                                   amp, c)
 
     # Memory-bound kinds: bytes streamed per pass (read input + write output; a training norm
     # reads once more for its statistics; backward reads gradient and saved input, writes one).
@@ -285,6 +269,35 @@ def _block_costs(
         mm, (weight_bytes * passes + wgrad_reduce) / exchange_per_cycle, 0.0
     )
 
+    return _summed(a, training, (fwd_compute, fwd_exchange, fwd_sets),
+                   (bwd_compute, bwd_exchange, bwd_sets), passes, temp)
+
+
+def _conv_matmul(
+    a: ProfileArrays, ipu: IpuSpec, b: float, tiles: float, act_bytes: float,
+    partials_bytes: float, amp: float, c: SimConstants,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per conv/matmul: AMP efficiency from the output elements per tile, weight bytes, serial
+    passes and temporary bytes (the available memory proportion caps the temporary)."""
+    mm = a.kind_mm
+    m = a.m * b
+    outputs_per_tile = m * a.n / tiles
+    eff = c.matmul_efficiency * outputs_per_tile / (
+        outputs_per_tile + c.matmul_half_outputs_per_tile)
+    eff = np.where(mm, np.maximum(eff, 1e-6), 1.0)
+    weight_bytes = a.k * a.n * act_bytes
+    need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
+    budget = amp * tiles * ipu.sram_bytes_per_tile
+    passes = np.where(mm, np.maximum(1.0, np.ceil(need / budget)), 1.0)
+    temp = np.where(mm, np.minimum(need, budget), 0.0)
+    return eff, weight_bytes, passes, temp
+
+
+def _summed(
+    a: ProfileArrays, training: bool, fwd: tuple[np.ndarray, np.ndarray, np.ndarray],
+    bwd: tuple[np.ndarray, np.ndarray, np.ndarray], passes: np.ndarray, temp: np.ndarray,
+) -> BlockCosts:
+    """Per-op (compute, exchange, sets) of the forward and backward summed per block."""
     nb = a.n_blocks
 
     def per_block(x: np.ndarray) -> list[float]:
@@ -298,13 +311,13 @@ def _block_costs(
         zeros = [0.0] * (nb + 1)
         bwd_c = bwd_x = bwd_s = zeros
     else:
-        bwd_c, bwd_x, bwd_s = per_block(bwd_compute), per_block(bwd_exchange), per_block(bwd_sets)
+        bwd_c, bwd_x, bwd_s = (per_block(x) for x in bwd)
     return BlockCosts(
-        fwd_compute=per_block(fwd_compute),
-        fwd_exchange=per_block(fwd_exchange),
+        fwd_compute=per_block(fwd[0]),
+        fwd_exchange=per_block(fwd[1]),
         bwd_compute=bwd_c,
         bwd_exchange=bwd_x,
-        fwd_sets=per_block(fwd_sets),
+        fwd_sets=per_block(fwd[2]),
         bwd_sets=bwd_s,
         temp_block=tuple(float(t) for t in temp_block),
         max_passes=int(passes.max()) if len(passes) else 1,
