@@ -19,9 +19,10 @@ Terms, each with its source (`ALL_REDUCE_TERMS`; the seconds of each are in the 
   `replicatedCollectivesSettings.mergeAllReduceCollectives` does the same), so the per-step
   latencies are paid per buffer, not per gradient tensor.
 - ring bandwidth: a ring hop uses `ring_links_per_hop` IPU-Links (estimate: the ladder of an
-  IPU-POD joins an IPU to each neighbour by 2 links; a ring does not get all 10), each at the IPU's
-  link bandwidth over its 10 links per direction (derived: 320 GB/s / 10 = 32 GB/s), at poplibs'
-  link efficiency 0.85 (read: lib/poplibs_test/Util.cpp).
+  IPU-POD joins an IPU to each neighbour by 2 links; a ring does not get all 10), each at
+  128 Gbit/s = 16 GB/s per direction (read: poplibs' cost model, lib/poplibs_test/Util.cpp;
+  consistent with the 320 GB/s of an IPU's 10 links counted in both directions), at poplibs'
+  link efficiency 0.85 (read: same file).
 - sync: every ring step ends in a sync of 15 ns per hop counted twice (read: poplibs' cost
   model) over the hops across the tier (1 inside a machine; a ring of machines is machines/2
   hops across).
@@ -145,21 +146,22 @@ def _ring(members: int) -> float:
 
 # Where each collective term comes from (`explain` prints each term's seconds and share).
 ALL_REDUCE_TERMS: dict[str, str] = {
-    "pod_bandwidth_s": "IPU-Link rings: 2 links per hop (estimate) x 32 GB/s per link and "
-                       "direction (derived: 320 GB/s over 10 links) x 0.85 (poplibs cost model)",
+    "pod_bandwidth_s": "IPU-Link rings: 2 links per hop (estimate) x 16 GB/s per link and "
+                       "direction x 0.85 (poplibs cost model: 128 Gbit/s per link)",
     "pod_sync_s": "15 ns per hop counted twice per ring step (poplibs cost model), per buffer",
     "gw_bandwidth_s": "GW-Links: 2 x 100 GbE per machine (derived 25 GB/s) shared by its IPUs",
     "gw_latency_s": "10 us per GW-Link ring step (estimate: RoCE round trip), per buffer",
     "rts_sets_s": "RTS gather/scatter compute sets (fitted compute-set overhead)",
 }
 
-IPU_LINKS_PER_IPU = 10  # read: 10 IPU-Links per Mk2/Bow IPU (reference table "IPU-Links")
+# read: poplibs' IPU cost model (lib/poplibs_test/Util.cpp), 128 Gbit/s per IPU-Link; an IPU's
+# 10 links x 2 directions x 16 GB/s are the 320 GB/s of the reference table.
+IPU_LINK_BYTES_PER_S = 16e9
 
 
-def _ring_bytes_per_s(system: System, c: SimConstants) -> float:
+def _ring_bytes_per_s(c: SimConstants) -> float:
     """Bandwidth one ring hop sustains per direction: the links it uses, not all ten."""
-    per_link = system.ipu.ipu_link_bytes_per_s / IPU_LINKS_PER_IPU
-    return per_link * c.ring_links_per_hop * c.ipu_link_efficiency
+    return IPU_LINK_BYTES_PER_S * c.ring_links_per_hop * c.ipu_link_efficiency
 
 
 def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimConstants,
@@ -167,7 +169,7 @@ def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimCons
     """(inside-POD seconds, across-POD seconds, RTS weight all-gather seconds, seconds by
     `ALL_REDUCE_TERMS`) of the stage's gradients."""
     m = system.machine
-    link_bw = _ring_bytes_per_s(system, c)
+    link_bw = _ring_bytes_per_s(c)
     gw_bw = m.gw_link_bytes_per_s / m.ipus_per_machine  # the machine's GW-Links, per IPU
     grads = x.params * (2.0 if plan.model_fp16 else 4.0)
     a, k, pods = layout.in_machine, layout.machines, layout.pods

@@ -263,7 +263,8 @@ def _block_costs(
     ratio = np.rint(a.bwd_flops / np.maximum(a.fwd_flops, 1.0))
     grads = np.where(a.fwd_flops > 0, np.clip(ratio, 1, 2), 1)
     bwd_sets = np.where(mm, grads * passes, sets_other)
-    bwd_compute = np.where(mm, a.bwd_flops * b / (flops_per_cycle * eff), bwd_mem)
+    bwd_compute = np.where(mm, _backward_cycles(a, b, tiles, grads, c) / flops_per_cycle,
+                           bwd_mem)
     wgrad_reduce = np.where(a.has_params, a.k * a.n * partials_bytes, 0.0)
     bwd_exchange = bwd_sets * overhead + np.where(
         mm, (weight_bytes * passes + wgrad_reduce) / exchange_per_cycle, 0.0
@@ -271,6 +272,28 @@ def _block_costs(
 
     return _summed(a, training, (fwd_compute, fwd_exchange, fwd_sets),
                    (bwd_compute, bwd_exchange, bwd_sets), passes, temp)
+
+
+def _amp_efficiency(outputs_per_tile: np.ndarray, c: SimConstants) -> np.ndarray:
+    """Share of the AMP peak a conv/matmul pass sustains: E x o / (o + o_half), o its output
+    elements per tile (a tile with few outputs fills and drains the AMP pipeline)."""
+    eff = c.matmul_efficiency * outputs_per_tile / (
+        outputs_per_tile + c.matmul_half_outputs_per_tile)
+    return np.maximum(eff, 1e-6)
+
+
+def _backward_cycles(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray,
+                     c: SimConstants) -> np.ndarray:
+    """FLOP-cycles (before dividing by the AMP rate) of a conv/matmul's backward: the data
+    gradient outputs M x K elements, the weight gradient K x N (reducing over the M = batch x
+    positions of the micro-batch), each at the AMP efficiency of its own outputs per tile; an
+    op with one gradient (the first layer) runs the weight gradient only."""
+    m = a.m * b
+    per_grad = a.bwd_flops * b / grads
+    wgrad = per_grad / _amp_efficiency(a.k * a.n / tiles, c)
+    dgrad = per_grad / _amp_efficiency(m * a.k / tiles, c)
+    out: np.ndarray = wgrad + np.where(grads > 1, dgrad, 0.0)
+    return out
 
 
 def _conv_matmul(
@@ -281,10 +304,7 @@ def _conv_matmul(
     passes and temporary bytes (the available memory proportion caps the temporary)."""
     mm = a.kind_mm
     m = a.m * b
-    outputs_per_tile = m * a.n / tiles
-    eff = c.matmul_efficiency * outputs_per_tile / (
-        outputs_per_tile + c.matmul_half_outputs_per_tile)
-    eff = np.where(mm, np.maximum(eff, 1e-6), 1.0)
+    eff = np.where(mm, _amp_efficiency(m * a.n / tiles, c), 1.0)
     weight_bytes = a.k * a.n * act_bytes
     need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
     budget = amp * tiles * ipu.sram_bytes_per_tile

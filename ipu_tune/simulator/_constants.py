@@ -10,21 +10,21 @@ user's own measurements). *Read/estimate* constants cite their source and are no
 topology and host figures (IPU-Machines, IPU-Link domains, GW-Links, servers) live in
 `ipu_tune.hardware` with theirs.
 
-Current fit (simulator 3.0.0: every point encoded as run, the MLPerf ResNet-50 and BERT points
-with half partials at the full FP16.16 AMP rate and float partials at half of it; the memory-bound
-vertex rate fitted rather than estimated; gradients all-reduced in merged 50 MB buffers over the
-IPU-Links a ring uses; a tied MLM head on IPU0; Nelder-Mead, 3 rounds of 2,000 evaluations):
-loss 0.0141 over the 12 rows; the seed ladder's rates within 2.7% and traces within 1.0%,
-MLPerf ResNet-50 POD16 +1.2%, POD64 +3.7%, Bow POD16 -4.4%, BERT-Large SL128 Bow POD16 +0.2%,
-BERT-Base SL512 fits (busiest tile 616 of 639 kB), the MNIST tutorial +21% (it also returns
-every micro-batch's output, which the schema does not model). Half partials do not double these
-points because only the AMP share of a step speeds up: the fit puts the memory-bound vertices
-(norms, elementwise, softmax) at 6.3% of the SRAM bandwidth and the AMP at 42% of its peak.
-`matmul_half_outputs_per_tile` sits at its lower bound (no shape penalty is needed) and
-`stream_latency_s` at its lower bound. Memory constants are estimates chosen inside the window
-the seed's fit / out-of-memory verdicts, MLPerf and the BERT-Base SL512 fit leave (most-loaded
-IPU or tile at 76% for fp16 GA3, 112% for fp32 GA3, 86-90% for MLPerf ResNet-50, 97% for
-BERT-Base SL512).
+Current fit (simulator 3.0.0: every point encoded as run, the MLPerf ResNet-50, BERT and C600
+inference points with half partials at the full FP16.16 AMP rate, float partials at half of it;
+each backward pass (data, weight gradient) at the AMP efficiency of its own outputs per tile;
+the memory-bound vertex rate fitted rather than estimated; gradients all-reduced in merged 50 MB
+buffers over the IPU-Links a ring uses; a tied MLM head on IPU0; Nelder-Mead, 4 rounds of 3,000
+evaluations): loss 0.0065 over the 13 rows; the seed ladder's rates within 1.7% and traces
+within 2.8%, MLPerf ResNet-50 POD16 +4.0%, POD64 +2.8%, Bow POD16 -2.6%, BERT-Large SL128 Bow
+POD16 +3.0%, ResNet-50 inference on a C600 -2.6%, BERT-Base SL512 fits (busiest tile 616 of
+639 kB), the MNIST tutorial +0.5%. Half partials do not double these points because only the
+AMP arithmetic speeds up (Amdahl): memory-bound vertices, compute-set syncs and exchange do not.
+`compute_set_overhead_cycles` sits at its lower bound (200 cycles, kept as a floor for a sync:
+the data cannot separate it from the memory-bound rate) and `stream_latency_s` is ~0.1 ms.
+Memory constants are estimates chosen inside the window the seed's fit / out-of-memory verdicts,
+MLPerf and the BERT-Base SL512 fit leave (most-loaded IPU or tile at 76% for fp16 GA3, 112% for
+fp32 GA3, 86-90% for MLPerf ResNet-50, 97% for BERT-Base SL512).
 
 A `SimConstants` is frozen and hashable so that `simulate(..., constants=...)` can key its
 caches on it; `constants_from_mapping` builds one from a YAML mapping (unknown keys rejected).
@@ -54,29 +54,30 @@ class SimConstants:
     # ---- fitted (calibration/points.yaml; see FITTED) -------------------------------------
     # Fraction of the precision's peak FLOP rate a large convolution/matmul sustains on the AMP
     # units (seed guide 4.6: fp16 halves the cycles of the arithmetic; reference: FP16 peak).
-    matmul_efficiency: float = 0.4215
-    # Output elements per compute tile at which a conv/matmul reaches half of that efficiency:
-    # a tile with little work spends its time filling and draining the AMP pipeline.
-    matmul_half_outputs_per_tile: float = 1.0
+    matmul_efficiency: float = 0.4401
+    # Output elements per compute tile at which a conv/matmul pass reaches half of that
+    # efficiency: a tile with little work spends its time filling and draining the AMP pipeline.
+    # Each pass has its own outputs: forward M x N, data gradient M x K, weight gradient K x N
+    # (few outputs per tile for the small weights of early conv layers).
+    matmul_half_outputs_per_tile: float = 93.57
     # Cycles of one compute set besides its arithmetic: the BSP sync and the exchange setup
     # (PopVision execution trace: Sync / Exchange / OnTileExecute; seed guide 4.8).
-    compute_set_overhead_cycles: float = 1969.0
+    compute_set_overhead_cycles: float = 200.0
     # Memory-bound vertices (norm, elementwise, pool, softmax, loss, embedding) stream their
-    # bytes at this share of the tiles' SRAM bandwidth: the work a conv/matmul step has besides
-    # the AMP, which half partials do not speed up (fitted: ~1.5 B per cycle per tile on Mk2,
-    # against ~8 for one 64-bit load per cycle: vertex start-up, the multi-pass norms of
-    # training and the exchange of their operands are in it).
-    memory_bound_efficiency: float = 0.0628
+    # bytes at this share of the tiles' SRAM bandwidth: the work of a step besides the AMP, which
+    # half partials do not speed up (fitted: ~11 B per cycle per tile on Mk2, under the 24 B of
+    # the SRAM bandwidth; vertex start-up and the multi-pass norms of training are in it).
+    memory_bound_efficiency: float = 0.4599
     # Latency of one host-to-IPU stream transfer, exposed when the prefetch depth is 1 (seed
     # guide 4.4.1); the bytes then move at the path's bandwidth (`_host.stream_copy_s`).
-    stream_latency_s: float = 1.0e-06
+    stream_latency_s: float = 1.184e-04
     # Device time of one training call besides its steps: host sync, stream setup, result copy
     # (seed traces: T(GA, DI) = DI x T_step(GA) + T_call; inference: `infer_call_overhead_s`).
-    call_overhead_s: float = 0.02434
+    call_overhead_s: float = 0.02319
     # Host seconds to load and augment one sample on one worker (seed: sync 8-bit I/O rate).
-    preprocess_s_per_sample: float = 0.0001809
+    preprocess_s_per_sample: float = 0.0001756
     # Host dtype conversion + normalisation per input element (seed: sync fp16 vs 8-bit rates).
-    convert_s_per_element: float = 5.114e-08
+    convert_s_per_element: float = 5.095e-08
 
     # ---- read or estimated (not fitted) ---------------------------------------------------
     # Device time of one inference call besides its steps (estimate, not fitted: no public
