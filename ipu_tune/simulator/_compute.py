@@ -7,21 +7,21 @@ memory proportion, compute tiles, train/infer), so they are cached on those: wit
 most trials hit the cache and `simulate` stays O(stages).
 
 Model of one op (B = micro-batch, T = compute tiles, f = clock):
-- conv/matmul, matmul view (M = m_per_sample x B, K, N): arithmetic cycles =
-  FLOPs / (peak FLOP/cycle/tile x T x eff), peak by precision (fp16 4x fp32 on Mk2; reference
-  table "FLOP per cycle per tile"; seed guide 4.6). The fp16 peak is the AMP rate with fp16
-  partials (FP16.16); float partials, PopTorch's default, accumulate in fp32 at half that rate
-  (seed hands-on: "each time the numerical precision is halved, the execution speed of matmul
-  and convolution operations is doubled", citing the AI-Float white paper, Table 5.1).
-  eff = E x o / (o + o_half) with
-  o = M x N / T output elements per tile (small ops cannot fill the AMP units).
-  Partials: the AMP accumulates 64 fp16 MACs per cycle per tile into half partials (128 FLOP,
-  the FP16.16 peak of the reference table) and half as many into float partials (seed: "each
-  time the numerical precision is halved ... doubled"). Only the AMP arithmetic gets faster:
-  memory-bound vertices, compute-set syncs and exchange do not, which is what keeps the
-  released half-partials points (MLPerf ResNet-50, BERT-Large) far from 2x (Amdahl); E and the
-  memory-bound rate are fitted on float-partials (seed) and half-partials (MLPerf, BERT) runs
-  together, so neither absorbs the partials factor.
+- conv/matmul, matmul view (M = m_per_sample x B, K, N), each pass (forward; in training the
+  data gradient and the weight gradient) costs
+  FLOPs / (peak FLOP/cycle/tile x T x E) x (1 / rate + o_half / o),
+  peak by precision (fp16 4x fp32 on Mk2; reference table "FLOP per cycle per tile"; seed
+  guide 4.6): 128 FLOP = 64 fp16 MACs per cycle per tile into half partials, the FP16.16 peak.
+  rate = 1 with half partials, 1/2 with float partials (PopTorch's default), which accumulate
+  in fp32 at half the AMP rate (seed hands-on: "each time the numerical precision is halved,
+  the execution speed of matmul and convolution operations is doubled", citing the AI-Float
+  white paper, Table 5.1). o_half / o is the AMP's fill and drain on a tile of o output
+  elements of that pass (forward M x N, data gradient M x K, weight gradient K x N): a fixed
+  latency per output, not sped up by half partials. What keeps half partials from doubling a
+  step: that latency (large for the weight gradients of small early layers), the memory-bound
+  vertices, the compute-set syncs and the exchange. E and o_half are fitted on float-partials
+  (seed ladder) and half-partials (MLPerf, BERT, C600 inference) runs together, so neither
+  absorbs the partials factor.
 - memory-bound kinds (norm, elementwise, pool, softmax, loss, embedding, other): bytes moved
   at the tiles' SRAM bandwidth (reference: 47.5 TB/s on Mk2) x an efficiency.
 - each compute set adds a fixed overhead (BSP sync + exchange setup; PopVision execution trace)
@@ -227,7 +227,9 @@ def _block_costs(
     half = fp16 and half_partials
     partials_bytes = 2.0 if half else 4.0
     rate = 0.5 if fp16 and not half else 1.0
-    flops_per_cycle = rate * ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles
+    # FLOP per cycle of the AMP arithmetic at E x the precision's peak (FP16.16 for fp16).
+    flops_per_cycle = ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles * (
+        c.matmul_efficiency)
     # Exchange and SRAM bandwidths per cycle shrink with the tiles left to compute.
     share = tiles / ipu.tiles
     exchange_per_cycle = ipu.exchange_bytes_per_s / ipu.clock_hz * share
@@ -235,8 +237,8 @@ def _block_costs(
     overhead = c.compute_set_overhead_cycles
     mm = a.kind_mm
 
-    eff, weight_bytes, passes, temp = _conv_matmul(a, ipu, b, tiles, act_bytes, partials_bytes,
-                                                   amp, c)
+    slow, weight_bytes, passes, temp = _conv_matmul(a, ipu, b, tiles, act_bytes,
+                                                    partials_bytes, amp, rate, c)
 
     # Memory-bound kinds: bytes streamed per pass (read input + write output; a training norm
     # reads once more for its statistics; backward reads gradient and saved input, writes one).
@@ -250,7 +252,7 @@ def _block_costs(
                           np.where(a.kind_reduce, c.reduce_compute_sets, 1.0))
     fwd_sets = np.where(mm, passes, sets_other)
 
-    fwd_compute = np.where(mm, a.fwd_flops * b / (flops_per_cycle * eff), fwd_mem)
+    fwd_compute = np.where(mm, a.fwd_flops * b * slow / flops_per_cycle, fwd_mem)
     fwd_exchange = fwd_sets * overhead + np.where(
         mm, weight_bytes * passes / exchange_per_cycle, 0.0)
     if not training:  # an inference graph does not run them (`_inference`)
@@ -263,7 +265,7 @@ def _block_costs(
     ratio = np.rint(a.bwd_flops / np.maximum(a.fwd_flops, 1.0))
     grads = np.where(a.fwd_flops > 0, np.clip(ratio, 1, 2), 1)
     bwd_sets = np.where(mm, grads * passes, sets_other)
-    bwd_compute = np.where(mm, _backward_cycles(a, b, tiles, grads, c) / flops_per_cycle,
+    bwd_compute = np.where(mm, _backward_flops(a, b, tiles, grads, rate, c) / flops_per_cycle,
                            bwd_mem)
     wgrad_reduce = np.where(a.has_params, a.k * a.n * partials_bytes, 0.0)
     bwd_exchange = bwd_sets * overhead + np.where(
@@ -274,43 +276,45 @@ def _block_costs(
                    (bwd_compute, bwd_exchange, bwd_sets), passes, temp)
 
 
-def _amp_efficiency(outputs_per_tile: np.ndarray, c: SimConstants) -> np.ndarray:
-    """Share of the AMP peak a conv/matmul pass sustains: E x o / (o + o_half), o its output
-    elements per tile (a tile with few outputs fills and drains the AMP pipeline)."""
-    eff = c.matmul_efficiency * outputs_per_tile / (
-        outputs_per_tile + c.matmul_half_outputs_per_tile)
-    return np.maximum(eff, 1e-6)
+def _amp_slowdown(outputs_per_tile: np.ndarray, rate: float, c: SimConstants) -> np.ndarray:
+    """Cycles of a conv/matmul pass over those of its FLOPs at E x the FP16.16 peak: 1 / rate
+    for the arithmetic (rate 1/2 with float partials), plus o_half / o for filling and draining
+    the AMP pipeline on a tile of o output elements, a fixed latency per output that the
+    partials type does not change."""
+    out: np.ndarray = 1.0 / rate + c.matmul_half_outputs_per_tile / np.maximum(
+        outputs_per_tile, 1e-9)
+    return out
 
 
-def _backward_cycles(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray,
-                     c: SimConstants) -> np.ndarray:
-    """FLOP-cycles (before dividing by the AMP rate) of a conv/matmul's backward: the data
+def _backward_flops(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray, rate: float,
+                    c: SimConstants) -> np.ndarray:
+    """FLOPs of a conv/matmul's backward, each pass times its `_amp_slowdown`: the data
     gradient outputs M x K elements, the weight gradient K x N (reducing over the M = batch x
-    positions of the micro-batch), each at the AMP efficiency of its own outputs per tile; an
-    op with one gradient (the first layer) runs the weight gradient only."""
+    positions of the micro-batch), each with its own outputs per tile; an op with one gradient
+    (the first layer) runs the weight gradient only."""
     m = a.m * b
     per_grad = a.bwd_flops * b / grads
-    wgrad = per_grad / _amp_efficiency(a.k * a.n / tiles, c)
-    dgrad = per_grad / _amp_efficiency(m * a.k / tiles, c)
+    wgrad = per_grad * _amp_slowdown(a.k * a.n / tiles, rate, c)
+    dgrad = per_grad * _amp_slowdown(m * a.k / tiles, rate, c)
     out: np.ndarray = wgrad + np.where(grads > 1, dgrad, 0.0)
     return out
 
 
 def _conv_matmul(
     a: ProfileArrays, ipu: IpuSpec, b: float, tiles: float, act_bytes: float,
-    partials_bytes: float, amp: float, c: SimConstants,
+    partials_bytes: float, amp: float, rate: float, c: SimConstants,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per conv/matmul: AMP efficiency from the output elements per tile, weight bytes, serial
-    passes and temporary bytes (the available memory proportion caps the temporary)."""
+    """Per conv/matmul: its forward `_amp_slowdown` (outputs M x N per tile), weight bytes,
+    serial passes and temporary bytes (the available memory proportion caps the temporary)."""
     mm = a.kind_mm
     m = a.m * b
-    eff = np.where(mm, _amp_efficiency(m * a.n / tiles, c), 1.0)
+    slow = np.where(mm, _amp_slowdown(m * a.n / tiles, rate, c), 1.0)
     weight_bytes = a.k * a.n * act_bytes
     need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
     budget = amp * tiles * ipu.sram_bytes_per_tile
     passes = np.where(mm, np.maximum(1.0, np.ceil(need / budget)), 1.0)
     temp = np.where(mm, np.minimum(need, budget), 0.0)
-    return eff, weight_bytes, passes, temp
+    return slow, weight_bytes, passes, temp
 
 
 def _summed(
