@@ -129,6 +129,7 @@ def _stages(
             "backward_s": p.b_compute + p.b_exchange,
             "recompute_s": p.r_compute + p.r_exchange,
             "inter_ipu_s": p.f_link + p.b_link,
+            "inter_ipu_back_s": p.b_link,
         }))
         cats, max_tile, total = stage_memory(
             x, pm,
