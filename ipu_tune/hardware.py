@@ -98,6 +98,26 @@ IPUS: dict[str, IpuSpec] = {
         streaming_memory_bytes_per_s=16 * GB,  # estimate
         memory_bank_bytes=16 * KIB,
     ),
+    # The C600 PCIe card: one Mk2 GC200 in a host's PCIe slot, clocked at 1.5 GHz (read:
+    # ByteMLPerf's IPU report, bytedance/ByteMLPerf byte_mlperf/reports/IPU/, and Graphcore's
+    # C600 product brief); the chip is the Mk2's, so its per-cycle figures are. The bandwidths
+    # that run on the IPU's clock scale with it.
+    "c600": IpuSpec(
+        name="c600",
+        tiles=1472,  # read: the Mk2 GC200
+        sram_bytes_per_tile=624 * KIB,  # read: the Mk2 GC200
+        clock_hz=1.5e9,  # read
+        fp16_flops_per_cycle_per_tile=128,  # derived as Mk2: 282.6 TFLOP/s fp16 at 1.5 GHz
+        fp32_flops_per_cycle_per_tile=32,
+        sram_bytes_per_s=47.5e12 * 1.5 / 1.33,  # derived: the Mk2 figure x the clock ratio
+        exchange_bytes_per_s=8e12 * 1.5 / 1.33,  # derived: the Mk2 figure x the clock ratio
+        # estimate: the chip's 10 links; card-to-card IPU-Link cabling is not modelled
+        ipu_link_bytes_per_s=320 * GB,
+        # derived: PCIe Gen4 x16 straight to the host, 64 GB/s both ways, 32 GB/s per direction
+        host_link_bytes_per_s=32 * GB,
+        streaming_memory_bytes_per_s=32 * GB,  # estimate: host memory over that link
+        memory_bank_bytes=16 * KIB,  # read: the Mk2 GC200
+    ),
 }
 
 
@@ -121,6 +141,9 @@ class MachineSpec:
     gw_link_step_latency_s: float = 10e-6
     # read: poplibs' IPU cost model (lib/poplibs_test/Util.cpp): sync latency 15 ns per hop.
     sync_latency_per_hop_s: float = 15e-9
+    # A PCIe card sits in its host server: its PCIe link is the whole host path (no gateway,
+    # no network leg between the server and the IPUs).
+    in_server: bool = False
 
 
 # Machines by IPU generation.
@@ -133,6 +156,12 @@ MACHINES: dict[str, MachineSpec] = {
                        host_port_bytes_per_s=25 * GB, gw_link_bytes_per_s=25 * GB),
     "bow": MachineSpec("Bow-2000", ipus_per_machine=4, ipu_link_domain_ipus=64,
                        host_port_bytes_per_s=25 * GB, gw_link_bytes_per_s=25 * GB),
+    # C600: one IPU per card, its PCIe Gen4 x16 link is the card's host port (derived: 32 GB/s
+    # per direction, no gateway). estimate: IPU-Link cables join up to 8 cards (C600 product
+    # brief); no GW-Links, so joining domains is an estimate (one 100 GbE port of the host).
+    "c600": MachineSpec("C600 card", ipus_per_machine=1, ipu_link_domain_ipus=8,
+                        host_port_bytes_per_s=32 * GB, gw_link_bytes_per_s=12.5 * GB,
+                        in_server=True),
 }
 
 

@@ -120,7 +120,9 @@ def _sim_result(detail: Mapping[str, Any]) -> SimResult | None:
                 StageTime(stage=int(t["stage"]), blocks=tuple(t["blocks"]),
                           forward_s=float(t["forward_s"]), backward_s=float(t["backward_s"]),
                           recompute_s=float(t["recompute_s"]),
-                          inter_ipu_s=float(t["inter_ipu_s"]))
+                          inter_ipu_s=float(t["inter_ipu_s"]),
+                          inter_ipu_back_s=(None if t.get("inter_ipu_back_s") is None
+                                            else float(t["inter_ipu_back_s"])))
                 for t in detail["stages"]),
             reason=str(detail.get("reason") or ""),
             samples_per_step=int(detail.get("samples_per_step") or 0),

@@ -69,3 +69,17 @@ def test_system_host_section_overrides_the_server() -> None:
     assert (s.hosts, s.host.cpu_cores, s.host.network_bytes_per_s) == (4, 32, 1e10)
     assert s.machine is MACHINES["bow"] and s.pods == 1
     assert system_from_config(SystemConfig()).host == HOST
+
+
+def test_c600_is_the_mk2_chip_at_1_5_ghz_in_its_server() -> None:
+    """C600 PCIe card: one Mk2 GC200 at 1.5 GHz (the IPU-M2000 runs it at 1.33 GHz), linked to
+    its server by PCIe Gen4 x16 (32 GB/s per direction), no gateway or network leg."""
+    c600, mk2 = IPUS["c600"], IPUS["mk2"]
+    assert c600.peak_flops_per_s(True) == pytest.approx(
+        mk2.peak_flops_per_s(True) * 1.5 / 1.33, rel=1e-6)
+    assert c600.sram_bytes == mk2.sram_bytes
+    assert c600.host_link_bytes_per_s == 2 * mk2.host_link_bytes_per_s  # x16 vs x8
+    s = system_from_config(SystemConfig(ipu="c600", num_ipus=1))
+    assert s.machine is MACHINES["c600"] and s.machine.in_server
+    assert s.machine.ipus_per_machine == 1 and (s.machines, s.pods) == (1, 1)
+    assert not MACHINES["mk2"].in_server and not MACHINES["bow"].in_server

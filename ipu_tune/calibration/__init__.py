@@ -1,7 +1,7 @@
 """Calibration of the simulator against measured runs: a client of `ipu_tune.simulator`.
 
-`default_points()` are the package's measured runs (`points.yaml`, from
-sources in docs/references.md); `predict` simulates them; `fit_constants` refits the
+`default_points()` are the package's measured runs (`points.yaml`, from Graphcore's public
+material, each row with its source); `predict` simulates them; `fit_constants` refits the
 simulator's free constants (`ipu_tune.simulator.FITTED`) by least squares in log space
 (`python -m ipu_tune calibrate`).
 """

@@ -17,8 +17,8 @@ from ipu_tune.errors import IpuTuneError
 if TYPE_CHECKING:  # Optuna and the search load only when the command runs
     from ipu_tune.explain import Closest, Explanation
 
-__all__ = ["format_explain", "format_ladder", "format_remedies", "invalid_start", "main",
-           "remedy_command"]
+__all__ = ["format_explain", "format_ladder", "format_phases", "format_remedies", "invalid_start",
+           "main", "remedy_command"]
 
 MB = 1e6
 INVALID = "invalid plan"  # the simulator's bottleneck of a plan the plan rules refuse
@@ -115,6 +115,18 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def format_phases(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The best plan's step by phase, then the all-reduce terms with their sources."""
+    if not rows:
+        return []
+    lines = ["", "where the best plan's step goes (simulated):"]
+    for r in rows:
+        source = f"  [{r['source']}]" if r.get("source") else ""
+        lines.append(f"  {r['phase']:<32} {r['seconds'] * 1e3:>10.3f} ms {100 * r['share']:>6.1f}%"
+                     f"{source}")
+    return lines
+
+
 def format_explain(data: Explanation) -> str:
     lines = [f"study {data.study}: objective {data.metric}"]
     if data.best_trial is None:
@@ -125,6 +137,7 @@ def format_explain(data: Explanation) -> str:
     lines.append(f"from {data.start} (step 0) to the exported best, trial {data.best_trial},"
                  " one change at a time:")
     lines += format_ladder(data)
+    lines += format_phases(data.phases)
     lines += format_sensitivity(data.sensitivity)
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ from ipu_tune.config._load import (
     typed,
 )
 from ipu_tune.config._schema import (
+    SYNTHETIC,
     DatasetConfig,
     EvalConfig,
     HfConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "GROUPS",
     "LIMITS",
     "SPACES_DIR",
+    "SYNTHETIC",
     "DatasetConfig",
     "EvalConfig",
     "HfConfig",

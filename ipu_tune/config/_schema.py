@@ -14,7 +14,14 @@ from ipu_tune.knobs import KNOBS, Knob
 
 # (OmegaConf reads typing generics: `List[int]`, not `list[int]`.)
 
-IPUS = ("mk1", "mk2", "bow")
+IPUS = ("mk1", "mk2", "bow", "c600")
+
+
+# The dataset name meaning no host data pipeline: samples generated on the device or already in
+# host memory (Graphcore's synthetic-data benchmarks), so no load/augment cost whatever
+# `preprocess_s_per_sample` says; with 8-bit I/O no host conversion either. The input still
+# crosses the host link each step.
+SYNTHETIC = "synthetic"
 
 
 class _Section:
@@ -87,7 +94,7 @@ else:  # module-level names: pickling finds the classes by them
 
 @dataclass
 class DatasetConfig:
-    """What the host feeds: one stored sample and its preprocessing."""
+    """What the host feeds: one stored sample and its preprocessing (`name: synthetic`: none)."""
 
     name: str = "cifar10"
     # Bytes of one stored sample read by the host before preprocessing (uint8 pixels, token ids).

@@ -1,11 +1,12 @@
 """Explain a study: the optimisation ladder, sensitivity of the best, remedies when nothing fits.
 
 `explain_study(study, problem)` returns a frozen `Explanation` (what `ipu-tune explain` prints,
-what the summary and the report show); the ladder, sensitivity and remedies are also usable
-alone.
+what the summary and the report show: ladder, where the best plan's step goes by phase,
+sensitivity, remedies); each part is also usable alone.
 """
 
 from ipu_tune.explain._ladder import Rank, Step, differing_keys, ladder, rank_by, step_row
+from ipu_tune.explain._phases import phase_shares
 from ipu_tune.explain._remedies import override_text, remedies
 from ipu_tune.explain._start import SEED_LABEL, START_LABEL, start_label
 from ipu_tune.explain._study import (
@@ -30,6 +31,7 @@ __all__ = [
     "explain_study",
     "ladder",
     "override_text",
+    "phase_shares",
     "rank_by",
     "remedies",
     "sensitivity",

@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 
 from ipu_tune.config import EvalConfig, load_config
 from ipu_tune.explain._ladder import ladder, rank_by, step_row
+from ipu_tune.explain._phases import phase_shares
 from ipu_tune.explain._remedies import remedies
 from ipu_tune.explain._start import start_label
 from ipu_tune.explain._whatif import sensitivity
@@ -53,7 +54,8 @@ class Explanation:
     one's name, metric, axis title, scale, direction and best value; `rule`: how the exported
     trial was picked, `ladder_rank`: how each step's change was; `start`: the label of step 0;
     `best_trial`: the exported trial (None: no plan fits); `steps`: the ladder from the user's
-    plan to it; `sensitivity`: each knob of the best plan one step down and up; `closest`: when
+    plan to it; `sensitivity`: each knob of the best plan one step down and up; `phases`: the
+    best plan's step by phase and the all-reduce terms with their sources; `closest`: when
     nothing fits, the trial nearest to fitting.
     """
 
@@ -68,6 +70,7 @@ class Explanation:
     best_trial: int | None = None
     steps: tuple[Row, ...] = ()
     sensitivity: tuple[Row, ...] = ()
+    phases: tuple[Row, ...] = ()
     closest: Closest | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -148,4 +151,5 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
     return dataclasses.replace(
         out, best_trial=best.number,
         steps=tuple(step_row(problem, s, first_fit, out.start) for s in steps),
+        phases=tuple(phase_shares(problem.evaluate(best_cfg).result)),
         sensitivity=tuple(sensitivity(problem, best_cfg)) if with_sensitivity else ())

@@ -5,6 +5,13 @@ Module names follow Hugging Face ``BertForMaskedLM`` without its ``bert.`` prefi
 decoder weight is tied to the word embeddings as there, so BERT-Large counts 335.17 M
 parameters (Hugging Face: 335,174,458). Attention is written out (matmul, scale, softmax,
 matmul) because that is what an IPU runs and what the profiler should see.
+
+As Graphcore runs BERT on IPUs (graphcore/examples nlp/bert popart configs and
+nlp/bert/pytorch/modeling.py): `masked_positions` (`model.kwargs.masked_positions`) runs the MLM
+head on that many gathered tokens only, Graphcore's `mask_tokens` being 20 / 56 / 76 at sequence
+length 128 / 384 / 512 (the zoo's bert configs default to 20); and, pipelined, the head `cls`
+shares IPU0 with the embedding whose weight it is tied to (the simulator places a token model's
+tied `cls` block on the first stage), so the first split starts the second IPU.
 """
 
 from __future__ import annotations

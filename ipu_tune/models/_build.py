@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ipu_tune.config import ModelConfig
+from ipu_tune.config import SYNTHETIC, ModelConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._fold import fold_head
@@ -106,7 +106,8 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
         input_shape=input_shape,
         input_kind=input_kind,
         sample_bytes=ds.sample_bytes if ds.sample_bytes is not None else default_bytes,
-        preprocess_s_per_sample=ds.preprocess_s_per_sample,
+        # Synthetic data is generated on the device or already on the host: nothing to load.
+        preprocess_s_per_sample=0.0 if ds.name == SYNTHETIC else ds.preprocess_s_per_sample,
         torch_version=str(torch.__version__),  # a plain str: unpickling needs no torch
     )
     head = getattr(model, "head_on_first_stage", None)

@@ -99,16 +99,19 @@ def _stage_parts(st: StageTime, training: bool,
     """(forward parts, backward parts) of one micro-batch on one stage.
 
     `inter_ipu_s` holds both IPU-Link copies of a training micro-batch: activations forward
-    and their gradients back, the same tensor (so half each); inference only sends forward.
+    and gradients back (`inter_ipu_back_s`; half each for a result that does not report it);
+    inference only sends forward.
     Each pass's on-chip exchange is drawn after its compute, as the step's exchange share of
     compute + exchange (`SimResult.phases`; a stage's own split is not reported).
     """
-    link = st.inter_ipu_s / 2 if training else st.inter_ipu_s
+    back = (st.inter_ipu_s / 2 if st.inter_ipu_back_s is None else st.inter_ipu_back_s)
+    back = back if training else 0.0
+    link = st.inter_ipu_s - back
     x = exchange_share
     fwd = [("forward", st.forward_s * (1 - x)), ("exchange", st.forward_s * x),
            ("inter_ipu", link)]
     bwd = [("recompute", st.recompute_s), ("backward", st.backward_s * (1 - x)),
-           ("exchange", st.backward_s * x), ("inter_ipu", link)]
+           ("exchange", st.backward_s * x), ("inter_ipu", back)]
     return fwd, (bwd if training else [])
 
 

@@ -6,7 +6,7 @@ by `ipu_tune.calibration` (a client of this package) and kept in `DEFAULT_CONSTA
 `constants=` to apply a refitted set (`python -m ipu_tune calibrate`, `constants_from_mapping`).
 """
 
-from ipu_tune.simulator._collectives import ReplicaLayout, replica_layout
+from ipu_tune.simulator._collectives import ALL_REDUCE_TERMS, ReplicaLayout, replica_layout
 from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._constants import (
     DEFAULT_CONSTANTS,
@@ -27,9 +27,10 @@ from ipu_tune.simulator._result import (
 from ipu_tune.simulator._simulate import simulate
 
 # Bump when the physics or the constants change (results stores keep it with each trial).
-SIMULATOR_VERSION = "2.0.0"
+SIMULATOR_VERSION = "3.0.0"
 
 __all__ = [
+    "ALL_REDUCE_TERMS",
     "DEFAULT_CONSTANTS",
     "FITTED",
     "MEMORY_CATEGORIES",

@@ -10,12 +10,25 @@ Collectives of one stage's gradients across replicas (seed guide 4.3.1, Fig 4.3)
 as the IPU-Fabric is: reduce-scatter inside the IPU-Machine, then across the machines of the POD
 (IPU-Links), all-reduce of each IPU's shard across PODs over the GW-Links, then all-gather back
 the same way. A ring tier of k members moves 2(k-1)/k of what enters it per IPU; each tier
-works on the shard the tier below left (bytes / IPUs below). PopART reduces every gradient
-tensor by its own collective (unless `replicatedCollectivesSettings.mergeAllReduceCollectives`,
-popart sessionoptions.hpp), and every ring step ends in a sync: 15 ns per hop counted twice
-(poplibs' cost model) times the hops across the tier (1 inside a machine; a ring of machines is
-machines/2 hops across), and a GW-Link round trip per step across PODs. So the sync cost per
-weight update grows with the machines and PODs spanned and with the tensors of the model.
+works on the shard the tier below left (bytes / IPUs below).
+
+Terms, each with its source (`ALL_REDUCE_TERMS`; the seconds of each are in the result's
+`extras["all_reduce_terms"]`):
+- buffers: the gradients are merged into buffers of `all_reduce_buffer_bytes` (read: the MLPerf
+  ResNet-50 TF1 configs set `max_cross_replica_buffer_size: 52428800`, 50 MB; PopART's
+  `replicatedCollectivesSettings.mergeAllReduceCollectives` does the same), so the per-step
+  latencies are paid per buffer, not per gradient tensor.
+- ring bandwidth: a ring hop uses `ring_links_per_hop` IPU-Links (estimate: the ladder of an
+  IPU-POD joins an IPU to each neighbour by 2 links; a ring does not get all 10), each at
+  128 Gbit/s = 16 GB/s per direction (read: poplibs' cost model, lib/poplibs_test/Util.cpp;
+  consistent with the 320 GB/s of an IPU's 10 links counted in both directions), at poplibs'
+  link efficiency 0.85 (read: same file).
+- sync: every ring step ends in a sync of 15 ns per hop counted twice (read: poplibs' cost
+  model) over the hops across the tier (1 inside a machine; a ring of machines is machines/2
+  hops across).
+- GW-Links: the machine's 2 x 100 GbE (derived 25 GB/s) shared by its IPUs, and a GW-Link step
+  latency per ring step (estimate: a RoCE round trip through the gateways, ~10 us; no public
+  figure).
 
 Replicated tensor sharding does the reduce-scatter half, updates its shard, and all-gathers the
 updated weights the same way (seed guide 4.7, ZeRO), adding the gather/scatter compute sets.
@@ -34,7 +47,7 @@ from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import OPTIMIZER_STATE, SimConstants, state_bytes_per_param
 from ipu_tune.simulator._stages import StageShape
 
-__all__ = ["ReplicaLayout", "UpdateTimes", "replica_layout", "update_times"]
+__all__ = ["ALL_REDUCE_TERMS", "ReplicaLayout", "UpdateTimes", "replica_layout", "update_times"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,8 @@ class UpdateTimes(NamedTuple):
     streaming_memory_s: float = 0.0
     rts_gather_s: float = 0.0
     pods: int = 1  # PODs the replicas span
+    # Seconds of the slowest stage's collective by `ALL_REDUCE_TERMS` (name, seconds).
+    terms: tuple[tuple[str, float], ...] = ()
 
     @property
     def total_s(self) -> float:
@@ -89,16 +104,17 @@ def update_times(
     replicated = plan.replication_factor > 1
     layout = replica_layout(system, plan) if replicated else SINGLE
     wu = pod = gw = sm = rts = 0.0
+    terms: dict[str, float] = {}
     for x in shapes:
         wu = max(wu, _weight_update_s(x, system, plan, c))
         if plan.offload_optimizer_state:
             sm = max(sm, _streaming_memory_s(x, system, plan))
         if replicated:
-            p, g, gather = _all_reduce_s(x, system, plan, c, layout)
+            p, g, gather, t = _all_reduce_s(x, system, plan, c, layout)
             if p + g > pod + gw:
-                pod, gw = p, g
+                pod, gw, terms = p, g, t
             rts = max(rts, gather)
-    return UpdateTimes(wu, pod, gw, sm, rts, layout.pods)
+    return UpdateTimes(wu, pod, gw, sm, rts, layout.pods, tuple(terms.items()))
 
 
 def _weight_update_s(x: StageShape, system: System, plan: ExecutionPlan,
@@ -128,27 +144,51 @@ def _ring(members: int) -> float:
     return 2.0 * (members - 1) / members
 
 
+# Where each collective term comes from (`explain` prints each term's seconds and share).
+ALL_REDUCE_TERMS: dict[str, str] = {
+    "pod_bandwidth_s": "IPU-Link rings: 2 links per hop (estimate) x 16 GB/s per link and "
+                       "direction x 0.85 (poplibs cost model: 128 Gbit/s per link)",
+    "pod_sync_s": "15 ns per hop counted twice per ring step (poplibs cost model), per buffer",
+    "gw_bandwidth_s": "GW-Links: 2 x 100 GbE per machine (derived 25 GB/s) shared by its IPUs",
+    "gw_latency_s": "10 us per GW-Link ring step (estimate: RoCE round trip), per buffer",
+    "rts_sets_s": "RTS gather/scatter compute sets (fitted compute-set overhead)",
+}
+
+# read: poplibs' IPU cost model (lib/poplibs_test/Util.cpp), 128 Gbit/s per IPU-Link; an IPU's
+# 10 links x 2 directions x 16 GB/s are the 320 GB/s of the reference table.
+IPU_LINK_BYTES_PER_S = 16e9
+
+
+def _ring_bytes_per_s(c: SimConstants) -> float:
+    """Bandwidth one ring hop sustains per direction: the links it uses, not all ten."""
+    return IPU_LINK_BYTES_PER_S * c.ring_links_per_hop * c.ipu_link_efficiency
+
+
 def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimConstants,
-                  layout: ReplicaLayout) -> tuple[float, float, float]:
-    """(inside-POD seconds, across-POD seconds, RTS weight all-gather seconds) of the stage's
-    gradients."""
-    if plan.replication_factor <= 1:
-        return 0.0, 0.0, 0.0
-    ipu, m = system.ipu, system.machine
-    link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
+                  layout: ReplicaLayout) -> tuple[float, float, float, dict[str, float]]:
+    """(inside-POD seconds, across-POD seconds, RTS weight all-gather seconds, seconds by
+    `ALL_REDUCE_TERMS`) of the stage's gradients."""
+    m = system.machine
+    link_bw = _ring_bytes_per_s(c)
     gw_bw = m.gw_link_bytes_per_s / m.ipus_per_machine  # the machine's GW-Links, per IPU
     grads = x.params * (2.0 if plan.model_fp16 else 4.0)
     a, k, pods = layout.in_machine, layout.machines, layout.pods
-    tensors = max(1.0, x.param_ops)
+    # Merged buffers: one collective per buffer (at most one per gradient tensor).
+    buffers = min(max(1.0, x.param_ops), max(1.0, -(-grads // c.all_reduce_buffer_bytes)))
+    steps = 2 * (a - 1) + 2 * (k - 1) * max(1, layout.machine_hops)  # hop-weighted
     sync_hop = 2.0 * m.sync_latency_per_hop_s
-    pod_s = (_ring(a) * grads + _ring(k) * grads / a) / link_bw + tensors * sync_hop * (
-        2 * (a - 1) + 2 * (k - 1) * max(1, layout.machine_hops))
-    gw_s = 0.0
-    if pods > 1:
-        gw_s = _ring(pods) * grads / (a * k) / gw_bw + (
-            tensors * 2 * (pods - 1) * m.gw_link_step_latency_s)
+    terms = {
+        "pod_bandwidth_s": (_ring(a) * grads + _ring(k) * grads / a) / link_bw,
+        "pod_sync_s": buffers * sync_hop * steps,
+        "gw_bandwidth_s": _ring(pods) * grads / (a * k) / gw_bw if pods > 1 else 0.0,
+        "gw_latency_s": buffers * 2 * (pods - 1) * m.gw_link_step_latency_s if pods > 1 else 0.0,
+        "rts_sets_s": 0.0,
+    }
+    pod_s = terms["pod_bandwidth_s"] + terms["pod_sync_s"]
+    gw_s = terms["gw_bandwidth_s"] + terms["gw_latency_s"]
     gather = 0.0
     if plan.replicated_tensor_sharding:
         gather = (pod_s + gw_s) / 2.0  # the all-gather half carries the updated weights
-        pod_s += 2 * x.param_ops * c.compute_set_overhead_cycles / ipu.clock_hz
-    return pod_s, gw_s, gather
+        terms["rts_sets_s"] = 2 * x.param_ops * c.compute_set_overhead_cycles / system.ipu.clock_hz
+        pod_s += terms["rts_sets_s"]
+    return pod_s, gw_s, gather, terms

@@ -7,14 +7,21 @@ memory proportion, compute tiles, train/infer), so they are cached on those: wit
 most trials hit the cache and `simulate` stays O(stages).
 
 Model of one op (B = micro-batch, T = compute tiles, f = clock):
-- conv/matmul, matmul view (M = m_per_sample x B, K, N): arithmetic cycles =
-  FLOPs / (peak FLOP/cycle/tile x T x eff), peak by precision (fp16 4x fp32 on Mk2; reference
-  table "FLOP per cycle per tile"; seed guide 4.6). The fp16 peak is the AMP rate with fp16
-  partials (FP16.16); float partials, PopTorch's default, accumulate in fp32 at half that rate
-  (seed hands-on: "each time the numerical precision is halved, the execution speed of matmul
-  and convolution operations is doubled", citing the AI-Float white paper, Table 5.1).
-  eff = E x o / (o + o_half) with
-  o = M x N / T output elements per tile (small ops cannot fill the AMP units).
+- conv/matmul, matmul view (M = m_per_sample x B, K, N), each pass (forward; in training the
+  data gradient and the weight gradient) costs
+  FLOPs / (peak FLOP/cycle/tile x T x E) x (1 / rate + o_half / o),
+  peak by precision (fp16 4x fp32 on Mk2; reference table "FLOP per cycle per tile"; seed
+  guide 4.6): 128 FLOP = 64 fp16 MACs per cycle per tile into half partials, the FP16.16 peak.
+  rate = 1 with half partials, 1/2 with float partials (PopTorch's default), which accumulate
+  in fp32 at half the AMP rate (seed hands-on: "each time the numerical precision is halved,
+  the execution speed of matmul and convolution operations is doubled", citing the AI-Float
+  white paper, Table 5.1). o_half / o is the AMP's fill and drain on a tile of o output
+  elements of that pass (forward M x N, data gradient M x K, weight gradient K x N): a fixed
+  latency per output, not sped up by half partials. What keeps half partials from doubling a
+  step: that latency (large for the weight gradients of small early layers), the memory-bound
+  vertices, the compute-set syncs and the exchange. E and o_half are fitted on float-partials
+  (seed ladder) and half-partials (MLPerf, BERT, C600 inference) runs together, so neither
+  absorbs the partials factor.
 - memory-bound kinds (norm, elementwise, pool, softmax, loss, embedding, other): bytes moved
   at the tiles' SRAM bandwidth (IPU datasheets: 47.5 TB/s on Mk2) x an efficiency.
 - each compute set adds a fixed overhead (BSP sync + exchange setup; PopVision execution trace)
@@ -37,6 +44,7 @@ import numpy as np
 from ipu_tune.hardware import IpuSpec
 from ipu_tune.models import ModelProfile
 from ipu_tune.simulator._constants import SimConstants
+from ipu_tune.simulator._inference import inference_graph
 
 __all__ = ["BlockCosts", "ProfileArrays", "block_costs", "peak_block", "profile_arrays"]
 
@@ -70,6 +78,10 @@ class ProfileArrays:
     # Per-block values.
     out_el_block: tuple[int, ...]
     max_live_block: tuple[int, ...]
+    # Inference graph (`_inference`): ops it drops (folded batch norm, dropout, loss) and each
+    # block's liveness peak.
+    infer_dropped: np.ndarray
+    infer_live_block: tuple[int, ...]
     saved_block: tuple[int, ...]
     n_blocks: int
 
@@ -108,6 +120,7 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
     nb = len(profile.block_stats)
     block = np.array([op.block for op in ops], dtype=np.int64)
     has_params = np.array([op.parameters > 0 for op in ops], dtype=bool)
+    infer = inference_graph(profile)
     arrays = ProfileArrays(
         kind_mm=np.array([k in _MM_KINDS for k in kinds], dtype=bool),
         kind_norm=np.array([k == "norm" for k in kinds], dtype=bool),
@@ -127,6 +140,8 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         peak_key=out_pre[:-1] + own,
         out_el_block=tuple(b.output_elements for b in profile.block_stats),
         max_live_block=tuple(b.max_live_elements for b in profile.block_stats),
+        infer_dropped=np.array(infer.dropped, dtype=bool),
+        infer_live_block=infer.live_block,
         saved_block=tuple(b.saved_elements for b in profile.block_stats),
         n_blocks=nb,
     )
@@ -201,15 +216,8 @@ def block_costs(
 
 
 def _block_costs(
-    a: ProfileArrays,
-    ipu: IpuSpec,
-    micro_batch: int,
-    fp16: bool,
-    amp: float,
-    compute_tiles: int,
-    training: bool,
-    c: SimConstants,
-    half_partials: bool,
+    a: ProfileArrays, ipu: IpuSpec, micro_batch: int, fp16: bool, amp: float,
+    compute_tiles: int, training: bool, c: SimConstants, half_partials: bool,
 ) -> BlockCosts:
     b = float(micro_batch)
     tiles = float(compute_tiles)
@@ -219,7 +227,9 @@ def _block_costs(
     half = fp16 and half_partials
     partials_bytes = 2.0 if half else 4.0
     rate = 0.5 if fp16 and not half else 1.0
-    flops_per_cycle = rate * ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles
+    # FLOP per cycle of the AMP arithmetic at E x the precision's peak (FP16.16 for fp16).
+    flops_per_cycle = ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles * (
+        c.matmul_efficiency)
     # Exchange and SRAM bandwidths per cycle shrink with the tiles left to compute.
     share = tiles / ipu.tiles
     exchange_per_cycle = ipu.exchange_bytes_per_s / ipu.clock_hz * share
@@ -227,17 +237,8 @@ def _block_costs(
     overhead = c.compute_set_overhead_cycles
     mm = a.kind_mm
 
-    # conv/matmul: shape efficiency from output elements per tile.
-    m = a.m * b
-    outputs_per_tile = m * a.n / tiles
-    eff = c.matmul_efficiency * outputs_per_tile / (
-        outputs_per_tile + c.matmul_half_outputs_per_tile)
-    eff = np.where(mm, np.maximum(eff, 1e-6), 1.0)
-    weight_bytes = a.k * a.n * act_bytes
-    need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
-    budget = amp * tiles * ipu.sram_bytes_per_tile
-    passes = np.where(mm, np.maximum(1.0, np.ceil(need / budget)), 1.0)
-    temp = np.where(mm, np.minimum(need, budget), 0.0)
+    slow, weight_bytes, passes, temp = _conv_matmul(a, ipu, b, tiles, act_bytes,
+                                                    partials_bytes, amp, rate, c)
 
     # Memory-bound kinds: bytes streamed per pass (read input + write output; a training norm
     # reads once more for its statistics; backward reads gradient and saved input, writes one).
@@ -251,21 +252,76 @@ def _block_costs(
                           np.where(a.kind_reduce, c.reduce_compute_sets, 1.0))
     fwd_sets = np.where(mm, passes, sets_other)
 
-    fwd_compute = np.where(mm, a.fwd_flops * b / (flops_per_cycle * eff), fwd_mem)
+    fwd_compute = np.where(mm, a.fwd_flops * b * slow / flops_per_cycle, fwd_mem)
     fwd_exchange = fwd_sets * overhead + np.where(
         mm, weight_bytes * passes / exchange_per_cycle, 0.0)
+    if not training:  # an inference graph does not run them (`_inference`)
+        kept = ~a.infer_dropped
+        fwd_sets, fwd_compute = fwd_sets * kept, fwd_compute * kept
+        fwd_exchange = fwd_exchange * kept
 
     # Backward of a conv/matmul: data gradient and weight gradient, two compute sets each pass
     # (one where the profile counts only the weight gradient, e.g. the first layer).
     ratio = np.rint(a.bwd_flops / np.maximum(a.fwd_flops, 1.0))
     grads = np.where(a.fwd_flops > 0, np.clip(ratio, 1, 2), 1)
     bwd_sets = np.where(mm, grads * passes, sets_other)
-    bwd_compute = np.where(mm, a.bwd_flops * b / (flops_per_cycle * eff), bwd_mem)
+    bwd_compute = np.where(mm, _backward_flops(a, b, tiles, grads, rate, c) / flops_per_cycle,
+                           bwd_mem)
     wgrad_reduce = np.where(a.has_params, a.k * a.n * partials_bytes, 0.0)
     bwd_exchange = bwd_sets * overhead + np.where(
         mm, (weight_bytes * passes + wgrad_reduce) / exchange_per_cycle, 0.0
     )
 
+    return _summed(a, training, (fwd_compute, fwd_exchange, fwd_sets),
+                   (bwd_compute, bwd_exchange, bwd_sets), passes, temp)
+
+
+def _amp_slowdown(outputs_per_tile: np.ndarray, rate: float, c: SimConstants) -> np.ndarray:
+    """Cycles of a conv/matmul pass over those of its FLOPs at E x the FP16.16 peak: 1 / rate
+    for the arithmetic (rate 1/2 with float partials), plus o_half / o for filling and draining
+    the AMP pipeline on a tile of o output elements, a fixed latency per output that the
+    partials type does not change."""
+    out: np.ndarray = 1.0 / rate + c.matmul_half_outputs_per_tile / np.maximum(
+        outputs_per_tile, 1e-9)
+    return out
+
+
+def _backward_flops(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray, rate: float,
+                    c: SimConstants) -> np.ndarray:
+    """FLOPs of a conv/matmul's backward, each pass times its `_amp_slowdown`: the data
+    gradient outputs M x K elements, the weight gradient K x N (reducing over the M = batch x
+    positions of the micro-batch), each with its own outputs per tile; an op with one gradient
+    (the first layer) runs the weight gradient only."""
+    m = a.m * b
+    per_grad = a.bwd_flops * b / grads
+    wgrad = per_grad * _amp_slowdown(a.k * a.n / tiles, rate, c)
+    dgrad = per_grad * _amp_slowdown(m * a.k / tiles, rate, c)
+    out: np.ndarray = wgrad + np.where(grads > 1, dgrad, 0.0)
+    return out
+
+
+def _conv_matmul(
+    a: ProfileArrays, ipu: IpuSpec, b: float, tiles: float, act_bytes: float,
+    partials_bytes: float, amp: float, rate: float, c: SimConstants,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per conv/matmul: its forward `_amp_slowdown` (outputs M x N per tile), weight bytes,
+    serial passes and temporary bytes (the available memory proportion caps the temporary)."""
+    mm = a.kind_mm
+    m = a.m * b
+    slow = np.where(mm, _amp_slowdown(m * a.n / tiles, rate, c), 1.0)
+    weight_bytes = a.k * a.n * act_bytes
+    need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
+    budget = amp * tiles * ipu.sram_bytes_per_tile
+    passes = np.where(mm, np.maximum(1.0, np.ceil(need / budget)), 1.0)
+    temp = np.where(mm, np.minimum(need, budget), 0.0)
+    return slow, weight_bytes, passes, temp
+
+
+def _summed(
+    a: ProfileArrays, training: bool, fwd: tuple[np.ndarray, np.ndarray, np.ndarray],
+    bwd: tuple[np.ndarray, np.ndarray, np.ndarray], passes: np.ndarray, temp: np.ndarray,
+) -> BlockCosts:
+    """Per-op (compute, exchange, sets) of the forward and backward summed per block."""
     nb = a.n_blocks
 
     def per_block(x: np.ndarray) -> list[float]:
@@ -279,13 +335,13 @@ def _block_costs(
         zeros = [0.0] * (nb + 1)
         bwd_c = bwd_x = bwd_s = zeros
     else:
-        bwd_c, bwd_x, bwd_s = per_block(bwd_compute), per_block(bwd_exchange), per_block(bwd_sets)
+        bwd_c, bwd_x, bwd_s = (per_block(x) for x in bwd)
     return BlockCosts(
-        fwd_compute=per_block(fwd_compute),
-        fwd_exchange=per_block(fwd_exchange),
+        fwd_compute=per_block(fwd[0]),
+        fwd_exchange=per_block(fwd[1]),
         bwd_compute=bwd_c,
         bwd_exchange=bwd_x,
-        fwd_sets=per_block(fwd_sets),
+        fwd_sets=per_block(fwd[2]),
         bwd_sets=bwd_s,
         temp_block=tuple(float(t) for t in temp_block),
         max_passes=int(passes.max()) if len(passes) else 1,

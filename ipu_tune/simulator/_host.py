@@ -15,7 +15,18 @@ efficiency: the PCIe link of the IPU (`IpuSpec.host_link_bytes_per_s`), the mach
 ports shared by the replicas it feeds, the server's network shared by the replicas it feeds.
 With a prefetch depth of 2 or more the network leg runs ahead of the device (hidden up to one
 micro-batch slot) and the latency is hidden as the depth grows; the network must still carry a
-call's bytes within the call (`io_call_s`).
+call's bytes within the call (`io_call_s`). A PCIe card in its server (C600) has no network
+leg: its PCIe link is the whole path.
+
+Host overhead, split by what it is charged to (seed guide 4.5.3: looping over device iterations
+avoids "the host-side overhead of starting and stopping" the device program):
+- per call (`call_overhead_s`): starting and stopping one device program, by kind. Training:
+  `call_overhead_s`, fitted on the seed's training traces (T = DI x T_step + T_call); it holds
+  what a training call adds besides its steps. Inference: `infer_call_overhead_s`, an estimate
+  (no public figure: a few host syncs over PCIe and the runtime's own run call).
+- per step: the stream copies of its micro-batches (`stream_copy_s`: latency + bytes), in the
+  device step, with the pipeline ramp and the weight update of a training step.
+- per sample: the data pipeline (`host_seconds_per_sample`), zero for the synthetic dataset.
 """
 
 from __future__ import annotations
@@ -55,6 +66,8 @@ def _network_bytes_per_s(system: System, plan: ExecutionPlan) -> float:
     """Network bandwidth of one replica's input while every replica loads at once: the
     machine's host ports shared by the replicas whose first IPU it holds, the server's network
     shared by the replicas it feeds."""
+    if system.machine.in_server:
+        return system.ipu.host_link_bytes_per_s
     r = plan.replication_factor
     per_machine = max(1, min(r, system.machine.ipus_per_machine // plan.stages))
     per_server = max(1.0, r / system.hosts)
@@ -79,7 +92,10 @@ def stream_copy_s(
 
 
 def io_call_s(bytes_per_call: float, system: System) -> float:
-    """Seconds the servers' networks need to carry one call's input bytes."""
+    """Seconds the servers' networks need to carry one call's input bytes (none for a card in
+    its server: its PCIe copies are the stream copies of the device steps)."""
+    if system.machine.in_server:
+        return 0.0
     return bytes_per_call / (system.hosts * system.host.network_bytes_per_s)
 
 
@@ -92,8 +108,9 @@ def io_overlaps(plan: ExecutionPlan) -> bool:
 def host_seconds_per_sample(
     profile: ModelProfile, system: System, plan: ExecutionPlan, c: SimConstants
 ) -> float:
-    """Host time of one sample on one worker: load/augment, then dtype conversion and
-    normalisation unless 8-bit I/O moves them onto the IPU (seed hands-on "8-bit I/O")."""
+    """Host time of one sample on one worker: load/augment (0 for synthetic data), then dtype
+    conversion and normalisation unless 8-bit I/O moves them onto the IPU (seed hands-on
+    "8-bit I/O")."""
     pre = profile.preprocess_s_per_sample
     if pre is None:
         pre = system.host.preprocess_s_per_sample
@@ -119,6 +136,10 @@ def cpu_call_s(samples_per_call: float, per_sample_s: float, system: System,
     return (samples_per_call / system.hosts) * per_sample_s / parallel
 
 
-def call_overhead_s(system: System, c: SimConstants) -> float:
+def call_overhead_s(system: System, plan: ExecutionPlan, c: SimConstants) -> float:
+    """Device seconds one model call costs besides its steps: the host's own figure if it
+    gives one, else the training or the inference constant (module docstring)."""
     value = system.host.call_overhead_s
-    return c.call_overhead_s if value is None else value
+    if value is not None:
+        return value
+    return c.call_overhead_s if plan.training else c.infer_call_overhead_s

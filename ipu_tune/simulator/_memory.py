@@ -22,7 +22,8 @@ Sources per category:
   activations plus the checkpoints still held before it are largest (the backward frees
   checkpoints last to first; PopVision liveness: tensors never live at once share memory).
 - activations: the live activations of one micro-batch (plus the recomputed ones of the stage
-  or block during its backward).
+  or block during its backward); inference keeps its graph's live ranges (`_inference`: batch
+  norm folded, elementwise ops in place) and nothing of training's gradients, state or stash.
 - temporaries: the largest conv/matmul scratch, capped by AMP x SRAM (`_compute.py`).
 - stream_buffers: prefetch depth x micro-batch input (1 B per element with 8-bit I/O; seed
   guide 4.4.1, 4.4.3).
@@ -145,8 +146,8 @@ def stage_memory(
             older = (depth - 1) * (x.input_el + x.boundary_el)
             checkpoints = (older + x.input_el + x.peak_checkpoint_el) * b * wb
             live = x.peak_block_el
-    else:
-        live = x.max_live_el
+    else:  # the inference graph's liveness (`_inference`): no stash, gradients or state
+        live = x.infer_live_el
     activations = live * b * wb
     sets = compute_sets
     code = c.vertex_code_bytes + c.code_bytes_per_compute_set * sets

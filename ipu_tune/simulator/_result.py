@@ -68,7 +68,9 @@ class StageTime:
     forward_s: float
     backward_s: float
     recompute_s: float
-    inter_ipu_s: float
+    inter_ipu_s: float  # both IPU-Link copies: activations forward and gradients back
+    # The gradient copy back alone (None: not reported, e.g. a result stored before it was).
+    inter_ipu_back_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class SimResult:
                     "backward_s": s.backward_s,
                     "recompute_s": s.recompute_s,
                     "inter_ipu_s": s.inter_ipu_s,
+                    "inter_ipu_back_s": s.inter_ipu_back_s,
                 }
                 for s in self.stages
             ],

@@ -89,13 +89,9 @@ def _stages(
 ) -> tuple[list[StageParts], list[IpuMemory], list[StageTime], bool]:
     """Each stage's passes of one micro-batch, its IPU's memory, its reported times, and
     whether every IPU fits."""
-    ipu = system.ipu
-    clock = ipu.clock_hz
-    training = pm.training
-    wb = pm.wb
-    b = pm.b
-    n = pm.stages
-    recompute = pm.recompute != "none"
+    ipu, clock = system.ipu, system.ipu.clock_hz
+    training, recompute = pm.training, pm.recompute != "none"
+    wb, b = pm.wb, pm.b
     link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
     sync_s = c.sync_latency_s
     limit, tile_limit = ipu.sram_bytes, ipu.sram_bytes_per_tile
@@ -105,21 +101,24 @@ def _stages(
     parts, memory, times = [], [], []
     fits = True
     for x in shapes:
-        s, lo, hi = x.stage, x.lo, x.hi
-        f_comp = (fc[hi] - fc[lo]) / clock
-        f_exch = (fx[hi] - fx[lo]) / clock
-        send = (x.output_el * b * wb / link_bw + sync_s) if s < n - 1 else 0.0
-        sets = fs[hi] - fs[lo]
+        s, lo, hi, h0, h1 = x.stage, x.lo, x.hi, x.head_lo, x.head_hi
+        # Its blocks [lo, hi) and the tied head [h0, h1) it may also run (`_stages`).
+        f_comp = (fc[hi] - fc[lo] + fc[h1] - fc[h0]) / clock
+        f_exch = (fx[hi] - fx[lo] + fx[h1] - fx[h0]) / clock
+        send = (x.output_el * b * wb / link_bw + sync_s) if x.sends else 0.0
+        sets = fs[hi] - fs[lo] + fs[h1] - fs[h0]
         if training:
-            b_comp = (bc[hi] - bc[lo]) / clock
-            b_exch = (bx[hi] - bx[lo]) / clock
-            back = (x.input_el * b * wb / link_bw + sync_s) if s > 0 else 0.0
+            b_comp = (bc[hi] - bc[lo] + bc[h1] - bc[h0]) / clock
+            b_exch = (bx[hi] - bx[lo] + bx[h1] - bx[h0]) / clock
+            # Its input's gradient back; IPU0 with the tied head returns the encoder output's.
+            back_el = x.input_el if s > 0 else (x.output_el if h1 > h0 else 0.0)
+            back = (back_el * b * wb / link_bw + sync_s) if back_el else 0.0
             if recompute:
                 p = stage_parts(f_comp, f_exch, send, b_comp, b_exch, back, f_comp, f_exch)
                 sets += sets
             else:
                 p = stage_parts(f_comp, f_exch, send, b_comp, b_exch, back)
-            sets += bs[hi] - bs[lo]
+            sets += bs[hi] - bs[lo] + bs[h1] - bs[h0]
         else:
             p = stage_parts(f_comp, f_exch, send)
         parts.append(p)
@@ -130,10 +129,11 @@ def _stages(
             "backward_s": p.b_compute + p.b_exchange,
             "recompute_s": p.r_compute + p.r_exchange,
             "inter_ipu_s": p.f_link + p.b_link,
+            "inter_ipu_back_s": p.b_link,
         }))
         cats, max_tile, total = stage_memory(
             x, pm,
-            temp_bytes=max(temp[lo:hi]),
+            temp_bytes=max(temp[lo:hi] + temp[h0:h1]),
             compute_sets=sets,
             io_bytes_per_micro_batch=mb_in_bytes if s == 0 else 0.0,
         )
@@ -178,12 +178,14 @@ def _call_time(
     ramp = core.ramp if training else core.ramp / di
     host_io = g * exposed_copy
     device_step = core.compute + core.exchange + core.inter_ipu + ramp + host_io + update.total_s
-    call_cost = _host.call_overhead_s(system, c)
+    call_cost = _host.call_overhead_s(system, plan, c)
     device_call = di * device_step + call_cost
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
     io_call = _host.io_call_s(mb_in_bytes * samples / plan.micro_batch_size, system)
     host_call = max(_host.cpu_call_s(samples, per_sample, system, plan), io_call)
-    if plan.async_dataloader:
+    if plan.async_dataloader or per_sample == 0.0:
+        # A synchronous loader serialises its CPU work with the device; with none (synthetic
+        # data in 8-bit), only the network leg is left and it streams during the call.
         call = max(host_call, device_call)
         host_exposed = max(0.0, host_call - device_call)
     else:
@@ -242,6 +244,7 @@ def _extras(
                          else [p.forward for p in parts]),
         "amp_max_passes": costs.max_passes,
         "rts_gather_s": update.rts_gather_s,
+        "all_reduce_terms": dict(update.terms),  # seconds by _collectives.ALL_REDUCE_TERMS
         "io_call_s": call.io_call_s,
         "host_instances": _host.host_instances(system, plan),
         "recompute": pm.recompute,  # recompute_mode(plan)

@@ -2,18 +2,24 @@
 
 These depend only on the profile and the splits (not on micro-batch, precision or any other
 knob), so a study computes them once per distinct split list.
+
+A masked-LM head tied to the word embeddings (the zoo's BERT: its last block `cls`, Hugging Face
+naming) runs on the first IPU, beside the embedding whose weight it shares, as Graphcore runs
+BERT (graphcore/examples nlp/bert/popart configs and nlp/bert/pytorch/modeling.py: embedding and
+MLM head on IPU0, the encoder layers from the next IPU). The last stage then sends the encoder
+output back to IPU0 and receives its gradient.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, stage_starts
-from ipu_tune.simulator._compute import _LOCK, peak_block, profile_arrays
+from ipu_tune.simulator._compute import _LOCK, ProfileArrays, peak_block, profile_arrays
 
-__all__ = ["StageShape", "stage_shapes"]
+__all__ = ["TIED_HEAD_BLOCKS", "StageShape", "stage_shapes", "tied_head"]
 
 
 @dataclass(frozen=True)
@@ -32,10 +38,24 @@ class StageShape:
     output_el: float  # what leaves it over the IPU-Links
     boundary_el: float  # outputs of its blocks but the last (block-boundary checkpoints)
     max_live_el: float  # largest transient of one block
+    infer_live_el: float  # the same in the inference graph (`_inference`)
     # Recomputing block by block, at the liveness peak: checkpoints of the blocks before the
     # peak block, and that block's own saved + transient elements (`peak_block`).
     peak_checkpoint_el: float
     peak_block_el: float
+    # Blocks [head_lo, head_hi) it also runs: the tied head on the first stage (else empty).
+    head_lo: int = 0
+    head_hi: int = 0
+    sends: bool = False  # sends its output over IPU-Links (not the last stage of a plain chain)
+
+
+# The block names of a masked-LM head tied to the embeddings (BertForMaskedLM's `cls`).
+TIED_HEAD_BLOCKS = ("cls",)
+
+
+def tied_head(profile: ModelProfile) -> bool:
+    """Whether the profile ends in a token model's tied masked-LM head (placed on IPU0)."""
+    return profile.input_kind == "tokens" and profile.block_stats[-1].name in TIED_HEAD_BLOCKS
 
 
 _CACHE: OrderedDict[tuple[int, tuple[str, ...]], tuple[ModelProfile, tuple[StageShape, ...]]] = (
@@ -52,12 +72,14 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
         return hit[1]
     starts = stage_starts(plan, profile)
     a = profile_arrays(profile)
-    bounds = [*starts, a.n_blocks]
+    n = len(starts)
+    head = n > 1 and tied_head(profile) and starts[-1] < a.n_blocks - 1
+    bounds = [*starts, a.n_blocks - (1 if head else 0)]
     shapes = []
-    for s in range(len(starts)):
+    for s in range(n):
         lo, hi = bounds[s], bounds[s + 1]
         peak = peak_block(a, lo, hi)
-        shapes.append(StageShape(
+        shape = StageShape(
             stage=s,
             lo=lo,
             hi=hi,
@@ -70,12 +92,31 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
             output_el=float(a.out_el_block[hi - 1]),
             boundary_el=float(a.out_el[hi - 1] - a.out_el[lo]),
             max_live_el=float(max(a.max_live_block[lo:hi])),
+            infer_live_el=float(max(a.infer_live_block[lo:hi])),
             peak_checkpoint_el=float(a.out_el[peak] - a.out_el[lo]),
             peak_block_el=float(a.saved_block[peak] + a.max_live_block[peak]),
-        ))
+            sends=s < n - 1 or head,
+        )
+        if head and s == 0:
+            shape = _with_head(shape, a, a.n_blocks - 1)
+        shapes.append(shape)
     out = tuple(shapes)
     with _LOCK:
         _CACHE[key] = (profile, out)
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return out
+
+
+def _with_head(shape: StageShape, a: ProfileArrays, h: int) -> StageShape:
+    """`shape` also running block `h` (the tied head): its parameters, ops and activations."""
+    return replace(
+        shape,
+        params=shape.params + float(a.params[h + 1] - a.params[h]),
+        param_ops=shape.param_ops + float(a.param_ops[h + 1] - a.param_ops[h]),
+        saved_el=shape.saved_el + float(a.saved_block[h]),
+        max_live_el=max(shape.max_live_el, float(a.max_live_block[h])),
+        infer_live_el=max(shape.infer_live_el, float(a.infer_live_block[h])),
+        head_lo=h,
+        head_hi=h + 1,
+    )

@@ -45,7 +45,7 @@ def test_group_option_composes(override: str) -> None:
         # An old zoo name's preset composes its torchvision-spelled primary (a zoo alias).
         assert cfg.model.name in (option, ZOO_ALIASES.get(option)) or cfg.model._target_
     elif group == "system":
-        assert cfg.system.ipu in ("mk1", "mk2", "bow")
+        assert cfg.system.ipu in ("mk1", "mk2", "bow", "c600")
     elif group == "search":
         assert cfg.search.name == option
     elif group == "sampler":

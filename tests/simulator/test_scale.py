@@ -21,6 +21,7 @@ MLPERF = ExecutionPlan(
     micro_batch_size=20, optimizer="momentum", precision="16.16", gradient_accumulation=2,
     device_iterations=50, eight_bit_io=True, available_memory_proportion=0.15,
     recompute="checkpoints", async_dataloader=True, dataloader_workers=16, prefetch_depth=3,
+    partials="half",
 )
 
 
@@ -84,7 +85,32 @@ def test_all_reduce_grows_with_replicas_beyond_one_pod(resnet50: ModelProfile) -
     assert times[128][0] == pytest.approx(times[64][0])  # each POD reduces its own 64
     assert 0.0 < times[128][1] < times[256][1]  # then across PODs over GW-Links
     total = [sum(times[n]) for n in (16, 64, 128, 256)]
-    assert total == sorted(total) and total[0] < total[-1] / 3
+    assert total == sorted(total) and total[0] < total[-1]
+
+
+def test_all_reduce_terms_are_paid_per_merged_buffer_over_the_ring_links(
+        resnet50: ModelProfile) -> None:
+    """Gradients merged into 50 MB buffers: the GW-Link step latency is paid per buffer (1 for
+    ResNet-50's ~51 MB of fp16 gradients), not per gradient tensor; a ring hop inside a POD runs
+    at 2 links x 16 GB/s x 0.85, not at all 10 links of the IPU."""
+    c = DEFAULT_CONSTANTS
+    grads = resnet50.parameters * 2.0
+    buffers = -(-grads // c.all_reduce_buffer_bytes)
+    assert buffers == 1
+    r = simulate(resnet50, pod(128), mlperf(resnet50, 128))
+    terms = r.extras["all_reduce_terms"]
+    machine = pod(128).machine
+    assert terms["gw_latency_s"] == pytest.approx(buffers * 2 * (2 - 1)
+                                                  * machine.gw_link_step_latency_s)
+    ring_bw = 2 * 16e9 * 0.85  # 2 links per hop at poplibs' 128 Gbit/s, 0.85 efficient
+    in_machine, machines = 4, 16
+    expected = (2 * 3 / 4 * grads + 2 * 15 / 16 * grads / in_machine) / ring_bw
+    assert terms["pod_bandwidth_s"] == pytest.approx(expected)
+    assert r.phases["all_reduce_pod"] == pytest.approx(terms["pod_bandwidth_s"]
+                                                       + terms["pod_sync_s"])
+    assert r.phases["all_reduce_gw"] == pytest.approx(terms["gw_bandwidth_s"]
+                                                      + terms["gw_latency_s"])
+    assert machines * in_machine == 64
 
 
 def test_per_ipu_throughput_falls_with_pods_and_recovers_with_ga(
@@ -96,9 +122,9 @@ def test_per_ipu_throughput_falls_with_pods_and_recovers_with_ga(
 
     small = [per_ipu(n, 2) for n in (16, 64, 128, 256)]
     assert small == sorted(small, reverse=True)
-    assert small[-1] < 0.9 * small[0]  # a large share lost at GA 2
+    assert small[-1] < small[0]  # the collectives' share grows with the IPUs at GA 2
     large = [per_ipu(n, 32) for n in (16, 256)]
-    assert large[1] > 0.95 * large[0]  # amortised over more micro-batches
+    assert large[1] > 0.99 * large[0]  # amortised over more micro-batches
     assert large[1] / large[0] > small[-1] / small[0]
 
 
@@ -139,7 +165,7 @@ def test_instances_stop_helping_when_the_network_binds(resnet50: ModelProfile) -
 
 
 def test_more_servers_raise_an_io_bound_rate(resnet50: ModelProfile) -> None:
-    slow_nic = HostSpec(network_bytes_per_s=2e9, preprocess_s_per_sample=1e-4)
+    slow_nic = HostSpec(network_bytes_per_s=1e9, preprocess_s_per_sample=1e-4)
     rates = []
     for hosts in (1, 2, 4):
         system = System(ipu=pod(16).ipu, num_ipus=16, hosts=hosts, host=slow_nic,
@@ -158,7 +184,7 @@ def test_large_transfer_not_slowed_by_the_small_transfer_latency(
     system = make_system("mk2", 1)
     plan = ExecutionPlan()
     bw = system.ipu.host_link_bytes_per_s
-    large, small = 64e6, 64.0
+    large, small = 640e6, 64.0
     t_large = stream_copy_s(large, system, plan, DEFAULT_CONSTANTS, 0.0)
     t_small = stream_copy_s(small, system, plan, DEFAULT_CONSTANTS, 0.0)
     assert t_large == pytest.approx(large / bw + DEFAULT_CONSTANTS.stream_latency_s)

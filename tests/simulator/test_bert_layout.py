@@ -1,0 +1,53 @@
+"""BERT as Graphcore runs it: the tied MLM head on IPU0 beside the embedding, the encoder from
+the next IPU, the head on the masked tokens only."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipu_tune.config import ModelConfig
+from ipu_tune.hardware import make_system
+from ipu_tune.models import ModelProfile, profile_model
+from ipu_tune.plan import ExecutionPlan
+from ipu_tune.simulator import simulate
+
+PLAN = ExecutionPlan(micro_batch_size=8, optimizer="lamb", precision="16.16", partials="half",
+                     gradient_accumulation=64, recompute="every_block",
+                     splits=("encoder.layer.0", "encoder.layer.4", "encoder.layer.8"))
+
+
+@pytest.fixture(scope="module")
+def bert_base() -> ModelProfile:
+    return profile_model(ModelConfig(name="bert_base", sequence_length=128,
+                                     kwargs={"vocab_size": 30522, "masked_positions": 20}))
+
+
+def test_tied_head_runs_on_ipu0_and_the_last_stage_sends_back(bert_base: ModelProfile) -> None:
+    r = simulate(bert_base, make_system("mk2", 4), PLAN)
+    head = bert_base.block_stats[-1]
+    embeddings = bert_base.block_stats[0]
+    assert head.name == "cls"
+    # IPU0 holds the embedding (with the tied word embeddings) and the head's own parameters.
+    weights0 = r.memory[0].categories["weights"]
+    assert weights0 == (embeddings.parameters + head.parameters) * 2
+    # The last stage holds exactly its four encoder layers.
+    layer = bert_base.block_stats[bert_base.block_index("encoder.layer.8")].parameters
+    assert r.memory[3].categories["weights"] == 4 * layer * 2
+    # Its output goes back to IPU0 over the IPU-Links (a plain chain's last stage sends none).
+    assert r.stages[3].inter_ipu_s > 0.0
+    assert r.stages[0].forward_s > 0.0 and r.stages[0].blocks == ("embeddings", "embeddings")
+
+
+def test_unpipelined_bert_keeps_every_block_on_its_one_ipu(bert_base: ModelProfile) -> None:
+    plan = ExecutionPlan(micro_batch_size=4, optimizer="lamb", precision="16.16")
+    r = simulate(bert_base, make_system("mk2", 1), plan)
+    assert r.memory[0].categories["weights"] == bert_base.parameters * 2
+
+
+def test_masked_positions_shrink_the_head_cost(bert_base: ModelProfile) -> None:
+    full = profile_model(ModelConfig(name="bert_base", sequence_length=128,
+                                     kwargs={"vocab_size": 30522, "masked_positions": None}))
+    system = make_system("mk2", 4)
+    masked, every = simulate(bert_base, system, PLAN), simulate(full, system, PLAN)
+    assert masked.stages[0].forward_s < every.stages[0].forward_s
+    assert masked.stages[3].forward_s == pytest.approx(every.stages[3].forward_s)

@@ -1,0 +1,151 @@
+"""Inference as an inference graph runs it: the call's overhead its own (not the training fit),
+device iterations amortising only that, synthetic data costing the host nothing, memory without
+training's state, batch norm folded into the convolutions."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ipu_tune.config import SYNTHETIC, DatasetConfig, ModelConfig
+from ipu_tune.hardware import make_system
+from ipu_tune.models import ModelProfile, profile_model
+from ipu_tune.plan import ExecutionPlan
+from ipu_tune.simulator import DEFAULT_CONSTANTS, simulate
+from ipu_tune.simulator._inference import inference_graph  # the unit under test
+
+ONE = make_system("mk2", 1)
+C600 = make_system("c600", 1)
+# Synthetic-data inference as Graphcore benchmarks it: FP16.16, half partials, 8-bit input.
+INFER = ExecutionPlan(mode="infer", micro_batch_size=1, precision="16.16", partials="half",
+                      eight_bit_io=True, device_iterations=1)
+
+
+@pytest.fixture(scope="module")
+def resnet50_synthetic() -> ModelProfile:
+    return profile_model(ModelConfig(name="resnet50", input_shape=[3, 224, 224],
+                                     num_classes=1000, dataset=DatasetConfig(name=SYNTHETIC)))
+
+
+@pytest.fixture(scope="module")
+def bert_large() -> ModelProfile:
+    # Graphcore's BERT runs the MLM head on the masked tokens only: 20 at sequence length 128.
+    return profile_model(ModelConfig(name="bert_large", sequence_length=128, num_classes=30522,
+                                     kwargs={"vocab_size": 30522, "masked_positions": 20}))
+
+
+def test_inference_call_pays_the_inference_overhead_not_the_training_fit(
+        resnet50_synthetic: ModelProfile) -> None:
+    infer = simulate(resnet50_synthetic, ONE, INFER)
+    train = simulate(resnet50_synthetic, ONE, ExecutionPlan(
+        micro_batch_size=1, precision="16.16", partials="half", eight_bit_io=True))
+    c = DEFAULT_CONSTANTS
+    assert infer.phases["host_overhead"] == pytest.approx(c.infer_call_overhead_s)
+    assert train.phases["host_overhead"] == pytest.approx(c.call_overhead_s)
+    assert c.infer_call_overhead_s < c.call_overhead_s / 100
+    assert infer.bottleneck != "host_overhead"
+
+
+def test_batch_1_inference_latency_under_a_millisecond(resnet50_synthetic: ModelProfile) -> None:
+    """Batch 1, device iterations 1: a call of well under a millisecond, i.e. more than a
+    thousand images a second (not the 30-40 a training call overhead allowed)."""
+    r = simulate(resnet50_synthetic, ONE, INFER)
+    assert r.fits
+    assert r.latency_s < 1e-3 and r.step_time_s < 1e-3
+    assert r.throughput > 1000.0
+
+
+def test_device_iterations_amortise_only_the_call(resnet50_synthetic: ModelProfile) -> None:
+    one = simulate(resnet50_synthetic, ONE, INFER)
+    hundred = simulate(resnet50_synthetic, ONE, replace(INFER, device_iterations=100))
+    assert hundred.throughput > one.throughput
+    # The step itself is the same; only the call's overhead is shared by 100 steps.
+    saved = one.step_time_s - hundred.step_time_s
+    assert saved == pytest.approx(DEFAULT_CONSTANTS.infer_call_overhead_s * 0.99, rel=0.05)
+    assert hundred.latency_s == pytest.approx(one.latency_s)
+
+
+def test_synthetic_data_costs_the_host_nothing(resnet50: ModelProfile,
+                                               resnet50_synthetic: ModelProfile) -> None:
+    plan = replace(INFER, micro_batch_size=32, device_iterations=128)
+    real = simulate(resnet50, C600, plan)
+    synthetic = simulate(resnet50_synthetic, C600, plan)
+    assert synthetic.phases["host_preprocess"] == 0.0
+    assert synthetic.extras["host_s_per_sample"] == 0.0
+    assert real.phases["host_preprocess"] > 0.0
+    assert synthetic.throughput > real.throughput
+    # Behind a gateway (Mk2 in an IPU-M2000) the network still carries the input, but there is
+    # no CPU work for a synchronous loader to serialise: the call is the device's.
+    gateway = simulate(resnet50_synthetic, ONE, plan)
+    assert 0.0 < gateway.extras["io_call_s"] < gateway.extras["device_call_s"]
+    assert gateway.step_time_s * plan.device_iterations == pytest.approx(
+        gateway.extras["device_call_s"])
+    # Without 8-bit I/O the host still casts and normalises the pixels.
+    wide = simulate(resnet50_synthetic, C600, replace(plan, eight_bit_io=False))
+    assert wide.extras["host_s_per_sample"] > 0.0
+
+
+def test_inference_memory_below_training_memory_for_the_same_plan(
+        resnet50_synthetic: ModelProfile) -> None:
+    plan = replace(INFER, micro_batch_size=16, optimizer="momentum")
+    infer = simulate(resnet50_synthetic, ONE, plan)
+    train = simulate(resnet50_synthetic, ONE, replace(plan, mode="train"))
+    i, t = infer.memory[0].categories, train.memory[0].categories
+    for cat in ("gradients", "optimizer_state", "activation_stash", "recompute_checkpoints"):
+        assert i[cat] == 0
+    assert t["optimizer_state"] > 0
+    assert i["activations"] < t["activations"]
+    assert i["code"] < t["code"]
+    assert infer.memory[0].total_bytes < train.memory[0].total_bytes
+
+
+def test_batch_norm_folds_into_the_convolutions(resnet50: ModelProfile) -> None:
+    graph = inference_graph(resnet50)
+    ops = resnet50.ops
+    norms = [i for i, op in enumerate(ops) if op.kind == "norm"]
+    assert norms and all(graph.dropped[i] for i in norms)  # every BN follows a conv
+    assert all(ops[i - 1].kind == "conv" for i in norms)
+    kept = [op.kind for op, d in zip(ops, graph.dropped, strict=True) if not d]
+    assert "loss" not in kept and kept.count("conv") == sum(op.kind == "conv" for op in ops)
+    # Fewer compute sets, so less fixed exchange per pass than the training forward.
+    plan = ExecutionPlan(mode="infer", micro_batch_size=1, precision="16.16")
+    infer = simulate(resnet50, ONE, plan)
+    train = simulate(resnet50, ONE, ExecutionPlan(micro_batch_size=1, precision="16.16"))
+    assert infer.stages[0].forward_s < train.stages[0].forward_s
+
+
+def test_layer_norm_does_not_fold_and_dropout_does_not_run(bert_large: ModelProfile) -> None:
+    graph = inference_graph(bert_large)
+    for op, dropped in zip(bert_large.ops, graph.dropped, strict=True):
+        if op.kind == "norm":
+            assert not dropped, op.name  # a layer norm has statistics of its own input
+        if op.name.endswith("dropout"):
+            assert dropped, op.name
+    # Live ranges: never more than the traced forward keeps at its peak.
+    assert all(live <= b.max_live_elements
+               for live, b in zip(graph.live_block, bert_large.block_stats, strict=True))
+
+
+@pytest.mark.parametrize(("model", "batch"), [("resnet50", 80), ("bert_large", 18)])
+def test_configurations_graphcore_shipped_for_one_ipu_inference_fit(
+        model: str, batch: int, resnet50_synthetic: ModelProfile,
+        bert_large: ModelProfile) -> None:
+    profile = resnet50_synthetic if model == "resnet50" else bert_large
+    plan = replace(INFER, micro_batch_size=batch, device_iterations=100)
+    r = simulate(profile, ONE, plan)
+    assert r.fits, r.reason
+
+
+def test_c600_clock_speeds_up_the_same_chip(resnet50_synthetic: ModelProfile) -> None:
+    plan = replace(INFER, micro_batch_size=32, device_iterations=128, io_tiles=64)
+    fast = simulate(resnet50_synthetic, C600, plan)
+    slow = simulate(resnet50_synthetic, ONE, plan)
+    # On the device, at most the clock ratio (the I/O tiles hide the copies).
+    assert slow.device_throughput < fast.device_throughput
+    assert fast.device_throughput <= slow.device_throughput * 1.5 / 1.33 * 1.01
+    # The card's PCIe Gen4 x16 is the whole path: a copy at twice the gateway's x8 rate, and
+    # no network leg to carry.
+    latency = DEFAULT_CONSTANTS.stream_latency_s  # paid on either path
+    assert fast.extras["stream_copy_s"] - latency < 0.6 * (slow.extras["stream_copy_s"] - latency)
+    assert fast.extras["io_call_s"] == 0.0 < slow.extras["io_call_s"]
