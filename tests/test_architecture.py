@@ -87,3 +87,38 @@ def test_import_layers_hold() -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "1 kept, 0 broken" in done.stdout
+
+
+MAX_FUNCTION_LINES = 60
+MAX_FILE_LINES = 400
+
+
+def oversized(root: Path = PACKAGE) -> list[str]:
+    """Files over MAX_FILE_LINES and functions over MAX_FUNCTION_LINES (decorators excluded,
+    docstrings included) in `root`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > MAX_FILE_LINES:
+            found.append(f"{path.relative_to(root.parent)}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno}: "
+                                 f"{node.name} has {length} lines")
+    return found
+
+
+def test_no_function_over_60_lines_and_no_file_over_400_lines() -> None:
+    assert oversized() == []
+
+
+def test_the_size_check_can_fail(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(61))
+    (pkg / "long.py").write_text(f"def f() -> None:\n{body}\n" + "\n" * 400)
+    assert [line.split(": ", 1)[1] for line in oversized(pkg)] == [
+        f"{len((pkg / 'long.py').read_text().splitlines())} lines", "f has 62 lines"]

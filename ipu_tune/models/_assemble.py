@@ -80,28 +80,9 @@ def _per_sample(n: int) -> int:
     return round(n / BATCH)
 
 
-def assemble(
-    trace: Trace,
-    blocks: list[tuple[str, int]],
-    *,
-    name: str,
-    input_shape: tuple[int, ...],
-    input_kind: str,
-    sample_bytes: int,
-    preprocess_s_per_sample: float | None,
-    torch_version: str,
-) -> ModelProfile:
-    records = trace.records
-    n_ops = len(records)
-    assert n_ops > 0, "the model ran no op"
-    # Parameters never read in forward (an unused pooler, say) still live on the IPU: charge
-    # them to the first op of their module, else to the first op.
-    extra = [0] * n_ops
-    for module, count in trace.unused_parameters.items():
-        extra[trace.module_order.get(module, 0)] += count
-
-    # Inference liveness of every stored value: live[j] = elements alive while op j runs;
-    # cross[j] = elements written at or before op j and read after it.
+def _liveness(trace: Trace, n_ops: int) -> tuple[list[int], list[int]]:
+    """Inference liveness of every stored value: live[j] = elements alive while op j runs;
+    cross[j] = elements written at or before op j and read after it."""
     live_diff = [0] * (n_ops + 1)
     cross_diff = [0] * (n_ops + 1)
     for v in trace.values:
@@ -118,47 +99,72 @@ def assemble(
         acc_cross += cross_diff[j]
         live.append(acc_live)
         cross.append(acc_cross)
+    return live, cross
 
+
+def _op(trace: Trace, j: int, block: int, extra_parameters: int) -> OpProfile:
+    """Op `j` of the trace, per sample."""
+    r = trace.records[j]
+    mm_flops, m, k, n = r.mm
+    return OpProfile(
+        name=r.name,
+        kind=r.kind,
+        block=block,
+        forward_flops=r.forward_flops / BATCH,
+        backward_flops=r.backward_flops / BATCH,
+        parameters=r.parameters + extra_parameters,
+        output_elements=_per_sample(r.output_elements),
+        saved_elements=_per_sample(r.saved_elements),
+        m_per_sample=_per_sample(m) if mm_flops else 0,
+        k=k if mm_flops else 0,
+        n=n if mm_flops else 0,
+    )
+
+
+def _block(name: str, first: int, last: int, block_ops: list[OpProfile], crossing: int,
+           max_live: int) -> BlockProfile:
+    return BlockProfile(
+        name=name,
+        first_op=first,
+        last_op=last,
+        forward_flops=sum(o.forward_flops for o in block_ops),
+        backward_flops=sum(o.backward_flops for o in block_ops),
+        parameters=sum(o.parameters for o in block_ops),
+        output_elements=_per_sample(crossing),
+        saved_elements=sum(o.saved_elements for o in block_ops),
+        max_live_elements=_per_sample(max_live),
+    )
+
+
+def assemble(
+    trace: Trace,
+    blocks: list[tuple[str, int]],
+    *,
+    name: str,
+    input_shape: tuple[int, ...],
+    input_kind: str,
+    sample_bytes: int,
+    preprocess_s_per_sample: float | None,
+    torch_version: str,
+) -> ModelProfile:
+    n_ops = len(trace.records)
+    assert n_ops > 0, "the model ran no op"
+    # Parameters never read in forward (an unused pooler, say) still live on the IPU: charge
+    # them to the first op of their module, else to the first op.
+    extra = [0] * n_ops
+    for module, count in trace.unused_parameters.items():
+        extra[trace.module_order.get(module, 0)] += count
+    live, cross = _liveness(trace, n_ops)
     starts = [s for _, s in blocks]
     ends = [*starts[1:], n_ops]
     ops: list[OpProfile] = []
     stats: list[BlockProfile] = []
     for b, ((block_name, first), last) in enumerate(zip(blocks, ends, strict=True)):
-        block_ops = []
-        for j in range(first, last):
-            r = records[j]
-            mm_flops, m, k, n = r.mm
-            block_ops.append(
-                OpProfile(
-                    name=r.name,
-                    kind=r.kind,
-                    block=b,
-                    forward_flops=r.forward_flops / BATCH,
-                    backward_flops=r.backward_flops / BATCH,
-                    parameters=r.parameters + extra[j],
-                    output_elements=_per_sample(r.output_elements),
-                    saved_elements=_per_sample(r.saved_elements),
-                    m_per_sample=_per_sample(m) if mm_flops else 0,
-                    k=k if mm_flops else 0,
-                    n=n if mm_flops else 0,
-                )
-            )
+        block_ops = [_op(trace, j, b, extra[j]) for j in range(first, last)]
         ops.extend(block_ops)
-        is_last = b == len(blocks) - 1
-        crossing = trace.output_elements if is_last else cross[last - 1]
-        stats.append(
-            BlockProfile(
-                name=block_name,
-                first_op=first,
-                last_op=last,
-                forward_flops=sum(o.forward_flops for o in block_ops),
-                backward_flops=sum(o.backward_flops for o in block_ops),
-                parameters=sum(o.parameters for o in block_ops),
-                output_elements=_per_sample(crossing),
-                saved_elements=sum(o.saved_elements for o in block_ops),
-                max_live_elements=_per_sample(max(live[first:last])),
-            )
-        )
+        crossing = trace.output_elements if b == len(blocks) - 1 else cross[last - 1]
+        stats.append(_block(block_name, first, last, block_ops, crossing,
+                            max(live[first:last])))
     return ModelProfile(
         name=name,
         input_shape=input_shape,

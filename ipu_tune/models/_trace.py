@@ -34,21 +34,17 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from ipu_tune.models import _aten
 from ipu_tune.models._aten import (
     ALIAS_OPS,
-    FAST_META,
     KIND_RANK,
     aten_kind,
-    count_flops,
     first_tensor,
     matmul_view,
     module_kind,
 )
+from ipu_tune.models._trace_modes import DispatchRecorder, FunctionScope
 
 __all__ = ["BATCH", "OpRecord", "Trace", "trace_model"]
 
@@ -274,68 +270,6 @@ def _prefixes(module: str) -> Iterable[str]:
         yield ".".join(parts[:i])
 
 
-class _DispatchRecorder(TorchDispatchMode):
-    def __init__(self, tracer: _Tracer) -> None:
-        super().__init__()
-        self.tracer = tracer
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # torch wraps every mode's __torch_dispatch__ in `torch._disable_dynamo`, a per-call
-        # wrapper (and an import of torch._dynamo on first use). Nothing is compiled here.
-        return False
-
-    def __torch_dispatch__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
-    ) -> Any:
-        kwargs = kwargs or {}
-        fast = FAST_META.get(func) if _aten.FAST_META_KERNELS and not kwargs else None
-        out = fast(*args) if fast is not None else None
-        if out is None:
-            out = func(*args, **kwargs)
-        self.tracer.on_aten(func, args, out, count_flops(func, args, kwargs, out))
-        return out
-
-
-_DUNDER_INPLACE = {"iadd": "add_", "isub": "sub_", "imul": "mul_", "itruediv": "div_"}
-
-
-def _function_name(func: Any) -> str:
-    """Short name of a torch function or Tensor method: "matmul", "add", "add_" for ``+=``."""
-    raw = str(getattr(func, "__name__", "op"))
-    name = raw.strip("_")
-    if raw.startswith("__"):
-        name = _DUNDER_INPLACE.get(name, name)
-        name = {"truediv": "div", "getitem": "index"}.get(name, name)
-    return name
-
-
-class _FunctionScope(TorchFunctionMode):
-    """Makes every torch function called outside a leaf module one op scope."""
-
-    def __init__(self, tracer: _Tracer) -> None:
-        super().__init__()
-        self.tracer = tracer
-
-    def __torch_function__(
-        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
-    ) -> Any:
-        t = self.tracer
-        if t.ctx is not None or t.backward:
-            return func(*args, **(kwargs or {}))
-        module = t.module_stack[-1] if t.module_stack else ""
-        short = _function_name(func)
-        t.open(f"{module}.{short}" if module else short, module)
-        try:
-            out = func(*args, **(kwargs or {}))
-        except BaseException:
-            t.ctx = None
-            raise
-        if t.ctx is not None:
-            t.close(out)
-        return out
-
-
 def logits_of(out: Any) -> Tensor:
     """The prediction tensor of a model output (a tensor, a tuple, or a dict with 'logits')."""
     if isinstance(out, Tensor):
@@ -370,10 +304,10 @@ def trace_model(model: nn.Module, example: Tensor) -> Trace:
     try:
         tracer.add_input(example)
         with (
-            _DispatchRecorder(tracer),
+            DispatchRecorder(tracer),
             torch.autograd.graph.saved_tensors_hooks(tracer.pack, _unpack),
         ):
-            with _FunctionScope(tracer):
+            with FunctionScope(tracer):
                 logits = logits_of(model(example))
                 out_elements = logits.numel()
                 num_classes = int(logits.shape[-1]) if logits.dim() >= 2 else 1

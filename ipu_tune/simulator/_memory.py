@@ -108,6 +108,32 @@ def plan_memory(plan: ExecutionPlan, ipu: IpuSpec, c: SimConstants) -> PlanMemor
     )
 
 
+def _training_state(x: StageShape, pm: PlanMemory) -> tuple[float, float, float, float, float]:
+    """Bytes of gradients, optimizer state, activation stash and recompute checkpoints of a
+    training stage, and its live activation elements per sample (seed guide 4.2: the stash
+    holds 2(N-s)+1 micro-batches under the grouped schedule; recomputation keeps checkpoints
+    instead of every activation)."""
+    wb, b, stages = pm.wb, pm.b, pm.stages
+    grads = x.params * wb if pm.gradient_accumulation > 1 else 0.0
+    opt = 0.0 if pm.offload else x.params * pm.per_param / pm.opt_divisor
+    stash = checkpoints = 0.0
+    depth = stash_depth(pm.schedule, stages, x.stage)
+    if pm.recompute == "none":
+        if stages > 1:
+            stash = depth * x.saved_el * b * wb
+            live = x.max_live_el
+        else:
+            live = x.saved_el + x.max_live_el
+    elif pm.recompute == "checkpoints" and stages > 1:
+        checkpoints = depth * x.input_el * b * wb
+        live = x.saved_el + x.max_live_el
+    else:  # every_block, or checkpoints of a single-stage program
+        older = (depth - 1) * (x.input_el + x.boundary_el)
+        checkpoints = (older + x.input_el + x.peak_checkpoint_el) * b * wb
+        live = x.peak_block_el
+    return grads, opt, stash, checkpoints, live
+
+
 def stage_memory(
     x: StageShape,
     pm: PlanMemory,
@@ -123,30 +149,11 @@ def stage_memory(
     c = pm.c
     wb = pm.wb
     b = pm.b
-    stages = pm.stages
     weights = x.params * wb
-    grads = opt = 0.0
-    stash = checkpoints = 0.0
     if pm.training:
-        if pm.gradient_accumulation > 1:
-            grads = x.params * wb
-        opt = 0.0 if pm.offload else x.params * pm.per_param / pm.opt_divisor
-        depth = stash_depth(pm.schedule, stages, x.stage)
-        recompute = pm.recompute
-        if recompute == "none":
-            if stages > 1:
-                stash = depth * x.saved_el * b * wb
-                live = x.max_live_el
-            else:
-                live = x.saved_el + x.max_live_el
-        elif recompute == "checkpoints" and stages > 1:
-            checkpoints = depth * x.input_el * b * wb
-            live = x.saved_el + x.max_live_el
-        else:  # every_block, or checkpoints of a single-stage program
-            older = (depth - 1) * (x.input_el + x.boundary_el)
-            checkpoints = (older + x.input_el + x.peak_checkpoint_el) * b * wb
-            live = x.peak_block_el
+        grads, opt, stash, checkpoints, live = _training_state(x, pm)
     else:  # the inference graph's liveness (`_inference`): no stash, gradients or state
+        grads = opt = stash = checkpoints = 0.0
         live = x.infer_live_el
     activations = live * b * wb
     sets = compute_sets

@@ -83,6 +83,19 @@ def simulate(
     })
 
 
+def _stage_time(x: StageShape, p: StageParts) -> StageTime:
+    """The reported times of one stage's micro-batch."""
+    return built(StageTime, {
+        "stage": x.stage,
+        "blocks": (x.first_block, x.last_block),
+        "forward_s": p.f_compute + p.f_exchange,
+        "backward_s": p.b_compute + p.b_exchange,
+        "recompute_s": p.r_compute + p.r_exchange,
+        "inter_ipu_s": p.f_link + p.b_link,
+        "inter_ipu_back_s": p.b_link,
+    })
+
+
 def _stages(
     shapes: tuple[StageShape, ...], costs: BlockCosts, system: System, pm: PlanMemory,
     c: SimConstants, mb_in_bytes: float,
@@ -122,15 +135,7 @@ def _stages(
         else:
             p = stage_parts(f_comp, f_exch, send)
         parts.append(p)
-        times.append(built(StageTime, {
-            "stage": s,
-            "blocks": (x.first_block, x.last_block),
-            "forward_s": f_comp + f_exch,
-            "backward_s": p.b_compute + p.b_exchange,
-            "recompute_s": p.r_compute + p.r_exchange,
-            "inter_ipu_s": p.f_link + p.b_link,
-            "inter_ipu_back_s": p.b_link,
-        }))
+        times.append(_stage_time(x, p))
         cats, max_tile, total = stage_memory(
             x, pm,
             temp_bytes=max(temp[lo:hi] + temp[h0:h1]),

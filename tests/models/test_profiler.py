@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from ipu_tune.models import OP_KINDS, build_model
-from ipu_tune.models._trace import count_flops
+from ipu_tune.models._aten import count_flops
 
 from .conftest import conf, model_cfg
 
