@@ -122,3 +122,32 @@ def test_the_size_check_can_fail(tmp_path: Path) -> None:
     (pkg / "long.py").write_text(f"def f() -> None:\n{body}\n" + "\n" * 400)
     assert [line.split(": ", 1)[1] for line in oversized(pkg)] == [
         f"{len((pkg / 'long.py').read_text().splitlines())} lines", "f has 62 lines"]
+
+
+def _imports_of(path: Path, module: str, known: set[str]) -> set[str]:
+    """The package's modules `module` imports (absolute and relative, at any depth)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            names = [base, *(f"{base}.{a.name}" for a in node.names)]
+        out |= {n for n in names if n in known and n != module}
+    return out
+
+
+def mutual_imports(root: Path = PACKAGE) -> list[tuple[str, str]]:
+    """Pairs of modules that import each other (a circle of two)."""
+    paths = {_module_name(p): p for p in root.rglob("*.py")}
+    graph = {m: _imports_of(p, m, set(paths)) for m, p in paths.items()}
+    return sorted((a, b) for a in graph for b in graph[a] if a < b and a in graph[b])
+
+
+def test_no_two_modules_import_each_other() -> None:
+    assert mutual_imports() == []

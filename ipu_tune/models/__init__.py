@@ -7,9 +7,14 @@
 
 from typing import Any
 
-from ipu_tune.models._profile import OP_KINDS, BlockProfile, ModelProfile, OpProfile
-from ipu_tune.models._profiler import (
+from ipu_tune.models._profile import (
     DEFAULT_SEQUENCE_LENGTH,
+    OP_KINDS,
+    BlockProfile,
+    ModelProfile,
+    OpProfile,
+)
+from ipu_tune.models._profiler import (
     PROFILE_FORMAT,
     cache_dir,
     clear_memory_cache,

@@ -14,8 +14,7 @@ from ipu_tune.config import SYNTHETIC, ModelConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._fold import fold_head
-from ipu_tune.models._profile import ModelProfile
-from ipu_tune.models._profiler import DEFAULT_SEQUENCE_LENGTH
+from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH, ModelProfile
 from ipu_tune.models._trace import BATCH, trace_model
 from ipu_tune.models._zoo import ZOO, _one_line, build_model, hf_source
 

@@ -222,7 +222,7 @@ def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, 
 
 
 def _sequence_length(cfg: ModelConfig, config: Any) -> int:
-    from ipu_tune.models._profiler import DEFAULT_SEQUENCE_LENGTH
+    from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH
 
     seq = cfg.sequence_length or DEFAULT_SEQUENCE_LENGTH
     for key in _MAX_POSITION_KEYS:

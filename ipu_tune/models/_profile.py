@@ -9,7 +9,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["OP_KINDS", "BlockProfile", "ModelProfile", "OpProfile"]
+__all__ = ["DEFAULT_SEQUENCE_LENGTH", "OP_KINDS", "BlockProfile", "ModelProfile", "OpProfile"]
+
+# A token model's sequence length when the config gives none: BERT pre-training phase 1
+# (Devlin et al. 2019, appendix A.2).
+DEFAULT_SEQUENCE_LENGTH = 128
 
 OP_KINDS = (
     "conv",

@@ -23,12 +23,11 @@ from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.models._profile_store import load_profile, profile_path, save_profile
 
-__all__ = ["DEFAULT_SEQUENCE_LENGTH", "PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
+__all__ = ["PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
            "profile_model"]  # fmt: skip
 
 # Bump when what the profiler records changes, so that old disk entries are not reused.
 PROFILE_FORMAT = 3
-DEFAULT_SEQUENCE_LENGTH = 128  # BERT pre-training phase 1 (Devlin et al. 2019, appendix A.2)
 
 
 @cache

@@ -17,10 +17,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import ipu_tune.simulator._host as _host
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator import _host
 from ipu_tune.simulator._collectives import UpdateTimes, update_times
 from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
