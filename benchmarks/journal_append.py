@@ -7,8 +7,9 @@ with the same kernel lock. Reported: appends per second with 1 and with 2 proces
 ratio; rounds alternate the backends (paired). The appends wait on the disk, not on the CPU, so
 this isolates the journal's serialisation from the machine's load.
 
-Figures go to benchmarks/runs/journal_append.json (value: median ratio 2 / 1 process; spread:
-min and max over rounds; load from os.getloadavg() before and after; date).
+Figures are recorded with benchmarks/_record.py's `Run` (value: median ratio 2 / 1 process;
+spread: min and max over rounds); `python benchmarks/write_results.py` renders them into
+benchmarks/RESULTS.md.
 
     python benchmarks/journal_append.py [--appends 200] [--rounds 3]
 """
@@ -16,19 +17,19 @@ min and max over rounds; load from os.getloadavg() before and after; date).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
-import os
 import statistics
+import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from optuna.storages.journal import JournalFileBackend
 
 from ipu_tune.storage import BatchingJournalBackend, FlockLock
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _record import Run
 
 _RECORD = {"op_code": 7, "worker_id": "w", "trial_id": 1, "user_attr": {"plan": "x" * 3500}}
 
@@ -69,7 +70,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     where = tempfile.gettempdir()
-    load_before = os.getloadavg()
+    record = Run("journal_append")
     got: dict[str, list[tuple[float, float]]] = {"optuna": [], "ipu-tune": []}
     for r in range(args.rounds):
         for kind in (("optuna", "ipu-tune") if r % 2 == 0 else ("ipu-tune", "optuna")):
@@ -78,19 +79,16 @@ def main() -> None:
             got[kind].append((one, two))
             print(f"{kind}: 1 process {one:.0f}/s, 2 processes {two:.0f}/s "
                   f"({two / one:.2f}x)", flush=True)
-    out: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
-                           "cores": os.cpu_count(), "load_before": load_before,
-                           "load_after": os.getloadavg(), "folder": where,
-                           "appends_per_process": args.appends}
     for kind, rows in got.items():
         ratios = [b / a for a, b in rows]
-        out[kind] = {"value": statistics.median(ratios), "spread": [min(ratios), max(ratios)],
-                     "appends_per_s_1": statistics.median(a for a, _ in rows),
-                     "appends_per_s_2": statistics.median(b for _, b in rows)}
-    runs = Path(__file__).resolve().parent / "runs"
-    runs.mkdir(exist_ok=True)
-    (runs / "journal_append.json").write_text(json.dumps(out, indent=2) + "\n")
-
+        record.add(f"{kind} journal backend: appends per second, 2 processes / 1",
+                   statistics.median(ratios), f"ratio, median of {args.rounds} rounds",
+                   spread=(min(ratios), max(ratios)),
+                   note=f"appends/s, 1 / 2 processes: "
+                        f"{statistics.median(a for a, _ in rows):.0f} / "
+                        f"{statistics.median(b for _, b in rows):.0f}; "
+                        f"{args.appends} appends per process in {where}")
+    record.save()
 
 if __name__ == "__main__":
     main()

@@ -9,8 +9,8 @@
    (bounded: at most the command's timeout). Runs are paired and alternate (idle, contended,
    contended, idle, ...); the median of the per-pair ratios contended / idle is reported.
 
-Figures go to benchmarks/runs/storage_io.json (value, spread: min and max over pairs, machine
-load from os.getloadavg() before and after, date).
+Figures are recorded with benchmarks/_record.py's `Run` (value, spread: min and max over
+pairs); `python benchmarks/write_results.py` renders them into benchmarks/RESULTS.md.
 
     python benchmarks/storage_io.py [--pairs 3] [--trials 100]
 """
@@ -18,14 +18,12 @@ load from os.getloadavg() before and after, date).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +35,10 @@ from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
 from ipu_tune.storage import open_storage, resolve_storage
 from ipu_tune.tuner import run
 
-RUNS = Path(__file__).resolve().parent / "runs"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _record import Run
+
+WRITER = "writer: dd bs=1M count=64 oflag=dsync in a loop, same file system"
 REPO = Path(__file__).resolve().parent.parent
 _COUNT = {"fsync": 0, "fdatasync": 0}
 
@@ -104,7 +105,7 @@ def main() -> None:
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     where = Path(tempfile.gettempdir())
-    load_before = os.getloadavg()
+    record = Run("storage_io")
     _counting("fsync")
     _counting("fdatasync")
     syncs = fsyncs_per_trial(args.trials, where)
@@ -125,37 +126,41 @@ def main() -> None:
             print(f"  baseline: idle {old[False]:.2f} s, contended {old[True]:.2f} s "
                   f"({old[True] / old[False]:.2f}x)", flush=True)
     ratios = [c / i for i, c in pairs]
-    load_after = os.getloadavg()
-    out: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "cores": os.cpu_count(),
-        "load_before": load_before,
-        "load_after": load_after,
-        "writer": "dd bs=1M count=64 oflag=dsync in a loop, same file system",
-        "fsyncs_per_trial": {"value": syncs["per_trial"], "spread": [syncs["per_trial"]] * 2,
-                             "fsyncs": syncs["fsyncs"],
-                             "finished_trials": syncs["finished_trials"]},
-        "main_command_idle_s": {"value": statistics.median(i for i, _ in pairs),
-                                "spread": [min(i for i, _ in pairs), max(i for i, _ in pairs)]},
-        "main_command_contended_s": {"value": statistics.median(c for _, c in pairs),
-                                     "spread": [min(c for _, c in pairs),
-                                                max(c for _, c in pairs)]},
-        "contended_over_idle": {"value": statistics.median(ratios),
-                                "spread": [min(ratios), max(ratios)]},
-    }
-    if base:
-        out["baseline"] = {
-            "checkout": args.baseline_label or str(args.baseline),
-            "idle_s": {"value": statistics.median(i for i, _ in base),
-                       "spread": [min(i for i, _ in base), max(i for i, _ in base)]},
-            "contended_s": {"value": statistics.median(c for _, c in base),
-                            "spread": [min(c for _, c in base), max(c for _, c in base)]},
-        }
-    RUNS.mkdir(exist_ok=True)
-    (RUNS / "storage_io.json").write_text(json.dumps(out, indent=2) + "\n")
-    print(f"contended / idle: {out['contended_over_idle']['value']:.2f}x (median of "
-          f"{len(ratios)} pairs; load {load_before[0]:.1f} -> {load_after[0]:.1f} on "
-          f"{os.cpu_count()} cores)")
+    for name, value, unit, spread, note in storage_io_figures(
+            syncs, pairs, base, args.baseline_label or str(args.baseline)):
+        record.add(name, value, unit, spread=spread, note=note)
+    record.save()
+    print(f"contended / idle: {statistics.median(ratios):.2f}x (median of {len(ratios)} pairs)")
+
+
+Figure = tuple[str, float, str, tuple[float, float] | None, str | None]
+
+
+def _median_spread(values: list[float]) -> tuple[float, tuple[float, float]]:
+    return statistics.median(values), (min(values), max(values))
+
+
+def storage_io_figures(syncs: dict[str, Any], pairs: list[tuple[float, float]],
+                       base: list[tuple[float, float]], baseline: str) -> list[Figure]:
+    """The figures of one run: fsyncs per trial, then the paired idle / contended timings."""
+    out: list[Figure] = [(
+        "fsyncs per finished trial (main command's config, journal on disk)",
+        syncs["per_trial"], "fsyncs per trial", None,
+        f"{syncs['fsyncs']} fsyncs for {syncs['finished_trials']} finished trials")]
+    n = f"median of {len(pairs)} pairs"
+    for label, values in (("idle disk", [i for i, _ in pairs]),
+                          ("contended disk", [c for _, c in pairs])):
+        value, spread = _median_spread(values)
+        out.append((f"main command, {label}", value, f"s, {n}", spread, WRITER))
+    value, spread = _median_spread([c / i for i, c in pairs])
+    out.append(("main command, contended / idle", value, f"ratio, {n}", spread, WRITER))
+    for label, values in (("idle disk", [i for i, _ in base]),
+                          ("contended disk", [c for _, c in base])):
+        if values:
+            value, spread = _median_spread(values)
+            out.append((f"main command of a baseline checkout, {label}", value, f"s, {n}",
+                         spread, f"baseline: {baseline}"))
+    return out
 
 
 if __name__ == "__main__":

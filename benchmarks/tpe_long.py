@@ -7,8 +7,9 @@ floor: sampling and simulation without a model). Reported per setting: milliseco
 in windows of the run (trials 100-200, ..., the last 100), and the best value reached (the
 search quality the window keeps or loses).
 
-Figures go to benchmarks/runs/tpe_long.json (value: ms per trial in the last window; spread:
-min and max over rounds; per-window medians; load from os.getloadavg() before and after; date).
+Figures are recorded with benchmarks/_record.py's `Run` (per setting and window: median ms per
+trial over the rounds, spread: min and max; the best value reached);
+`python benchmarks/write_results.py` renders them into benchmarks/RESULTS.md.
 
     python benchmarks/tpe_long.py [--trials 1500] [--history 500] [--rounds 1]
 """
@@ -16,14 +17,11 @@ min and max over rounds; per-window medians; load from os.getloadavg() before an
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
+import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import optuna
 from hydra import compose, initialize_config_dir
@@ -34,7 +32,11 @@ from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _record import Run
+
 _WINDOW = 100
+STORAGE = "in-memory storage (sampler and simulator only)"
 
 
 def _problem(overrides: list[str]) -> SearchProblem:
@@ -74,7 +76,7 @@ def main() -> None:
         f"tpe history={args.history}": _problem([f"+sampler.params.history={args.history}"]),
         "random": _problem(["sampler=random"]),
     }
-    load_before = os.getloadavg()
+    record = Run("tpe_long")
     last = args.trials - _WINDOW
     starts = sorted({*range(_WINDOW, last, _WINDOW * 4), last})
     per: dict[str, list[list[float]]] = {k: [] for k in settings}
@@ -87,22 +89,18 @@ def main() -> None:
             print(f"{name}: " + ", ".join(f"{s}-{s + _WINDOW}: {ms:.1f} ms"
                                           for s, ms in zip(starts, per[name][-1], strict=True))
                   + f"; best {top}", flush=True)
-    out: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"), "cores": os.cpu_count(),
-        "load_before": load_before, "load_after": os.getloadavg(), "trials": args.trials,
-        "storage": "in-memory (sampler and simulator only)", "windows": starts,
-        "ms_per_trial_last_window": {}, "ms_per_trial_by_window": {}, "best_value": best,
-    }
     for name, rounds in per.items():
-        ends = [r[-1] for r in rounds]
-        out["ms_per_trial_last_window"][name] = {
-            "value": statistics.median(ends), "spread": [min(ends), max(ends)]}
-        out["ms_per_trial_by_window"][name] = [
-            statistics.median(r[i] for r in rounds) for i in range(len(starts))]
-    runs = Path(__file__).resolve().parent / "runs"
-    runs.mkdir(exist_ok=True)
-    (runs / "tpe_long.json").write_text(json.dumps(out, indent=2) + "\n")
-
+        for i, window in enumerate(starts):
+            values = [r[i] for r in rounds]
+            record.add(f"{name}: ms per trial, trials {window}-{window + _WINDOW}",
+                       statistics.median(values), f"ms, median of {args.rounds} round(s)",
+                       spread=(min(values), max(values)), note=STORAGE)
+        tops = [b for b in best[name] if b is not None]
+        if tops:
+            record.add(f"{name}: best throughput after {args.trials} trials",
+                       statistics.median(tops), f"samples/s, median of {args.rounds} round(s)",
+                       spread=(min(tops), max(tops)))
+    record.save()
 
 if __name__ == "__main__":
     main()

@@ -60,10 +60,25 @@ BENCHMARKS = (
               "python benchmarks/report_build.py --trials 500"),
     Benchmark("tuner_overhead", "Per-trial time of the main command's loop against a bare "
               "Optuna loop on the same storage and objective (paired rounds).",
-              "python benchmarks/tuner_overhead.py --sampler random --trials 100 --rounds 3"),
+              "python benchmarks/tuner_overhead.py --sampler random --trials 100 --rounds 3\n"
+              "python benchmarks/tuner_overhead.py --sampler tpe --trials 100 1000 "
+              "--bare-storage ipu-tune   # the bare loop on ipu-tune's journal"),
     Benchmark("workers_scaling", "`study.workers=2` against `1` on the same 300-trial study "
-              "(paired runs; needs two idle cores).",
-              "python benchmarks/workers_scaling.py --trials 300 --pairs 2"),
+              "(paired runs; needs two idle cores); the journal on disk or in /dev/shm.",
+              "python benchmarks/workers_scaling.py --trials 300 --pairs 2\n"
+              "python benchmarks/workers_scaling.py --trials 300 --pairs 2 --dir /dev/shm"),
+    Benchmark("storage_io", "Durable writes per finished trial of the main command's config, "
+              "and the main command on an idle disk against a disk shared with a `dd "
+              "oflag=dsync` writer (paired, alternating; optionally a baseline checkout too).",
+              "python benchmarks/storage_io.py --pairs 3 [--baseline CHECKOUT]"),
+    Benchmark("journal_append", "Durable journal appends per second, 1 against 2 processes on "
+              "one file: Optuna's `JournalFileBackend` (fsync under the lock) and ipu-tune's "
+              "batching backend (fsync after the lock), rounds alternating.",
+              "python benchmarks/journal_append.py --appends 200 --rounds 3"),
+    Benchmark("tpe_long", "TPE's cost per trial as a 1,500-trial study grows, with and "
+              "without `sampler.params.history`, against random search (in-memory storage), "
+              "and the best throughput each reaches.",
+              "python benchmarks/tpe_long.py --trials 1500 --history 500 --rounds 1"),
     Benchmark("search_quality", "Best plan found in 100 and 200 trials as a share of a "
               "reference optimum computed from the simulator, for the shipped search, plain "
               "TPE and random search, over several seeds.",
@@ -99,8 +114,9 @@ def _figure_table(name: str, runs: list[dict[str, Any]]) -> list[str]:
         spread = fig["spread"]
         spread_txt = f"{number(spread[0])} - {number(spread[1])}" if spread else "-"
         load = f"{run['load_start'][0]:.2f} / {run['load_end'][0]:.2f} ({run['cpus']})"
+        code = run.get("code", "not recorded")  # records older than the code field
         lines.append(f"| {run['date']} | {number(fig['value'])} | {spread_txt} | {load} | "
-                     f"{run['code']} | `{run['command']}` | {fig['note'] or ''} |")
+                     f"{code} | `{run['command']}` | {fig['note'] or ''} |")
     return [*lines, ""]
 
 
