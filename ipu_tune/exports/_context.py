@@ -15,13 +15,15 @@ from pathlib import Path
 from ipu_tune.config import EvalConfig
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, plan_from_config
-from ipu_tune.simulator import SIMULATOR_VERSION, SimResult
+from ipu_tune.simulator import SIMULATOR_VERSION, SimConstants, SimResult
 
 from ._facts import Facts
 
 __all__ = ["BEST_YAML", "ExportContext", "Provenance", "compile_problems", "export_context"]
 
 BEST_YAML = "best.yaml"  # the best plan's file name, beside the other exports
+# The all-reduce buffer the simulator merges gradients into, which the programs set in turn.
+ALL_REDUCE_BUFFER_BYTES = int(SimConstants().all_reduce_buffer_bytes)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,11 @@ class ExportContext:
     def replicas(self) -> int:
         """Replicas of the whole system (PopRun's --num-replicas)."""
         return self.plan.replication_factor
+
+    @property
+    def merges_all_reduces(self) -> bool:
+        """Gradients are all-reduced across replicas: training with more than one replica."""
+        return self.plan.training and self.replicas > 1
 
     @property
     def host_instances(self) -> int:

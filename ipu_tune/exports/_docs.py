@@ -58,6 +58,11 @@ _CITATIONS: dict[str, str] = {
     "tf_io_tiles": f'{_TF}, "Efficient IPU I/O" > "I/O Tiles"',
     "tf_popdist": f'{_TF}, "Distributed training" > "PopDistStrategy examples"',
     "poprun": f'{_POPRUN}, 3 "PopRun features" (3.1 "Usage")',
+    # Gradient all-reduces merged into buffers: the options as the frameworks' sources name them.
+    "tf_all_reduce_buffer": "Graphcore TensorFlow, tensorflow/python/ipu/config.py L1688"
+    " (IPUConfig.optimizations.maximum_cross_replica_sum_buffer_size)",
+    "poptorch_all_reduce_merge": "PopTorch, python/options.py L377 (opts._Popart.set; keys in"
+    " popart_compiler/source/SessionOptions.cpp L300-414)",
 }
 
 

@@ -8,7 +8,7 @@ to the user's builder, with the stage starts named.
 
 from __future__ import annotations
 
-from ._context import ExportContext, compile_problems
+from ._context import ALL_REDUCE_BUFFER_BYTES, ExportContext, compile_problems
 from ._docs import cite
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
@@ -27,8 +27,9 @@ def _replication_lines(ctx: ExportContext) -> list[str]:
         f"Replicas {r}: data-parallel copies of the graph ({cite('popart_replication')};"
         f" {cite('replication')}). {ctx.facts.all_reduce_sentence()}"
     )
+    merge = _all_reduce_lines(ctx)
     if ctx.host_instances <= 1:
-        return knob(reason, *local)
+        return knob(reason, *local) + merge
     return [
         f"# {reason}",
         f"# {ctx.host_instances} PopRun instances ({cite('popdist')}): under poprun, popdist sets"
@@ -39,6 +40,22 @@ def _replication_lines(ctx: ExportContext) -> list[str]:
         "    popdist.popart.configureSessionOptions(opts)",
         "else:",
         *(f"    {line}" for line in local),
+        *merge,
+    ]
+
+
+def _all_reduce_lines(ctx: ExportContext) -> list[str]:
+    """Why the gradient all-reduces are not merged here: no listed SessionOptions field."""
+    if not ctx.merges_all_reduces:
+        return []
+    return [
+        "# Gradient all-reduces: ipu-tune simulated them merged into buffers of"
+        f" {ALL_REDUCE_BUFFER_BYTES / 2**20:g} MiB ({cite('scaling')}). ipu-tune knows no"
+        " SessionOptions field (sessionoptions.hpp, as this program's other fields) that merges"
+        " them or sizes their buffer, so none is set here and each gradient may be reduced on"
+        " its own, slower than simulated. PopTorch merges them by passing"
+        " replicatedCollectivesSettings.mergeAllReduceCollectives to PopART: set that field"
+        " too if your PopART's Python bindings expose it.",
     ]
 
 
@@ -64,9 +81,12 @@ def _pipeline_lines(ctx: ExportContext) -> list[str]:
     why = f"Pipelined ({cite('popart_pipeline')}; {cite('pipeline')})."
     if p.schedule == "interleaved":
         why += (
-            " ipu-tune chose the interleaved schedule; SessionOptions has no switch for it in"
-            " this list, so PopART's default schedule runs: recheck the first IPU's memory. "
-            + facts.headroom_sentence()
+            " NOTE: ipu-tune chose the interleaved schedule, but PopART's SessionOptions have"
+            " no interleaved pipeline schedule (executionPhaseSettings' Interleaving schedules"
+            " execution phases, not a pipeline), so PopART's default schedule runs, which"
+            " stashes more on the first IPU than the plan was simulated with. Run the plan"
+            " with the TensorFlow program (PipelineSchedule.Interleaved), or re-plan for"
+            " PopART with plan.pipeline.schedule=grouped. " + facts.headroom_sentence()
         )
     manual = "opts.virtualGraphMode = popart.VirtualGraphMode.Manual"
     return lines + knob(why, "opts.enablePipelining = True", manual)

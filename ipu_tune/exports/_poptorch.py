@@ -8,7 +8,7 @@ documentation (`_docs.cite`) and, given a simulated result, quotes its figures.
 
 from __future__ import annotations
 
-from ._context import ExportContext, compile_problems
+from ._context import ALL_REDUCE_BUFFER_BYTES, ExportContext, compile_problems
 from ._docs import cite
 from ._model_source import literal, model_imports, model_lines, module_access, module_path
 from ._poprun import poprun_lines
@@ -61,6 +61,14 @@ def _options_lines(ctx: ExportContext) -> list[str]:
             f" ({cite('gradient_accumulation')}). {ctx.facts.ga_sentence()}",
             f"opts.Training.gradientAccumulation({p.gradient_accumulation})",
         )
+    if ctx.merges_all_reduces:
+        out += knob(
+            "Merge the replicas' gradient all-reduces into fewer, larger collectives, as the"
+            f" simulator times them in buffers of {ALL_REDUCE_BUFFER_BYTES / 2**20:g} MiB"
+            f" ({cite('poptorch_all_reduce_merge')}; {cite('scaling')}). PopTorch lists no"
+            " option for the buffer size: PopART sizes the merged collectives itself.",
+            'opts._Popart.set("replicatedCollectivesSettings.mergeAllReduceCollectives", True)',
+        )
     return out
 
 
@@ -107,9 +115,12 @@ def _pipeline_lines(ctx: ExportContext) -> list[str]:
     if p.schedule == "interleaved":
         why = (
             "Schedule interleaved: N+1 stashed activations per stage instead of 2N+1 on the"
-            f" first IPU ({cite('pipeline')}). PopTorch has no public switch for it: PopART's"
-            " grouped schedule runs below, so recheck the first IPU's memory. "
-            + ctx.facts.headroom_sentence()
+            f" first IPU ({cite('pipeline')}). NOTE: PopTorch has no interleaved schedule"
+            " (its strategies are PipelinedExecution, ShardedExecution and the phased ones), so"
+            " this program runs the grouped schedule, which stashes more on the first IPU than"
+            " the plan was simulated with. Run the plan with the TensorFlow program"
+            " (PipelineSchedule.Interleaved), or re-plan for PopTorch with"
+            " plan.pipeline.schedule=grouped. " + ctx.facts.headroom_sentence()
         )
     else:
         why = f"Schedule grouped, PopART's default ({cite('pipeline')}; {cite('pipelined')})."

@@ -59,6 +59,9 @@ POPART_PASS_THROUGH_KEYS = {
     "explicitRecomputation": "graphcore/examples vision/cnns/pytorch/utils/ipu_settings.py L51-55",
     # defaultPrefetchBufferingDepth is its deprecated alias (PopART sessionoptions.cpp L193-204).
     "defaultBufferingDepth": "sessionoptions.hpp L961; hostio_optimisation.rst",
+    # Dotted nested key of a PopART settings struct, as the _Popart docstring lists it.
+    "replicatedCollectivesSettings.mergeAllReduceCollectives": "options.py L377 (_Popart);"
+    " SessionOptions.cpp L300-414",
 }
 
 # --- PopDist (PopRun and PopDist user guide) -----------------------------------------------------
@@ -127,6 +130,10 @@ TF_API: dict[str, str] = {
     f"{_TF}.config.IPUConfig.matmuls.poplar_options": "config.py L1507",
     f"{_TF}.config.IPUConfig.convolutions": "config.py L1556",
     f"{_TF}.config.IPUConfig.convolutions.poplar_options": "config.py L1556",
+    f"{_TF}.config.IPUConfig.optimizations": "config.py L1688",
+    f"{_TF}.config.IPUConfig.optimizations.maximum_cross_replica_sum_buffer_size": (
+        "config.py L1688 (default 0: no merging)"
+    ),
     f"{_TF}.config.IPUConfig.configure_ipu_system": "config.py L2204",
     f"{_TF}.ipu_strategy": "tensorflow/python/ipu/ipu_strategy.py",
     f"{_TF}.ipu_strategy.IPUStrategy": "tensorflow/python/ipu/ipu_strategy.py",

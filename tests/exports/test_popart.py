@@ -76,6 +76,10 @@ def check_popart(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], pop
     assert log.sets(f"{S}.numIOTiles") == ([p.io_tiles] if p.io_tiles else [])
     assert log.sets(f"{S}.enableExplicitMainLoops") == ([True] if overlap else [])
     assert log.sets(f"{S}.useHostCopyOps") == ([True] if overlap else [])
+    # No listed SessionOptions field merges all-reduces: the program says so, sets nothing.
+    merged = training and p.replication_factor > 1
+    text = " ".join(line.lstrip("# ") for line in source.splitlines())
+    assert ("knows no SessionOptions field" in text) == merged
     assert max(len(line) for line in source.splitlines()) <= 99
 
 

@@ -91,6 +91,8 @@ def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) ->
     popart = {args[0]: args[1] for args, _ in log.calls("poptorch.Options._Popart.set")}
     assert popart["defaultBufferingDepth"] == p.prefetch_depth
     assert "defaultPrefetchBufferingDepth" not in popart  # the deprecated alias
+    merge = popart.get("replicatedCollectivesSettings.mergeAllReduceCollectives")
+    assert merge is (True if training and p.replication_factor > 1 else None)
     _check_blocks(cfg, log)
     _check_recompute(cfg, log, popart)
     _check_locations(cfg, log)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import ipu_tune
 from ipu_tune.config import EvalConfig
+from ipu_tune.simulator import SimConstants
 
 from ._export_plans import PLANS, host_instances, install_frameworks, make_config, stages
 from ._framework_api import POPDIST_API, TF_API, TF_KWARGS
@@ -57,6 +58,11 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
     assert log.only_set(f"{CFG}.allow_recompute") == recompute
     assert log.sets(f"{CFG}.io_tiles.num_io_tiles") == ([p.io_tiles] if p.io_tiles else [])
     assert log.only_call(f"{CFG}.configure_ipu_system") == ((), {})
+    # Gradient all-reduces merged into the simulator's buffer size, for replicated training only.
+    merged = [int(SimConstants().all_reduce_buffer_bytes)]
+    assert log.sets(f"{CFG}.optimizations.maximum_cross_replica_sum_buffer_size") == (
+        merged if training and p.replication_factor > 1 else []
+    )
     assert log.only_call("keras.Model.set_infeed_queue_options") == (
         (),
         {"prefetch_depth": p.prefetch_depth},
