@@ -12,6 +12,7 @@ validation test checks the same predictions against each point's tolerance.
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -52,7 +53,26 @@ def main() -> None:
                        "% (predicted / measured - 1)", target=f"within +-{tol}" if tol else None,
                        note=f"measured {point.device_cycles / 1e6:.1f} M, predicted "
                             f"{p.device_cycles / 1e6:.1f} M")
+    _partials(record)
     record.save()
+
+
+def _partials(record: Run) -> None:
+    """What half partials give over float partials on each point run with half partials: the
+    same plan simulated both ways (the figure `explain` prints as the partials row)."""
+    print("\n| point run with half partials | float partials instead | half / float |")
+    print("| --- | --- | --- |")
+    points = [p for p in default_points()
+              if p.samples_per_s is not None and p.config.plan.partials == "half"]
+    for half in predict(points):
+        cfg = copy.deepcopy(half.point.config)
+        cfg.plan.partials = "float"
+        flt = predict([type(half.point)(name=half.point.name, config=cfg)])[0]
+        gain = half.samples_per_s / flt.samples_per_s - 1
+        print(f"| {half.point.name} | {flt.samples_per_s:,.0f} samples/s | {100 * gain:+.1f}% |")
+        record.add(f"{half.point.name}: half partials over float partials", 100 * gain,
+                   "% throughput (simulated, same plan)",
+                   note=f"half {half.samples_per_s:,.0f}, float {flt.samples_per_s:,.0f} samples/s")
 
 
 if __name__ == "__main__":
