@@ -12,21 +12,18 @@ import yaml
 
 from ipu_tune.config import to_plain_dict
 
-from ._context import BEST_YAML, ExportContext
+from ._context import BEST_YAML, EveryPlan, ExportContext
 from ._poprun import poprun_provenance
 
 __all__ = ["BestYamlExporter"]
 
 
-class BestYamlExporter:
+class BestYamlExporter(EveryPlan):
     """The best plan as a config file that `python -m ipu_tune evaluate` reads again."""
 
     name = "best"
     file_name = BEST_YAML
     label = "best plan"
-
-    def applies(self, ctx: ExportContext) -> bool:
-        return True  # every plan has one
 
     def render(self, ctx: ExportContext) -> str:
         config = to_plain_dict(ctx.config)

@@ -19,7 +19,8 @@ from ipu_tune.simulator import SIMULATOR_VERSION, SimConstants, SimResult
 
 from ._facts import Facts
 
-__all__ = ["BEST_YAML", "ExportContext", "Provenance", "compile_problems", "export_context"]
+__all__ = ["BEST_YAML", "EveryPlan", "ExportContext", "Provenance", "compile_problems",
+           "export_context"]
 
 BEST_YAML = "best.yaml"  # the best plan's file name, beside the other exports
 # The all-reduce buffer the simulator merges gradients into, which the programs set in turn.
@@ -138,3 +139,10 @@ def compile_problems(ctx: ExportContext, framework: str = "poptorch") -> list[st
         out.append(
             f"{ctx.host_instances} instances do not split evenly among {ctx.hosts_used} hosts")
     return out
+
+
+class EveryPlan:
+    """Base of an exporter every plan has (the `Exporter` protocol's `applies` is always True)."""
+
+    def applies(self, ctx: ExportContext) -> bool:
+        return True

@@ -8,7 +8,7 @@ to the user's builder, with the stage starts named.
 
 from __future__ import annotations
 
-from ._context import ALL_REDUCE_BUFFER_BYTES, ExportContext, compile_problems
+from ._context import ALL_REDUCE_BUFFER_BYTES, EveryPlan, ExportContext, compile_problems
 from ._docs import cite
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
@@ -208,15 +208,12 @@ def _io_lines(ctx: ExportContext) -> list[str]:
     )
 
 
-class PopArtExporter:
+class PopArtExporter(EveryPlan):
     """`popart_options.py`: the PopART session options of the plan (valid Python)."""
 
     name = "popart"
     file_name = "popart_options.py"
     label = "PopART options"
-
-    def applies(self, ctx: ExportContext) -> bool:
-        return True  # every plan has one
 
     def render(self, ctx: ExportContext) -> str:
         return _program(ctx)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from ._context import ExportContext
+from ._context import EveryPlan, ExportContext
 from ._docs import cite
 
 __all__ = ["PopRunExporter", "poprun_command", "poprun_lines", "poprun_provenance"]
@@ -19,16 +19,13 @@ __all__ = ["PopRunExporter", "poprun_command", "poprun_lines", "poprun_provenanc
 PROGRAM = "python poptorch_options.py"  # what the PopRun line launches by default
 
 
-class PopRunExporter:
+class PopRunExporter(EveryPlan):
     """The PopRun line of a multi-instance or multi-host plan; no file of its own: best.yaml,
     the programs' headers and the run's summary carry it."""
 
     name = "poprun"
     file_name = None
     label = "PopRun"
-
-    def applies(self, ctx: ExportContext) -> bool:
-        return True  # every plan has one
 
     def render(self, ctx: ExportContext) -> str:
         command = poprun_command(ctx, PROGRAM)

@@ -8,7 +8,7 @@ documentation (`_docs.cite`) and, given a simulated result, quotes its figures.
 
 from __future__ import annotations
 
-from ._context import ALL_REDUCE_BUFFER_BYTES, ExportContext, compile_problems
+from ._context import ALL_REDUCE_BUFFER_BYTES, EveryPlan, ExportContext, compile_problems
 from ._docs import cite
 from ._model_source import literal, model_imports, model_lines, module_access, module_path
 from ._poprun import poprun_lines
@@ -307,15 +307,12 @@ def _header(ctx: ExportContext) -> list[str]:
     ]
 
 
-class PopTorchExporter:
+class PopTorchExporter(EveryPlan):
     """`poptorch_options.py`: the PopTorch program of the plan (valid Python; needs poptorch)."""
 
     name = "poptorch"
     file_name = "poptorch_options.py"
     label = "PopTorch program"
-
-    def applies(self, ctx: ExportContext) -> bool:
-        return True  # every plan has one
 
     def render(self, ctx: ExportContext) -> str:
         return _program(ctx)

@@ -8,7 +8,7 @@ program configures the IPU system and a `configure_keras_model(model)` to call o
 
 from __future__ import annotations
 
-from ._context import ALL_REDUCE_BUFFER_BYTES, ExportContext, compile_problems
+from ._context import ALL_REDUCE_BUFFER_BYTES, EveryPlan, ExportContext, compile_problems
 from ._docs import cite
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
@@ -204,15 +204,12 @@ def _keras_lines(ctx: ExportContext) -> list[str]:
     ]
 
 
-class TensorFlowExporter:
+class TensorFlowExporter(EveryPlan):
     """`tf_ipu_config.py`: the TensorFlow 2 IPU configuration of the plan (valid Python)."""
 
     name = "tensorflow"
     file_name = "tf_ipu_config.py"
     label = "TensorFlow 2 config"
-
-    def applies(self, ctx: ExportContext) -> bool:
-        return True  # every plan has one
 
     def render(self, ctx: ExportContext) -> str:
         return _program(ctx)
