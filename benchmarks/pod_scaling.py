@@ -4,10 +4,11 @@
 
 ResNet-50 trained as the MLPerf calibration points encode it (`ipu_tune/calibration/points.yaml`:
 224x224, micro-batch 20, FP16.16 with half partials, 8-bit I/O, one IPU per replica, one host
-server per 16 IPUs, PopRun instances = replicas / 2), on 16, 64, 128 and 256 Mk2 IPUs, at gradient accumulation 2,
-10 and 32. Printed per size: the gradient all-reduce inside the POD (IPU-Links) and across PODs
-(GW-Links) per weight update, and samples/s per IPU: the sync cost per update grows with the
-machines and PODs spanned, and more accumulation amortises it. Deterministic: no timing.
+server per 16 IPUs, PopRun instances = replicas / 2), on 16, 64, 128 and 256 Mk2 IPUs, at
+gradient accumulation 2, 10 and 32. Printed per size: the gradient all-reduce inside the POD
+(IPU-Links) and across PODs (GW-Links) per weight update, and samples/s per IPU: the sync cost
+per update grows with the machines and PODs spanned, and more accumulation amortises it.
+Deterministic: no timing.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def mapping(num_ipus: int, accumulation: int) -> dict[str, Any]:
         "workload": {"mode": "train", "micro_batch_size": 20, "optimizer": "momentum"},
         "system": {"ipu": "mk2", "num_ipus": num_ipus, "hosts": max(1, num_ipus // 16),
                    "host": {"cpu_cores": 128, "network_bytes_per_s": 25.0e9}},
-        "plan": {"precision": "16.16", "partials": "half", "device_iterations": 50, "eight_bit_io": True,
+        "plan": {"precision": "16.16", "partials": "half", "device_iterations": 50,
+                 "eight_bit_io": True,
                  "available_memory_proportion": 0.15, "recompute": "checkpoints",
                  "async_dataloader": True, "dataloader_workers": 16, "prefetch_depth": 3,
                  "gradient_accumulation": accumulation, "replication_factor": num_ipus,

@@ -12,6 +12,7 @@ from a cached composition and runs without Hydra; anything else goes through `@h
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from ipu_tune.config import (
     check_side_doors,
     compose,
     group_options,
+    omegaconf_error,
     quick_compose,
     register,
     typed,
@@ -176,6 +178,25 @@ def _run_prepared(prepared: Prepared, argv: Sequence[str]) -> int:
     return 0
 
 
+def _run_hydra(command: _Command) -> int:
+    """The Hydra app; Hydra's own errors (composing with --config-dir, which the preflight
+    leaves to Hydra) as one line and the usage exit code, not Hydra's lines and exit 1."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises them instead of printing them
+    try:
+        _hydra_app(command)()
+    except OmegaConfBaseException as exc:
+        return fail(str(omegaconf_error(exc)))
+    except HydraException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OmegaConfBaseException):
+            return fail(str(omegaconf_error(cause)))
+        return fail((str(exc).strip() or type(exc).__name__).splitlines()[0])
+    return 0
+
+
 def hydra_main(argv: Sequence[str]) -> int:
     try:
         argv, trusted = split_trust_flag(argv)
@@ -187,7 +208,9 @@ def hydra_main(argv: Sequence[str]) -> int:
         return _run_prepared(command.prepared[0], argv)
     sys.argv = [sys.argv[0], *argv]
     register()
-    _hydra_app(command)()
+    code = _run_hydra(command)
+    if code:
+        return code
     if {"-m", "--multirun"} & set(argv) and command.summaries:
         print(format_comparison(command.summaries))  # one table comparing the sweep's runs
     return 0

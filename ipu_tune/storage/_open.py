@@ -106,12 +106,12 @@ class StorageTarget:
             return ""
         if self.kind == "memory":
             return MEMORY
-        text = self.location if self.kind == "journal" else redact(self.location)
+        text = self.location if self.kind == "journal" else redact(self.location, self.location)
         return hashlib.sha256(text.encode()).hexdigest()[:6]
 
     @property
     def display(self) -> str:
-        return redact(self.location)
+        return redact(self.location, self.location)
 
 
 def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
@@ -130,8 +130,8 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
             url = _make_url(storage)
         except ValueError:
             raise IpuTuneError(
-                f"study.storage={redact(storage)!r}: not a storage URL; allowed: a journal file "
-                "(*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, memory"
+                f"study.storage={redact(storage, storage)!r}: not a storage URL; allowed: a "
+                "journal file (*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, memory"
             ) from None
         del url  # parsed only to reject what is not a URL
         return StorageTarget("rdb", storage, storage, results_dir)

@@ -30,8 +30,7 @@ def _url(match: re.Match[str]) -> str:
 def _pieces(url: str) -> list[str]:
     """The password of `url` and its parts between `@`, `/`, `:` and `!` (a driver that splits
     the URL elsewhere quotes such a part as a host name or a database)."""
-    found = _URL.search(url)
-    body = found.group(2) if found else url
+    body = url.split("://", 1)[-1]  # the whole URL: a password may even hold a space
     at = body.rfind("@")
     secret = body[:max(at, 0)].partition(":")[2]
     parts = [secret, *re.split(r"[@/:!]", secret)] if secret else []

@@ -21,6 +21,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("unknown search option", ["search=nope"], "search=nope"),
     ("unknown sampler option", ["sampler=nope"], "sampler=nope"),
     ("unknown experiment", ["+experiment=nope"], "experiment=nope"),
+    # With --config-dir Hydra composes (not the preflight): its errors are one line too.
+    ("config dir: unknown experiment", ["--config-dir", "{tmp}/confdir", "+experiment=nope",
+     "study.storage=postgresql://u:SECRETPW@h/db"], "experiment/nope"),
+    ("config dir: unknown model", ["--config-dir", "{tmp}/confdir", "model=nope"], "model/nope"),
+    ("config dir: unknown key", ["--config-dir", "{tmp}/confdir", "foo.bar=1"], "foo"),
     ("wrong type", ["plan.gradient_accumulation=abc"], "plan.gradient_accumulation"),
     ("unknown key", ["plan.foo=1"], "foo"),
     ("micro-batch zero", ["workload.micro_batch_size=0"], "workload.micro_batch_size"),
@@ -228,6 +233,7 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
 
 
 def _fixtures(tmp: Path) -> None:
+    (tmp / "confdir").mkdir(exist_ok=True)  # an empty --config-dir
     (tmp / "empty.yaml").write_text("")
     (tmp / "malformed.yaml").write_text("knobs: [unclosed\n  - : :\n")
     (tmp / "low_high.yaml").write_text(

@@ -202,6 +202,20 @@ def test_redact_hides_passwords_with_slash_at_and_bang(url: str) -> None:
     assert "***" in out
 
 
+@pytest.mark.parametrize("url", [
+    "postgresql://u:SEC RETPW@h/db",
+    "postgresql://u:SEC\tRETPW@h/db",
+    "postgresql://u:SEC RET/PW@h:5432/db?application_name=x",
+])
+def test_a_storage_url_whose_password_holds_whitespace_is_shown_without_it(url: str) -> None:
+    target = resolve_storage(url, "results")
+    shown = target.display
+    assert "SEC" not in shown and "RET" not in shown and "***" in shown, shown
+    with pytest.raises(IpuTuneError) as err:  # the error line of a server that cannot be reached
+        open_storage(resolve_storage(url.replace("@h", "@127.0.0.1:9"), "results"))
+    assert "SEC" not in str(err.value) and "RET" not in str(err.value), str(err.value)
+
+
 def test_postgresql_study_locks_are_per_study_and_name_a_holder_that_stays(pg_url: str) -> None:
     import sqlalchemy
 
