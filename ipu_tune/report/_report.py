@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import optuna
 from optuna.trial import TrialState
@@ -43,7 +43,9 @@ from ._study_figures import (
 from ._table import top_trials_table
 from ._timeline import build_timeline
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing names of Python 3.11 (the package runs on 3.10 too)
+    from typing import NotRequired, Unpack
+
     import pandas as pd
 
 __all__ = ["render_report", "write_report"]
@@ -51,6 +53,24 @@ __all__ = ["render_report", "write_report"]
 Rows = Sequence[Mapping[str, Any]]
 # Finished trials: COMPLETE (feasible, with values), PRUNED (infeasible: no value).
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+class ReportInputs(TypedDict):
+    """What a report shows: the study, its results-table rows (`ResultsStore.rows`, or its
+    DataFrame), the best plan and its simulated result, the page title; `top_n` rows in the
+    table; `snippet`, the PopTorch program written beside best.yaml (rendered once by
+    `ipu_tune.exports`; None: no program section); the study's `explanation`; the exported
+    `best_trial`."""
+
+    study: optuna.Study
+    results: Rows | pd.DataFrame
+    best_config: EvalConfig | None
+    best_result: SimResult | None
+    title: str
+    top_n: NotRequired[int]
+    snippet: NotRequired[str | None]
+    explanation: NotRequired[Explanation | None]
+    best_trial: NotRequired[int | None]
 
 def _records(results: Rows | pd.DataFrame) -> list[dict[str, Any]]:
     """Rows of the results table as plain dicts (a DataFrame's missing values are None)."""
@@ -127,22 +147,9 @@ def _points(study: optuna.Study, objectives: Sequence[Mapping[str, Any]],
     return rows
 
 
-def render_report(
-    *,
-    study: optuna.Study,
-    results: Rows | pd.DataFrame,
-    best_config: EvalConfig | None,
-    best_result: SimResult | None,
-    title: str,
-    top_n: int = 50,
-    snippet: str | None = None,
-    explanation: Explanation | None = None,
-    best_trial: int | None = None,
-) -> str:
+def render_report(**inputs: Unpack[ReportInputs]) -> str:
     """The report's HTML text (see `write_report`)."""
-    segments = _page(study=study, results=results, best_config=best_config,
-                     best_result=best_result, title=title, top_n=top_n, snippet=snippet,
-                     explanation=explanation, best_trial=best_trial)
+    segments = _page(**inputs)
     return "".join(plotly_js() if s is PLOTLY_JS else s for s in segments)
 
 
@@ -186,25 +193,13 @@ def _search_figures(page: Page, study: optuna.Study, results: list[dict[str, Any
         page.figure("trials", trials_figure(results, best_trial))
 
 
-def _page(
-    *,
-    study: optuna.Study,
-    results: Rows | pd.DataFrame,
-    best_config: EvalConfig | None,
-    best_result: SimResult | None,
-    title: str,
-    top_n: int = 50,
-    snippet: str | None = None,
-    explanation: Explanation | None = None,
-    best_trial: int | None = None,
-) -> list[str | None]:
-    """The report's segments: HTML text, None where plotly.js goes (see `write_report`).
-
-    `snippet` is the PopTorch program written beside best.yaml (rendered once by
-    `ipu_tune.exports`), shown as it is; None: no program section. `results`: the rows of the
-    results table (`ResultsStore.rows`), or its DataFrame (`ResultsStore.frame`).
-    """
-    results = _records(results)
+def _page(**inputs: Unpack[ReportInputs]) -> list[str | None]:
+    """The report's segments: HTML text, None where plotly.js goes (see `write_report`)."""
+    study, title = inputs["study"], inputs["title"]
+    best_config, best_result = inputs["best_config"], inputs["best_result"]
+    top_n, snippet = inputs.get("top_n", 50), inputs.get("snippet")
+    explanation, best_trial = inputs.get("explanation"), inputs.get("best_trial")
+    results = _records(inputs["results"])
     page = Page()
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(summary_table(study, results, best_result, explanation, best_trial))
@@ -226,31 +221,9 @@ def _page(
     return page.segments(title)
 
 
-def write_report(
-    path: Path,
-    *,
-    study: optuna.Study,
-    results: Rows | pd.DataFrame,
-    best_config: EvalConfig | None,
-    best_result: SimResult | None,
-    title: str,
-    snippet: str | None = None,
-    explanation: Explanation | None = None,
-    best_trial: int | None = None,
-) -> Path:
-    """Write the HTML report atomically (temporary file + `os.replace`); returns `path`.
-
-    `snippet`: the text of the written poptorch_options.py, embedded as it is."""
-    segments = _page(
-        study=study,
-        results=results,
-        best_config=best_config,
-        best_result=best_result,
-        title=title,
-        snippet=snippet,
-        explanation=explanation,
-        best_trial=best_trial,
-    )
+def write_report(path: Path, **inputs: Unpack[ReportInputs]) -> Path:
+    """Write the HTML report atomically (temporary file + `os.replace`); returns `path`."""
+    segments = _page(**inputs)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
