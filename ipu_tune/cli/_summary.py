@@ -123,6 +123,9 @@ def _batch_line(c: EvalConfig) -> str:
 
 def _next_line(s: RunSummary) -> str:
     """What to run next: the ladder of this study, and its report rebuilt."""
+    if s.storage == "memory":  # gone with this process: nothing to explain or rebuild later
+        return ("next: this study was kept in memory only; leave study.storage unset to keep "
+                "it for `explain` and `report`")
     where = ""
     if s.exports:
         folder = next(iter(s.exports.values())).parent.parent

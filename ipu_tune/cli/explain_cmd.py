@@ -94,6 +94,12 @@ def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list
         others = [r["remedy"] for r in checked if not r["fits"]] if fitting else []
         if others:
             lines.append("  also checked, does not fit alone: " + "; ".join(others))
+    else:
+        lines.append("remedies: none; no smaller micro-batch, lower precision, stronger "
+                     "recomputation, offloading, lower available memory proportion or further "
+                     "pipeline stage lowers this plan's peak: it needs more memory per IPU "
+                     "than this system has, or a smaller model or input (e.g. a shorter "
+                     "sequence)")
     return lines
 
 

@@ -113,19 +113,21 @@ def _peak(o: TrialOutcome) -> float:
 
 
 def _from(problem: SearchProblem, origin: EvalConfig, user: EvalConfig,
-          where: str) -> list[dict[str, Any]]:
+          where: str, ceiling_bytes: float) -> list[dict[str, Any]]:
     """The remedies tried on `origin`: each single saver, the largest smaller micro-batch that
-    fits, the fewest stages that fit, and the savers together when no single one fits."""
+    fits, the fewest stages that fit, and the savers together when no single one fits. A
+    remedy must peak below `origin`'s memory; an invalid `origin` has none, so below
+    `ceiling_bytes` (the closest plan's peak): never a remedy worse than what the study found."""
     training = origin.workload.mode == "train"
     base = problem.evaluate(origin)
+    ref = ceiling_bytes if base.result.bottleneck == "invalid plan" else _peak(base)
     rows: list[dict[str, Any]] = []
 
     def tried(label: str, changes: dict[str, Any]) -> dict[str, Any] | None:
         cand = _with(origin, changes)
         o = problem.evaluate(cand)
         r = o.result
-        if r.bottleneck == "invalid plan" or (base.result.bottleneck != "invalid plan"
-                                              and _peak(o) >= _peak(base)):
+        if r.bottleneck == "invalid plan" or _peak(o) >= ref:
             return None  # not a plan, or no memory saved: no remedy
         return {"remedy": label + where, "fits": bool(r.fits), "throughput": float(r.throughput),
                 "memory": f"{_peak(o) / MB:,.0f}/{r.memory_limit_bytes / MB:,.0f} MB",
@@ -157,8 +159,9 @@ def remedies(problem: SearchProblem, cfg: EvalConfig,
     simulated: fits, samples/s, peak memory and the overrides from `user`'s plan; fitting ones
     first, then the fewest overrides, then the most samples/s (module docstring)."""
     user = user if user is not None else cfg
-    rows = _from(problem, user, user, "") if user is not cfg else []
-    rows += _from(problem, cfg, user, " (on the closest plan)")
+    closest_peak = _peak(problem.evaluate(cfg))
+    rows = _from(problem, user, user, "", closest_peak) if user is not cfg else []
+    rows += _from(problem, cfg, user, " (on the closest plan)", closest_peak)
     seen: set[tuple[str, ...]] = set()
     out = []
     for row in sorted(rows, key=lambda r: (not r["fits"], len(r["overrides"]),

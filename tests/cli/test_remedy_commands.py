@@ -85,3 +85,52 @@ def test_no_memory_saver_is_offered_in_the_direction_that_raises_memory() -> Non
     changed = {o.partition("=")[0] for r in rows for o in r["overrides"]}
     assert not {"plan.available_memory_proportion", "plan.recompute",
                 "plan.precision"} & changed, changed
+
+
+def test_remedies_of_an_invalid_starting_plan_peak_below_the_closest_plan() -> None:
+    """An invalid plan has no memory to lower: its remedies must beat the closest plan found
+    (before, 16 pipeline stages peaking 3x above the closest plan were offered)."""
+    import copy
+
+    from ipu_tune.config import compose
+    from ipu_tune.explain import remedies
+    from ipu_tune.tuner import prepare
+
+    cfg = compose(["+experiment=seed_resnet101", "workload.micro_batch_size=1024",
+                   "plan.precision=32.32", "system.num_ipus=4"])
+    problem = prepare(cfg).problem
+    user = problem.codec.user
+    assert problem.evaluate(user).result.bottleneck == "invalid plan"
+    closest = copy.deepcopy(user)  # the savers on, 2 stages x 2 replicas: still too big
+    closest.plan.replication_factor = 4 // (len(user.plan.pipeline.splits) + 1)
+    for knob, value in (("precision", "16.16"), ("available_memory_proportion", 0.1),
+                        ("recompute", "every_block"), ("offload_optimizer_state", True)):
+        setattr(closest.plan, knob, value)
+    closest_peak = max(problem.evaluate(closest).result.memory_per_ipu)
+    rows = remedies(problem, closest, user)
+    assert rows
+    for r in rows:
+        assert max(ipu_tune.evaluate(r["config"]).memory_per_ipu) < closest_peak, r["remedy"]
+
+
+def test_a_closest_plan_with_no_remedy_says_none_lowers_it_and_what_would() -> None:
+    from ipu_tune.cli.explain_cmd import format_remedies
+    from ipu_tune.explain import Closest
+
+    closest = Closest(trial=1, reason="IPU0 over", peak_memory_bytes=1_352_000_000,
+                      memory_limit_bytes=940_572_672, excess_bytes=411_427_328, remedies=())
+    lines = format_remedies(closest, [])
+    assert lines[0].startswith("closest plan: trial 1, peak 1,352 MB of 941 MB per IPU")
+    assert len(lines) == 2 and lines[1].startswith("remedies: none;")
+    assert "more memory per IPU than this system has" in lines[1]
+
+
+def test_a_study_kept_in_memory_suggests_no_command_that_needs_it_stored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli_run.hydra_main(["study.storage=memory", "study.n_trials=2",
+                               "study.progress_bar=false"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("next: this study was kept in memory only")
+    assert "--storage memory" not in last
