@@ -37,8 +37,10 @@ BENCHMARKS = (
               "verdict of the out-of-memory point.",
               "python benchmarks/calibration_fit.py"),
     Benchmark("pod_scaling", "What the simulator predicts for ResNet-50 (the MLPerf encoding) "
-              "on 16 to 256 Mk2 IPUs at gradient accumulation 2, 10 and 32 (deterministic): "
-              "all-reduce time per weight update and samples/s per IPU.",
+              "on 16 to 256 Mk2 IPUs at gradient accumulation 1, 3, 10 and 32 (deterministic): "
+              "all-reduce time per weight update and samples/s per IPU; and the fall per IPU "
+              "from the MLPerf POD16 run (GA 10) to the POD64 run (GA 3), measured and "
+              "simulated as run.",
               "python benchmarks/pod_scaling.py"),
     Benchmark("simulator_speed", "CPU time of one `simulate` of ResNet-101's seed plan (best of "
               "5 rounds, `time.process_time`): cached per-block costs, cold, 500 varied plans.",
