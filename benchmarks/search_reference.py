@@ -92,6 +92,8 @@ class RefSpace:
             return list(spec["choices"])
         if "low" in spec:
             lo, hi = spec["low"], spec["high"]
+            if key == "workload.micro_batch_size":  # searched at or below the user's, never above
+                hi = min(hi, self.base.workload.micro_batch_size)
             if k.type is int:
                 return list(range(int(lo), int(hi) + 1, int(spec.get("step", 1))))
             step = spec["step"]

@@ -2,8 +2,8 @@
 
 The system per model is the one docs/first-run.md names (pod4, pod16, pod64, pod128, pod256);
 for the EfficientNet, GPT-2 and Hugging Face presets, the smallest on which 24 trials find a
-fitting plan with the preset's micro-batch. A model that fits on none is documented, and tested,
-as such.
+fitting plan with the preset's micro-batch (GPT-2 XL: with the default budget of 100 trials,
+since only the sharded schedule fits it, at global batch 1).
 """
 
 from __future__ import annotations
@@ -38,14 +38,13 @@ SYSTEMS = {
     "gpt2": "pod4",
     "gpt2_medium": "pod16",
     "gpt2_large": "pod64",
-    "gpt2_xl": "pod16",  # at sequence length 512 only (NO_FIT)
+    "gpt2_xl": "pod16",
     "hf": "pod4",  # the Hugging Face preset needs a model type (EXTRA)
 }
 # Keys a line of the table adds to the preset's defaults.
-EXTRA = {"hf": ["model.hf.model_type=gpt2"], "gpt2_xl": ["model.sequence_length=512"]}
-# Models no documented system fits with the preset's defaults, and the largest system tried: the
-# closest plan overflows IPU0 (embedding and tied LM head) and no printed remedy fits.
-NO_FIT = {"gpt2_xl": "pod256"}
+EXTRA = {"hf": ["model.hf.model_type=gpt2"]}
+# Trials per model where 24 are too few (the default budget is 100).
+TRIALS = {"gpt2_xl": 100}
 
 
 def _line(name: str, system: str, extra: list[str]) -> str:
@@ -57,28 +56,12 @@ def test_every_zoo_model_has_a_documented_system() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "first-run.md").read_text()
     for name, system in SYSTEMS.items():
         assert _line(name, system, EXTRA.get(name, [])) in doc, name
-    for name, system in NO_FIT.items():
-        assert f"{_line(name, system, [])}: no plan fits" in doc, name
 
 
 def _run(name: str, system: str, extra: list[str], tmp_path: Path) -> tuple[Any, Any]:
     cfg = compose([f"model={name}", f"system={system}", f"results_dir={tmp_path}",
-                   "study.n_trials=24", "study.progress_bar=false", *extra])
+                   f"study.n_trials={TRIALS.get(name, 24)}", "study.progress_bar=false", *extra])
     return cfg, run(cfg)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(NO_FIT))
-def test_zoo_model_documented_not_to_fit_overflows_ipu0_with_no_fitting_remedy(
-    name: str, tmp_path: Path
-) -> None:
-    _, summary = _run(name, NO_FIT[name], [], tmp_path)
-    assert summary.best_result is None, f"{name} now fits on {NO_FIT[name]}: update the docs"
-    assert summary.explanation is not None
-    closest = summary.explanation.closest
-    assert closest is not None and closest.excess_bytes > 0
-    assert closest.reason.startswith("IPU0 "), closest.reason
-    assert closest.remedies and not any(r["fits"] for r in closest.remedies)
 
 
 @pytest.mark.slow
