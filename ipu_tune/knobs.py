@@ -35,6 +35,7 @@ __all__ = [
     "knob",
     "knob_by_field",
     "never_wrong",
+    "rate_text",
     "set_key",
     "shown",
     "valid_io_tiles",
@@ -250,6 +251,13 @@ def set_key(node: Any, key: str, value: Any) -> None:
     for part in parents:
         node = getattr(node, part)
     setattr(node, leaf, list(value) if isinstance(value, tuple) else value)
+
+
+def rate_text(samples_per_s: float) -> str:
+    """A samples/s figure as every view prints it: thousands separated from 100 up, three
+    significant digits below (2.68, not 3: a plan that only just fits is still a result)."""
+    v = samples_per_s
+    return (f"{v:,.0f}" if v >= 100 else f"{v:.3g}") + " samples/s"
 
 
 def describe(cfg: Any) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from ipu_tune.config import EvalConfig
 from ipu_tune.explain import Explanation
 from ipu_tune.exports import EXPORTERS, export_context, poprun_command
-from ipu_tune.knobs import describe
+from ipu_tune.knobs import describe, rate_text
 from ipu_tune.search import OBJECTIVES
 from ipu_tune.tuner import RunSummary
 
@@ -53,7 +53,7 @@ def _objective_line(s: RunSummary) -> str:
     if names[0] == "memory":
         extra.append(f"limit {r.memory_limit_bytes / MB:,.1f} MB")
     if "throughput" not in names:
-        extra.append(f"throughput {r.throughput:,.0f} samples/s")
+        extra.append(f"throughput {rate_text(r.throughput)}")
     if names[0] == "changes":
         shown = f"{len(s.changes)} change" + ("" if len(s.changes) == 1 else "s")
         if s.changes:

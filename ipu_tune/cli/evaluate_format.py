@@ -4,7 +4,7 @@ memory by category per IPU against its limit, time per step by phase, the stages
 from __future__ import annotations
 
 from ipu_tune.config import EvalConfig
-from ipu_tune.knobs import describe
+from ipu_tune.knobs import describe, rate_text
 from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
 __all__ = ["format_result"]
@@ -28,8 +28,8 @@ def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
     if result.fits:
         lines.append("fits: yes")
         lines.append(
-            f"throughput: {result.throughput:,.0f} samples/s "
-            f"(device alone {result.device_throughput:,.0f} samples/s)"
+            f"throughput: {rate_text(result.throughput)} "
+            f"(device alone {rate_text(result.device_throughput)})"
         )
     else:
         lines.append(f"fits: NO - {result.reason}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipu_tune.cli._common import fail, print_out
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import rate_text
 
 if TYPE_CHECKING:  # Optuna and the search load only when the command runs
     from ipu_tune.explain import Closest, Explanation
@@ -87,7 +88,7 @@ def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list
     if checked:
         lines.append("remedies, each simulated (what fits with the fewest changes first):")
         for r in fitting or checked:  # when some fit, the others are only named
-            verdict = (f"fits, {r['throughput']:,.0f} samples/s, peak {r['memory']}"
+            verdict = (f"fits, {rate_text(r['throughput'])}, peak {r['memory']}"
                        if r["fits"] else f"still does not fit (peak {r['memory']})")
             lines.append(f"  - {r['remedy']}: {verdict}")
             lines.append(f"      {remedy_command(r['overrides'], argv)}")

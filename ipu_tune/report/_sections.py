@@ -10,6 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.explain import Explanation
+from ipu_tune.knobs import rate_text
 from ipu_tune.simulator import SimResult
 
 from ._page import Page
@@ -130,7 +131,7 @@ def explain_section(page: Page, ex: Explanation | None) -> None:
                 f"{closest.memory_limit_bytes / 1e6:,.0f} MB per IPU, over by "
                 f"{closest.excess_bytes / 1e6:,.0f} MB: {closest.reason}"]
             for r in closest.remedies:
-                verdict = (f"fits, {r['throughput']:,.0f} samples/s" if r["fits"]
+                verdict = (f"fits, {rate_text(r['throughput'])}" if r["fits"]
                            else f"still does not fit ({r['memory']})")
                 add = " ".join(r.get("overrides", ()))
                 lines.append(f"{r['remedy']}: {verdict}" + (f"; add to your command: {add}"

@@ -26,7 +26,7 @@ from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, get_key, knob, shown
+from ipu_tune.knobs import KNOBS, get_key, knob, rate_text, shown
 from ipu_tune.simulator import SimResult
 
 __all__ = [
@@ -73,7 +73,7 @@ def _int_changes(value: float) -> str:
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("throughput", "maximize", "throughput [samples/s]", "throughput", "samples/s",
-              1.0, lambda v: f"{v:,.0f}"),
+              1.0, lambda v: rate_text(v).removesuffix(" samples/s")),
     Objective("memory", "minimize", "peak memory per IPU [bytes]", "peak memory per IPU", "MB",
               1e-6, lambda v: f"{v:,.1f}"),
     Objective("memory_headroom", "maximize", "memory headroom [fraction of IPU SRAM]",

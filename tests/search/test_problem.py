@@ -252,3 +252,10 @@ def test_pipelined_training_plans_keep_gradient_accumulation_at_least_the_stages
     stages = len(plan.pipeline.splits) + 1
     assert stages > 1
     assert plan.gradient_accumulation >= stages
+
+
+def test_small_throughputs_are_shown_with_three_significant_digits() -> None:
+    from ipu_tune.search import show_value
+
+    assert show_value("throughput", 2.6789) == "2.68 samples/s"  # not "3 samples/s"
+    assert show_value("throughput", 16866.2) == "16,866 samples/s"
