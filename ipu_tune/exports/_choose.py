@@ -30,9 +30,9 @@ __all__ = ["PlanChooser", "StoredTrials"]
 @dataclass(frozen=True)
 class StoredTrials:
     """The study's finished trials an export may fall back on, the study's objective directions
-    (`maximize`/`minimize`, ranking them as the study does with one objective, by the first one
-    with several), and how the study simulates a plan (None: the case path with the default
-    constants, as `python -m ipu_tune evaluate` without `--constants`)."""
+    (`maximize`/`minimize`: trials are ranked by the objectives in order, so with one objective
+    as the study ranks them), and how the study simulates a plan (None: the case path with the
+    default constants, as `python -m ipu_tune evaluate` without `--constants`)."""
 
     trials: Sequence[FrozenTrial]
     directions: Sequence[str]

@@ -86,7 +86,7 @@ class StandIn:
         trial = f"trial {self.best_trial}, " if self.best_trial is not None else ""
         head = (f"The study's best plan ({trial}{self.best_throughput:,.0f} samples/s)"
                 f" {schedules.cannot(self.best_schedule, self.training)}")
-        share = (f" ({100 * self.throughput / self.best_throughput:.1f}% of the best's)"
+        share = (f" ({100 * self.throughput / self.best_throughput:.1f}% of the best plan's)"
                  if self.best_throughput > 0 else "")
         if self.trial is not None:
             return (f"{head}; this program is the best plan {fw} can run: trial {self.trial},"

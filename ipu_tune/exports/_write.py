@@ -18,7 +18,8 @@ __all__ = ["Exports", "render_exports", "write_exports"]
 class Exports:
     """The rendered texts (exporter name -> text), the files written (name -> path) and, for an
     export holding another plan than the best (its framework cannot run the best's schedule),
-    the line its header gives about it (name -> line)."""
+    the line its header gives about it (name -> line; ipu_config.json has no header: the line is
+    run_with_optimum.py's, which loads it)."""
 
     texts: dict[str, str]
     paths: dict[str, Path]
