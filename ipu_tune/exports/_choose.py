@@ -66,7 +66,8 @@ class PlanChooser:
         self._contexts: dict[object, ExportContext] = {}  # trial number or switched schedule
 
     def context_for(self, schedules: Schedules | None) -> ExportContext:
-        """The best plan's context if the framework runs it, else the plan that stands in."""
+        """The best plan's context if the framework runs it (or no simulated result of it is
+        given: nothing to compare a stand-in with), else the plan that stands in."""
         best = self.best
         if schedules is None or best.result is None or schedules.runs(best.plan):
             return best

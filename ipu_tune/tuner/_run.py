@@ -221,11 +221,9 @@ def export_study(
         best_result = record.sim_result() or problem.simulate(best_cfg)
         provenance = Provenance.of(study.study_name, best.number, target.display, objectives,
                                    out_dir)
-        # An exporter whose framework cannot run the best plan's schedule falls back on these.
-        stored = StoredTrials(study.get_trials(deepcopy=False), problem.directions,
-                              problem.simulate)
-        written = write_exports(export_context(best_cfg, best_result, problem.profile,
-                                               provenance), out_dir, cfg.results_dir, stored)
+        ctx = export_context(best_cfg, best_result, problem.profile, provenance)
+        written = write_exports(ctx, out_dir, cfg.results_dir, StoredTrials(
+            study.get_trials(deepcopy=False), problem.directions, problem.simulate))
     exports = dict(written.paths)
     explanation = explain_study(study, problem)
     exports["report"] = write_report(
