@@ -1,7 +1,10 @@
 """Exports of a study's best plan: best.yaml, the PopTorch, PopART and TensorFlow programs,
 the PopRun line and, for Transformers models, optimum-graphcore's ipu_config.json with a program
-that loads it; each an `Exporter` rendering one frozen `ExportContext`."""
+that loads it; each an `Exporter` rendering one frozen `ExportContext`: the best plan's, or, for
+a framework that cannot run its pipeline schedule, the best stored trial it can run
+(`StoredTrials`)."""
 
+from ipu_tune.exports._choose import StoredTrials
 from ipu_tune.exports._context import ExportContext, Provenance, export_context
 from ipu_tune.exports._ipu_config import (
     IPU_CONFIG_FIELDS,
@@ -15,6 +18,7 @@ from ipu_tune.exports._ipu_config_import import (
 )
 from ipu_tune.exports._poprun import poprun_command
 from ipu_tune.exports._registry import EXPORTERS, Exporter
+from ipu_tune.exports._schedules import Schedules, StandIn
 from ipu_tune.exports._write import Exports, render_exports, write_exports
 
 __all__ = [
@@ -24,6 +28,9 @@ __all__ = [
     "Exporter",
     "Exports",
     "Provenance",
+    "Schedules",
+    "StandIn",
+    "StoredTrials",
     "apply_ipu_config",
     "export_context",
     "plan_values_from_ipu_config",

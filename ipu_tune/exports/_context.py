@@ -18,6 +18,7 @@ from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.simulator import SIMULATOR_VERSION, SimConstants, SimResult
 
 from ._facts import Facts
+from ._schedules import Schedules, StandIn
 
 __all__ = ["BEST_YAML", "EveryPlan", "ExportContext", "Provenance", "compile_problems",
            "export_context"]
@@ -58,6 +59,12 @@ class ExportContext:
     hosts: int  # host servers of the system
     result: SimResult | None  # None: the comments give no simulated figures
     provenance: Provenance | None = None
+    # Set when this plan stands in for the study's best, which some framework cannot run.
+    stand_in: StandIn | None = None
+
+    def stand_in_lines(self, schedules: Schedules) -> list[str]:
+        """The header's line saying which plan this is instead of the best (none: the best)."""
+        return [self.stand_in.line(schedules)] if self.stand_in is not None else []
 
     @property
     def stages(self) -> int:
@@ -101,7 +108,8 @@ class ExportContext:
 
 def export_context(config: EvalConfig, result: SimResult | None = None,
                    profile: ModelProfile | None = None,
-                   provenance: Provenance | None = None) -> ExportContext:
+                   provenance: Provenance | None = None,
+                   stand_in: StandIn | None = None) -> ExportContext:
     """The context of the plan of `config` (its simulated `result`, its model `profile`)."""
     return ExportContext(
         config=config,
@@ -112,6 +120,7 @@ def export_context(config: EvalConfig, result: SimResult | None = None,
         hosts=int(config.system.hosts),
         result=result,
         provenance=provenance,
+        stand_in=stand_in,
     )
 
 
@@ -142,7 +151,10 @@ def compile_problems(ctx: ExportContext, framework: str = "poptorch") -> list[st
 
 
 class EveryPlan:
-    """Base of an exporter every plan has (the `Exporter` protocol's `applies` is always True)."""
+    """Base of an exporter every plan has (the `Exporter` protocol's `applies` is always True)
+    and whose framework runs every pipeline schedule unless it declares `schedules`."""
+
+    schedules: Schedules | None = None
 
     def applies(self, ctx: ExportContext) -> bool:
         return True

@@ -31,6 +31,8 @@ from ipu_tune.config import EvalConfig
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
+from ._source import docstring
+
 __all__ = ["IPU_CONFIG_FIELDS", "OPTIMUM_VERSION", "layer_blocks", "render_ipu_config",
            "render_run_with_optimum"]  # fmt: skip
 
@@ -183,13 +185,17 @@ def _sample_line(task: str, profile: ModelProfile) -> str:
             f"torch.randint({vocab}, (64, {seq}))]  # your tokenized dataset")
 
 
-def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig) -> str:
-    """A ten-line program running `plan` with optimum-graphcore from `ipu_config.json`."""
+def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig,
+                            *notes: str) -> str:
+    """A ten-line program running `plan` with optimum-graphcore from `ipu_config.json`;
+    `notes`: paragraphs its docstring adds (which plan this is, when not the study's best)."""
     _, _, task, _ = _source(cfg)
     names = "IPUTrainer, IPUTrainingArguments" if plan.training else "pipeline"
+    title = (f"Run the plan ipu-tune chose with optimum-graphcore {OPTIMUM_VERSION} (Poplar SDK"
+             " 3.x): ipu_config.json beside this file.")
+    doc = docstring(title, *notes) if notes else [f'"""{title}"""']
     head = [
-        f'"""Run the plan ipu-tune chose with optimum-graphcore {OPTIMUM_VERSION} (Poplar SDK'
-        ' 3.x): ipu_config.json beside this file."""',
+        *doc,
         *(["import torch"] if plan.training else []),
         f"from optimum.graphcore import IPUConfig, {names}",
         f"from transformers import AutoConfig, {_AUTO[task]}",

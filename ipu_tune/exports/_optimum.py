@@ -8,6 +8,7 @@ from ipu_tune.models import hf_source
 
 from ._context import ExportContext
 from ._ipu_config import render_ipu_config, render_run_with_optimum
+from ._schedules import OPTIMUM
 
 __all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model"]
 
@@ -23,6 +24,7 @@ class IpuConfigExporter:
     name = "ipu_config"
     file_name = "ipu_config.json"
     label = "optimum-graphcore IPUConfig"
+    schedules = OPTIMUM  # the same plan as run_with_optimum.py, whose header states a stand-in
 
     def applies(self, ctx: ExportContext) -> bool:
         return is_transformers_model(ctx)
@@ -38,10 +40,12 @@ class RunWithOptimumExporter:
     name = "optimum"
     file_name = "run_with_optimum.py"
     label = "optimum-graphcore program"
+    schedules = OPTIMUM
 
     def applies(self, ctx: ExportContext) -> bool:
         return is_transformers_model(ctx)
 
     def render(self, ctx: ExportContext) -> str:
         assert ctx.profile is not None  # `applies` checked it
-        return render_run_with_optimum(ctx.plan, ctx.profile, ctx.config)
+        return render_run_with_optimum(ctx.plan, ctx.profile, ctx.config,
+                                       *ctx.stand_in_lines(OPTIMUM))

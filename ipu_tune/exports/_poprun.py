@@ -3,7 +3,9 @@
 Flags as the PopRun user guide lists them ("PopRun features"):
 `--num-instances`, `--num-replicas` (total over all instances), `--ipus-per-replica`, and
 `--host` with the servers listed. PopRun has no host-count flag, so the servers appear as the
-placeholders `host0,host1,...` for the user to replace.
+placeholders `host0,host1,...` for the user to replace. PopRun launches any program, whatever its
+pipeline schedule: the line launches the PopTorch program when PopTorch runs the plan, else the
+user's TensorFlow program (TensorFlow runs every schedule; `_schedules`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,17 @@ from typing import Any
 
 from ._context import EveryPlan, ExportContext
 from ._docs import cite
+from ._schedules import POPTORCH
 
 __all__ = ["PopRunExporter", "poprun_command", "poprun_lines", "poprun_provenance"]
 
 PROGRAM = "python poptorch_options.py"  # what the PopRun line launches by default
+TF_PROGRAM = "python your_keras_program.py"  # ... when PopTorch cannot run the plan's schedule
+
+
+def launched(ctx: ExportContext) -> str:
+    """The program the PopRun line of this plan launches."""
+    return PROGRAM if POPTORCH.runs(ctx.plan) else TF_PROGRAM
 
 
 class PopRunExporter(EveryPlan):
@@ -28,7 +37,7 @@ class PopRunExporter(EveryPlan):
     label = "PopRun"
 
     def render(self, ctx: ExportContext) -> str:
-        command = poprun_command(ctx, PROGRAM)
+        command = poprun_command(ctx)
         return "" if command is None else command + "\n"
 
 
@@ -36,10 +45,12 @@ def _hosts(ctx: ExportContext) -> list[str]:
     return [f"host{i}" for i in range(ctx.hosts_used)]
 
 
-def poprun_command(ctx: ExportContext, program: str = PROGRAM) -> str | None:
-    """`poprun ... <program>` for the plan; None for one instance on one host."""
+def poprun_command(ctx: ExportContext, program: str | None = None) -> str | None:
+    """`poprun ... <program>` for the plan (None: `launched(ctx)`); None for one instance on one
+    host."""
     if ctx.host_instances <= 1 and ctx.hosts_used <= 1:
         return None
+    program = launched(ctx) if program is None else program
     args = [
         "poprun",
         *("--num-instances", str(ctx.host_instances)),
@@ -51,7 +62,7 @@ def poprun_command(ctx: ExportContext, program: str = PROGRAM) -> str | None:
     return " ".join(shlex.quote(a) for a in args) + " " + program
 
 
-def poprun_provenance(ctx: ExportContext, program: str = PROGRAM) -> dict[str, Any]:
+def poprun_provenance(ctx: ExportContext, program: str | None = None) -> dict[str, Any]:
     """Keys for best.yaml's `ipu_tune:` block: the PopRun line and what its placeholders mean."""
     command = poprun_command(ctx, program)
     if command is None:

@@ -13,6 +13,7 @@ from ._docs import cite
 from ._model_source import literal, model_imports, model_lines, module_access, module_path
 from ._poprun import poprun_lines
 from ._poptorch_io import input_lines, optimizer_lines
+from ._schedules import POPTORCH
 from ._source import docstring, knob, wrap
 
 __all__ = ["PopTorchExporter"]
@@ -302,7 +303,7 @@ def _header(ctx: ExportContext) -> list[str]:
     problems = compile_problems(ctx, "poptorch")
     warn = ["WARNING, PopTorch will reject this plan at compile time: " + "; ".join(problems)]
     return [
-        *docstring(title, about, *(warn if problems else [])),
+        *docstring(title, *ctx.stand_in_lines(POPTORCH), about, *(warn if problems else [])),
         *poprun_lines(ctx, "python poptorch_options.py"),
     ]
 
@@ -313,6 +314,7 @@ class PopTorchExporter(EveryPlan):
     name = "poptorch"
     file_name = "poptorch_options.py"
     label = "PopTorch program"
+    schedules = POPTORCH
 
     def render(self, ctx: ExportContext) -> str:
         return _program(ctx)

@@ -10,6 +10,7 @@ from ._optimum import IpuConfigExporter, RunWithOptimumExporter
 from ._popart import PopArtExporter
 from ._poprun import PopRunExporter
 from ._poptorch import PopTorchExporter
+from ._schedules import Schedules
 from ._tf import TensorFlowExporter
 
 __all__ = ["EXPORTERS", "Exporter"]
@@ -17,7 +18,9 @@ __all__ = ["EXPORTERS", "Exporter"]
 
 class Exporter(Protocol):
     """One export of the best plan: a text rendered from the context, written to `file_name`
-    beside best.yaml (None: no file of its own; other exports carry the text)."""
+    beside best.yaml (None: no file of its own; other exports carry the text). An exporter
+    whose framework cannot run the best plan's pipeline schedule is given another plan's
+    context (`PlanChooser`), whose `stand_in` its header states."""
 
     @property
     def name(self) -> str: ...  # key in the run summary's exports ("poptorch")
@@ -27,6 +30,9 @@ class Exporter(Protocol):
 
     @property
     def label(self) -> str: ...  # how the run's summary names the file
+
+    @property
+    def schedules(self) -> Schedules | None: ...  # the pipeline schedules it runs (None: all)
 
     def applies(self, ctx: ExportContext) -> bool: ...  # False: no such export of this plan
 

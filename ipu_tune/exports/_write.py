@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ipu_tune.storage import atomic_write
 
+from ._choose import PlanChooser, StoredTrials
 from ._context import ExportContext
 from ._registry import EXPORTERS
 
@@ -15,22 +16,43 @@ __all__ = ["Exports", "render_exports", "write_exports"]
 
 @dataclass(frozen=True)
 class Exports:
-    """The rendered texts (exporter name -> text) and the files written (name -> path)."""
+    """The rendered texts (exporter name -> text), the files written (name -> path) and, for an
+    export holding another plan than the best (its framework cannot run the best's schedule),
+    the line its header gives about it (name -> line; ipu_config.json has no header: the line is
+    run_with_optimum.py's, which loads it)."""
 
     texts: dict[str, str]
     paths: dict[str, Path]
+    stand_ins: dict[str, str] = field(default_factory=dict)
 
 
-def render_exports(ctx: ExportContext) -> dict[str, str]:
-    """Exporter name -> its text, in the registry's order."""
-    return {e.name: e.render(ctx) for e in EXPORTERS if e.applies(ctx)}
+def _render(ctx: ExportContext, stored: StoredTrials | None) -> Exports:
+    chooser = PlanChooser(ctx, stored)
+    texts: dict[str, str] = {}
+    stand_ins: dict[str, str] = {}
+    for e in EXPORTERS:
+        plan = chooser.context_for(e.schedules)
+        if not e.applies(plan):
+            continue
+        texts[e.name] = e.render(plan)
+        if e.schedules is not None and plan.stand_in is not None:
+            stand_ins[e.name] = plan.stand_in.line(e.schedules)
+    return Exports(texts, {}, stand_ins)
 
 
-def write_exports(ctx: ExportContext, out_dir: Path,
-                  root: str | Path | None = None) -> Exports:
+def render_exports(ctx: ExportContext, stored: StoredTrials | None = None) -> dict[str, str]:
+    """Exporter name -> its text, in the registry's order. An exporter whose framework cannot
+    run the plan's pipeline schedule renders the best of `stored` it can run instead
+    (`PlanChooser`)."""
+    return _render(ctx, stored).texts
+
+
+def write_exports(ctx: ExportContext, out_dir: Path, root: str | Path | None = None,
+                  stored: StoredTrials | None = None) -> Exports:
     """Render every export once and write each that has a file under `out_dir` (which must lie
     under `root` when given: `ipu_tune.storage.atomic_write`)."""
-    texts = render_exports(ctx)
+    rendered = _render(ctx, stored)
+    texts = rendered.texts
     paths = {e.name: atomic_write(out_dir / e.file_name, texts[e.name], root)
              for e in EXPORTERS if e.file_name is not None and e.name in texts}
-    return Exports(texts, paths)
+    return Exports(texts, paths, rendered.stand_ins)

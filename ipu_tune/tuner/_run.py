@@ -21,6 +21,7 @@ from ipu_tune.explain import Explanation, explain_study
 from ipu_tune.exports import (
     Exports,
     Provenance,
+    StoredTrials,
     apply_ipu_config,
     export_context,
     write_exports,
@@ -220,8 +221,9 @@ def export_study(
         best_result = record.sim_result() or problem.simulate(best_cfg)
         provenance = Provenance.of(study.study_name, best.number, target.display, objectives,
                                    out_dir)
-        written = write_exports(export_context(best_cfg, best_result, problem.profile,
-                                               provenance), out_dir, cfg.results_dir)
+        ctx = export_context(best_cfg, best_result, problem.profile, provenance)
+        written = write_exports(ctx, out_dir, cfg.results_dir, StoredTrials(
+            study.get_trials(deepcopy=False), problem.directions, problem.simulate))
     exports = dict(written.paths)
     explanation = explain_study(study, problem)
     exports["report"] = write_report(
