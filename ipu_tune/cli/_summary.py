@@ -106,6 +106,8 @@ def format_summary(s: RunSummary, argv: Sequence[str] | None = None) -> str:
         lines.append(s.convergence.describe())
     for key, path in s.exports.items():
         lines.append(f"{_LABELS.get(key, key)}: {path}")
+        if key in s.stand_ins:  # it holds another plan than the best: say which, once
+            lines.append(f"  {s.stand_ins[key]}")
     lines.append(_next_line(s))
     return "\n".join(lines)
 

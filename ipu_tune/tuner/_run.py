@@ -62,6 +62,9 @@ class RunSummary:
     objective_names: tuple[str, ...] = ()  # search.objectives, in order (also with no best)
     changes: tuple[str, ...] = ()  # knobs the best changed from the user's plan (`fit`)
     explanation: Explanation | None = None  # `ipu_tune.explain.explain_study`
+    # Export name -> its header's line, for an export holding another plan than the best (its
+    # framework cannot run the best plan's schedule; `ipu_tune.exports.Exports.stand_ins`).
+    stand_ins: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -204,10 +207,9 @@ def export_study(
 ) -> RunSummary:
     """Write the exports of the best trial (`ipu_tune.exports`) and report.html under
     results/<study>/."""
-    # A study of the same name in another storage is another study: its own folder.
+    # Another storage's study of this name has its own folder; study_dir refuses escaping names.
     tag = target.export_tag
-    folder = f"{study.study_name}@{tag}" if tag else study.study_name
-    out_dir = study_dir(cfg.results_dir, folder)  # refuses names that escape
+    out_dir = study_dir(cfg.results_dir, f"{study.study_name}@{tag}" if tag else study.study_name)
     best = problem.best_trial(study)
     objectives = (dict(zip(problem.objective_names, best.values or [], strict=False))
                   if best is not None else {})
@@ -252,4 +254,5 @@ def export_study(
         objective_names=tuple(problem.objective_names),
         changes=tuple(change_list(best_cfg, problem.codec.user)) if best_cfg is not None else (),
         explanation=explanation,
+        stand_ins=written.stand_ins,
     )

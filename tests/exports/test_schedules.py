@@ -256,6 +256,13 @@ def test_the_tuner_gives_poptorch_a_plan_it_runs_when_every_trial_is_interleaved
     else:
         assert "no stored trial PopTorch can run fits" in text
     assert "PipelineSchedule.Interleaved" in summary.exports["tensorflow"].read_text()
+    # The run's summary says, under the PopTorch line, that the program holds another plan.
+    from ipu_tune.cli._summary import format_summary
+
+    lines = format_summary(summary).splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("PopTorch program: "))
+    assert lines[at + 1].strip() == summary.stand_ins["poptorch"]
+    assert lines[at + 1].strip().startswith("The study's best plan (trial ")
 
 
 def test_optimum_infers_a_grouped_best_plan_switched_to_sharded_and_says_so(
