@@ -2,10 +2,12 @@
 
 One simulation costs well under a millisecond; one stored Optuna trial costs tens of
 milliseconds. So the search spends the simulator, not the storage: after the warm start has
-run, `refine_study` climbs (`LocalSearch`) from the best finished trials and a few seeded
-random plans. Only the local optima are recorded: each is enqueued as a real trial, labelled
-``local search from trial N`` (`TrialRecord.origin_attrs`), so every plan the study reports
-is a trial with its stored result and results row.
+run, `refine_study` climbs (`LocalSearch`) from the best finished trials (the best of each
+stage count first: the optimum often lies in another structure than the warm start's best) and
+a few seeded random plans, each start climbing with a whole call's simulations. Only the local
+optima are recorded: each is enqueued as a real trial, labelled ``local search from trial N``
+(`TrialRecord.origin_attrs`), so every plan the study reports is a trial with its stored
+result and results row.
 
 Escapes (iterated local search; Lourenco, Martin & Stutzle, *Iterated Local Search*, 2003):
 whenever the best has not improved for `_STALL_TRIALS` trials, a round of `_KICKS` escapes
@@ -93,7 +95,7 @@ class Refiner:
         sign = 1.0 if self.search.problem.directions[0] == "maximize" else -1.0
         if not self.first_pass_done:
             self.first_pass_done = True
-            return self._first_pass(study, done, sign, budget,
+            return self._first_pass(study, done, sign,
                                     _ENQUEUE_FIRST if left is None else min(left, _ENQUEUE_FIRST))
         best = _signed_best(done, sign, self.feasible)
         if best is None:
@@ -167,22 +169,27 @@ class Refiner:
         return out
 
     def _first_pass(self, study: optuna.Study, done: list[FrozenTrial], sign: float,
-                    budget: int, keep: int) -> int:
+                    keep: int) -> int:
         starts: list[tuple[str, Params]] = []
         seen: set[tuple[tuple[str, Any], ...]] = set()
         ranked = sorted(done, key=lambda t: self.search.score(self._params(t) or {})
                         if self._params(t) is not None else (-2.0, 0.0), reverse=True)
-        for t in ranked:
-            p = self._params(t)
-            if p is not None and key_of(p) not in seen and len(starts) < _MULTI_STARTS:
+        structures: set[Any] = set()
+        for first_of_structure in (True, False):  # the best of each stage count first
+            for t in ranked:
+                p = self._params(t)
+                if (p is None or key_of(p) in seen or len(starts) >= _MULTI_STARTS
+                        or (first_of_structure and p.get(R_PARAM) in structures)):
+                    continue
                 seen.add(key_of(p))
+                structures.add(p.get(R_PARAM))
                 starts.append((f"local search from trial {t.number}", p))
                 self.climbed.add(t.number)
         for i in range(_RANDOM_STARTS):
             starts.append((f"local search from random plan {i + 1}", self.search.random_params()))
         optima: dict[tuple[tuple[str, Any], ...], tuple[Score, str, Params]] = {}
-        for label, start in starts:
-            score, params = self.search.climb(start, budget)
+        for label, start in starts:  # each start climbs with a whole call's simulations
+            score, params = self.search.climb(start, self.search.evals + _EVALS_PER_CALL)
             if score[0] == 1.0 and key_of(params) not in optima:
                 optima[key_of(params)] = (score, label, params)
         best = _signed_best(done, sign, self.feasible)

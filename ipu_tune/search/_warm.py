@@ -6,7 +6,8 @@ In order:
    it exactly.
 2. ``balanced``: the user's plan with the pipeline split of `balanced_split` (PipeDream's
    dynamic programme: slowest stage minimised, every stage fitting in memory), its memory
-   estimate calibrated against the simulator until the split stops moving.
+   estimate calibrated against the simulator until the split stops moving; when it does not
+   fit, also ``balanced, micro-batch N``: the same plan at the largest micro-batch that fits.
 3. Only for the ``changes`` objective (the `fit` preset): the user's plan with each single
    memory-saving change (``one change: <key>``), and the fitting plans with the fewest such
    changes found breadth-first over sets of up to three (``fewest changes``).
@@ -60,6 +61,7 @@ __all__ = [
     "balanced_config",
     "fewest_changes",
     "io_tiles_rule",
+    "largest_fitting_micro_batch",
     "make_fit",
     "warm_start_plans",
 ]
@@ -198,6 +200,7 @@ def _memory_savers(problem: SearchProblem) -> EvalConfig:
 
 
 _BALANCED = "balanced"
+_SHARDED = ("plan.pipeline.schedule", "sharded")
 
 
 def _memory_moves(problem: SearchProblem, cfg: EvalConfig) -> list[tuple[str, Any]]:
@@ -214,7 +217,7 @@ def _memory_moves(problem: SearchProblem, cfg: EvalConfig) -> list[tuple[str, An
     if cfg.plan.replication_factor >= 2:
         moves.append(("plan.replicated_tensor_sharding", True))
     if cfg.plan.pipeline.splits:
-        moves += [("plan.pipeline.schedule", "interleaved"), ("plan.pipeline.schedule", "sharded"),
+        moves += [("plan.pipeline.schedule", "interleaved"), _SHARDED,
                   ("plan.pipeline.splits", _BALANCED)]
     if amp_spec is not None and amp_spec.is_range and amp_spec.low is not None:
         moves.append(("plan.available_memory_proportion",
@@ -250,20 +253,55 @@ def make_fit(problem: SearchProblem, cfg: EvalConfig) -> EvalConfig:
     """Greedily add memory-saving changes to `cfg` until the simulator says it fits.
 
     Each step takes the fastest change that fits, else the one that comes closest, and
-    re-balances the split for it.
+    re-balances the split for it. Changes come in tiers: the savers that keep the training as
+    it is, then a halved micro-batch (the first memory knob on the IPU, searched at or below
+    the user's), then the sharded schedule (nothing pipelined: one IPU at work at a time), which
+    saves the most stash and so, taken early as "the closest", would lead away from the
+    pipelined plans that fit.
     """
     current, score = cfg, _score(problem, cfg)
-    while not score[0]:
-        options = [m for m in _memory_moves(problem, current) if m[0] != "plan.pipeline.splits"]
-        if not options:
-            break
-        scored = [(_score(problem, c), c)
-                  for c in (_apply(problem, current, [m], rebalance=True) for m in options)]
-        best_score, best_cfg = max(scored, key=lambda sc: sc[0])
-        if best_score <= score:
-            break
-        current, score = best_cfg, best_score
+    for tier in range(3):
+        while not score[0]:
+            options = [m for m in _memory_moves(problem, current)
+                       if m[0] != "plan.pipeline.splits" and (tier == 2 or m != _SHARDED)]
+            mb = current.workload.micro_batch_size
+            if tier >= 1 and mb > 1 and _allowed(problem, "workload.micro_batch_size", mb // 2):
+                options.append(("workload.micro_batch_size", mb // 2))
+            if not options:
+                break
+            scored = [(_score(problem, c), c)
+                      for c in (_apply(problem, current, [m], rebalance=True) for m in options)]
+            best_score, best_cfg = max(scored, key=lambda sc: sc[0])
+            if best_score <= score:
+                break
+            current, score = best_cfg, best_score
     return current
+
+
+def largest_fitting_micro_batch(problem: SearchProblem, cfg: EvalConfig) -> EvalConfig | None:
+    """`cfg` at the largest searched micro-batch below its own that fits on its split (memory
+    grows with the micro-batch: a bisection), then re-balanced when that still fits; None when
+    `cfg` fits already or no micro-batch does.
+    What an engineer tries first on the IPU (seed hands-on: a smaller batch), keeping every
+    other knob of the plan as it is."""
+    spec = _spec(problem, "workload.micro_batch_size")
+    mb = cfg.workload.micro_batch_size
+    if spec is None or not spec.is_range or _score(problem, cfg)[0]:
+        return None
+
+    def at(m: int) -> EvalConfig:
+        out = copy.deepcopy(cfg)
+        out.workload.micro_batch_size = m
+        return out
+
+    lo, hi = int(spec.low or 1), mb - 1  # the answer lies in lo..hi, if anywhere
+    if hi < lo or not _score(problem, at(lo))[0]:
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _score(problem, at(mid))[0] else (lo, mid - 1)
+    balanced = balanced_config(problem, at(lo))
+    return balanced if _score(problem, balanced)[0] else at(lo)
 
 
 def fewest_changes(problem: SearchProblem, cfg: EvalConfig, max_changes: int = 3,
@@ -297,7 +335,11 @@ def warm_start_plans(problem: SearchProblem) -> list[WarmPlan]:
     if user is not None:
         plans.append(("user", user, True))
     start = user if user is not None else codec.decode({}).config
-    plans.append(("balanced", balanced_config(problem, start), False))
+    balanced = balanced_config(problem, start)
+    plans.append(("balanced", balanced, False))
+    smaller = largest_fitting_micro_batch(problem, balanced)
+    if smaller is not None:
+        plans.append((f"balanced, micro-batch {smaller.workload.micro_batch_size}", smaller, False))
     if "changes" in problem.objective_names:
         for key, value in _memory_moves(problem, start):
             plans.append((f"one change: {key}", _apply(problem, start, [(key, value)]), False))
