@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ipu_tune.knobs import rate_text
 from ipu_tune.plan import ExecutionPlan
 
 __all__ = ["OPTIMUM", "POPART", "POPTORCH", "TENSORFLOW", "Schedules", "StandIn"]
@@ -84,16 +85,16 @@ class StandIn:
         """The program header's one sentence about it (`schedules`: the program's framework)."""
         fw = schedules.framework
         trial = f"trial {self.best_trial}, " if self.best_trial is not None else ""
-        head = (f"The study's best plan ({trial}{self.best_throughput:,.0f} samples/s)"
+        head = (f"The study's best plan ({trial}{rate_text(self.best_throughput)})"
                 f" {schedules.cannot(self.best_schedule, self.training)}")
         share = (f" ({100 * self.throughput / self.best_throughput:.1f}% of the best plan's)"
                  if self.best_throughput > 0 else "")
         if self.trial is not None:
             return (f"{head}; this program is the best plan {fw} can run: trial {self.trial},"
-                    f" {self.throughput:,.0f} samples/s{share}.")
+                    f" {rate_text(self.throughput)}{share}.")
         if self.fits:
             return (f"{head}; no stored trial {fw} can run fits, so this program is that plan"
                     f" with the {self.schedule} schedule, simulated at"
-                    f" {self.throughput:,.0f} samples/s{share}.")
+                    f" {rate_text(self.throughput)}{share}.")
         return (f"{head}; no plan {fw} can run fits: no stored trial, nor that plan with the"
                 f" {self.schedule} schedule, which this program holds ({self.reason}).")
