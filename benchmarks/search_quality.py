@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--random-trials", type=int, default=2000)
-    ap.add_argument("--ref-restarts", type=int, default=12,
+    ap.add_argument("--ref-restarts", type=int, default=48,
                     help="random plans the reference's descent starts from")
     ap.add_argument("--cases", default=",".join(c.key for c in CASES))
     ap.add_argument("--searches", default="tool",
