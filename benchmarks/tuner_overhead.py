@@ -6,8 +6,10 @@ bare loop, ipu-tune's for the tuner), the same sampler and the same objective
 is what the tuner adds per trial: the claim lock and the worker's record of its trial (a
 locked local file, no storage write), the slot check, the plan attribute (config + result, one
 write), `study.tell`'s deep copy of the trial (the bare `Study.optimize` skips it), the
-results-table rows (batched), and the end-of-run exports and report (amortised over the
-trials).
+results-table rows (batched), the end-of-run exports and report (amortised over the
+trials), and, with a sampler that refines (TPE), the local search after each trial
+(`refine_study`: climbs from the best trials on the simulator, most of it in the first 100
+trials), which the bare loop does not run.
 
 Rounds are paired and interleaved (bare, tuner, bare, tuner, ...) and the median of the
 per-round ratios is reported, so that a loaded machine slows both alike. Two figures per

@@ -8,15 +8,19 @@ start to last trial's completion), then the ratios 2 workers / 1 worker.
 
     python benchmarks/workers_scaling.py [--trials 300] [--pairs 1]
 
-The ratio needs two idle cores: other processes on the machine lower it. The journal is on
-disk (the temporary folder's file system). Figures go to benchmarks/runs/workers_scaling.json
-(value: median of the pairs' ratios, spread: min and max, load from os.getloadavg() before and
-after, date).
+The ratio needs two idle cores: other processes on the machine lower it, and the load average
+(a minute's mean) misses a neighbour that takes a core for a few seconds. So each run is
+bracketed by a probe of the cores free: two processes spinning in parallel against one alone
+(2.0 when both cores are free, 1.0 when another job holds one); the lowest probe of each pair
+is printed and recorded. The journal is on disk (the temporary folder's file system).
+Figures go to benchmarks/runs/workers_scaling.json (value: mean of the pairs' ratios, spread:
+min and max, load from os.getloadavg() before and after, date).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import resource
 import sys
@@ -47,6 +51,23 @@ def _cpu_s() -> float:
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _spin(_: object = None) -> float:
+    start = time.perf_counter()
+    total = 0
+    for i in range(2_000_000):
+        total += i
+    return time.perf_counter() - start
+
+
+def free_cores() -> float:
+    """Cores free right now: one spinning process's time over the slower of two in parallel,
+    times two (about 2.0 on two idle cores, 1.0 when another job holds one)."""
+    alone = _spin()
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        both = max(pool.map(_spin, [None, None]))
+    return 2 * alone / both
 
 
 def one_run(n: int, workers: int, where: str | None = None) -> tuple[float, float, float]:
@@ -80,10 +101,15 @@ def main() -> None:
     record = Run("workers_scaling")
     one_run(5, 1)  # warm the profile cache and imports
     runs: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
+    free: list[float] = []  # the lowest probe of cores free around each pair
     for pair in range(args.pairs):
+        probes = [free_cores()]
         for workers in ((1, 2) if pair % 2 == 0 else (2, 1)):
             runs[workers].append(one_run(args.trials, workers, args.dir))
-    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
+            probes.append(free_cores())
+        free.append(min(probes))
+    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}, cores free "
+          f"(lowest probe per pair): {', '.join(f'{f:.2f}' for f in free)}")
     print(f"| workers | run wall s ({args.trials} trials) | trial phase, trials/s | "
           "CPU ms per trial (all processes) |")
     print("| --- | --- | --- | --- |")
@@ -102,7 +128,8 @@ def main() -> None:
         record.add(f"{args.trials} trials: study.workers=2 vs 1, {label}",
                    sum(values) / len(values), f"speed-up, mean of {args.pairs} paired runs",
                    spread=(min(values), max(values)), target=target,
-                   note=f"journal in {where}")
+                   note=f"journal in {where}; cores free (lowest probe per pair): "
+                        f"{', '.join(f'{f:.2f}' for f in free)}")
     record.save()
 
 

@@ -43,9 +43,9 @@ class ClaimLock:
         return self.path is not None
 
     @contextmanager
-    def _flock(self) -> Iterator[None]:
+    def _flock(self, suffix: str = "", what: str = "claim lock") -> Iterator[None]:
         assert self.path is not None
-        fd = lock_fd(self.path, "claim lock", self.timeout_s)  # names a holder that stays
+        fd = lock_fd(self.path + suffix, what, self.timeout_s)  # names a holder that stays
         try:
             yield
         finally:
@@ -98,6 +98,15 @@ class ClaimLock:
         if self.server_url is not None:
             return self._advisory(study)
         return nullcontext()
+
+    def refining(self, study: str | None = None) -> AbstractContextManager[None]:
+        """The local search's lock: one refinement of a study at a time, so that two commands'
+        workers climbing to the same optimum do not both enqueue it. On one machine a lock of
+        its own (`<claims>.refine`): a climb takes tens of milliseconds, and under the claim
+        lock every other worker's `ask` would wait for it."""
+        if self.path is not None:
+            return self._flock(".refine", "refine lock")
+        return self.recovering(study)
 
 
 def _int4(value: int) -> int:

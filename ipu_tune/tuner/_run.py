@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -142,9 +143,19 @@ def _worker_main(prep: Prepared, name: str, index: int, ran: Any) -> None:
     os._exit(code)
 
 
-def _run_workers(prep: Prepared, name: str) -> int:
+_FOLLOW_S = 0.25  # while its workers run, this process reads their new trials this often
+
+
+def _run_workers(prep: Prepared, study: optuna.Study) -> int:
     """`study.workers` processes forked once, after this process prepared the problem; returns
-    how many trials they ran. They stop with this process (signals, or its death)."""
+    how many trials they ran. They stop with this process (signals, or its death).
+
+    On a journal this process follows the study while they run (each reader replays the
+    journal line by line): the results rows and exports after them would otherwise wait for a
+    replay of every trial the workers wrote, on one core, after the last worker ended. A
+    database is read whole each time: nothing to follow there."""
+    name = study.study_name
+    follow = prep.target.kind == "journal"
     ctx = multiprocessing.get_context("fork")
     counts = [ctx.Value("q", 0) for _ in range(prep.cfg.study.workers)]
     procs = [ctx.Process(target=_worker_main, args=(prep, name, i, counts[i]), daemon=True)
@@ -154,7 +165,12 @@ def _run_workers(prep: Prepared, name: str) -> int:
         assert p.pid is not None
         interrupts.add_child(p.pid)
     for p in procs:
-        p.join()
+        while p.is_alive():
+            p.join(_FOLLOW_S if follow else None)
+            if follow:
+                # A journal this cannot read yet is reported by the reads after the workers.
+                with contextlib.suppress(Exception):
+                    study.get_trials(deepcopy=False)
     interrupts.check()
     failed = [p.exitcode for p in procs if p.exitcode]
     if failed:
@@ -185,7 +201,7 @@ def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> Run
         if cfg.study.workers == 1:
             ran = _work(prep, study, storage, store, progress=cfg.study.progress_bar)
         else:
-            ran = _run_workers(prep, study.study_name)
+            ran = _run_workers(prep, study)
         sync_results(store, study)
         interrupts.check()  # interrupted: no exports (those on disk stay whole)
         summary = export_study(study, prep.problem, store, cfg, prep.target, ran,

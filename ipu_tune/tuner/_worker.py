@@ -178,10 +178,11 @@ def _run_trial(study: optuna.Study, problem: SearchProblem, trial: optuna.Trial,
     frozen = tell_outcome(study, trial, outcome)
     if frozen.state not in _DONE:  # rows are for finished trials only
         return None
-    if refine:
-        # Local search enqueues better plans; under the study-wide lock so that two
-        # commands' workers climbing to the same optimum do not both enqueue it.
-        with claims.recovering(study.study_name):
+    if refine and problem.refiner() is not None:  # random and brute force do not refine
+        # Local search enqueues better plans; under its own lock so that two commands'
+        # workers climbing to the same optimum do not both enqueue it (`enqueue_trial`
+        # skips a plan already there), while the other workers keep claiming trials.
+        with claims.refining(study.study_name):
             refine_study(study, problem, n_trials)
     return frozen
 
