@@ -172,13 +172,12 @@ class Refiner:
                     keep: int) -> int:
         starts: list[tuple[str, Params]] = []
         seen: set[tuple[tuple[str, Any], ...]] = set()
-        ranked = sorted(done, key=lambda t: self.search.score(self._params(t) or {})
-                        if self._params(t) is not None else (-2.0, 0.0), reverse=True)
+        decoded = [(t, p) for t in done if (p := self._params(t)) is not None]
+        ranked = sorted(decoded, key=lambda tp: self.search.score(tp[1]), reverse=True)
         structures: set[Any] = set()
         for first_of_structure in (True, False):  # the best of each stage count first
-            for t in ranked:
-                p = self._params(t)
-                if (p is None or key_of(p) in seen or len(starts) >= _MULTI_STARTS
+            for t, p in ranked:
+                if (key_of(p) in seen or len(starts) >= _MULTI_STARTS
                         or (first_of_structure and p.get(R_PARAM) in structures)):
                     continue
                 seen.add(key_of(p))
