@@ -75,6 +75,13 @@ def remedy_command(overrides: Sequence[str], argv: Sequence[str] | None) -> str:
     return " ".join(["python -m ipu_tune", *kept, *quoted])
 
 
+# When nothing on this system fits: what is left to change (docs/first-run.md names a system
+# each zoo model fits on).
+_BEYOND = ("it needs more IPUs or more memory per IPU than this system has (e.g. system=pod16 "
+           "or pod64; docs/first-run.md names a system for each zoo model), or a smaller model "
+           "or input (e.g. a shorter sequence)")
+
+
 def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list[str]:
     """What the no-fit summary says: the closest plan, its excess, the remedies checked, each
     with the command that runs it (`argv`: the user's command-line arguments)."""
@@ -95,12 +102,12 @@ def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list
         others = [r["remedy"] for r in checked if not r["fits"]] if fitting else []
         if others:
             lines.append("  also checked, does not fit alone: " + "; ".join(others))
+        if not fitting:
+            lines.append(f"none of these fits: {_BEYOND}")
     else:
         lines.append("remedies: none; no smaller micro-batch, lower precision, stronger "
                      "recomputation, offloading, lower available memory proportion or further "
-                     "pipeline stage lowers this plan's peak: it needs more memory per IPU "
-                     "than this system has, or a smaller model or input (e.g. a shorter "
-                     "sequence)")
+                     f"pipeline stage lowers this plan's peak: {_BEYOND}")
     return lines
 
 

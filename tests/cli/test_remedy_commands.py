@@ -134,3 +134,19 @@ def test_a_study_kept_in_memory_suggests_no_command_that_needs_it_stored(
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("next: this study was kept in memory only")
     assert "--storage memory" not in last
+
+
+def test_when_no_remedy_fits_the_summary_says_what_is_left_to_change() -> None:
+    from ipu_tune.cli.explain_cmd import format_remedies
+    from ipu_tune.explain import Closest
+
+    row = {"remedy": "available memory proportion 0.15 -> 0.1", "fits": False,
+           "throughput": 0.0, "memory": "1,628/941 MB", "overrides": [
+               "plan.available_memory_proportion=0.1"]}
+    closest = Closest(trial=61, reason="IPU0 over", peak_memory_bytes=1_673_000_000,
+                      memory_limit_bytes=940_572_672, excess_bytes=732_427_328,
+                      remedies=(row,))
+    lines = format_remedies(closest, ["model=gpt2_large"])
+    assert "still does not fit (peak 1,628/941 MB)" in lines[2]
+    assert lines[-1].startswith("none of these fits: it needs more IPUs")
+    assert "system=pod16" in lines[-1]
