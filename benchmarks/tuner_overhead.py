@@ -1,24 +1,27 @@
 """Tuner overhead: per-trial time of the main command's loop against a bare Optuna loop.
 
 Both use the same storage kind (a fresh journal file on disk: Optuna's `JournalStorage` for the
-bare loop, ipu-tune's for the tuner), the same sampler and the same objective
-(`SearchProblem.run_trial`: sampling + simulation + the constraints it records). The difference
-is what the tuner adds per trial: the claim lock and the worker's record of its trial (a
-locked local file, no storage write), the slot check, the plan attribute (config + result, one
-write), `study.tell`'s deep copy of the trial (the bare `Study.optimize` skips it), the
-results-table rows (batched), the end-of-run exports and report (amortised over the
-trials), and, with a sampler that refines (TPE), the local search after each trial
-(`refine_study`: climbs from the best trials on the simulator, most of it in the first 100
-trials), which the bare loop does not run.
+bare loop, or ipu-tune's with `--bare-storage ipu-tune`), the same sampler and the same
+objective (`SearchProblem.run_trial`: sampling + simulation + the constraints it records). The
+bare loop is `Study.optimize`. What the tuner adds per trial: the claim lock and the worker's
+record of its trial (a locked local file, no storage write), the slot check, the plan
+attribute (config + result, one write), `Study.tell` (ask-and-tell: the claim lock must hold
+`ask`), the results-table rows (batched), and, with the local search on (`sampler.local_search`,
+TPE's default), the climbs after each trial (`refine_study`), which the bare loop does not run:
+`--no-local-search` measures the bookkeeping alone with TPE.
 
 Rounds are paired and interleaved (bare, tuner, bare, tuner, ...) and the median of the
-per-round ratios is reported, so that a loaded machine slows both alike. Two figures per
-size: the whole run per trial (fixed costs amortised), and the cost per trial beyond the
-first, (T(n) - T(1)) / (n - 1), with each loop's 1-trial run of the same round subtracted.
-`--sampler random` isolates the storage and bookkeeping cost (TPE's own per-trial cost grows
-with the study and is the same in both loops).
+per-round ratios is reported, so that a loaded machine slows both alike. Figures per size:
+- per trial, the trial loop: the bare loop's `optimize` time and the tuner's trial loop
+  (`RunSummary.trials_s`), each over its trials (target <= 1.2x);
+- per trial beyond the first, the whole run: (T(n) - T(1)) / (n - 1), each loop's 1-trial run
+  of the same round subtracted: the tuner's preparation cancels, the growth of its end-of-run
+  exports and report with the study stays (a fixed cost users wait for once: its own
+  figures are in benchmarks/startup.py and report_build.py);
+- CPU per trial of the whole run.
 
     python benchmarks/tuner_overhead.py [--trials 100 500 1000] [--sampler random] [--rounds 3]
+        [--bare-storage optuna|ipu-tune] [--no-local-search]
 
 Figures go to benchmarks/runs/tuner_overhead.json (per size: the median ratio, its spread
 over rounds; the machine's load before and after; the date), rendered into RESULTS.md.
@@ -52,12 +55,17 @@ from _record import Run
 _CPU: list[float] = []  # CPU seconds per trial of each loop run, in run order (one process)
 
 
+_BARE_ON_IPU_TUNE_STORAGE = False  # the bare loop on ipu-tune's journal (`--bare-storage`)
+_LOCAL_SEARCH: bool | None = None  # None: the sampler preset's own `sampler.local_search`
+
+
 def _cfg(results: Path, n: int, sampler: str) -> TuneConfig:
     register()
+    local = [] if _LOCAL_SEARCH is None else [f"sampler.local_search={_LOCAL_SEARCH}"]
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
         return typed(TuneConfig, compose(config_name="config", overrides=[
             f"results_dir={results}", f"study.n_trials={n}", "study.progress_bar=false",
-            "search.warm_start=false", f"sampler={sampler}"]))
+            "search.warm_start=false", f"sampler={sampler}", *local]))
 
 
 def bare(n: int, sampler: str) -> float:
@@ -85,18 +93,30 @@ def bare(n: int, sampler: str) -> float:
         return (time.perf_counter() - start) / n
 
 
+_LOOP: list[float] = []  # the tuner's trial loop, seconds per trial, in run order
+
+
 def tuner(n: int, sampler: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = _cfg(Path(tmp), n, sampler)
         start, cpu = time.perf_counter(), time.process_time()
-        run(cfg)
+        summary = run(cfg)
         _CPU.append((time.process_time() - cpu) / n)
+        _LOOP.append(summary.trials_s / n)
         return (time.perf_counter() - start) / n
 
 
 def _marginal_s(total_n_s: float, n: int, total_1_s: float) -> float:
     """Seconds per trial beyond the first: (T(n) - T(1)) / (n - 1), the fixed cost removed."""
     return (total_n_s - total_1_s) / (n - 1)
+
+
+def _show(pairs: list[tuple[float, float]]) -> str:
+    """'bare / ipu-tune (ratio)' in ms per trial: medians, the ratio the median of the rounds'."""
+    b = statistics.median(p[0] for p in pairs)
+    t = statistics.median(p[1] for p in pairs)
+    r = statistics.median(p[1] / p[0] for p in pairs)
+    return f"{1e3 * b:.2f} / {1e3 * t:.2f} ({r:.2f}x)"
 
 
 def main() -> None:
@@ -107,22 +127,23 @@ def main() -> None:
     parser.add_argument("--bare-storage", choices=("optuna", "ipu-tune"), default="optuna",
                         help="the bare loop's journal storage: Optuna's, or ipu-tune's (one "
                              "fsync per trial: isolates the tuner's bookkeeping)")
+    parser.add_argument("--no-local-search", action="store_true",
+                        help="the tuner with sampler.local_search=false: the sampler alone, "
+                             "as in the bare loop")
     args = parser.parse_args()
-    global _BARE_ON_IPU_TUNE_STORAGE
+    global _BARE_ON_IPU_TUNE_STORAGE, _LOCAL_SEARCH
     _BARE_ON_IPU_TUNE_STORAGE = args.bare_storage == "ipu-tune"
+    _LOCAL_SEARCH = False if args.no_local_search else None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     bare(3, args.sampler), tuner(3, args.sampler)  # warm the profile cache and imports
-    print(f"Ratios: median of {args.rounds} paired rounds. Whole run: the loop's or `run`'s "
-          "wall time / trials (the tuner's fixed cost of preparation, exports and report "
-          "included). Per trial: (T(n) - T(1)) / (n - 1), each loop's 1-trial run of the same "
-          "round subtracted (the fixed cost has its own target: a 1-trial run <= 2x bare, "
-          "benchmarks/startup.py).")
-    print("| trials | whole run, ms per trial: bare / ipu-tune (ratio) | "
-          "per trial, ms: bare / ipu-tune (ratio) | CPU ms per trial, bare / ipu-tune (ratio) |")
+    kind = args.sampler + (", local search off" if args.no_local_search else "")
+    print(f"Ratios: median of {args.rounds} paired rounds; ms per trial, bare / ipu-tune.")
+    print("| trials | trial loop per trial | whole run per trial beyond the first | "
+          "CPU per trial, whole run |")
     print("| --- | --- | --- | --- |")
     record = Run("tuner_overhead")
     for n in args.trials:
-        whole: list[tuple[float, float]] = []
+        loop: list[tuple[float, float]] = []
         marginal: list[tuple[float, float]] = []
         cpu: list[tuple[float, float]] = []
         for _ in range(args.rounds):
@@ -130,27 +151,22 @@ def main() -> None:
             b = bare(n, args.sampler)
             cb = _CPU[-1]
             t = tuner(n, args.sampler)
-            whole.append((b, t))
+            loop.append((b, _LOOP[-1]))
             marginal.append((_marginal_s(b * n, n, b1), _marginal_s(t * n, n, t1)))
             cpu.append((cb, _CPU[-1]))
-
-        def show(pairs: list[tuple[float, float]]) -> str:
-            b = statistics.median(p[0] for p in pairs)
-            t = statistics.median(p[1] for p in pairs)
-            r = statistics.median(p[1] / p[0] for p in pairs)
-            return f"{1e3 * b:.1f} / {1e3 * t:.1f} ({r:.2f}x)"
-
-        print(f"| {n} ({args.sampler}, journal) | {show(whole)} | {show(marginal)} | "
-              f"{show(cpu)} |", flush=True)
-        for label, pairs, target in (("whole run per trial", whole, None),
-                                     ("per trial beyond the first", marginal, "<= 1.2"),
-                                     ("CPU per trial", cpu, None)):
+        print(f"| {n} ({kind}) | {_show(loop)} | {_show(marginal)} | {_show(cpu)} |",
+              flush=True)
+        for label, pairs, target in (
+                ("per trial, the trial loop", loop, "<= 1.2"),
+                ("per trial beyond the first, whole run with exports and report", marginal,
+                 None),
+                ("CPU per trial, whole run", cpu, None)):
             ratios = [p[1] / p[0] for p in pairs]
-            record.add(f"{n} trials ({args.sampler}): {label}, ipu-tune / bare loop on "
+            record.add(f"{n} trials ({kind}): {label}, ipu-tune / bare loop on "
                        f"{args.bare_storage}'s journal",
                        statistics.median(ratios), f"ratio, median of {args.rounds} paired rounds",
                        spread=(min(ratios), max(ratios)), target=target,
-                       note=f"ms per trial, bare / ipu-tune: {show(pairs).split(' (')[0]}")
+                       note=f"ms per trial, bare / ipu-tune: {_show(pairs).split(' (')[0]}")
     record.save()
 
 

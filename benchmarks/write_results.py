@@ -60,11 +60,15 @@ BENCHMARKS = (
               "python benchmarks/profile_speed.py --repeats 3"),
     Benchmark("report_build", "Build time and size of `report.html` for a 500-trial study.",
               "python benchmarks/report_build.py --trials 500"),
-    Benchmark("tuner_overhead", "Per-trial time of the main command's loop against a bare "
-              "Optuna loop on the same storage and objective (paired rounds).",
-              "python benchmarks/tuner_overhead.py --sampler random --trials 100 --rounds 3\n"
+    Benchmark("tuner_overhead", "Per-trial time of the main command's trial loop against a "
+              "bare Optuna loop (`Study.optimize`) on the same storage and objective (paired "
+              "rounds); with TPE, with and without the tool's local search.",
+              "python benchmarks/tuner_overhead.py --sampler random --trials 100 1000 "
+              "--bare-storage ipu-tune   # the bare loop on ipu-tune's journal\n"
               "python benchmarks/tuner_overhead.py --sampler tpe --trials 100 1000 "
-              "--bare-storage ipu-tune   # the bare loop on ipu-tune's journal"),
+              "--bare-storage ipu-tune --no-local-search   # TPE alone on both sides\n"
+              "python benchmarks/tuner_overhead.py --sampler tpe --trials 100 1000 "
+              "--bare-storage ipu-tune   # the tool's default: TPE + local search"),
     Benchmark("workers_scaling", "`study.workers=2` against `1` on the same 300-trial study "
               "(paired runs; needs two idle cores); the journal on disk or in /dev/shm.",
               "python benchmarks/workers_scaling.py --trials 300 --pairs 2\n"

@@ -156,13 +156,16 @@ class TrialRecord:
     origin: str = ""
 
     @classmethod
-    def of(cls, trial: FrozenTrial) -> TrialRecord:
+    def of(cls, trial: FrozenTrial, plan: Mapping[str, Any] | None = None) -> TrialRecord:
+        """`plan`: the trial's plan as `write_plan` returned it (the text parsed, without
+        parsing it again); None: read from the trial."""
         a = trial.user_attrs
         worker = a.get(_WORKER)
         changes = a.get(_CHANGES)
         retry = a.get(_RETRY_OF)
         every = _constraint_values(trial)
-        plan = a.get(_PLAN)
+        if plan is None:
+            plan = a.get(_PLAN)
         return cls(
             worker=worker if isinstance(worker, str) else None,
             held=plan if isinstance(plan, str | Mapping) else None,
@@ -231,15 +234,19 @@ class TrialRecord:
 
     @staticmethod
     def write_plan(trial: optuna.Trial, config: Mapping[str, Any],
-                   result: Mapping[str, Any]) -> None:
+                   result: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Store the plan; returns it as a reader parses it (`of(trial, plan)` takes it), up to
+        tuples for lists."""
         # One write, not two: each user attribute is a storage write (a journal line). Text,
         # not a nested dict: see the module docstring.
-        plan = {_CONFIG: config, _RESULT: result}
+        plan: Mapping[str, Any] = {_CONFIG: config, _RESULT: result}
         try:
             text = json.dumps(plan, separators=(",", ":"), allow_nan=False)
         except ValueError:  # NaN/inf is not JSON: null, as every storage and reader takes it
-            text = json.dumps(_finite(plan), separators=(",", ":"))
+            plan = _finite(plan)
+            text = json.dumps(plan, separators=(",", ":"))
         trial.set_user_attr(_PLAN, text)
+        return plan
 
     @staticmethod
     def retry_attrs(number: int) -> dict[str, Any]:

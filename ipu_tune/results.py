@@ -21,9 +21,11 @@ from ipu_tune.storage import ResultsStore
 __all__ = ["append_trials", "row_from_trial", "sync_results"]
 
 
-def row_from_trial(study_name: str, trial: FrozenTrial) -> dict[str, Any]:
-    """The results row of a finished trial, from the attributes the tuner stored on it."""
-    record = TrialRecord.of(trial)
+def row_from_trial(study_name: str, trial: FrozenTrial,
+                   plan: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The results row of a finished trial, from the attributes the tuner stored on it
+    (`plan`: its plan as `TrialRecord.write_plan` returned it, not parsed again)."""
+    record = TrialRecord.of(trial, plan)
     result, config = record.result, record.config
     system = config.get("system", {})
     model = config.get("model", {})
@@ -66,9 +68,12 @@ def _lookup(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def append_trials(store: ResultsStore, study_name: str, trials: Sequence[FrozenTrial]) -> None:
-    """The rows of finished trials, in one statement (the tuner batches them)."""
-    store.insert([row_from_trial(study_name, t) for t in trials])
+def append_trials(store: ResultsStore, study_name: str, trials: Sequence[FrozenTrial],
+                  plans: Sequence[Mapping[str, Any] | None] | None = None) -> None:
+    """The rows of finished trials, in one statement (the tuner batches them); `plans`: each
+    trial's plan as written, when the caller has it (`row_from_trial`)."""
+    store.insert([row_from_trial(study_name, t, p)
+                  for t, p in zip(trials, plans or [None] * len(trials), strict=True)])
 
 
 def sync_results(store: ResultsStore, study: optuna.Study) -> int:

@@ -182,6 +182,10 @@ class SamplerConfig:
     name: str = "tpe"
     seed: Optional[int] = 0  # noqa: UP045
     params: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
+    # After each finished trial, climb from the best plans on the simulator and enqueue what
+    # it finds (`ipu_tune.search.refine_study`); the baseline presets (random, brute force)
+    # turn it off, and `false` leaves any sampler to search alone.
+    local_search: bool = True
 
 
 @dataclass

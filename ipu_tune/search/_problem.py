@@ -51,8 +51,6 @@ _CACHE_SIZE = 4096  # simulated plans kept per problem (many draws decode to the
 # 70 trials: 13 feasible, 14 repeats, best 12,692 samples/s; told COMPLETE, 40 trials: 20
 # feasible, best 16,161 samples/s).
 _COMPLETE_ONLY: tuple[type[optuna.samplers.BaseSampler], ...] = (optuna.samplers.GPSampler,)
-# Samplers run as they are: the baselines the tool's search is measured against.
-_UNREFINED_SAMPLERS = ("random", "bruteforce")
 
 
 @dataclass(frozen=True)
@@ -214,9 +212,9 @@ class SearchProblem:
         return make_sampler(self.cfg.sampler, len(self.directions))
 
     def refiner(self) -> Refiner | None:
-        """The local refinement of this problem (`ipu_tune.search.refine_study`); None for
-        the baseline samplers (random, brute force)."""
-        if self.cfg.sampler.name in _UNREFINED_SAMPLERS:
+        """The local refinement of this problem (`ipu_tune.search.refine_study`); None when
+        `sampler.local_search` is off (the baseline presets: random, brute force)."""
+        if not self.cfg.sampler.local_search:
             return None
         if self._refiner is None:
             self._refiner = Refiner(LocalSearch(self, random.Random(self.cfg.sampler.seed)))

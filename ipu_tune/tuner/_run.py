@@ -7,7 +7,8 @@ import multiprocessing
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,9 @@ class RunSummary:
     # Export name -> its header's line, for an export holding another plan than the best (its
     # framework cannot run the best plan's schedule; `ipu_tune.exports.Exports.stand_ins`).
     stand_ins: dict[str, str] = field(default_factory=dict)
+    # Wall seconds of this command's trial loop (its workers' included; the preparation before
+    # it and the exports and report after it are not): benchmarks/tuner_overhead.py.
+    trials_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -198,16 +202,18 @@ def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> Run
         retried = recover_stale_trials(study, storage, prep.target.claims)
         sync_results(store, study)
         interrupts.check()
+        started = time.perf_counter()
         if cfg.study.workers == 1:
             ran = _work(prep, study, storage, store, progress=cfg.study.progress_bar)
         else:
             ran = _run_workers(prep, study)
+        trials_s = time.perf_counter() - started
         sync_results(store, study)
         interrupts.check()  # interrupted: no exports (those on disk stay whole)
         summary = export_study(study, prep.problem, store, cfg, prep.target, ran,
                                tuple(retried))
         interrupts.check()
-        return summary
+        return replace(summary, trials_s=trials_s)
     finally:
         store.close()
 

@@ -27,8 +27,9 @@ import contextlib
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -144,6 +145,13 @@ class _Progress:
         self.bar.close()
 
 
+_Finished = tuple[FrozenTrial, Mapping[str, Any]]  # a finished trial and its plan as written
+
+
+def _append(store: ResultsStore, study_name: str, rows: list[_Finished]) -> None:
+    append_trials(store, study_name, [t for t, _ in rows], [plan for _, plan in rows])
+
+
 def _claim(study: optuna.Study, claims: ClaimLock, running: RunningFile | None,
            worker: str) -> optuna.Trial:
     """A new trial, held in this worker's running file (one machine) or tagged with it."""
@@ -170,11 +178,12 @@ def _surplus(study: optuna.Study, trial: optuna.Trial, n_trials: int) -> bool:
 
 
 def _run_trial(study: optuna.Study, problem: SearchProblem, trial: optuna.Trial,
-               claims: ClaimLock, n_trials: int, refine: bool) -> FrozenTrial | None:
-    """Simulate, record and tell one trial; the finished trial (None: not finished)."""
+               claims: ClaimLock, n_trials: int, refine: bool) -> _Finished | None:
+    """Simulate, record and tell one trial; the finished trial and its plan as written (None:
+    not finished)."""
     outcome = problem.run_trial(trial)  # also records the constraints on the trial
-    TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
-                           result_payload(outcome.result, whole=outcome.feasible))
+    plan = TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
+                                  result_payload(outcome.result, whole=outcome.feasible))
     frozen = tell_outcome(study, trial, outcome)
     if frozen.state not in _DONE:  # rows are for finished trials only
         return None
@@ -184,7 +193,7 @@ def _run_trial(study: optuna.Study, problem: SearchProblem, trial: optuna.Trial,
         # skips a plan already there), while the other workers keep claiming trials.
         with claims.refining(study.study_name):
             refine_study(study, problem, n_trials)
-    return frozen
+    return frozen, plan
 
 
 def work(
@@ -210,7 +219,7 @@ def work(
     bar = _Progress(study, problem, n_trials, progress)
     last_flush = time.monotonic()
     slots = _Slots(n_trials)
-    rows: list[FrozenTrial] = []  # finished trials whose results rows are not written yet
+    rows: list[_Finished] = []  # finished trials whose results rows are not written yet
     running = None
     try:
         if claims.local:
@@ -223,11 +232,11 @@ def work(
             slots.own += 1
             if _surplus(study, trial, n_trials):
                 break
-            frozen = _run_trial(study, problem, trial, claims, n_trials, refine)
-            if frozen is not None:
-                rows.append(frozen)
+            finished = _run_trial(study, problem, trial, claims, n_trials, refine)
+            if finished is not None:
+                rows.append(finished)
             if rows and time.monotonic() - last_flush >= _FLUSH_S:
-                append_trials(store, study.study_name, rows)
+                _append(store, study.study_name, rows)
                 rows, last_flush = [], time.monotonic()
             ran += 1
             if on_trial is not None:
@@ -240,6 +249,6 @@ def work(
             # On the way out of an error too; if the store fails here, the original error is
             # the one to report and `sync_results` rebuilds these rows on the next start.
             with contextlib.suppress(IpuTuneError, OSError, RuntimeError):
-                append_trials(store, study.study_name, rows)
+                _append(store, study.study_name, rows)
         bar.close()
     return ran

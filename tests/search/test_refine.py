@@ -86,8 +86,16 @@ def test_refinement_only_enqueues_improvements_and_not_for_baselines() -> None:
     codec = problem.codec
     assert codec.encode(codec.decode(trial.params).config, exact=False) == trial.params
 
-    random_cfg = compose_cfg("model=resnet101", "search=throughput", "sampler=random")
-    assert make_problem(random_cfg).refiner() is None
+
+
+def test_sampler_local_search_switches_the_refinement_for_any_sampler() -> None:
+    # The baseline presets turn it off; any sampler may turn it off or on.
+    for overrides, refined in ((("sampler=random",), False),
+                               (("sampler=tpe", "sampler.local_search=false"), False),
+                               (("sampler=random", "sampler.local_search=true"), True),
+                               (("sampler=tpe",), True)):
+        cfg = compose_cfg("model=resnet101", "search=throughput", *overrides)
+        assert (make_problem(cfg).refiner() is not None) is refined, overrides
 
 
 def test_a_pareto_search_enqueues_labelled_front_plans_in_passes() -> None:

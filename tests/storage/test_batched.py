@@ -44,6 +44,28 @@ def test_a_finished_trial_is_two_appends_and_one_fsync(tmp_path: Path) -> None:
     assert again.user_attrs == {"plan": "{}"} and again.constraints == {"memory": -1.0}
 
 
+def test_tell_returns_a_plain_frozen_trial_the_caller_may_change(tmp_path: Path) -> None:
+    # `Study.tell` returns a deep copy of the trial it reads back; this storage has that copy
+    # share the immutable distributions: the copy must still be a FrozenTrial equal to the
+    # stored trial, and changing it must leave the stored trial as it was.
+    study, _, _ = _study(tmp_path)
+    trial = study.ask()
+    trial.suggest_float("x", 0, 1)
+    trial.suggest_categorical("c", ["a", "b"])
+    trial.set_user_attr("nested", {"list": [1, 2]})
+    trial.set_constraint("memory", -1.0)
+    told = study.tell(trial, 0.5)
+    stored = study.get_trials(deepcopy=False)[0]
+    assert type(told) is optuna.trial.FrozenTrial and told == stored
+    told.user_attrs["nested"]["list"].append(3)
+    told.params["x"] = 2.0
+    told.values[0] = 9.0
+    told.distributions.pop("c")
+    again = study.get_trials(deepcopy=False)[0]
+    assert again.user_attrs == {"nested": {"list": [1, 2]}}
+    assert again.params["x"] != 2.0 and again.values == [0.5] and "c" in again.distributions
+
+
 def test_held_writes_are_read_back_before_tell_and_absent_from_the_file(tmp_path: Path) -> None:
     study, _, _ = _study(tmp_path)
     trial = study.ask()

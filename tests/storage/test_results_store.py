@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -117,3 +118,30 @@ def test_sqlite_without_sqlalchemy_is_the_same_table(tmp_path: Path) -> None:
     assert store.rows("s")[0]["extra"] == {"constraints": [-1.0]}
     rdb.close()
     store.close()
+
+
+def test_a_row_from_the_plan_as_written_equals_the_row_read_back_from_the_study() -> None:
+    # The tuner builds each row from the plan `write_plan` returned instead of parsing the
+    # stored text again: the rows must not differ, for plans that fit, do not fit, or could
+    # not be simulated (non-finite figures stored as null).
+    from ipu_tune.config import to_plain_dict
+    from ipu_tune.records import result_payload
+    from ipu_tune.search import tell_outcome
+    from tests.search._helpers import compose_cfg, make_problem
+
+    problem = make_problem(compose_cfg("model=resnet101", "sampler=random", "sampler.seed=3"))
+    study = optuna.create_study(directions=problem.directions, sampler=problem.sampler())
+    kinds: set[str] = set()
+    for i in range(40):
+        trial = study.ask()
+        outcome = problem.run_trial(trial)
+        if i % 10 == 0:  # 8 replicas on 2 IPUs: a plan the simulator refuses
+            cfg = outcome.config
+            outcome = problem.evaluate(replace(cfg, plan=replace(cfg.plan, replication_factor=8)))
+        plan = TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
+                                      result_payload(outcome.result, whole=outcome.feasible))
+        frozen = tell_outcome(study, trial, outcome)
+        kinds.add("fits" if outcome.feasible else
+                  "invalid" if outcome.result.bottleneck == "invalid plan" else "too big")
+        assert row_from_trial("s", frozen, plan) == row_from_trial("s", frozen)
+    assert kinds == {"fits", "invalid", "too big"}
