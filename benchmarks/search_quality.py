@@ -229,7 +229,9 @@ def figure(case: Case, kind: str, budget: int, s: list[float], ref: float, reach
     return {"name": f"{case.title}, {kind}: best @{budget} trials",
             "value": 100 * statistics.median(s),
             "unit": f"% of the reference, median of {seeds} seeds",
-            "spread": (100 * min(s), 100 * max(s)), "target": ">= 99 (median and worst)",
+            "spread": (100 * min(s), 100 * max(s)),
+            # The target is the tool's; plain TPE and random search are the baselines.
+            "target": ">= 99 (median and worst)" if kind == "tool" else None,
             "note": f"reference {ref:,.4g}; 99 % reached at trial {reach} (median)"}
 
 

@@ -19,6 +19,7 @@ from ipu_tune.config._load import (
     typed,
 )
 from ipu_tune.config._schema import (
+    GENERATED,
     SYNTHETIC,
     DatasetConfig,
     EvalConfig,
@@ -43,6 +44,7 @@ if "hydra" in sys.modules:  # a script composing with Hydra imported it first: n
 
 __all__ = [
     "CONF_DIR",
+    "GENERATED",
     "GROUPS",
     "LIMITS",
     "SPACES_DIR",

@@ -17,11 +17,14 @@ from ipu_tune.knobs import KNOBS, Knob
 IPUS = ("mk1", "mk2", "bow", "c600")
 
 
-# The dataset name meaning no host data pipeline: samples generated on the device or already in
-# host memory (Graphcore's synthetic-data benchmarks), so no load/augment cost whatever
-# `preprocess_s_per_sample` says; with 8-bit I/O no host conversion either. The input still
-# crosses the host link each step.
+# Dataset names of inputs no data pipeline makes, as benchmarks feed them, whatever
+# `preprocess_s_per_sample` says:
+# - synthetic: made on the IPU, no host-device transfer at all (PopTorch
+#   `Options.enableSyntheticData`, PopART `SessionOptions.syntheticDataMode`): no host work;
+# - generated: random samples made in host memory in the stream's type (no load, augmentation
+#   or cast), copied to the IPU each step as real data is.
 SYNTHETIC = "synthetic"
+GENERATED = "generated"
 
 
 class _Section:
@@ -94,7 +97,8 @@ else:  # module-level names: pickling finds the classes by them
 
 @dataclass
 class DatasetConfig:
-    """What the host feeds: one stored sample and its preprocessing (`name: synthetic`: none)."""
+    """What the host feeds: one stored sample and its preprocessing (`name: synthetic` or
+    `generated`: none; see `SYNTHETIC`)."""
 
     name: str = "cifar10"
     # Bytes of one stored sample read by the host before preprocessing (uint8 pixels, token ids).

@@ -9,6 +9,7 @@ from typing import Any
 
 from ipu_tune.models._profile import (
     DEFAULT_SEQUENCE_LENGTH,
+    INPUT_SOURCES,
     OP_KINDS,
     BlockProfile,
     ModelProfile,
@@ -50,6 +51,7 @@ __all__ = [
     "DEFAULT_SEQUENCE_LENGTH",
     "DEFAULT_TASKS",
     "GPT2_SIZES",
+    "INPUT_SOURCES",
     "OP_KINDS",
     "PROFILE_FORMAT",
     "TASKS",

@@ -146,6 +146,7 @@ def assemble(
     sample_bytes: int,
     preprocess_s_per_sample: float | None,
     torch_version: str,
+    input_source: str = "dataset",
 ) -> ModelProfile:
     n_ops = len(trace.records)
     assert n_ops > 0, "the model ran no op"
@@ -175,4 +176,5 @@ def assemble(
         sample_bytes=sample_bytes,
         preprocess_s_per_sample=preprocess_s_per_sample,
         torch_version=torch_version,
+        input_source=input_source,
     )

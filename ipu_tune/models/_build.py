@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ipu_tune.config import SYNTHETIC, ModelConfig
+from ipu_tune.config import GENERATED, SYNTHETIC, ModelConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._fold import fold_head
@@ -98,6 +98,7 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
     specs, strict = _block_specs(model, cfg)
     blocks = resolve_blocks(specs, trace, strict=strict)
     ds = cfg.dataset
+    source = {SYNTHETIC: "synthetic", GENERATED: "generated"}.get(ds.name, "dataset")
     profile = assemble(
         trace,
         blocks,
@@ -105,9 +106,10 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
         input_shape=input_shape,
         input_kind=input_kind,
         sample_bytes=ds.sample_bytes if ds.sample_bytes is not None else default_bytes,
-        # Synthetic data is generated on the device or already on the host: nothing to load.
-        preprocess_s_per_sample=0.0 if ds.name == SYNTHETIC else ds.preprocess_s_per_sample,
+        # Synthetic and generated samples are made, not loaded: no data pipeline on the host.
+        preprocess_s_per_sample=0.0 if source != "dataset" else ds.preprocess_s_per_sample,
         torch_version=str(torch.__version__),  # a plain str: unpickling needs no torch
+        input_source=source,
     )
     head = getattr(model, "head_on_first_stage", None)
     return fold_head(profile, head) if isinstance(head, str) else profile

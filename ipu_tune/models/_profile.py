@@ -9,11 +9,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_SEQUENCE_LENGTH", "OP_KINDS", "BlockProfile", "ModelProfile", "OpProfile"]
+__all__ = ["DEFAULT_SEQUENCE_LENGTH", "INPUT_SOURCES", "OP_KINDS", "BlockProfile", "ModelProfile",
+           "OpProfile"]
 
 # A token model's sequence length when the config gives none: BERT pre-training phase 1
 # (Devlin et al. 2019, appendix A.2).
 DEFAULT_SEQUENCE_LENGTH = 128
+
+# Where a model's input comes from (`ModelProfile.input_source`).
+INPUT_SOURCES = ("dataset", "generated", "synthetic")
 
 OP_KINDS = (
     "conv",
@@ -75,6 +79,10 @@ class ModelProfile:
     sample_bytes: int = 0
     preprocess_s_per_sample: float | None = None
     torch_version: str = ""
+    # Where the input comes from (`INPUT_SOURCES`): "dataset", a data pipeline on the host;
+    # "generated", random samples in host memory (copied to the IPU, nothing else on the host);
+    # "synthetic", made on the IPU (no host-device transfer). `ipu_tune.config.SYNTHETIC`.
+    input_source: str = "dataset"
 
     @property
     def parameters(self) -> int:

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.models._profile import OP_KINDS, BlockProfile, ModelProfile, OpProfile
+from ipu_tune.models._profile import INPUT_SOURCES, OP_KINDS, BlockProfile, ModelProfile, OpProfile
 
 __all__ = ["load_profile", "profile_path", "save_profile"]
 
@@ -86,13 +86,16 @@ def _profile(data: Any) -> ModelProfile:
     shape = tuple(_int(d) for d in _list(data.get("input_shape")))
     kind = _str(data.get("input_kind"))
     pre = data.get("preprocess_s_per_sample")
+    source = data.get("input_source")
     if kind not in _INPUT_KINDS or not shape or any(d < 1 for d in shape):
         raise _Bad("input kind or shape")
+    if source not in INPUT_SOURCES:
+        raise _Bad("input source")
     return ModelProfile(
         name=_str(data.get("name")), input_shape=shape, num_classes=_int(data.get("num_classes")),
         input_kind=kind, ops=ops, block_stats=blocks, sample_bytes=_int(data.get("sample_bytes")),
         preprocess_s_per_sample=None if pre is None else _float(pre),
-        torch_version=_str(data.get("torch_version")))
+        torch_version=_str(data.get("torch_version")), input_source=str(source))
 
 
 def _list(value: Any) -> list[Any]:

@@ -26,7 +26,8 @@ avoids "the host-side overhead of starting and stopping" the device program):
   (no public figure: a few host syncs over PCIe and the runtime's own run call).
 - per step: the stream copies of its micro-batches (`stream_copy_s`: latency + bytes), in the
   device step, with the pipeline ramp and the weight update of a training step.
-- per sample: the data pipeline (`host_seconds_per_sample`), zero for the synthetic dataset.
+- per sample: the data pipeline (`host_seconds_per_sample`), zero for an input no pipeline
+  makes (`input_source` generated or synthetic); synthetic input has no stream copies either.
 """
 
 from __future__ import annotations
@@ -108,9 +109,11 @@ def io_overlaps(plan: ExecutionPlan) -> bool:
 def host_seconds_per_sample(
     profile: ModelProfile, system: System, plan: ExecutionPlan, c: SimConstants
 ) -> float:
-    """Host time of one sample on one worker: load/augment (0 for synthetic data), then dtype
-    conversion and normalisation unless 8-bit I/O moves them onto the IPU (seed hands-on
-    "8-bit I/O")."""
+    """Host time of one sample on one worker: load/augment, then dtype conversion and
+    normalisation unless 8-bit I/O moves them onto the IPU (seed hands-on "8-bit I/O"); none
+    for an input no data pipeline makes (generated in the stream's type, or synthetic)."""
+    if profile.input_source != "dataset":
+        return 0.0
     pre = profile.preprocess_s_per_sample
     if pre is None:
         pre = system.host.preprocess_s_per_sample

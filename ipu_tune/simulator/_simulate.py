@@ -177,7 +177,9 @@ def _call_time(
     training = plan.training
     g = plan.gradient_accumulation if training else 1
     di = plan.device_iterations
-    copy_s = _host.stream_copy_s(mb_in_bytes, system, plan, c, core.slot)
+    # Synthetic data is made on the IPU: no host-device stream (PopTorch enableSyntheticData).
+    on_device = profile.input_source == "synthetic"
+    copy_s = 0.0 if on_device else _host.stream_copy_s(mb_in_bytes, system, plan, c, core.slot)
     overlap = _host.io_overlaps(plan)
     exposed_copy = max(0.0, copy_s - core.slot) if overlap else copy_s
     ramp = core.ramp if training else core.ramp / di
@@ -186,11 +188,13 @@ def _call_time(
     call_cost = _host.call_overhead_s(system, plan, c)
     device_call = di * device_step + call_cost
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
-    io_call = _host.io_call_s(mb_in_bytes * samples / plan.micro_batch_size, system)
+    io_call = 0.0 if on_device else _host.io_call_s(mb_in_bytes * samples / plan.micro_batch_size,
+                                                     system)
     host_call = max(_host.cpu_call_s(samples, per_sample, system, plan), io_call)
     if plan.async_dataloader or per_sample == 0.0:
-        # A synchronous loader serialises its CPU work with the device; with none (synthetic
-        # data in 8-bit), only the network leg is left and it streams during the call.
+        # A synchronous loader serialises its CPU work with the device; with none (generated
+        # or synthetic data, or 8-bit I/O with nothing to load), only the network leg is left
+        # and it streams during the call.
         call = max(host_call, device_call)
         host_exposed = max(0.0, host_call - device_call)
     else:

@@ -5,7 +5,7 @@ fails when the encoding departs from the documented facts."""
 from __future__ import annotations
 
 from ipu_tune.calibration import default_points
-from ipu_tune.config import SYNTHETIC
+from ipu_tune.config import GENERATED
 from ipu_tune.hardware import IPUS, MACHINES
 
 POINT = "resnet50_inference_c600"
@@ -14,10 +14,11 @@ POINT = "resnet50_inference_c600"
 def test_c600_point_is_encoded_as_bytemlperf_ran_it() -> None:
     (point,) = [p for p in default_points() if p.name == POINT]
     cfg = point.config
-    # ResNet-50 at ImageNet resolution, synthetic data: no host preprocessing.
+    # ResNet-50 at ImageNet resolution; ByteMLPerf makes random inputs in host memory and the
+    # runtime copies them to the IPU: no preprocessing, a host-device stream.
     assert cfg.model.name == "resnet50"
     assert list(cfg.model.input_shape) == [3, 224, 224] and cfg.model.num_classes == 1000
-    assert cfg.model.dataset.name == SYNTHETIC
+    assert cfg.model.dataset.name == GENERATED
     # One C600 card, inference at batch 32, 128 batches per step.
     assert (cfg.system.ipu, cfg.system.num_ipus) == ("c600", 1)
     assert cfg.workload.mode == "infer" and cfg.workload.micro_batch_size == 32
