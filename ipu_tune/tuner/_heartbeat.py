@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import optuna
@@ -46,16 +46,31 @@ def _beat(study: optuna.Study, storage: RDBStorage, worker: str, study_id: int) 
                 storage.get_trial_id_from_study_id_trial_number(study_id, t.number))
 
 
+def _no_beat(number: int) -> None:
+    """Without heartbeats a claim records none."""
+
+
 @contextmanager
-def beating(study: optuna.Study, storage: BaseStorage, worker: str) -> Iterator[None]:
-    """Heartbeats for this worker's trials while the block runs (no-op without heartbeats)."""
+def beating(study: optuna.Study, storage: BaseStorage,
+            worker: str) -> Iterator[Callable[[int], None]]:
+    """Heartbeats for this worker's trials while the block runs (no-op without heartbeats).
+
+    Yields `claimed(number)`: the first heartbeat of a trial this worker has just asked for,
+    recorded at once, before its worker tag. Optuna fails only trials that have a heartbeat
+    (`fail_stale_trials`), and the loop below beats every quarter interval: a worker killed
+    within a trial's first milliseconds would otherwise leave it RUNNING, tagged with a host
+    whose processes this machine cannot see, for good. Killed before this beat, the trial is
+    untagged and failed by its age (`recover_stale_trials`)."""
     if not _enabled(storage):
-        yield
+        yield _no_beat
         return
     assert isinstance(storage, RDBStorage)
     interval_s = float(storage.get_heartbeat_interval() or 1)
     study_id = storage.get_study_id_from_name(study.study_name)
     stop = threading.Event()
+
+    def claimed(number: int) -> None:
+        storage.record_heartbeat(storage.get_trial_id_from_study_id_trial_number(study_id, number))
 
     def loop() -> None:
         ticks = 0
@@ -71,7 +86,7 @@ def beating(study: optuna.Study, storage: BaseStorage, worker: str) -> Iterator[
     thread = threading.Thread(target=loop, name="ipu-tune-heartbeat", daemon=True)
     thread.start()
     try:
-        yield
+        yield claimed
     finally:
         stop.set()
         thread.join(timeout=interval_s)

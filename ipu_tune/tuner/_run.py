@@ -110,10 +110,10 @@ def _work(prep: Prepared, study: optuna.Study, storage: BaseStorage, store: Resu
           progress: bool, refine: bool = True) -> int:
     """One worker's trial loop with its heartbeat; stops between trials on SIGINT/SIGTERM."""
     cfg = prep.cfg
-    with beating(study, storage, this_worker()):
+    with beating(study, storage, this_worker()) as claimed:
         return work(study, prep.problem, store, prep.target.claims, cfg.study.n_trials,
                     cfg.study.timeout_s, progress=progress,
-                    on_trial=lambda _number: interrupts.check(), refine=refine)
+                    on_trial=lambda _number: interrupts.check(), refine=refine, claimed=claimed)
 
 
 def _worker_main(prep: Prepared, name: str, index: int, ran: Any) -> None:

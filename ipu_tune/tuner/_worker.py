@@ -2,9 +2,9 @@
 
 Order per trial (what a kill at any point leaves behind):
 1. ask and record that this worker runs the trial, under the shared claim lock: in the
-   worker's locked file on one machine (`ClaimLock.running_file`, no storage write), as a tag
-   on the trial on a database server (a resume fails and retries a RUNNING trial of a dead
-   worker, recorded or not);
+   worker's locked file on one machine (`ClaimLock.running_file`, no storage write); on a
+   database server its first heartbeat, then a tag on the trial (a resume fails and retries a
+   RUNNING trial of a dead worker: untagged by its age, tagged by its stale heartbeat);
 2. simulate, store constraints, then config and result in one user attribute (on the journal,
    `ipu_tune.storage.BatchedJournalStorage`, the parameters and attributes stay in this
    process's memory until step 3);
@@ -153,13 +153,15 @@ def _append(store: ResultsStore, study_name: str, rows: list[_Finished]) -> None
 
 
 def _claim(study: optuna.Study, claims: ClaimLock, running: RunningFile | None,
-           worker: str) -> optuna.Trial:
-    """A new trial, held in this worker's running file (one machine) or tagged with it."""
+           worker: str, claimed: Callable[[int], None]) -> optuna.Trial:
+    """A new trial, held in this worker's running file (one machine) or beating and tagged
+    with it (`claimed`: its first heartbeat, `ipu_tune.tuner._heartbeat.beating`)."""
     with claims.claiming():
         trial = study.ask()
         if running is not None:
             running.hold(trial.number, study.study_name)
         else:
+            claimed(trial.number)
             TrialRecord.tag_worker(trial, worker)
     return trial
 
@@ -206,12 +208,14 @@ def work(
     progress: bool = False,
     on_trial: Callable[[int], None] | None = None,
     refine: bool = True,
+    claimed: Callable[[int], None] = lambda _number: None,
 ) -> int:
     """Run trials until the study holds `n_trials` finished ones; return how many ran here.
 
     `refine`: this worker also runs the local search after its trials (`refine_study`). One
     worker per command does: the others keep sampling while it climbs, instead of waiting
-    for the study-wide lock to climb again from the same trials.
+    for the study-wide lock to climb again from the same trials. `claimed(number)`: called
+    for each trial claimed on a database server, before its tag (its first heartbeat).
     """
     started = time.monotonic()
     worker = this_worker()
@@ -228,7 +232,7 @@ def work(
         while not (timeout_s is not None and time.monotonic() - started >= timeout_s):
             if slots.full(study, fresh=bar.bar is not None):
                 break
-            trial = _claim(study, claims, running, worker)
+            trial = _claim(study, claims, running, worker, claimed)
             slots.own += 1
             if _surplus(study, trial, n_trials):
                 break
