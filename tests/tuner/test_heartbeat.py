@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import optuna
 import pytest
 from optuna.trial import TrialState
 
@@ -78,3 +79,22 @@ def test_a_dead_worker_on_another_host_is_retried(tmp_path: Path, pg_url: str) -
     study = state["study"]
     for number in stuck:
         assert study.trials[number].state == TrialState.FAIL  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_a_trial_claimed_and_never_beaten_again_is_failed_after_the_grace_period(
+        pg_url: str) -> None:
+    # A worker killed in a trial's first milliseconds, before its heartbeat loop ran once: the
+    # claim's own first heartbeat is what lets Optuna find the trial stale.
+    from ipu_tune.storage import open_storage, resolve_storage
+    from ipu_tune.tuner._heartbeat import beating, fail_stale  # the unit under test
+
+    storage = open_storage(resolve_storage(pg_url, "."))
+    study = optuna.create_study(study_name="claimed", storage=storage)
+    with beating(study, storage, "otherhost:1:1") as claimed:
+        trial = study.ask()
+        claimed(trial.number)
+    # The loop has stopped, as a killed worker's would; its first beat was never taken.
+    time.sleep(HEARTBEAT_GRACE_S + 1)
+    fail_stale(study)
+    assert study.trials[0].state == TrialState.FAIL
