@@ -82,6 +82,7 @@ def test_a_dead_worker_on_another_host_is_retried(tmp_path: Path, pg_url: str) -
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used")
 def test_a_trial_claimed_and_never_beaten_again_is_failed_after_the_grace_period(
         pg_url: str) -> None:
     # A worker killed in a trial's first milliseconds, before its heartbeat loop ran once: the
