@@ -17,9 +17,10 @@ import copy
 import dataclasses
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
+from typing import Any, TypeVar
 
 import optuna
 
@@ -37,6 +38,8 @@ from ipu_tune.search._space import (
 from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
 
 __all__ = ["R_PARAM", "Codec", "is_pinned", "set_key"]
+
+T = TypeVar("T")
 
 
 def _only(**attrs: str) -> str:
@@ -56,6 +59,26 @@ _MB = "workload.micro_batch_size"
 # Knobs that only matter when training (optimiser state, backward pass, accumulation).
 _TRAIN_ONLY = tuple(k.key for k in KNOBS if k.training_only)
 _IMAGE_ONLY = tuple(k.key for k in KNOBS if k.image_only)
+
+
+def _copied(obj: T) -> T:
+    """`copy.copy` of a config section (a plain dataclass: a new instance sharing the field
+    values), without `copy`'s dispatch through `__reduce_ex__`: decoding is the local search's
+    inner loop."""
+    new = type(obj).__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
+
+
+def _setter(key: str, spec: KnobSpec) -> tuple[str, bool, Callable[[Any], Any], str]:
+    """(key, whether a float, getter of the section holding dotted `key`, the key's last
+    part): what `Codec.decode` needs to set the knob as `set_key` does, found once."""
+    section, _, leaf = key.rpartition(".")
+    return key, spec.kind == "float", (attrgetter(section) if section else _itself), leaf
+
+
+def _itself(node: Any) -> Any:
+    return node
 
 
 def is_pinned(key: str, pinned: frozenset[str]) -> bool:
@@ -122,6 +145,7 @@ class Codec:
             searched[_INSTANCES] = dataclasses.replace(
                 inst, choices=tuple(power_of_two_divisors(self.num_ipus)))
         self.knobs: dict[str, KnobSpec] = searched  # drawn unconditionally
+        self._setters = [_setter(key, spec) for key, spec in searched.items()]
         self.base = base
         self.r_options = self._replication_options(r_spec, pinned)
         self.cut_step = int(self.split_search.step or 1) if self.split_search else 1
@@ -281,19 +305,21 @@ class Codec:
         are copied; model and system, never searched, are shared (decoding is the local
         search's inner loop, where a deep copy cost more than the simulation)."""
         b = self.base
-        plan = copy.copy(b.plan)
-        plan.pipeline = copy.copy(b.plan.pipeline)
+        plan = _copied(b.plan)
+        plan.pipeline = _copied(b.plan.pipeline)
         plan.pipeline.splits = list(b.plan.pipeline.splits)
-        return EvalConfig(model=b.model, workload=copy.copy(b.workload), system=b.system,
+        return EvalConfig(model=b.model, workload=_copied(b.workload), system=b.system,
                           plan=plan)
 
     def decode(self, params: Mapping[str, Any]) -> Decoded:
         cfg = self._fresh()
-        for key, spec in self.knobs.items():
+        for key, is_float, section, leaf in self._setters:
             if key in params:
                 value = params[key]
                 # Optuna's stepped floats carry binary noise (0.7000000000000001).
-                set_key(cfg, key, round(float(value), 10) if spec.kind == "float" else value)
+                if is_float:
+                    value = round(float(value), 10)
+                setattr(section(cfg), leaf, list(value) if isinstance(value, tuple) else value)
         r = int(params.get(R_PARAM, self.r_options[0]))
         stages = self.stages_of(r)
         cfg.plan.replication_factor = r

@@ -6,7 +6,7 @@ costs depend on the profile and on few plan knobs (micro-batch, model precision,
 memory proportion, compute tiles, train/infer), so they are cached on those: within a study
 most trials hit the cache and `simulate` stays O(stages). The available memory proportion
 enters only through the conv/matmuls' serial passes and the temporary cap, so a new value
-reuses the rest of its key's costs (`_fixed_costs`) and, when its passes were seen before,
+reuses the rest of its key's costs (`_costed`) and, when its passes were seen before,
 their block sums too (`_amp_costs`).
 
 Model of one op (B = micro-batch, T = compute tiles, f = clock):
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -50,10 +51,13 @@ from ipu_tune.simulator._constants import SimConstants
 
 __all__ = ["BlockCosts", "block_costs"]
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 _COST_CACHE: OrderedDict[tuple[object, ...], tuple[ModelProfile, BlockCosts]] = OrderedDict()
 _FAST_COST_CACHE: dict[tuple[object, ...], tuple[ModelProfile, IpuSpec, SimConstants,
                                                   BlockCosts]] = {}
-# `_fixed_costs`, on the key of `block_costs` without the AMP (a study draws few micro-batch,
+# `_costed`, on the key of `block_costs` without the AMP (a study draws few micro-batch,
 # precision and I/O tile values), and the block sums of one of them by the conv/matmuls' serial
 # passes (`_amp_costs`: most AMP values give the same passes).
 _FIXED_CACHE: OrderedDict[tuple[object, ...], tuple[ModelProfile, IpuSpec, SimConstants,
@@ -90,36 +94,52 @@ def block_costs(
     c: SimConstants,
     half_partials: bool = False,
 ) -> BlockCosts:
-    # Fast path on the identity of the IPU and the constants (a study passes the same
+    # Fast paths on the identity of the IPU and the constants (a study passes the same
     # objects every trial): hashing those frozen dataclasses costs more than the rest of a
-    # lookup. The entry keeps them alive, so their ids are not reused while it exists.
+    # lookup. The entries keep them alive, so their ids are not reused while they exist.
     fast_key = (id(profile), id(ipu), id(c), micro_batch, fp16, amp, compute_tiles, training,
                 half_partials)
     fast = _FAST_COST_CACHE.get(fast_key)
     if fast is not None and fast[0] is profile and fast[1] is ipu and fast[2] is c:
         return fast[3]
-    key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c, half_partials)
+    budget = amp * float(compute_tiles) * ipu.sram_bytes_per_tile
+    fixed_key = (id(profile), id(ipu), id(c), micro_batch, fp16, compute_tiles, training,
+                 half_partials)
     with LOCK:
-        hit = _COST_CACHE.get(key)
-        if hit is not None and hit[0] is profile:
-            _COST_CACHE.move_to_end(key)
-            costs = hit[1]
-        else:
-            costs = None
-    if costs is None:
-        fixed = _fixed_costs(profile, ipu, micro_batch, fp16, compute_tiles, training, c,
-                             half_partials)
-        budget = amp * float(compute_tiles) * ipu.sram_bytes_per_tile
-        costs = _amp_costs(profile_arrays(profile), fixed, budget)
+        hit = _FIXED_CACHE.get(fixed_key)
+        if hit is not None and hit[0] is profile and hit[1] is ipu and hit[2] is c:
+            _FIXED_CACHE.move_to_end(fixed_key)
+    if hit is not None and hit[0] is profile and hit[1] is ipu and hit[2] is c:
+        costs = _amp_costs(profile_arrays(profile), hit[3], budget)
+    else:
+        key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c,
+               half_partials)
         with LOCK:
-            _COST_CACHE[key] = (profile, costs)
-            if len(_COST_CACHE) > _COST_CACHE_SIZE:
-                _COST_CACHE.popitem(last=False)
+            found = _COST_CACHE.get(key)
+            if found is not None and found[0] is profile:
+                _COST_CACHE.move_to_end(key)
+        if found is not None and found[0] is profile:
+            costs = found[1]
+        else:
+            a = profile_arrays(profile)
+            fixed = _costed(a, ipu, micro_batch, fp16, compute_tiles, training, c,
+                            half_partials)
+            costs = _amp_costs(a, fixed, budget)
+            with LOCK:
+                _store(_FIXED_CACHE, fixed_key, (profile, ipu, c, fixed), _FIXED_CACHE_SIZE)
+                _store(_COST_CACHE, key, (profile, costs), _COST_CACHE_SIZE)
     with LOCK:
         if len(_FAST_COST_CACHE) >= _COST_CACHE_SIZE:
             _FAST_COST_CACHE.clear()  # the equality-keyed cache above still holds them
         _FAST_COST_CACHE[fast_key] = (profile, ipu, c, costs)
     return costs
+
+
+def _store(cache: OrderedDict[K, V], key: K, value: V, size: int) -> None:
+    """Put `value` in the LRU `cache` of `size` entries (under `LOCK`)."""
+    cache[key] = value
+    if len(cache) > size:
+        cache.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -140,28 +160,6 @@ class _Fixed:
     wgrad_reduce_mm: np.ndarray
     overhead: float
     exchange_per_cycle: float
-
-
-def _fixed_costs(
-    profile: ModelProfile, ipu: IpuSpec, micro_batch: int, fp16: bool, compute_tiles: int,
-    training: bool, c: SimConstants, half_partials: bool,
-) -> _Fixed:
-    """`_costed` memoised on the identity of the profile, IPU and constants (the entry keeps
-    them alive, so their ids are not reused while it exists)."""
-    key = (id(profile), id(ipu), id(c), micro_batch, fp16, compute_tiles, training,
-           half_partials)
-    with LOCK:
-        hit = _FIXED_CACHE.get(key)
-        if hit is not None and hit[0] is profile and hit[1] is ipu and hit[2] is c:
-            _FIXED_CACHE.move_to_end(key)
-            return hit[3]
-    fixed = _costed(profile_arrays(profile), ipu, micro_batch, fp16, compute_tiles, training,
-                    c, half_partials)
-    with LOCK:
-        _FIXED_CACHE[key] = (profile, ipu, c, fixed)
-        if len(_FIXED_CACHE) > _FIXED_CACHE_SIZE:
-            _FIXED_CACHE.popitem(last=False)
-    return fixed
 
 
 def _costed(
@@ -236,9 +234,7 @@ def _amp_costs(a: ProfileArrays, f: _Fixed, budget: float) -> BlockCosts:
     if hit is None or hit[0] is not f:
         hit = f, _passes_sums(a, f, passes_mm), int(passes_mm.max()) if len(passes_mm) else 1
         with LOCK:
-            _SUMS_CACHE[key] = hit
-            if len(_SUMS_CACHE) > _SUMS_CACHE_SIZE:
-                _SUMS_CACHE.popitem(last=False)
+            _store(_SUMS_CACHE, key, hit, _SUMS_CACHE_SIZE)
     _, sums, max_passes = hit
     zeros = [0.0] * (a.n_blocks + 1)
     training = f.kept is None
