@@ -57,7 +57,7 @@ def test_results_equal_constructor_built(resnet101: ModelProfile, mk2x2: System,
     {"micro_batch_size": 512, "splits": (), "mode": "infer", "gradient_accumulation": 1},
 ])
 def test_costs_reused_across_amp_values_equal_costs_computed_afresh(
-        resnet101: ModelProfile, mk2x2: System, changes: dict[str, object]) -> None:
+        resnet101: ModelProfile, mk2x2: System, changes: dict[str, Any]) -> None:
     """A new available memory proportion reuses its key's other costs and, when the serial
     passes are the same, their block sums: every result equals the one a copy of the profile
     (no cache entry of its own) gives, bit for bit."""
