@@ -17,10 +17,9 @@ import copy
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any
 
 import optuna
 
@@ -28,6 +27,7 @@ from ipu_tune.config import EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, set_key
 from ipu_tune.models import ModelProfile
+from ipu_tune.search._sections import copied, setters
 from ipu_tune.search._space import (
     KnobSpec,
     SearchSpace,
@@ -38,8 +38,6 @@ from ipu_tune.search._space import (
 from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
 
 __all__ = ["R_PARAM", "Codec", "is_pinned", "set_key"]
-
-T = TypeVar("T")
 
 
 def _only(**attrs: str) -> str:
@@ -59,26 +57,6 @@ _MB = "workload.micro_batch_size"
 # Knobs that only matter when training (optimiser state, backward pass, accumulation).
 _TRAIN_ONLY = tuple(k.key for k in KNOBS if k.training_only)
 _IMAGE_ONLY = tuple(k.key for k in KNOBS if k.image_only)
-
-
-def _copied(obj: T) -> T:
-    """`copy.copy` of a config section (a plain dataclass: a new instance sharing the field
-    values), without `copy`'s dispatch through `__reduce_ex__`: decoding is the local search's
-    inner loop."""
-    new = type(obj).__new__(type(obj))
-    new.__dict__.update(obj.__dict__)
-    return new
-
-
-def _setter(key: str, spec: KnobSpec) -> tuple[str, bool, Callable[[Any], Any], str]:
-    """(key, whether a float, getter of the section holding dotted `key`, the key's last
-    part): what `Codec.decode` needs to set the knob as `set_key` does, found once."""
-    section, _, leaf = key.rpartition(".")
-    return key, spec.kind == "float", (attrgetter(section) if section else _itself), leaf
-
-
-def _itself(node: Any) -> Any:
-    return node
 
 
 def is_pinned(key: str, pinned: frozenset[str]) -> bool:
@@ -145,7 +123,7 @@ class Codec:
             searched[_INSTANCES] = dataclasses.replace(
                 inst, choices=tuple(power_of_two_divisors(self.num_ipus)))
         self.knobs: dict[str, KnobSpec] = searched  # drawn unconditionally
-        self._setters = [_setter(key, spec) for key, spec in searched.items()]
+        self._setters = setters(searched)
         self.base = base
         self.r_options = self._replication_options(r_spec, pinned)
         self.cut_step = int(self.split_search.step or 1) if self.split_search else 1
@@ -305,10 +283,10 @@ class Codec:
         are copied; model and system, never searched, are shared (decoding is the local
         search's inner loop, where a deep copy cost more than the simulation)."""
         b = self.base
-        plan = _copied(b.plan)
-        plan.pipeline = _copied(b.plan.pipeline)
+        plan = copied(b.plan)
+        plan.pipeline = copied(b.plan.pipeline)
         plan.pipeline.splits = list(b.plan.pipeline.splits)
-        return EvalConfig(model=b.model, workload=_copied(b.workload), system=b.system,
+        return EvalConfig(model=b.model, workload=copied(b.workload), system=b.system,
                           plan=plan)
 
     def decode(self, params: Mapping[str, Any]) -> Decoded:
@@ -317,8 +295,7 @@ class Codec:
             if key in params:
                 value = params[key]
                 # Optuna's stepped floats carry binary noise (0.7000000000000001).
-                if is_float:
-                    value = round(float(value), 10)
+                value = round(float(value), 10) if is_float else value
                 setattr(section(cfg), leaf, list(value) if isinstance(value, tuple) else value)
         r = int(params.get(R_PARAM, self.r_options[0]))
         stages = self.stages_of(r)

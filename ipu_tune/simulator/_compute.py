@@ -166,6 +166,8 @@ def _costed(
     a: ProfileArrays, ipu: IpuSpec, micro_batch: int, fp16: bool, compute_tiles: int,
     training: bool, c: SimConstants, half_partials: bool,
 ) -> _Fixed:
+    """Every op costed for one `block_costs` key but the AMP (the model of one op: module
+    docstring)."""
     b = float(micro_batch)
     tiles = float(compute_tiles)
     act_bytes = 2.0 if fp16 else 4.0
@@ -276,6 +278,9 @@ def _mm_or(a: ProfileArrays, other: np.ndarray | float, mm_values: np.ndarray) -
 def _block_prefix(a: ProfileArrays, series: list[np.ndarray]) -> list[list[float]]:
     """Per-op series summed per block, as prefix sums (length blocks + 1 each): one bincount
     over the series laid end to end (series i's ops in bins i x blocks + block), one cumsum.
+    The sums are those of one bincount and one cumsum per series, bit for bit: bincount adds
+    the weights into their bins in index order (numpy/_core/src/multiarray/compiled_base.c,
+    `arr_bincount`) and cumsum accumulates along each row in order.
     Python lists: a stage sums two elements, and list indexing beats numpy scalars."""
     k, nb = len(series), a.n_blocks
     weights = np.concatenate(series)
