@@ -16,7 +16,6 @@ from ipu_tune.knobs import (
     WORKLOAD_KNOBS,
     Knob,
     checker,
-    get_key,
     is_power_of_two,
     never_wrong,
     valid_io_tiles,
@@ -88,8 +87,7 @@ def check_name(key: str, value: object) -> str:
     return value
 
 
-def _bounded(key: str, value: Any) -> None:
-    limit = LIMITS[key]
+def _bounded(key: str, value: Any, limit: int) -> None:
     if (type(value) is int or (isinstance(value, int) and not isinstance(value, bool))) and (
             value > limit):
         raise IpuTuneError(f"{key}={_short(value)}: must be <= {limit}")
@@ -105,16 +103,24 @@ def check_limits(cfg: EvalConfig) -> None:
         if d > LIMITS["model.input_shape"]:
             raise IpuTuneError(f"model.input_shape={_short(list(m.input_shape))}: every "
                                f"dimension must be <= {LIMITS['model.input_shape']}")
-    values: dict[str, Any] = {key: get_key(cfg, key) for key in _OTHER_LIMITS
-                              if key != "model.input_shape"}
-    values.update({key: get_key(cfg, key) for key in _KNOB_LIMITS})
-    if isinstance(cfg, TuneConfig):
-        values.update({key: get_key(cfg, key) for key in _TUNE_LIMITS})
-        if cfg.sampler.seed is not None and cfg.sampler.seed < 0:
-            raise bad_value("sampler.seed", cfg.sampler.seed,
-                            f"must be in 0..{LIMITS['sampler.seed']}")
-    for key, value in values.items():
-        _bounded(key, value)
+    tune = isinstance(cfg, TuneConfig)
+    values = [(key, get(cfg), limit) for key, get, limit in (_TUNE_BOUNDS if tune
+                                                             else _EVAL_BOUNDS)]
+    if isinstance(cfg, TuneConfig) and cfg.sampler.seed is not None and cfg.sampler.seed < 0:
+        raise bad_value("sampler.seed", cfg.sampler.seed,
+                        f"must be in 0..{LIMITS['sampler.seed']}")
+    for key, value, limit in values:
+        _bounded(key, value, limit)
+
+
+def _bounds(*groups: dict[str, int]) -> tuple[tuple[str, Callable[[Any], Any], int], ...]:
+    """(key, value getter, bound) of the integers `check_limits` reads, in its order."""
+    keys = dict.fromkeys(k for group in groups for k in group if k != "model.input_shape")
+    return tuple((key, attrgetter(key), LIMITS[key]) for key in keys)
+
+
+_EVAL_BOUNDS = _bounds(_OTHER_LIMITS, _KNOB_LIMITS)
+_TUNE_BOUNDS = _bounds(_OTHER_LIMITS, _KNOB_LIMITS, _TUNE_LIMITS)
 
 
 def _check_tune(cfg: TuneConfig) -> None:

@@ -27,6 +27,7 @@ from ipu_tune.config import EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, set_key
 from ipu_tune.models import ModelProfile
+from ipu_tune.search._sections import copied, setters
 from ipu_tune.search._space import (
     KnobSpec,
     SearchSpace,
@@ -122,6 +123,7 @@ class Codec:
             searched[_INSTANCES] = dataclasses.replace(
                 inst, choices=tuple(power_of_two_divisors(self.num_ipus)))
         self.knobs: dict[str, KnobSpec] = searched  # drawn unconditionally
+        self._setters = setters(searched)
         self.base = base
         self.r_options = self._replication_options(r_spec, pinned)
         self.cut_step = int(self.split_search.step or 1) if self.split_search else 1
@@ -281,19 +283,20 @@ class Codec:
         are copied; model and system, never searched, are shared (decoding is the local
         search's inner loop, where a deep copy cost more than the simulation)."""
         b = self.base
-        plan = copy.copy(b.plan)
-        plan.pipeline = copy.copy(b.plan.pipeline)
+        plan = copied(b.plan)
+        plan.pipeline = copied(b.plan.pipeline)
         plan.pipeline.splits = list(b.plan.pipeline.splits)
-        return EvalConfig(model=b.model, workload=copy.copy(b.workload), system=b.system,
+        return EvalConfig(model=b.model, workload=copied(b.workload), system=b.system,
                           plan=plan)
 
     def decode(self, params: Mapping[str, Any]) -> Decoded:
         cfg = self._fresh()
-        for key, spec in self.knobs.items():
+        for key, is_float, section, leaf in self._setters:
             if key in params:
                 value = params[key]
                 # Optuna's stepped floats carry binary noise (0.7000000000000001).
-                set_key(cfg, key, round(float(value), 10) if spec.kind == "float" else value)
+                value = round(float(value), 10) if is_float else value
+                setattr(section(cfg), leaf, list(value) if isinstance(value, tuple) else value)
         r = int(params.get(R_PARAM, self.r_options[0]))
         stages = self.stages_of(r)
         cfg.plan.replication_factor = r

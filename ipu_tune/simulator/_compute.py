@@ -4,7 +4,10 @@ Every op of the profile is costed at once with numpy; the result is a set of per
 sums, so a pipeline stage's forward/backward cycles are two lookups (`BlockCosts.span`). The
 costs depend on the profile and on few plan knobs (micro-batch, model precision, available
 memory proportion, compute tiles, train/infer), so they are cached on those: within a study
-most trials hit the cache and `simulate` stays O(stages).
+most trials hit the cache and `simulate` stays O(stages). The available memory proportion
+enters only through the conv/matmuls' serial passes and the temporary cap, so a new value
+reuses the rest of its key's costs (`_costed`) and, when its passes were seen before,
+their block sums too (`_amp_costs`).
 
 Model of one op (B = micro-batch, T = compute tiles, f = clock):
 - conv/matmul, matmul view (M = m_per_sample x B, K, N), each pass (forward; in training the
@@ -35,129 +38,35 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from ipu_tune.hardware import IpuSpec
 from ipu_tune.models import ModelProfile
+from ipu_tune.simulator._arrays import LOCK, ProfileArrays, profile_arrays
 from ipu_tune.simulator._constants import SimConstants
-from ipu_tune.simulator._inference import inference_graph
 
-__all__ = ["BlockCosts", "ProfileArrays", "block_costs", "peak_block", "profile_arrays"]
+__all__ = ["BlockCosts", "block_costs"]
 
-_MM_KINDS = ("conv", "matmul")
-_REDUCE_KINDS = ("softmax", "loss")
+K = TypeVar("K")
+V = TypeVar("V")
 
-
-@dataclass(frozen=True)
-class ProfileArrays:
-    """Per-op and per-block arrays of one profile (micro-batch independent)."""
-
-    kind_mm: np.ndarray  # bool per op
-    kind_norm: np.ndarray
-    kind_reduce: np.ndarray
-    block: np.ndarray  # block index per op
-    fwd_flops: np.ndarray
-    bwd_flops: np.ndarray
-    has_params: np.ndarray  # bool per op
-    op_out_el: np.ndarray
-    m: np.ndarray
-    k: np.ndarray
-    n: np.ndarray
-    # Per-block prefix sums (length blocks + 1).
-    params: np.ndarray
-    saved_el: np.ndarray
-    param_ops: np.ndarray
-    out_el: np.ndarray  # block outputs (recompute checkpoints at block boundaries)
-    # Per block: outputs of the blocks before it plus its own saved and live elements, the
-    # liveness peak while its recomputed forward and backward run (`peak_block`).
-    peak_key: np.ndarray
-    # Per-block values.
-    out_el_block: tuple[int, ...]
-    max_live_block: tuple[int, ...]
-    # Inference graph (`_inference`): ops it drops (folded batch norm, dropout, loss) and each
-    # block's liveness peak.
-    infer_dropped: np.ndarray
-    infer_live_block: tuple[int, ...]
-    saved_block: tuple[int, ...]
-    n_blocks: int
-
-
-_PROFILE_CACHE: OrderedDict[int, tuple[ModelProfile, ProfileArrays]] = OrderedDict()
 _COST_CACHE: OrderedDict[tuple[object, ...], tuple[ModelProfile, BlockCosts]] = OrderedDict()
 _FAST_COST_CACHE: dict[tuple[object, ...], tuple[ModelProfile, IpuSpec, SimConstants,
                                                   BlockCosts]] = {}
-_PROFILE_CACHE_SIZE = 16
+# `_costed`, on the key of `block_costs` without the AMP (a study draws few micro-batch,
+# precision and I/O tile values), and the block sums of one of them by the conv/matmuls' serial
+# passes (`_amp_costs`: most AMP values give the same passes).
+_FIXED_CACHE: OrderedDict[tuple[object, ...], tuple[ModelProfile, IpuSpec, SimConstants,
+                                                    _Fixed]] = OrderedDict()
+_SUMS_CACHE: OrderedDict[tuple[int, bytes], tuple[_Fixed, list[list[float]], int]] = (
+    OrderedDict())
 _COST_CACHE_SIZE = 512
-# Trials may run in threads (Optuna n_jobs); the caches are only memoisation, so a lock around
-# their bookkeeping is all the thread safety they need.
-_LOCK = threading.Lock()
-
-
-def _prefix(values: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(values) + 1)
-    np.cumsum(values, out=out[1:])
-    return out
-
-
-def profile_arrays(profile: ModelProfile) -> ProfileArrays:
-    """The profile as arrays, cached on the profile object's identity (kept alive here, so
-    the id cannot be reused while cached; hashing a frozen profile would cost O(ops))."""
-    key = id(profile)
-    with _LOCK:
-        hit = _PROFILE_CACHE.get(key)
-        if hit is not None and hit[0] is profile:
-            _PROFILE_CACHE.move_to_end(key)
-            return hit[1]
-    ops = profile.ops
-    blocks = profile.block_stats
-    out_pre = _prefix(np.array([b.output_elements for b in blocks], dtype=float))
-    own = np.array([b.saved_elements + b.max_live_elements for b in blocks], dtype=float)
-    kinds = [op.kind for op in ops]
-    nb = len(profile.block_stats)
-    block = np.array([op.block for op in ops], dtype=np.int64)
-    has_params = np.array([op.parameters > 0 for op in ops], dtype=bool)
-    infer = inference_graph(profile)
-    arrays = ProfileArrays(
-        kind_mm=np.array([k in _MM_KINDS for k in kinds], dtype=bool),
-        kind_norm=np.array([k == "norm" for k in kinds], dtype=bool),
-        kind_reduce=np.array([k in _REDUCE_KINDS for k in kinds], dtype=bool),
-        block=block,
-        fwd_flops=np.array([op.forward_flops for op in ops], dtype=float),
-        bwd_flops=np.array([op.backward_flops for op in ops], dtype=float),
-        has_params=has_params,
-        op_out_el=np.array([op.output_elements for op in ops], dtype=float),
-        m=np.array([op.m_per_sample for op in ops], dtype=float),
-        k=np.array([op.k for op in ops], dtype=float),
-        n=np.array([op.n for op in ops], dtype=float),
-        params=_prefix(np.array([b.parameters for b in profile.block_stats], dtype=float)),
-        saved_el=_prefix(np.array([b.saved_elements for b in profile.block_stats], dtype=float)),
-        param_ops=_prefix(np.bincount(block, weights=has_params.astype(float), minlength=nb)),
-        out_el=out_pre,
-        peak_key=out_pre[:-1] + own,
-        out_el_block=tuple(b.output_elements for b in profile.block_stats),
-        max_live_block=tuple(b.max_live_elements for b in profile.block_stats),
-        infer_dropped=np.array(infer.dropped, dtype=bool),
-        infer_live_block=infer.live_block,
-        saved_block=tuple(b.saved_elements for b in profile.block_stats),
-        n_blocks=nb,
-    )
-    with _LOCK:
-        _PROFILE_CACHE[key] = (profile, arrays)
-        if len(_PROFILE_CACHE) > _PROFILE_CACHE_SIZE:
-            _PROFILE_CACHE.popitem(last=False)
-    return arrays
-
-
-def peak_block(a: ProfileArrays, lo: int, hi: int) -> int:
-    """Block of [lo, hi) at which recomputing block by block peaks: checkpoints of the blocks
-    before it are still live (the backward frees them last to first) while its own recomputed
-    activations and transients are (PopVision liveness report: tensors never live at once
-    share memory)."""
-    return lo + int(np.argmax(a.peak_key[lo:hi]))
+_FIXED_CACHE_SIZE = 1024
+_SUMS_CACHE_SIZE = 2048
 
 
 @dataclass(frozen=True)
@@ -185,40 +94,80 @@ def block_costs(
     c: SimConstants,
     half_partials: bool = False,
 ) -> BlockCosts:
-    # Fast path on the identity of the IPU and the constants (a study passes the same
+    # Fast paths on the identity of the IPU and the constants (a study passes the same
     # objects every trial): hashing those frozen dataclasses costs more than the rest of a
-    # lookup. The entry keeps them alive, so their ids are not reused while it exists.
+    # lookup. The entries keep them alive, so their ids are not reused while they exist.
     fast_key = (id(profile), id(ipu), id(c), micro_batch, fp16, amp, compute_tiles, training,
                 half_partials)
     fast = _FAST_COST_CACHE.get(fast_key)
     if fast is not None and fast[0] is profile and fast[1] is ipu and fast[2] is c:
         return fast[3]
-    key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c, half_partials)
-    with _LOCK:
-        hit = _COST_CACHE.get(key)
-        if hit is not None and hit[0] is profile:
-            _COST_CACHE.move_to_end(key)
-            costs = hit[1]
+    budget = amp * float(compute_tiles) * ipu.sram_bytes_per_tile
+    fixed_key = (id(profile), id(ipu), id(c), micro_batch, fp16, compute_tiles, training,
+                 half_partials)
+    with LOCK:
+        hit = _FIXED_CACHE.get(fixed_key)
+        if hit is not None and hit[0] is profile and hit[1] is ipu and hit[2] is c:
+            _FIXED_CACHE.move_to_end(fixed_key)
+    if hit is not None and hit[0] is profile and hit[1] is ipu and hit[2] is c:
+        costs = _amp_costs(profile_arrays(profile), hit[3], budget)
+    else:
+        key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c,
+               half_partials)
+        with LOCK:
+            found = _COST_CACHE.get(key)
+            if found is not None and found[0] is profile:
+                _COST_CACHE.move_to_end(key)
+        if found is not None and found[0] is profile:
+            costs = found[1]
         else:
-            costs = None
-    if costs is None:
-        costs = _block_costs(profile_arrays(profile), ipu, micro_batch, fp16, amp,
-                             compute_tiles, training, c, half_partials)
-        with _LOCK:
-            _COST_CACHE[key] = (profile, costs)
-            if len(_COST_CACHE) > _COST_CACHE_SIZE:
-                _COST_CACHE.popitem(last=False)
-    with _LOCK:
+            a = profile_arrays(profile)
+            fixed = _costed(a, ipu, micro_batch, fp16, compute_tiles, training, c,
+                            half_partials)
+            costs = _amp_costs(a, fixed, budget)
+            with LOCK:
+                _store(_FIXED_CACHE, fixed_key, (profile, ipu, c, fixed), _FIXED_CACHE_SIZE)
+                _store(_COST_CACHE, key, (profile, costs), _COST_CACHE_SIZE)
+    with LOCK:
         if len(_FAST_COST_CACHE) >= _COST_CACHE_SIZE:
             _FAST_COST_CACHE.clear()  # the equality-keyed cache above still holds them
         _FAST_COST_CACHE[fast_key] = (profile, ipu, c, costs)
     return costs
 
 
-def _block_costs(
-    a: ProfileArrays, ipu: IpuSpec, micro_batch: int, fp16: bool, amp: float,
-    compute_tiles: int, training: bool, c: SimConstants, half_partials: bool,
-) -> BlockCosts:
+def _store(cache: OrderedDict[K, V], key: K, value: V, size: int) -> None:
+    """Put `value` in the LRU `cache` of `size` entries (under `LOCK`)."""
+    cache[key] = value
+    if len(cache) > size:
+        cache.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """The costs of one `block_costs` key but the AMP: the per-block compute prefix sums, and
+    the per-op arrays the AMP's serial passes scale (`_amp_costs`)."""
+
+    fwd_compute: list[float]
+    bwd_compute: list[float]
+    need_block: np.ndarray  # per block: the largest `need_mm` of its ops (0: none)
+    sets_other: np.ndarray  # per op: compute sets of the memory-bound kinds
+    kept: np.ndarray | None  # per op: whether the inference graph runs it (None: training)
+    # Per conv/matmul (`ProfileArrays.mm_index`): the temporary bytes it would use uncapped,
+    # its weight bytes, its backward's gradients (1 or 2) and weight-gradient reduction bytes.
+    need_mm: np.ndarray
+    weight_bytes_mm: np.ndarray
+    grads_mm: np.ndarray
+    wgrad_reduce_mm: np.ndarray
+    overhead: float
+    exchange_per_cycle: float
+
+
+def _costed(
+    a: ProfileArrays, ipu: IpuSpec, micro_batch: int, fp16: bool, compute_tiles: int,
+    training: bool, c: SimConstants, half_partials: bool,
+) -> _Fixed:
+    """Every op costed for one `block_costs` key but the AMP (the model of one op: module
+    docstring)."""
     b = float(micro_batch)
     tiles = float(compute_tiles)
     act_bytes = 2.0 if fp16 else 4.0
@@ -234,46 +183,112 @@ def _block_costs(
     share = tiles / ipu.tiles
     exchange_per_cycle = ipu.exchange_bytes_per_s / ipu.clock_hz * share
     sram_per_cycle = ipu.sram_bytes_per_s / ipu.clock_hz * share * c.memory_bound_efficiency
-    overhead = c.compute_set_overhead_cycles
     mm = a.kind_mm
 
-    slow, weight_bytes, passes, temp = _conv_matmul(a, ipu, b, tiles, act_bytes,
-                                                    partials_bytes, amp, rate, c)
+    slow, weight_bytes, need = _conv_matmul(a, b, tiles, act_bytes, partials_bytes, rate, c)
 
     # Memory-bound kinds: bytes streamed per pass (read input + write output; a training norm
     # reads once more for its statistics; backward reads gradient and saved input, writes one).
     stream_el = a.op_out_el * b * act_bytes
     fwd_reads = np.where(a.kind_norm & training, 3.0, 2.0)
     fwd_mem = stream_el * fwd_reads / sram_per_cycle
-    bwd_mem = stream_el * 3.0 / sram_per_cycle
 
     norm_sets = c.norm_compute_sets_train if training else 1.0
     sets_other = np.where(a.kind_norm, norm_sets,
                           np.where(a.kind_reduce, c.reduce_compute_sets, 1.0))
-    fwd_sets = np.where(mm, passes, sets_other)
-
     fwd_compute = np.where(mm, a.fwd_flops * b * slow / flops_per_cycle, fwd_mem)
-    fwd_exchange = fwd_sets * overhead + np.where(
-        mm, weight_bytes * passes / exchange_per_cycle, 0.0)
-    if not training:  # an inference graph does not run them (`_inference`)
-        kept = ~a.infer_dropped
-        fwd_sets, fwd_compute = fwd_sets * kept, fwd_compute * kept
-        fwd_exchange = fwd_exchange * kept
+    # An inference graph does not run the ops it drops (`_inference`).
+    kept = None if training else ~a.infer_dropped
+    compute = [fwd_compute] if kept is None else [fwd_compute * kept]
 
     # Backward of a conv/matmul: data gradient and weight gradient, two compute sets each pass
     # (one where the profile counts only the weight gradient, e.g. the first layer).
     ratio = np.rint(a.bwd_flops / np.maximum(a.fwd_flops, 1.0))
     grads = np.where(a.fwd_flops > 0, np.clip(ratio, 1, 2), 1)
-    bwd_sets = np.where(mm, grads * passes, sets_other)
-    bwd_compute = np.where(mm, _backward_flops(a, b, tiles, grads, rate, c) / flops_per_cycle,
-                           bwd_mem)
+    if training:
+        bwd_mem = stream_el * 3.0 / sram_per_cycle
+        compute.append(np.where(
+            mm, _backward_flops(a, b, tiles, grads, rate, c) / flops_per_cycle, bwd_mem))
     wgrad_reduce = np.where(a.has_params, a.k * a.n * partials_bytes, 0.0)
-    bwd_exchange = bwd_sets * overhead + np.where(
-        mm, (weight_bytes * passes + wgrad_reduce) / exchange_per_cycle, 0.0
+    # The largest temporary of a block is the largest need capped by the AMP budget (the cap
+    # is monotone, so capping the block's largest need is the same number).
+    need_block = np.zeros(a.n_blocks)
+    np.maximum.at(need_block, a.block, np.where(mm, need, 0.0))
+    sums = _block_prefix(a, compute)
+    at = a.mm_index
+    return _Fixed(
+        fwd_compute=sums[0], bwd_compute=sums[1] if training else [0.0] * (a.n_blocks + 1),
+        need_block=need_block, sets_other=sets_other, kept=kept, need_mm=need[at],
+        weight_bytes_mm=weight_bytes[at], grads_mm=grads[at], wgrad_reduce_mm=wgrad_reduce[at],
+        overhead=c.compute_set_overhead_cycles, exchange_per_cycle=exchange_per_cycle,
     )
 
-    return _summed(a, training, (fwd_compute, fwd_exchange, fwd_sets),
-                   (bwd_compute, bwd_exchange, bwd_sets), passes, temp)
+
+def _amp_costs(a: ProfileArrays, f: _Fixed, budget: float) -> BlockCosts:
+    """The block costs of `f` under the AMP's temporary `budget` (bytes): beyond it a
+    conv/matmul runs in ceil(need / budget) serial passes, its temporary capped at it."""
+    passes_mm = np.maximum(1.0, np.ceil(f.need_mm / budget))
+    key = (id(f), passes_mm.tobytes())  # the entry keeps `f` alive: its id is not reused
+    with LOCK:
+        hit = _SUMS_CACHE.get(key)
+        if hit is not None and hit[0] is f:
+            _SUMS_CACHE.move_to_end(key)
+    if hit is None or hit[0] is not f:
+        hit = f, _passes_sums(a, f, passes_mm), int(passes_mm.max()) if len(passes_mm) else 1
+        with LOCK:
+            _store(_SUMS_CACHE, key, hit, _SUMS_CACHE_SIZE)
+    _, sums, max_passes = hit
+    zeros = [0.0] * (a.n_blocks + 1)
+    training = f.kept is None
+    return BlockCosts(
+        fwd_compute=f.fwd_compute,
+        fwd_exchange=sums[0],
+        bwd_compute=f.bwd_compute,
+        bwd_exchange=sums[2] if training else zeros,
+        fwd_sets=sums[1],
+        bwd_sets=sums[3] if training else zeros,
+        temp_block=tuple(np.minimum(f.need_block, budget).tolist()),
+        max_passes=max_passes,
+    )
+
+
+def _passes_sums(a: ProfileArrays, f: _Fixed, passes_mm: np.ndarray) -> list[list[float]]:
+    """Per-block prefix sums of the forward exchange and compute sets (and in training the
+    backward's), each conv/matmul pass paying its compute sets and its weight exchange.
+    `_mm_or` places the conv/matmuls' values among the other ops'."""
+    fwd_sets = _mm_or(a, f.sets_other, passes_mm)
+    fwd_exchange = fwd_sets * f.overhead + _mm_or(
+        a, 0.0, f.weight_bytes_mm * passes_mm / f.exchange_per_cycle)
+    if f.kept is not None:
+        return _block_prefix(a, [fwd_exchange * f.kept, fwd_sets * f.kept])
+    bwd_sets = _mm_or(a, f.sets_other, f.grads_mm * passes_mm)
+    bwd_exchange = bwd_sets * f.overhead + _mm_or(
+        a, 0.0, (f.weight_bytes_mm * passes_mm + f.wgrad_reduce_mm) / f.exchange_per_cycle)
+    return _block_prefix(a, [fwd_exchange, fwd_sets, bwd_exchange, bwd_sets])
+
+
+def _mm_or(a: ProfileArrays, other: np.ndarray | float, mm_values: np.ndarray) -> np.ndarray:
+    """Per op: `mm_values` at the conv/matmuls, `other` elsewhere (np.where(a.kind_mm, ...,
+    other), from the conv/matmuls' values alone)."""
+    out = other.copy() if isinstance(other, np.ndarray) else np.full(len(a.block), other)
+    out[a.mm_index] = mm_values
+    return out
+
+
+def _block_prefix(a: ProfileArrays, series: list[np.ndarray]) -> list[list[float]]:
+    """Per-op series summed per block, as prefix sums (length blocks + 1 each): one bincount
+    over the series laid end to end (series i's ops in bins i x blocks + block), one cumsum.
+    The sums are those of one bincount and one cumsum per series, bit for bit: bincount adds
+    the weights into their bins in index order (numpy/_core/src/multiarray/compiled_base.c,
+    `arr_bincount`) and cumsum accumulates along each row in order.
+    Python lists: a stage sums two elements, and list indexing beats numpy scalars."""
+    k, nb = len(series), a.n_blocks
+    weights = np.concatenate(series)
+    per_block = np.bincount(a.block_stacked[: len(weights)], weights=weights, minlength=k * nb)
+    out = np.zeros((k, nb + 1))
+    np.cumsum(per_block.reshape(k, nb), axis=1, out=out[:, 1:])
+    rows: list[list[float]] = out.tolist()
+    return rows
 
 
 def _amp_slowdown(outputs_per_tile: np.ndarray, rate: float, c: SimConstants) -> np.ndarray:
@@ -301,48 +316,15 @@ def _backward_flops(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray,
 
 
 def _conv_matmul(
-    a: ProfileArrays, ipu: IpuSpec, b: float, tiles: float, act_bytes: float,
-    partials_bytes: float, amp: float, rate: float, c: SimConstants,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    a: ProfileArrays, b: float, tiles: float, act_bytes: float, partials_bytes: float,
+    rate: float, c: SimConstants,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per conv/matmul: its forward `_amp_slowdown` (outputs M x N per tile), weight bytes,
-    serial passes and temporary bytes (the available memory proportion caps the temporary)."""
+    and the temporary bytes it would use uncapped (the available memory proportion caps it,
+    `_amp_costs`)."""
     mm = a.kind_mm
     m = a.m * b
     slow = np.where(mm, _amp_slowdown(m * a.n / tiles, rate, c), 1.0)
     weight_bytes = a.k * a.n * act_bytes
     need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
-    budget = amp * tiles * ipu.sram_bytes_per_tile
-    passes = np.where(mm, np.maximum(1.0, np.ceil(need / budget)), 1.0)
-    temp = np.where(mm, np.minimum(need, budget), 0.0)
-    return slow, weight_bytes, passes, temp
-
-
-def _summed(
-    a: ProfileArrays, training: bool, fwd: tuple[np.ndarray, np.ndarray, np.ndarray],
-    bwd: tuple[np.ndarray, np.ndarray, np.ndarray], passes: np.ndarray, temp: np.ndarray,
-) -> BlockCosts:
-    """Per-op (compute, exchange, sets) of the forward and backward summed per block."""
-    nb = a.n_blocks
-
-    def per_block(x: np.ndarray) -> list[float]:
-        # Python lists: a stage sums two elements, and list indexing beats numpy scalars.
-        out: list[float] = _prefix(np.bincount(a.block, weights=x, minlength=nb)).tolist()
-        return out
-
-    temp_block = np.zeros(nb)
-    np.maximum.at(temp_block, a.block, temp)
-    if not training:
-        zeros = [0.0] * (nb + 1)
-        bwd_c = bwd_x = bwd_s = zeros
-    else:
-        bwd_c, bwd_x, bwd_s = (per_block(x) for x in bwd)
-    return BlockCosts(
-        fwd_compute=per_block(fwd[0]),
-        fwd_exchange=per_block(fwd[1]),
-        bwd_compute=bwd_c,
-        bwd_exchange=bwd_x,
-        fwd_sets=per_block(fwd[2]),
-        bwd_sets=bwd_s,
-        temp_block=tuple(float(t) for t in temp_block),
-        max_passes=int(passes.max()) if len(passes) else 1,
-    )
+    return slow, weight_bytes, need

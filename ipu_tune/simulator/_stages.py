@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, stage_starts
-from ipu_tune.simulator._compute import _LOCK, ProfileArrays, peak_block, profile_arrays
+from ipu_tune.simulator._arrays import LOCK, ProfileArrays, peak_block, profile_arrays
 
 __all__ = ["TIED_HEAD_BLOCKS", "StageShape", "stage_shapes", "tied_head"]
 
@@ -101,7 +101,7 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
             shape = _with_head(shape, a, a.n_blocks - 1)
         shapes.append(shape)
     out = tuple(shapes)
-    with _LOCK:
+    with LOCK:
         _CACHE[key] = (profile, out)
         if len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)

@@ -6,6 +6,7 @@ validates with per-knob checkers worded once. These tests hold both to the plain
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import pickle
 from typing import Any
@@ -47,6 +48,27 @@ def test_results_equal_constructor_built(resnet101: ModelProfile, mk2x2: System,
     for stage in result.stages:  # the hashable one (the others hold dicts)
         assert hash(stage) == hash(_rebuilt(stage))
     assert (result.reason != "") == (not result.fits)
+
+
+
+@pytest.mark.parametrize("changes", [
+    {"micro_batch_size": 256},  # training, float partials
+    {"micro_batch_size": 256, "partials": "half", "precision": "16.16"},
+    {"micro_batch_size": 512, "splits": (), "mode": "infer", "gradient_accumulation": 1},
+])
+def test_costs_reused_across_amp_values_equal_costs_computed_afresh(
+        resnet101: ModelProfile, mk2x2: System, changes: dict[str, Any]) -> None:
+    """A new available memory proportion reuses its key's other costs and, when the serial
+    passes are the same, their block sums: every result equals the one a copy of the profile
+    (no cache entry of its own) gives, bit for bit."""
+    amps = (0.05, 0.1, 0.15, 0.3, 0.6, 1.0, 0.05, 0.3)
+    cached = [run(resnet101, mk2x2, available_memory_proportion=a, **changes) for a in amps]
+    assert len({r.extras["amp_max_passes"] for r in cached}) > 1  # passes change on the way
+    for amp, result in zip(amps, cached, strict=True):
+        fresh = run(copy.deepcopy(resnet101), mk2x2, available_memory_proportion=amp, **changes)
+        assert fresh == result
+        assert fresh.memory[0].categories["temporaries"] == (
+            result.memory[0].categories["temporaries"])
 
 
 def _reference_problem(knob: Knob, value: Any) -> str | None:
