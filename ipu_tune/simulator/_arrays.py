@@ -9,13 +9,17 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from ipu_tune.models import ModelProfile
 from ipu_tune.simulator._inference import inference_graph
 
-__all__ = ["LOCK", "ProfileArrays", "peak_block", "profile_arrays"]
+__all__ = ["LOCK", "ProfileArrays", "lru_put", "peak_block", "profile_arrays"]
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 _MM_KINDS = ("conv", "matmul")
 _REDUCE_KINDS = ("softmax", "loss")
@@ -118,10 +122,15 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         n_blocks=nb,
     )
     with LOCK:
-        _PROFILE_CACHE[key] = (profile, arrays)
-        if len(_PROFILE_CACHE) > _PROFILE_CACHE_SIZE:
-            _PROFILE_CACHE.popitem(last=False)
+        lru_put(_PROFILE_CACHE, key, (profile, arrays), _PROFILE_CACHE_SIZE)
     return arrays
+
+
+def lru_put(cache: OrderedDict[K, V], key: K, value: V, size: int) -> None:
+    """Put `value` in the LRU `cache` of `size` entries (under `LOCK`)."""
+    cache[key] = value
+    if len(cache) > size:
+        cache.popitem(last=False)
 
 
 def peak_block(a: ProfileArrays, lo: int, hi: int) -> int:

@@ -40,19 +40,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
 from ipu_tune.hardware import IpuSpec
 from ipu_tune.models import ModelProfile
-from ipu_tune.simulator._arrays import LOCK, ProfileArrays, profile_arrays
+from ipu_tune.simulator._arrays import LOCK, ProfileArrays, lru_put, profile_arrays
 from ipu_tune.simulator._constants import SimConstants
 
 __all__ = ["BlockCosts", "block_costs"]
 
-K = TypeVar("K")
-V = TypeVar("V")
 
 _COST_CACHE: OrderedDict[tuple[object, ...], tuple[ModelProfile, BlockCosts]] = OrderedDict()
 _FAST_COST_CACHE: dict[tuple[object, ...], tuple[ModelProfile, IpuSpec, SimConstants,
@@ -126,20 +123,13 @@ def block_costs(
                             half_partials)
             costs = _amp_costs(a, fixed, budget)
             with LOCK:
-                _store(_FIXED_CACHE, fixed_key, (profile, ipu, c, fixed), _FIXED_CACHE_SIZE)
-                _store(_COST_CACHE, key, (profile, costs), _COST_CACHE_SIZE)
+                lru_put(_FIXED_CACHE, fixed_key, (profile, ipu, c, fixed), _FIXED_CACHE_SIZE)
+                lru_put(_COST_CACHE, key, (profile, costs), _COST_CACHE_SIZE)
     with LOCK:
         if len(_FAST_COST_CACHE) >= _COST_CACHE_SIZE:
             _FAST_COST_CACHE.clear()  # the equality-keyed cache above still holds them
         _FAST_COST_CACHE[fast_key] = (profile, ipu, c, costs)
     return costs
-
-
-def _store(cache: OrderedDict[K, V], key: K, value: V, size: int) -> None:
-    """Put `value` in the LRU `cache` of `size` entries (under `LOCK`)."""
-    cache[key] = value
-    if len(cache) > size:
-        cache.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -236,7 +226,7 @@ def _amp_costs(a: ProfileArrays, f: _Fixed, budget: float) -> BlockCosts:
     if hit is None or hit[0] is not f:
         hit = f, _passes_sums(a, f, passes_mm), int(passes_mm.max()) if len(passes_mm) else 1
         with LOCK:
-            _store(_SUMS_CACHE, key, hit, _SUMS_CACHE_SIZE)
+            lru_put(_SUMS_CACHE, key, hit, _SUMS_CACHE_SIZE)
     _, sums, max_passes = hit
     zeros = [0.0] * (a.n_blocks + 1)
     training = f.kept is None

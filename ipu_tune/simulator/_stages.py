@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, stage_starts
-from ipu_tune.simulator._arrays import LOCK, ProfileArrays, peak_block, profile_arrays
+from ipu_tune.simulator._arrays import LOCK, ProfileArrays, lru_put, peak_block, profile_arrays
 
 __all__ = ["TIED_HEAD_BLOCKS", "StageShape", "stage_shapes", "tied_head"]
 
@@ -102,9 +102,7 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
         shapes.append(shape)
     out = tuple(shapes)
     with LOCK:
-        _CACHE[key] = (profile, out)
-        if len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+        lru_put(_CACHE, key, (profile, out), _CACHE_SIZE)
     return out
 
 
