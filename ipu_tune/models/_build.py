@@ -98,7 +98,8 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
     specs, strict = _block_specs(model, cfg)
     blocks = resolve_blocks(specs, trace, strict=strict)
     ds = cfg.dataset
-    source = {SYNTHETIC: "synthetic", GENERATED: "generated"}.get(ds.name, "dataset")
+    # The two dataset names no pipeline makes are the profile's input sources of those names.
+    source = ds.name if ds.name in (SYNTHETIC, GENERATED) else "dataset"
     profile = assemble(
         trace,
         blocks,
