@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ipu_tune.config import EvalConfig
-from ipu_tune.models import ModelProfile
+from ipu_tune.models import HUB_MODELS, TASKS, ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
 from ._source import docstring
@@ -116,41 +116,28 @@ def render_ipu_config(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfi
     return json.dumps(ipu_config_values(plan, profile), indent=2) + "\n"
 
 
+# optimum-graphcore's pipeline task of each profiled task (optimum/graphcore/pipelines).
 _PIPELINE_TASKS = {
     "masked-lm": "fill-mask",
     "causal-lm": "text-generation",
     "sequence-classification": "text-classification",
+    "question-answering": "question-answering",
     "image-classification": "image-classification",
     "seq2seq-lm": "text2text-generation",
 }
-_AUTO = {
-    "masked-lm": "AutoModelForMaskedLM",
-    "causal-lm": "AutoModelForCausalLM",
-    "sequence-classification": "AutoModelForSequenceClassification",
-    "image-classification": "AutoModelForImageClassification",
-    "seq2seq-lm": "AutoModelForSeq2SeqLM",
-}
-# The Hub's names of the GPT-2 zoo sizes (their config.json are the sizes profiled).
-_HUB = {"gpt2": "gpt2", "gpt2_medium": "gpt2-medium", "gpt2_large": "gpt2-large",
-        "gpt2_xl": "gpt2-xl"}  # fmt: skip
 
 
 def _source(cfg: EvalConfig) -> tuple[str, str, str, dict[str, Any]]:
     """(model type or "", config file or Hub id or "", task, config overrides)."""
+    from ipu_tune.models import hf_identity, hf_overrides
+
     m = cfg.model
-    hf = m.hf
-    from ipu_tune.models import hf_overrides
-
     overrides = hf_overrides(m)
-    if m.name in _HUB:
-        from ipu_tune.models import GPT2_SIZES
-
-        sizes = {**GPT2_SIZES[str(m.name)], **overrides}
-        return "gpt2", _HUB[str(m.name)], hf.task or "causal-lm", sizes
-    from ipu_tune.models import hf_identity
-
+    if m.name in HUB_MODELS:
+        hub = HUB_MODELS[str(m.name)]
+        return hub.model_type, hub.hub_id, m.hf.task or hub.task, {**hub.sizes, **overrides}
     model_type, task = hf_identity(m)
-    return model_type, hf.config_file or "", task, overrides
+    return model_type, m.hf.config_file or "", task, overrides
 
 
 def _call_args(values: Mapping[str, Any]) -> str:
@@ -159,8 +146,8 @@ def _call_args(values: Mapping[str, Any]) -> str:
 
 def _model_line(cfg: EvalConfig, task: str) -> list[str]:
     model_type, where, _, overrides = _source(cfg)
-    auto = _AUTO[task]
-    if cfg.model.name in _HUB:
+    auto = TASKS[task]
+    if cfg.model.name in HUB_MODELS:
         config = f"AutoConfig.from_pretrained({where!r}, {_call_args(overrides)})"
     elif where:
         folder = where.rsplit("/", 1)[0] if where.endswith(".json") else where
@@ -180,8 +167,11 @@ def _sample_line(task: str, profile: ModelProfile) -> str:
                 " for _ in range(64)]  # your dataset")
     seq = profile.input_shape[0]
     vocab = "config.vocab_size"
-    labels = "0" if task == "sequence-classification" else "ids"
-    return (f"data = [{{'input_ids': ids, 'labels': {labels}}} for ids in "
+    if task == "question-answering":  # the answer span's first and last token
+        labels = "'start_positions': 0, 'end_positions': 0"
+    else:
+        labels = f"'labels': {'0' if task == 'sequence-classification' else 'ids'}"
+    return (f"data = [{{'input_ids': ids, {labels}}} for ids in "
             f"torch.randint({vocab}, (64, {seq}))]  # your tokenized dataset")
 
 
@@ -198,7 +188,7 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
         *doc,
         *(["import torch"] if plan.training else []),
         f"from optimum.graphcore import IPUConfig, {names}",
-        f"from transformers import AutoConfig, {_AUTO[task]}",
+        f"from transformers import AutoConfig, {TASKS[task]}",
         "",
         'ipu_config = IPUConfig.from_pretrained(".")',
         *_model_line(cfg, task),

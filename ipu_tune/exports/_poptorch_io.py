@@ -22,7 +22,8 @@ _FP16_ADAM = (
 
 def loss_family(cfg: EvalConfig) -> str:
     """The loss the model's family trains with: causal-lm (shifted labels), masked-lm (one
-    label per position, Hugging Face output), classification (one label per sample)."""
+    label per position, Hugging Face output), question-answering (the answer span's start and
+    end position), classification (one label per sample)."""
     if zoo_name(cfg) in ("bert_base", "bert_large"):
         return "masked-lm"
     from ipu_tune.models import hf_identity, hf_source
@@ -31,7 +32,7 @@ def loss_family(cfg: EvalConfig) -> str:
     if source is None:
         return "classification"
     task = hf_identity(source)[1]
-    if task in ("causal-lm", "masked-lm"):
+    if task in ("causal-lm", "masked-lm", "question-answering"):
         return task
     return "seq2seq-lm" if task == "seq2seq-lm" else "hf-classification"
 
@@ -93,6 +94,7 @@ def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]
 def _loss_wrapper(cfg: EvalConfig) -> list[str]:
     family = loss_family(cfg)
     hugging_face = family != "classification"
+    span: list[str] = []
     logits = "self.model(x).logits" if hugging_face else "self.model(x)"
     if family == "seq2seq-lm":  # decoder inputs as long as the encoder's, as profiled
         logits = "self.model(input_ids=x, decoder_input_ids=x).logits"
@@ -101,6 +103,10 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
                 " labels[:, 1:].reshape(-1))")
     elif family in ("masked-lm", "seq2seq-lm"):  # one label per position
         loss = "self.criterion(out.reshape(-1, out.shape[-1]), labels.reshape(-1))"
+    elif family == "question-answering":  # QuestionAnsweringModelOutput: start and end logits
+        logits = "self.model(x)"
+        span = ["        start, end = labels[:, 0], labels[:, 1]  # the answer span's tokens"]
+        loss = "self.criterion(out.start_logits, start) + self.criterion(out.end_logits, end)"
     else:
         loss = "self.criterion(out, labels)"
     return [
@@ -117,6 +123,7 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
         f"        out = {logits}",
         "        if labels is None:",
         "            return out",
+        *span,
         f"        return out, {loss}",
         "",
         "",

@@ -33,7 +33,7 @@ _LAZY = {
     # The Transformers path's names: no torch import (exports and labels read them).
     "hf_source": "ipu_tune.models._hf_names",
     "DEFAULT_TASKS": "ipu_tune.models._hf_names",
-    "GPT2_SIZES": "ipu_tune.models._hf_names",
+    "HUB_MODELS": "ipu_tune.models._hf_names",
     "TASKS": "ipu_tune.models._hf_names",
     "hf_identity": "ipu_tune.models._hf_names",
     "hf_overrides": "ipu_tune.models._hf_names",
@@ -50,7 +50,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_SEQUENCE_LENGTH",
     "DEFAULT_TASKS",
-    "GPT2_SIZES",
+    "HUB_MODELS",
     "INPUT_SOURCES",
     "OP_KINDS",
     "PROFILE_FORMAT",

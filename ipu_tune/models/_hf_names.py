@@ -1,19 +1,19 @@
 """Names of the Transformers path that need neither torch nor transformers: the tasks, the
-GPT-2 sizes, a `model.hf` section's model type, task and overrides, and which configs take the
-path (`hf_source`). Exports and labels read these without importing torch."""
+zoo's published Hub models, a `model.hf` section's model type, task and overrides, and which
+configs take the path (`hf_source`). Exports and labels read these without importing torch."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ipu_tune.config import HfConfig, ModelConfig
 from ipu_tune.errors import bad_value
 
-__all__ = ["DEFAULT_TASKS", "GPT2_SIZES", "GPT2_ZOO", "TASKS", "hf_identity", "hf_overrides",
+__all__ = ["DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "hf_identity", "hf_overrides",
            "hf_source", "hf_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
@@ -21,6 +21,7 @@ TASKS: Mapping[str, str] = {
     "masked-lm": "AutoModelForMaskedLM",
     "causal-lm": "AutoModelForCausalLM",
     "sequence-classification": "AutoModelForSequenceClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
     "image-classification": "AutoModelForImageClassification",
     "seq2seq-lm": "AutoModelForSeq2SeqLM",
 }
@@ -32,21 +33,47 @@ DEFAULT_TASKS: Mapping[str, str] = {
     "vit": "image-classification",
     "t5": "seq2seq-lm", "mt5": "seq2seq-lm", "bart": "seq2seq-lm",
 }  # fmt: skip
-# Published GPT-2 sizes (Radford et al. 2019, table 2; the Hub's gpt2, gpt2-medium, gpt2-large,
-# gpt2-xl config.json): the rest of GPT2Config's defaults are those models' values.
-GPT2_SIZES: Mapping[str, dict[str, int]] = {
-    "gpt2": {"n_embd": 768, "n_layer": 12, "n_head": 12},
-    "gpt2_medium": {"n_embd": 1024, "n_layer": 24, "n_head": 16},
-    "gpt2_large": {"n_embd": 1280, "n_layer": 36, "n_head": 20},
-    "gpt2_xl": {"n_embd": 1600, "n_layer": 48, "n_head": 25},
-}
-# GPT-2 sizes of the zoo, built through the Transformers path (`hf_source`).
-GPT2_ZOO: Mapping[str, str] = {
-    "gpt2": "GPT-2 small, 124 M (Radford et al. 2019), Hugging Face GPT2LMHeadModel",
-    "gpt2_medium": "GPT-2 medium, 355 M, Hugging Face GPT2LMHeadModel",
-    "gpt2_large": "GPT-2 large, 774 M, Hugging Face GPT2LMHeadModel",
-    "gpt2_xl": "GPT-2 XL, 1.56 B, Hugging Face GPT2LMHeadModel",
-}
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A zoo name built through the Transformers path: a published model's sizes and task."""
+
+    model_type: str
+    hub_id: str  # the Hub model whose config.json has these sizes
+    task: str
+    sizes: Mapping[str, int]  # config fields; the rest are the config class's defaults
+    text: str
+
+
+# Published sizes: GPT-2 (Radford et al. 2019, table 2; the Hub's gpt2 ... gpt2-xl config.json)
+# and BERT (Devlin et al. 2019, section 3; bert-base-uncased, bert-large-uncased). The BERT
+# entries carry the SQuAD head (`BertForQuestionAnswering`: a 2-way span classifier on every
+# token), as Graphcore fine-tunes BERT and runs its inference (graphcore/examples nlp/bert
+# SQuAD configs; optimum-graphcore's `PipelinedBertForQuestionAnswering`, head on the last IPU).
+_BERT_LARGE = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+               "intermediate_size": 4096}  # fmt: skip
+HUB_MODELS: Mapping[str, HubModel] = {
+    "gpt2": HubModel("gpt2", "gpt2", "causal-lm", {"n_embd": 768, "n_layer": 12, "n_head": 12},
+                     "GPT-2 small, 124 M (Radford et al. 2019), Hugging Face GPT2LMHeadModel"),
+    "gpt2_medium": HubModel("gpt2", "gpt2-medium", "causal-lm",
+                            {"n_embd": 1024, "n_layer": 24, "n_head": 16},
+                            "GPT-2 medium, 355 M, Hugging Face GPT2LMHeadModel"),
+    "gpt2_large": HubModel("gpt2", "gpt2-large", "causal-lm",
+                           {"n_embd": 1280, "n_layer": 36, "n_head": 20},
+                           "GPT-2 large, 774 M, Hugging Face GPT2LMHeadModel"),
+    "gpt2_xl": HubModel("gpt2", "gpt2-xl", "causal-lm",
+                        {"n_embd": 1600, "n_layer": 48, "n_head": 25},
+                        "GPT-2 XL, 1.56 B, Hugging Face GPT2LMHeadModel"),
+    "bert_base_squad": HubModel("bert", "bert-base-uncased", "question-answering",
+                                {"hidden_size": 768, "num_hidden_layers": 12,
+                                 "num_attention_heads": 12, "intermediate_size": 3072},
+                                "BERT-Base + SQuAD span head, Hugging Face "
+                                "BertForQuestionAnswering"),
+    "bert_large_squad": HubModel("bert", "bert-large-uncased", "question-answering",
+                                 _BERT_LARGE, "BERT-Large + SQuAD span head, Hugging Face "
+                                 "BertForQuestionAnswering"),
+}  # fmt: skip
 
 
 def _one_line(exc: BaseException) -> str:
@@ -99,14 +126,15 @@ def hf_task(cfg: ModelConfig, model_type: str) -> str:
 
 def hf_source(cfg: ModelConfig) -> ModelConfig | None:
     """The config to build through Transformers (`model.hf`), or None for other models. A
-    GPT-2 zoo name becomes the model type gpt2 with its published sizes (overridable)."""
+    zoo name of `HUB_MODELS` becomes its model type with its published sizes (overridable)."""
     if cfg._target_:
         return None
     hf = cfg.hf
-    if cfg.name is not None and cfg.name in GPT2_ZOO:
-        config = {**GPT2_SIZES[cfg.name], **hf_overrides(cfg)}
-        return replace(cfg, hf=HfConfig(model_type="gpt2", config=config,
-                                        task=hf.task or "causal-lm"))  # fmt: skip
+    if cfg.name is not None and cfg.name in HUB_MODELS:
+        hub = HUB_MODELS[cfg.name]
+        config = {**hub.sizes, **hf_overrides(cfg)}
+        return replace(cfg, hf=HfConfig(model_type=hub.model_type, config=config,
+                                        task=hf.task or hub.task))  # fmt: skip
     if hf.model_type or hf.config_file or cfg.name == "hf":
         return cfg
     return None

@@ -20,7 +20,7 @@ from torch import nn
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
-from ipu_tune.models._hf_names import GPT2_ZOO, hf_source
+from ipu_tune.models._hf_names import HUB_MODELS, hf_source
 from ipu_tune.models._resnet import BasicBlock, Bottleneck, ResNet
 
 __all__ = [
@@ -133,7 +133,7 @@ _ENTRIES = (
              _mnist),
     *(ZooEntry(f"efficientnet_b{i}", f"EfficientNet-B{i} (Tan & Le 2019), torchvision layout",
                "image", _efficientnet(f"efficientnet_b{i}")) for i in range(5)),
-    *(ZooEntry(name, text, "tokens", _hf) for name, text in GPT2_ZOO.items()),
+    *(ZooEntry(name, hub.text, "tokens", _hf) for name, hub in HUB_MODELS.items()),
 )  # fmt: skip
 
 ZOO: Mapping[str, ZooEntry] = MappingProxyType({e.name: e for e in _ENTRIES})

@@ -16,14 +16,16 @@ times (1 / rate + o_half / o): the arithmetic at the partials' rate (float parti
 a fill/drain latency per output that the partials type does not change, with o the pass's own
 outputs per tile (forward M x N, data gradient M x K, weight gradient K x N); gradients
 all-reduced in merged 50 MB buffers over the IPU-Links a ring uses; a tied MLM head on IPU0;
-Nelder-Mead, 3 rounds of 2,500 evaluations): loss 0.0030 over the 13 rows; the seed ladder's
+Nelder-Mead, 3 rounds of 2,500 evaluations): loss 0.0030 over the 15 points; the seed ladder's
 rates within 1.3% and traces within 0.9%, MLPerf ResNet-50 POD16 +2.3%, POD64 +0.8%, Bow POD16
 -3.2%, BERT-Large SL128 Bow POD16 +2.2%, ResNet-50 inference on a C600 -1.4%, the MNIST
-tutorial -0.8%, BERT-Base SL512 fits (busiest tile 616 of 639 kB). `stream_latency_s` (0.17 ms,
-a host sync per exposed stream copy) is carried mostly by the MNIST tutorial and BERT's 2,048
-micro-batches per step. Memory constants are estimates chosen inside the window the seed's fit
-/ out-of-memory verdicts, MLPerf and the BERT-Base SL512 fit leave (most-loaded IPU or tile at
-76% for fp16 GA3, 112% for fp32 GA3, 86-90% for MLPerf ResNet-50, 97% for BERT-Base SL512).
+tutorial -0.8%, BERT-Base SL512 fits (busiest tile 616 of 639 kB), and so do the single-IPU
+inference configurations ResNet-50 at batch 80 (93%) and BERT-Large SQuAD SL128 at 18 (94%).
+`stream_latency_s` (0.17 ms, a host sync per exposed stream copy) is carried mostly by the
+MNIST tutorial and BERT's 2,048 micro-batches per step. Memory constants are estimates chosen
+inside the window the seed's fit / out-of-memory verdicts, MLPerf and the BERT-Base SL512 fit
+leave (most-loaded IPU or tile at 76% for fp16 GA3, 112% for fp32 GA3, 86-90% for MLPerf
+ResNet-50, 97% for BERT-Base SL512).
 
 A `SimConstants` is frozen and hashable so that `simulate(..., constants=...)` can key its
 caches on it; `constants_from_mapping` builds one from a YAML mapping (unknown keys rejected).

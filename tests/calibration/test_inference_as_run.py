@@ -40,3 +40,25 @@ def test_c600_preset_is_one_mk2_chip_at_1_5_ghz_on_pcie_gen4_x16() -> None:
     assert c600.fp16_flops_per_cycle_per_tile == mk2.fp16_flops_per_cycle_per_tile
     assert c600.host_link_bytes_per_s == 32e9  # PCIe Gen4 x16, one direction
     assert MACHINES["c600"].ipus_per_machine == 1 and MACHINES["c600"].in_server
+
+
+# Single-IPU inference configurations Graphcore shipped and measured (points.yaml): the model,
+# its input, the batch, and how its inference benchmarks ran them.
+SHIPPED_INFERENCE = {
+    "resnet50_inference_mk2_b80_fits": ("resnet50", None, 80),
+    "bert_large_squad_sl128_inference_mk2_b18_fits": ("bert_large_squad", 128, 18),
+}
+
+
+def test_shipped_inference_configurations_are_encoded_as_graphcore_ran_them() -> None:
+    points = {p.name: p for p in default_points()}
+    for name, (model, sequence_length, batch) in SHIPPED_INFERENCE.items():
+        point = points[name]
+        cfg = point.config
+        assert (cfg.model.name, cfg.model.sequence_length) == (model, sequence_length)
+        assert cfg.model.dataset.name == "synthetic"  # made on the IPU: no host work
+        assert (cfg.system.ipu, cfg.system.num_ipus) == ("mk2", 1)
+        assert cfg.workload.mode == "infer" and cfg.workload.micro_batch_size == batch
+        assert (cfg.plan.precision, cfg.plan.partials) == ("16.16", "half")
+        assert cfg.plan.pipeline.splits == [] and cfg.plan.replication_factor == 1
+        assert point.result == "fits" and point.samples_per_s is None

@@ -6,20 +6,27 @@ from __future__ import annotations
 import ast
 
 import pytest
+import torch
 
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PipelineConfig, PlanConfig
 from ipu_tune.models import profile_model
 
+from ._recorder import Log, install, run_source
 from ._render import poptorch_snippet
 
 
-def _program(hf: HfConfig, splits: list[str]) -> str:
+def _source(hf: HfConfig, splits: list[str], precision: str = "16.16") -> str:
     cfg = EvalConfig(model=ModelConfig(name="hf", hf=hf, sequence_length=64),
-                     plan=PlanConfig(precision="16.16", gradient_accumulation=8,
+                     plan=PlanConfig(precision=precision, gradient_accumulation=8,
                                      pipeline=PipelineConfig(splits=splits)))  # fmt: skip
     source = poptorch_snippet(cfg, None, profile_model(cfg.model))
     ast.parse(source)
-    return " ".join(source.split())  # the exporter formats long calls over several lines
+    return source
+
+
+def _program(hf: HfConfig, splits: list[str]) -> str:
+    # One line: the exporter formats long calls over several lines.
+    return " ".join(_source(hf, splits).split())
 
 
 def test_causal_lm_program_builds_the_config_with_int_ids_and_shifted_labels() -> None:
@@ -44,3 +51,36 @@ def test_encoder_programs_use_the_familys_loss(hf: HfConfig, split: str, loss: s
     source = _program(hf, [split])
     assert loss in source and "self.model(x).logits" in source
     assert "INPUT_DTYPE = torch.int32" in source
+
+
+def test_question_answering_program_trains_on_the_answer_span() -> None:
+    source = _program(HfConfig(model_type="bert", task="question-answering",
+                               config={"num_hidden_layers": 2}), ["bert.encoder.layer.1"])
+    assert "from transformers import AutoConfig, AutoModelForQuestionAnswering" in source
+    assert "out = self.model(x) if labels is None: return out" in source
+    assert "start, end = labels[:, 0], labels[:, 1]" in source
+    assert ("self.criterion(out.start_logits, start) + self.criterion(out.end_logits, end)"
+            in source)
+    assert "INPUT_DTYPE = torch.int32" in source
+
+
+def test_question_answering_loss_runs_on_a_real_transformers_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The program's ModelWithLoss on Transformers' own BertForQuestionAnswering (a tiny one,
+    on the CPU; poptorch recorded): a finite loss with gradients, and logits without labels."""
+    tiny = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2,
+            "intermediate_size": 64, "vocab_size": 100}  # fmt: skip
+    source = _source(HfConfig(model_type="bert", task="question-answering", config=tiny),
+                     ["bert.encoder.layer.1"], precision="32.32")  # fmt: skip
+    log = Log()
+    install(monkeypatch, log, "poptorch", "popdist.poptorch")
+    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
+    model = run_source(source, "poptorch_options.py")["model"]
+    ids = torch.randint(100, (4, 64))
+    spans = torch.tensor([[3, 5], [0, 0], [10, 12], [63, 63]])
+    out, loss = model(ids, spans)
+    assert out.start_logits.shape == (4, 64) and torch.isfinite(loss)
+    loss.backward()
+    assert model.model.qa_outputs.weight.grad is not None
+    assert model(ids).end_logits.shape == (4, 64)

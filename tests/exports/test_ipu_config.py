@@ -21,7 +21,8 @@ from ipu_tune.exports import (
     render_ipu_config,
     render_run_with_optimum,
 )
-from ipu_tune.models import ModelProfile, profile_model
+from ipu_tune.exports._ipu_config import _PIPELINE_TASKS
+from ipu_tune.models import TASKS, ModelProfile, profile_model
 from ipu_tune.plan import ExecutionPlan
 from tests.conftest import REPO
 
@@ -29,14 +30,19 @@ WHEEL_DIR = REPO / ".cache" / "optimum-graphcore"
 SOURCE = "optimum/graphcore/ipu_configuration.py"
 
 
-def ipu_config_signature() -> dict[str, ast.expr]:
-    """IPUConfig.__init__'s parameters and annotation nodes, from the wheel scripts/setup.sh
-    downloads (`pip download --no-deps optimum-graphcore==0.7.1`)."""
+def optimum_source(path: str) -> ast.Module:
+    """A module of the wheel scripts/setup.sh downloads (`pip download --no-deps
+    optimum-graphcore==0.7.1`), parsed, never imported."""
     wheels = sorted(WHEEL_DIR.glob("optimum_graphcore-0.7.1-*.whl"))
     if not wheels:
         pytest.skip(f"no optimum-graphcore 0.7.1 wheel in {WHEEL_DIR}: run scripts/setup.sh")
     with zipfile.ZipFile(wheels[0]) as whl:
-        tree = ast.parse(whl.read(SOURCE).decode())
+        return ast.parse(whl.read(path).decode())
+
+
+def ipu_config_signature() -> dict[str, ast.expr]:
+    """IPUConfig.__init__'s parameters and annotation nodes."""
+    tree = optimum_source(SOURCE)
     cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "IPUConfig")
     init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
     return {a.arg: a.annotation for a in init.args.args[1:] if a.annotation is not None}
@@ -161,6 +167,43 @@ def test_run_with_optimum_is_ten_lines_of_python_loading_the_folder(
         assert 'IPUConfig.from_pretrained(".")' in text
         assert ("IPUTrainer(" in text) == plan.training and ("pipeline(" in text) != plan.training
     assert "per_device_train_batch_size=1" in render_run_with_optimum(PLAN, *gpt2)
+
+
+def optimum_pipeline_tasks() -> dict[str, set[str]]:
+    """optimum-graphcore's pipeline tasks (`SUPPORTED_TASKS`) -> the auto classes each takes."""
+    tree = optimum_source("optimum/graphcore/pipelines/__init__.py")
+    table = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign | ast.AnnAssign)
+                 and "SUPPORTED_TASKS" in ast.unparse(n.targets[0] if isinstance(n, ast.Assign)
+                                                      else n.target)
+                 and isinstance(n.value, ast.Dict))  # fmt: skip
+    out: dict[str, set[str]] = {}
+    for key, spec in zip(table.keys, table.values, strict=True):
+        assert isinstance(key, ast.Constant) and isinstance(spec, ast.Dict)
+        classes = dict(zip((ast.literal_eval(k) for k in spec.keys if k is not None),
+                           spec.values, strict=False))["class"]  # fmt: skip
+        out[key.value] = {ast.unparse(c) for c in ast.walk(classes) if isinstance(c, ast.Name)}
+    return out
+
+
+def test_every_task_runs_as_an_optimum_pipeline_of_its_auto_class() -> None:
+    supported = optimum_pipeline_tasks()
+    for task, pipeline_task in _PIPELINE_TASKS.items():
+        assert TASKS[task] in supported[pipeline_task], (task, pipeline_task)
+    assert set(_PIPELINE_TASKS) == set(TASKS)
+
+
+def test_run_with_optimum_of_a_squad_model_trains_on_answer_spans() -> None:
+    cfg = EvalConfig(model=ModelConfig(name="bert_large_squad", sequence_length=384))
+    profile = profile_model(cfg.model)
+    plan = replace(PLAN, splits=("bert.encoder.layer.6", "bert.encoder.layer.12",
+                                 "bert.encoder.layer.18"))  # fmt: skip
+    text = render_run_with_optimum(plan, profile, cfg)
+    compile(text, "run_with_optimum.py", "exec")
+    assert "AutoConfig.from_pretrained('bert-large-uncased', hidden_size=1024" in text
+    assert "AutoModelForQuestionAnswering.from_config(config)" in text
+    assert "'start_positions': 0, 'end_positions': 0" in text
+    infer = render_run_with_optimum(replace(plan, mode="infer"), profile, cfg)
+    assert "pipeline('question-answering', model=model" in infer
 
 
 def test_run_with_optimum_builds_a_config_file_model_from_its_folder(tmp_path: Path) -> None:

@@ -31,11 +31,13 @@ COVERED = [
     ("vit", "image-classification", {"num_hidden_layers": 2}, None),
     ("t5", "seq2seq-lm", {"num_layers": 2, "num_decoder_layers": 2}, 128),
     ("bert", "sequence-classification", {"num_hidden_layers": 2}, 128),
+    ("bert", "question-answering", {"num_hidden_layers": 2}, 384),
 ]
 AUTO = {"masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM",
         "image-classification": "AutoModelForImageClassification",
         "seq2seq-lm": "AutoModelForSeq2SeqLM",
-        "sequence-classification": "AutoModelForSequenceClassification"}
+        "sequence-classification": "AutoModelForSequenceClassification",
+        "question-answering": "AutoModelForQuestionAnswering"}
 
 
 def _hf(profile_of: Any, model_type: str, task: str, config: dict[str, Any],
@@ -101,6 +103,27 @@ def test_tied_lm_head_runs_in_the_first_block_and_an_untied_one_in_the_last(
             ops = profile.ops[stats.first_op:stats.last_op]
             assert all(op.block == b for op in ops)
             assert stats.parameters == sum(op.parameters for op in ops)
+
+
+def test_squad_head_runs_after_the_last_layer_on_every_token(profile_of: Any) -> None:
+    """BertForQuestionAnswering's span head (`qa_outputs`, hidden -> 2) is not tied: it stays on
+    the last stage, as optimum-graphcore's PipelinedBertForQuestionAnswering places it, and
+    scores each of the sequence's tokens."""
+    profile = _hf(profile_of, "bert", "question-answering", {"num_hidden_layers": 2}, 384)
+    head = [op for op in profile.ops if op.name.startswith("qa_outputs")]
+    assert head and all(op.block == len(profile.block_stats) - 1 for op in head)
+    assert sum(op.parameters for op in head) == 768 * 2 + 2
+    assert not any(op.name.startswith("cls") for op in profile.ops)  # no masked-LM head
+
+
+def test_bert_squad_presets_are_the_published_sizes(profile_of: Any) -> None:
+    # BertForQuestionAnswering.num_parameters() of bert-base-uncased / bert-large-uncased sizes.
+    large = transformers.BertConfig(**BERT_LARGE)
+    with torch.device("meta"):
+        expected = transformers.AutoModelForQuestionAnswering.from_config(large).num_parameters()
+    assert profile_of(name="bert_large_squad", sequence_length=128).parameters == expected
+    assert expected == 334_094_338
+    assert profile_of(name="bert_base_squad", sequence_length=128).parameters == 108_893_186
 
 
 def test_config_file_builds_the_model_it_describes(profile_of: Any, tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ SYSTEMS = {
     "vit_b_16": "pod4",
     "bert_base": "pod4",
     "bert_large": "pod16",
+    "bert_base_squad": "pod4",
+    "bert_large_squad": "pod4",
     "efficientnet_b0": "pod4",
     "efficientnet_b1": "pod4",
     "efficientnet_b2": "pod4",
