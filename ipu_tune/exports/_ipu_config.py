@@ -156,7 +156,11 @@ def _model_line(cfg: EvalConfig, task: str) -> list[str]:
     else:
         config = f"AutoConfig.for_model({model_type!r}{', ' if overrides else ''}" \
                  f"{_call_args(overrides)})"
-    return [f"config = {config}  # the configuration ipu-tune profiled",
+    out = [f"config = {config}  # the configuration ipu-tune profiled"]
+    positions = cfg.model.kwargs.get("masked_positions")
+    if positions is not None:  # optimum gathers the masked tokens before the MLM head
+        out.append(f"config.max_num_masked_tokens = {positions}  # model.kwargs.masked_positions")
+    return [*out,
             f"model = {auto}.from_config(config)  # or .from_pretrained(...) for trained weights"]
 
 

@@ -197,12 +197,15 @@ def _bert_lines(cfg: EvalConfig, name: str) -> list[str]:
         " model.bert.encoder.layer[i] and model.cls. Random weights: load your own.",
         f"model = BertForMaskedLM(BertConfig({_kwargs(config)}))",
     ]
-    if args.get("masked_positions") is not None:
-        out.append(
-            f"# ipu-tune profiled the MLM head on {args['masked_positions']} masked positions:"
-            " gather them before model.cls as Graphcore's BERT example does."
-        )
-    return out
+    return out + _masked_note(cfg, "model.cls")
+
+
+def _masked_note(cfg: EvalConfig, head: str) -> list[str]:
+    positions = cfg.model.kwargs.get("masked_positions")
+    if positions is None:
+        return []
+    return [f"# ipu-tune profiled the MLM head on {positions} masked positions: gather them"
+            f" before {head} as Graphcore's BERT example does."]
 
 
 def _mnist_lines(cfg: EvalConfig) -> list[str]:
@@ -241,12 +244,13 @@ def model_lines(cfg: EvalConfig) -> list[str]:
         ]
     hf = _hf_parts(cfg)
     if hf is not None:
-        return [
+        out = [
             f"# Hugging Face Transformers' {hf[0]} built from the configuration ipu-tune"
             " profiled (blocks: the input embeddings, then the model's own layer list)."
             " Random weights: use .from_pretrained(...) for trained ones.",
             f"model = {hf[0]}.from_config({hf[1]})",
         ]
+        return out + _masked_note(cfg, "the head")
     name = zoo_name(cfg) or ""
     if name in _TORCHVISION:
         return _torchvision_lines(cfg, name)

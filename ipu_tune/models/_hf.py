@@ -218,7 +218,43 @@ def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, 
     seq = _sequence_length(cfg, config)
     causal = task == "causal-lm" or DEFAULT_TASKS.get(config.model_type) == "causal-lm"
     call = _seq2seq_call if task == "seq2seq-lm" else _causal_call if causal else _text_call
-    return HfRunner(model, call, blocks, _tied_head(model)), "tokens", (seq,)
+    head = _tied_head(model)
+    _gather_masked(model, head, _masked_positions(cfg, task, head, seq))
+    return HfRunner(model, call, blocks, head), "tokens", (seq,)
+
+
+def _masked_positions(cfg: ModelConfig, task: str, head: str | None, seq: int) -> int | None:
+    """`model.kwargs.masked_positions`, the one keyword the Transformers path takes: the
+    tokens a masked-LM head runs on (optimum-graphcore's `config.max_num_masked_tokens`)."""
+    extra = sorted(set(cfg.kwargs) - {"masked_positions"})
+    if extra:
+        raise bad_value(f"model.kwargs.{extra[0]}", cfg.kwargs[extra[0]],
+                        "only masked_positions for a Transformers model; set its config "
+                        "fields in model.hf.config")  # fmt: skip
+    value = cfg.kwargs.get("masked_positions")
+    if value is None:
+        return None
+    if task != "masked-lm" or head is None:
+        raise bad_value("model.kwargs.masked_positions", value,
+                        f"only for a masked-lm head tied to the embeddings (task {task})")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= seq:
+        raise bad_value("model.kwargs.masked_positions", value,
+                        f"an integer from 1 to the sequence length {seq}, or null")
+    return value
+
+
+def _gather_masked(model: nn.Module, head: str | None, positions: int | None) -> None:
+    """Run the tied masked-LM head on `positions` tokens, as optimum-graphcore gathers the
+    masked ones first (`PipelinedBertForMaskedLM`: topk of the labels, `OnehotGather`); the
+    first positions stand in for them (same shapes, same cost)."""
+    if head is None or positions is None:
+        return
+    k = positions
+
+    def first_tokens(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (args[0][:, :k], *args[1:])
+
+    model.get_submodule(head).register_forward_pre_hook(first_tokens)
 
 
 def _sequence_length(cfg: ModelConfig, config: Any) -> int:

@@ -216,3 +216,23 @@ def test_run_with_optimum_builds_a_config_file_model_from_its_folder(tmp_path: P
     text = render_run_with_optimum(replace(PLAN, splits=("bert.encoder.layer.1",)), profile, cfg)
     assert f"AutoConfig.from_pretrained({str(folder)!r})" in text
     assert "AutoModelForMaskedLM.from_config(config)" in text
+
+
+def test_run_with_optimum_gathers_the_masked_positions_it_was_profiled_with() -> None:
+    """optimum-graphcore's BERT runs its MLM head on `config.max_num_masked_tokens` tokens
+    (modeling_bert.py, PipelinedBertForMaskedLM.forward): the program sets what was profiled."""
+    source = optimum_source("optimum/graphcore/models/bert/modeling_bert.py")
+    assert "max_num_masked_tokens" in ast.unparse(source)
+    hf = HfConfig(model_type="bert", config={"num_hidden_layers": 4})
+    cfg = EvalConfig(model=ModelConfig(name="hf", hf=hf, sequence_length=128,
+                                       kwargs={"masked_positions": 20}))  # fmt: skip
+    plan = replace(PLAN, splits=("bert.encoder.layer.1",))
+    text = render_run_with_optimum(plan, profile_model(cfg.model), cfg)
+    compile(text, "run_with_optimum.py", "exec")
+    lines = text.splitlines()
+    setting = lines.index("config.max_num_masked_tokens = 20  # model.kwargs.masked_positions")
+    assert lines[setting - 1].startswith("config = ")
+    assert "from_config(config)" in lines[setting + 1]
+    plain = replace(cfg, model=replace(cfg.model, kwargs={}))
+    assert "max_num_masked_tokens" not in render_run_with_optimum(plan, profile_model(plain.model),
+                                                                  plain)

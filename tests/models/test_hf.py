@@ -116,6 +116,37 @@ def test_squad_head_runs_after_the_last_layer_on_every_token(profile_of: Any) ->
     assert not any(op.name.startswith("cls") for op in profile.ops)  # no masked-LM head
 
 
+def test_masked_positions_run_the_tied_head_on_that_many_tokens(profile_of: Any) -> None:
+    """`model.kwargs.masked_positions` gathers as optimum-graphcore does before the MLM head
+    (`config.max_num_masked_tokens`): Transformers' BERT-Large then costs what the zoo's BERT-Large
+    with Graphcore's 20 masked tokens costs, and only the head's cost changes."""
+    every = _hf(profile_of, "bert", "masked-lm", BERT_LARGE, 128)
+    masked = _hf(profile_of, "bert", "masked-lm", BERT_LARGE, 128,
+                 kwargs={"masked_positions": 20})  # fmt: skip
+    zoo = profile_of(name="bert_large", sequence_length=128, kwargs={"masked_positions": 20})
+    assert masked.forward_flops == pytest.approx(zoo.forward_flops, rel=1e-3)
+    assert masked.parameters == every.parameters
+    head = [op.name.startswith("cls") for op in every.ops]
+    flops = {p: sum(op.forward_flops for op, h in zip(p.ops, head, strict=True) if h)
+             for p in (every, masked)}  # fmt: skip
+    assert flops[masked] < 0.2 * flops[every]
+    assert every.forward_flops - masked.forward_flops == pytest.approx(
+        flops[every] - flops[masked], rel=1e-6)
+
+
+@pytest.mark.parametrize(("kwargs", "task", "message"), [
+    ({"masked_positions": 200}, "masked-lm", "masked_positions=200: an integer from 1 to"),
+    ({"masked_positions": 20}, "sequence-classification", "only for a masked-lm head"),
+    ({"dropout": 0.0}, "masked-lm", "model.kwargs.dropout=0.0: only masked_positions"),
+])
+def test_bad_masked_positions_are_one_line(
+    profile_of: Any, kwargs: dict[str, Any], task: str, message: str
+) -> None:
+    with pytest.raises(IpuTuneError) as err:
+        _hf(profile_of, "bert", task, {"num_hidden_layers": 2}, 128, kwargs=kwargs)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
 def test_bert_squad_presets_are_the_published_sizes(profile_of: Any) -> None:
     # BertForQuestionAnswering.num_parameters() of bert-base-uncased / bert-large-uncased sizes.
     large = transformers.BertConfig(**BERT_LARGE)
