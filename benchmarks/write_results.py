@@ -42,6 +42,12 @@ BENCHMARKS = (
               "from the MLPerf POD16 run (GA 10) to the POD64 run (GA 3), measured and "
               "simulated as run.",
               "python benchmarks/pod_scaling.py"),
+    Benchmark("inference_latency", "What the simulator predicts for single-IPU inference as "
+              "Graphcore's benchmarks run it (deterministic): ResNet-50 and BERT-Large SQuAD "
+              "SL128, FP16.16 with half partials, synthetic data, on a Mk2, a Bow and a C600, "
+              "per micro-batch: samples/s at device iterations 1 and 100 and the latency of one "
+              "micro-batch.",
+              "python benchmarks/inference_latency.py"),
     Benchmark("simulator_speed", "CPU time of one `simulate` of ResNet-101's seed plan (best of "
               "5 rounds, `time.process_time`): cached per-block costs, cold, 500 varied plans.",
               "python benchmarks/simulator_speed.py"),

@@ -37,7 +37,7 @@ from ipu_tune.config._schema import (
 )
 from ipu_tune.config._trust import check_side_doors, has_resolver, trusted_composition
 from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
-from ipu_tune.config._yaml import read_text, read_yaml
+from ipu_tune.config._yaml import read_text, read_yaml, unique_keys
 
 if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
     register()
@@ -78,5 +78,6 @@ __all__ = [
     "to_plain_dict",
     "trusted_composition",
     "typed",
+    "unique_keys",
     "validate",
 ]

@@ -9,7 +9,7 @@ import yaml
 
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["MAX_YAML_BYTES", "read_text", "read_yaml"]
+__all__ = ["MAX_YAML_BYTES", "read_text", "read_yaml", "unique_keys"]
 
 # Limits of the one YAML reader: config, space and constants files are a few KiB, 5 levels deep,
 # and use no anchors; anything far beyond is an accident or an attack (billion laughs).
@@ -21,31 +21,48 @@ _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def _check_shape(text: str, what: str, path: Path) -> None:
     """Walk the event stream (no recursion, no construction): depth and nodes after alias
-    expansion stay within limits, so neither RecursionError nor a billion laughs can follow."""
-    frames: list[list[Any]] = [[None, 0]]  # [anchor, nodes] of each open collection
+    expansion stay within limits, so neither RecursionError nor a billion laughs can follow;
+    and no mapping gives a key twice (safe_load would keep the last one silently)."""
+    # Each open collection: [anchor, nodes, its keys so far (mappings only), children done].
+    frames: list[list[Any]] = [[None, 0, None, 0]]
     sizes: dict[str, int] = {}
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
-            frames.append([event.anchor, 1])
+            keys: set[str] | None = set() if isinstance(event, yaml.MappingStartEvent) else None
+            frames.append([event.anchor, 1, keys, 0])
             if len(frames) - 1 > MAX_YAML_DEPTH:
                 raise IpuTuneError(
                     f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels")
             continue
         if isinstance(event, yaml.CollectionEndEvent):
-            anchor, n = frames.pop()
+            anchor, n = frames.pop()[:2]
         elif isinstance(event, yaml.AliasEvent):
             anchor, n = None, sizes.get(str(event.anchor), 1)
         elif isinstance(event, yaml.ScalarEvent):
             anchor, n = event.anchor, 1
+            _check_key(frames[-1], event, what, path)
         else:
             continue
         if anchor is not None:
             sizes[str(anchor)] = n
         frames[-1][1] += n
+        frames[-1][3] += 1
         if frames[-1][1] > MAX_YAML_NODES or sum(f[1] for f in frames) > MAX_YAML_NODES:
             raise IpuTuneError(
                 f"{what} {str(path)!r}: more than {MAX_YAML_NODES} values once aliases are "
                 "expanded; allowed: plain YAML without alias bombs")
+
+
+def _check_key(parent: list[Any], event: Any, what: str, path: Path) -> None:
+    """A scalar in a key position of a mapping (an even child) must be new to that mapping."""
+    keys = parent[2]
+    if keys is None or parent[3] % 2:
+        return
+    if event.value in keys:
+        raise IpuTuneError(
+            f"{what} {str(path)!r}: key {event.value!r} given twice in one mapping (line "
+            f"{event.start_mark.line + 1}); allowed: each key once")
+    keys.add(event.value)
 
 
 def read_text(path: Path, what: str) -> str:
@@ -81,3 +98,14 @@ def read_yaml(path: Path, what: str) -> Any:
     except RecursionError:
         raise IpuTuneError(
             f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels") from None
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads(text, object_pairs_hook=unique_keys)`: a key given twice in one JSON object
+    is a ValueError, as in the YAML files (json keeps the last value silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} given twice in one object; allowed: each key once")
+        out[key] = value
+    return out

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ipu_tune.config import EvalConfig
+from ipu_tune.config import EvalConfig, unique_keys
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks
 from ipu_tune.models import ModelProfile
@@ -72,7 +72,7 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
     if file.is_dir():
         file = file / "ipu_config.json"
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
     except (OSError, ValueError) as exc:
         text = " ".join(str(exc).split())
         raise bad_value(KEY, str(path), f"a readable ipu_config.json ({text})") from None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config import HfConfig, ModelConfig
+from ipu_tune.config import HfConfig, ModelConfig, unique_keys
 from ipu_tune.errors import bad_value
 
 __all__ = ["DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "hf_identity", "hf_overrides",
@@ -86,7 +86,7 @@ def _read_config_file(path_text: str) -> dict[str, Any]:
     if path.is_dir():
         path = path / "config.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
     except (OSError, ValueError) as exc:
         raise bad_value("model.hf.config_file", path_text,
                         f"a readable config.json ({_one_line(exc)})") from None  # fmt: skip

@@ -161,6 +161,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("binary search space", ["search.space={tmp}/binary.yaml"], "binary.yaml"),
     ("deep search space", ["search.space={tmp}/deep.yaml"], "nested deeper than"),
     ("billion laughs space", ["search.space={tmp}/bomb.yaml"], "aliases"),
+    ("space key twice", ["search.space={tmp}/dup_space.yaml"], "key 'knobs' given twice"),
+    ("ipu_config.json key twice", ["model=gpt2", "plan.from_ipu_config={tmp}/dup.json"],
+     "key 'layers_per_ipu' given twice"),
+    ("config.json key twice", ["model=hf", "model.hf.config_file={tmp}/dup.json"],
+     "key 'layers_per_ipu' given twice"),
     ("huge search space", ["search.space={tmp}/big.yaml"], "larger than"),
 ]
 
@@ -176,6 +181,8 @@ EVAL_CASES: list[tuple[str, list[str], str]] = [
     ("config NUL bytes", ["evaluate", "{tmp}/nul.yaml"], "binary file"),
     ("config 2000 deep", ["evaluate", "{tmp}/deep.yaml"], "nested deeper than"),
     ("config billion laughs", ["evaluate", "{tmp}/bomb.yaml"], "aliases"),
+    ("config key twice", ["evaluate", "{tmp}/dup.yaml"],
+     "key 'precision' given twice in one mapping (line 4); allowed: each key once"),
     ("config over 1 MiB", ["evaluate", "{tmp}/big.yaml"], "larger than"),
     ("config names code", ["evaluate", "{tmp}/target.yaml"], "--trust-remote-code"),
     ("config names os.system", ["evaluate", "{tmp}/os_system.yaml", "--trust-remote-code"],
@@ -225,6 +232,7 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
     ("calibrate names code", ["calibrate", "{tmp}/rows_target.yaml"], "--trust-remote-code"),
     ("calibrate deep", ["calibrate", "{tmp}/deep.yaml"], "nested deeper than"),
     ("calibrate bomb", ["calibrate", "{tmp}/bomb.yaml"], "aliases"),
+    ("calibrate key twice", ["calibrate", "{tmp}/dup.yaml"], "key 'precision' given twice"),
     ("calibrate nothing measured", ["calibrate", "{tmp}/rows_empty.yaml"], "nothing measured"),
     ("calibrate max evals", ["calibrate", "--max-evals", "1"], "--max-evals=1"),
     ("calibrate output /proc", ["calibrate", "--max-evals", "10", "--output", "/proc/c.yaml"],
@@ -246,6 +254,11 @@ def _fixtures(tmp: Path) -> None:
     (tmp / "bad_knob.yaml").write_text("plan: {io_tiles: 7}\n")
     (tmp / "binary.yaml").write_bytes(bytes(range(256)) * 4)
     (tmp / "deep.yaml").write_text("[" * 2000 + "]" * 2000 + "\n")
+    # safe_load would keep the last of two values silently.
+    (tmp / "dup.yaml").write_text('model: {name: resnet50}\nplan:\n  precision: "16.16"\n'
+                                  '  precision: "32.32"\n')
+    (tmp / "dup.json").write_text('{"layers_per_ipu": [0, 8], "layers_per_ipu": [8, 0]}')
+    (tmp / "dup_space.yaml").write_text("knobs: {}\nknobs: {plan.precision: {}}\n")
     laughs = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
     (tmp / "bomb.yaml").write_text("\n".join(laughs) + "\n")
