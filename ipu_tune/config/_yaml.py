@@ -92,6 +92,9 @@ def read_yaml(path: Path, what: str) -> Any:
         _check_shape(text, what, path)
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
+        if "nesting depth" in str(getattr(exc, "problem", "")):  # PyYAML 6.0.4 stops at 1000
+            raise IpuTuneError(
+                f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels") from None
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise IpuTuneError(f"{what} {str(path)!r}: not valid YAML{where}") from None
