@@ -5,7 +5,8 @@ cuts (``plan.pipeline.cut<i>of<S>``, see `ipu_tune.search._splits`). The structu
 by construction: replication factors are the powers of two whose stage count
 S = num_ipus / replicas the model has blocks for (so stages x replicas = num_ipus); cuts are
 drawn only for the drawn S; the schedule only for S > 1; replicated tensor sharding only
-with replicas >= 2. The micro-batch, when searched, stays at or below the user's. With a fixed
+with replicas >= 2. The micro-batch, when searched, stays at or below the user's; an integer
+range (gradient accumulation, device iterations) widens to hold the user's value. With a fixed
 global batch, gradient accumulation is derived (global / (micro-batch x replicas)), the
 micro-batch is drawn among its divisors and replication factors no micro-batch reaches it
 with are left out.
@@ -31,6 +32,7 @@ from ipu_tune.search._sections import copied, setters
 from ipu_tune.search._space import (
     KnobSpec,
     SearchSpace,
+    admit_user_value,
     fit_instances,
     micro_batch_spec,
     power_of_two_divisors,
@@ -109,6 +111,9 @@ class Codec:
                 raise IpuTuneError(
                     f"search.global_batch_size={self.target_global_batch}: must be >= 1")
             searched.pop(_GA, None)  # derived from the others
+        for key, spec in searched.items():  # the user's own value is always drawable
+            if key != _MB:
+                searched[key] = admit_user_value(spec, get_key(self.user, key))
         if _MB in searched:
             searched[_MB] = micro_batch_spec(searched[_MB], cfg.workload.micro_batch_size,
                                              self.target_global_batch)

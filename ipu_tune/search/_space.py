@@ -45,6 +45,7 @@ __all__ = [
     "SPACES_DIR",
     "KnobSpec",
     "SearchSpace",
+    "admit_user_value",
     "fit_instances",
     "load_space",
     "micro_batch_spec",
@@ -303,6 +304,19 @@ def micro_batch_spec(spec: KnobSpec, user_mb: int, target: int | None) -> KnobSp
     if target is not None or spec.choices or low == high:
         return dataclasses.replace(spec, low=None, high=None, step=None, log=False,
                                    choices=tuple(values or [user_mb]))
+    return dataclasses.replace(spec, low=low, high=high)
+
+
+def admit_user_value(spec: KnobSpec, value: Any) -> KnobSpec:
+    """An integer range widened to hold the user's own value (gradient accumulation 512 from an
+    `ipu_config.json` against a preset's 1..64): the search starts from the user's plan and may
+    keep it, never only move away from it. Choices and float grids stay as written."""
+    if spec.kind != "int" or not spec.is_range or spec.step not in (None, 1):
+        return spec
+    if not isinstance(value, int) or isinstance(value, bool):
+        return spec
+    low = value if spec.low is None else min(int(spec.low), value)
+    high = value if spec.high is None else max(int(spec.high), value)
     return dataclasses.replace(spec, low=low, high=high)
 
 

@@ -107,6 +107,20 @@ def test_searched_micro_batch_without_a_global_batch_never_exceeds_yours() -> No
     assert max(sizes) <= 24 and len(sizes) > 1
 
 
+def test_the_users_accumulation_and_iterations_are_drawable_beyond_the_presets_range() -> None:
+    """The throughput preset draws GA and DI from 1..64; a plan run at GA 512 and DI 1000 (an
+    `ipu_config.json`, a pipelined BERT) keeps its values in reach instead of only losing them."""
+    cfg = compose_cfg("+experiment=seed_resnet101", "plan.gradient_accumulation=512",
+                      "plan.device_iterations=1000")
+    knobs = make_problem(cfg).codec.knobs
+    ga, di = knobs["plan.gradient_accumulation"], knobs["plan.device_iterations"]
+    assert (ga.low, ga.high, di.low, di.high) == (1, 512, 1, 1000)
+    assert ga.log and di.log  # the preset's log scale stays
+    inside = make_problem(compose_cfg("+experiment=seed_resnet101")).codec.knobs
+    assert inside["plan.gradient_accumulation"].high == 64  # values inside leave it alone
+    assert inside["plan.available_memory_proportion"].step == 0.05  # float grids stay
+
+
 def test_a_global_batch_no_plan_can_reach_is_a_user_error() -> None:
     # With the micro-batch pinned at 64, no replica count reaches 100.
     cfg = compose_cfg("+experiment=seed_resnet101", "search.global_batch_size=100")
