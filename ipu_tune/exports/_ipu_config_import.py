@@ -146,6 +146,10 @@ def plan_values_from_ipu_config(
     values["available_memory_proportion"] = _proportion(0.2 if amp is None else amp)
     values["replication_factor"] = int(data.get(f"{prefix}replication_factor", 1))
     values["device_iterations"] = int(data.get(f"{prefix}device_iterations", 1))
+    # Not an IPUConfig field: optimum-graphcore runs the model in fp16 unless told otherwise
+    # (IPUTrainingArguments.fp32 defaults to False, then IPUTrainer calls model.half();
+    # pipeline(..., fp16=True) by default).
+    values["precision"] = "16.16"
     # IPUConfig's defaults where the file is silent: half partials, optimizer state on chip.
     values["partials"] = "half" if data.get("enable_half_partials", True) else "float"
     values["recompute"] = "every_block" if data.get("recompute_checkpoint_every_layer") else "auto"

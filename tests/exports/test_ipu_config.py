@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from ipu_tune.config import EvalConfig, HfConfig, ModelConfig
+from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PlanConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.exports import (
     IPU_CONFIG_FIELDS,
+    apply_ipu_config,
     plan_values_from_ipu_config,
     read_ipu_config,
     render_ipu_config,
@@ -236,3 +237,15 @@ def test_run_with_optimum_gathers_the_masked_positions_it_was_profiled_with() ->
     plain = replace(cfg, model=replace(cfg.model, kwargs={}))
     assert "max_num_masked_tokens" not in render_run_with_optimum(plan, profile_model(plain.model),
                                                                   plain)
+
+
+def test_an_imported_plan_runs_in_fp16_as_optimum_does_unless_you_set_the_precision(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path
+) -> None:
+    """IPUConfig has no precision: optimum-graphcore halves the model unless told otherwise
+    (IPUTrainingArguments.fp32=False, pipeline(fp16=True)), so that is the plan it runs."""
+    (tmp_path / "ipu_config.json").write_text(json.dumps({"layers_per_ipu": [0, 8, 8, 8]}))
+    cfg = replace(gpt2[1], plan=PlanConfig(precision="32.32", from_ipu_config=str(tmp_path)))
+    assert apply_ipu_config(cfg).plan.precision == "16.16"
+    pinned = frozenset({"plan.precision"})  # given on the command line: kept
+    assert apply_ipu_config(cfg, pinned).plan.precision == "32.32"

@@ -53,8 +53,9 @@ def _tune_export_reimport(tmp_path: Path, *overrides: str) -> None:
                "available_memory_proportion", "partials", "offload_optimizer_state",
                "replicated_tensor_sharding")  # fmt: skip
     assert {k: getattr(restarted, k) for k in carried} == {k: getattr(plan, k) for k in carried}
-    # What IPUConfig does not carry (micro-batch, precision, host side) comes from the command;
-    # with the best's values for those, the simulator gives the best's result back.
+    # What IPUConfig does not carry (micro-batch, host side) comes from the command and the
+    # precision is optimum's fp16 default; with the best's values for those, the simulator gives
+    # the best's result back.
     same = replace(restarted, **{k: getattr(plan, k) for k in (
         "micro_batch_size", "precision", "prefetch_depth", "io_tiles", "async_dataloader",
         "dataloader_workers", "host_instances", "schedule", "eight_bit_io", "recompute")})
