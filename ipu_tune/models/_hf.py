@@ -195,7 +195,7 @@ def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, 
     import transformers
 
     config = hf_config(cfg)
-    task = hf_task(cfg, config.model_type)
+    task = hf_task(cfg, config.model_type, getattr(config, "architectures", None))
     if task in ("sequence-classification", "image-classification"):
         if not {"num_labels", "id2label"} & set(hf_overrides(cfg)):
             config.num_labels = cfg.num_classes

@@ -109,14 +109,35 @@ def hf_overrides(cfg: ModelConfig) -> dict[str, Any]:
 def hf_identity(cfg: ModelConfig) -> tuple[str, str]:
     """(model type, task) of `cfg.hf`, without building anything (exports name them)."""
     hf = cfg.hf
-    model_type = hf.model_type or ""
+    model_type, architectures = hf.model_type or "", None
     if hf.config_file:
-        model_type = str(_read_config_file(hf.config_file)["model_type"])
-    return model_type, hf_task(cfg, model_type)
+        data = _read_config_file(hf.config_file)
+        model_type, architectures = str(data["model_type"]), data.get("architectures")
+    return model_type, hf_task(cfg, model_type, architectures)
 
 
-def hf_task(cfg: ModelConfig, model_type: str) -> str:
-    task = cfg.hf.task or DEFAULT_TASKS.get(model_type)
+# The class-name endings of `config.json`'s "architectures" (the class the model was saved
+# from: BertForQuestionAnswering, GPT2LMHeadModel, ...) and the task each builds.
+_ARCHITECTURE_TASKS = (
+    ("ForQuestionAnswering", "question-answering"),
+    ("ForSequenceClassification", "sequence-classification"),
+    ("ForImageClassification", "image-classification"),
+    ("ForMaskedLM", "masked-lm"),
+    ("ForPreTraining", "masked-lm"),
+    ("ForCausalLM", "causal-lm"),
+    ("LMHeadModel", "causal-lm"),
+    ("ForConditionalGeneration", "seq2seq-lm"),
+)
+
+
+def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str:
+    """`model.hf.task`; else the task of the class a config file was saved from (its
+    "architectures"); else the model type's usual head."""
+    task = cfg.hf.task
+    if task is None and isinstance(architectures, list) and architectures:
+        name = str(architectures[0])
+        task = next((t for end, t in _ARCHITECTURE_TASKS if name.endswith(end)), None)
+    task = task or DEFAULT_TASKS.get(model_type)
     if task is None:
         raise bad_value("model.hf.task", None, f"one of {', '.join(TASKS)} for {model_type}")
     if task not in TASKS:

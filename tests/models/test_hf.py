@@ -13,8 +13,9 @@ import pytest
 import torch
 import transformers
 
+from ipu_tune.config import HfConfig, ModelConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.models import ModelProfile
+from ipu_tune.models import ModelProfile, hf_identity
 from tests.conftest import REPO
 
 # (model type, task, config overrides, sequence length): the covered families, small sizes
@@ -164,6 +165,26 @@ def test_config_file_builds_the_model_it_describes(profile_of: Any, tmp_path: Pa
                          sequence_length=128)
     assert profile.parameters == 335_174_458  # bert-large-uncased's BertForMaskedLM
     assert profile.blocks[1] == "bert.encoder.layer.0" and len(profile.blocks) == 25
+
+
+@pytest.mark.parametrize(("architecture", "head"), [
+    ("BertForQuestionAnswering", "qa_outputs"), ("BertForMaskedLM", "cls"),
+    ("BertForSequenceClassification", "classifier")])
+def test_a_config_file_builds_the_head_it_was_saved_with(
+    profile_of: Any, tmp_path: Path, architecture: str, head: str
+) -> None:
+    """A downloaded model folder names its class ("architectures"): a SQuAD checkpoint profiles
+    with its span head, not the model type's usual masked-LM head; `model.hf.task` still wins."""
+    config = transformers.BertConfig(num_hidden_layers=2, architectures=[architecture])
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    hf = {"config_file": str(tmp_path)}
+    profile = profile_of(name="hf", hf=hf, sequence_length=128, num_classes=3)
+    assert any(op.name.startswith(head) for op in profile.ops)
+    told = profile_of(name="hf", hf={**hf, "task": "masked-lm"}, sequence_length=128)
+    assert any(op.name.startswith("cls") for op in told.ops)
+    model = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path)))
+    assert hf_identity(model)[1] == {"qa_outputs": "question-answering", "cls": "masked-lm",
+                                     "classifier": "sequence-classification"}[head]
 
 
 def test_gpt2_zoo_sizes_have_the_published_parameter_counts(profile_of: Any) -> None:
