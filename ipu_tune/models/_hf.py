@@ -202,11 +202,17 @@ def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, 
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = getattr(config, "eos_token_id", 0) or 0  # GPT-2 has none
     auto = getattr(transformers, TASKS[task])
+    verbosity = transformers.logging.get_verbosity()
+    # Advice Transformers logs while building ("add is_decoder=True") is not for our users:
+    # what fails ends in one line below or in the profiler.
+    transformers.logging.set_verbosity_error()
     try:
         model = auto.from_config(config)
     except (ValueError, KeyError) as exc:
         raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
                         f"({_one_line(exc)})") from None  # fmt: skip
+    finally:
+        transformers.logging.set_verbosity(verbosity)
     lists = _layer_lists(model, config)
     if not lists:
         raise IpuTuneError(f"{label}: no layer list found in {type(model).__name__}")
