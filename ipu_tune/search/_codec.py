@@ -32,9 +32,8 @@ from ipu_tune.search._sections import copied, setters
 from ipu_tune.search._space import (
     KnobSpec,
     SearchSpace,
-    admit_user_value,
     fit_instances,
-    micro_batch_spec,
+    fitted_to_user,
     power_of_two_divisors,
 )
 from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
@@ -111,12 +110,7 @@ class Codec:
                 raise IpuTuneError(
                     f"search.global_batch_size={self.target_global_batch}: must be >= 1")
             searched.pop(_GA, None)  # derived from the others
-        for key, spec in searched.items():  # the user's own value is always drawable
-            if key != _MB:
-                searched[key] = admit_user_value(spec, get_key(self.user, key))
-        if _MB in searched:
-            searched[_MB] = micro_batch_spec(searched[_MB], cfg.workload.micro_batch_size,
-                                             self.target_global_batch)
+        searched = fitted_to_user(searched, self.user, self.target_global_batch)
 
         self.split_search = searched.pop(_SPLITS, None)
         r_spec = searched.pop(R_PARAM, None)

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config import SPACES_DIR, read_yaml
+from ipu_tune.config import SPACES_DIR, EvalConfig, read_yaml
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS as _ALL_KNOBS
-from ipu_tune.knobs import Knob, is_power_of_two, knob, valid_io_tiles
+from ipu_tune.knobs import Knob, get_key, is_power_of_two, knob, valid_io_tiles
 
 __all__ = [
     "FIXABLE_KEYS",
@@ -47,6 +47,7 @@ __all__ = [
     "SearchSpace",
     "admit_user_value",
     "fit_instances",
+    "fitted_to_user",
     "load_space",
     "micro_batch_spec",
     "parse_space",
@@ -305,6 +306,15 @@ def micro_batch_spec(spec: KnobSpec, user_mb: int, target: int | None) -> KnobSp
         return dataclasses.replace(spec, low=None, high=None, step=None, log=False,
                                    choices=tuple(values or [user_mb]))
     return dataclasses.replace(spec, low=low, high=high)
+
+
+def fitted_to_user(knobs: Mapping[str, KnobSpec], user: EvalConfig,
+                   target: int | None) -> dict[str, KnobSpec]:
+    """The searched knobs around the user's plan: the micro-batch at or below the user's
+    (`micro_batch_spec`), every other integer range widened to hold the user's value."""
+    mb = "workload.micro_batch_size"
+    return {key: micro_batch_spec(spec, user.workload.micro_batch_size, target) if key == mb
+            else admit_user_value(spec, get_key(user, key)) for key, spec in knobs.items()}
 
 
 def admit_user_value(spec: KnobSpec, value: Any) -> KnobSpec:
