@@ -110,7 +110,7 @@ class Codec:
                 raise IpuTuneError(
                     f"search.global_batch_size={self.target_global_batch}: must be >= 1")
             searched.pop(_GA, None)  # derived from the others
-        searched = fitted_to_user(searched, self.user, self.target_global_batch)
+        searched = fitted_to_user(searched, self.user, self.target_global_batch, _MB)
 
         self.split_search = searched.pop(_SPLITS, None)
         r_spec = searched.pop(R_PARAM, None)

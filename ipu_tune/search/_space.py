@@ -308,12 +308,12 @@ def micro_batch_spec(spec: KnobSpec, user_mb: int, target: int | None) -> KnobSp
     return dataclasses.replace(spec, low=low, high=high)
 
 
-def fitted_to_user(knobs: Mapping[str, KnobSpec], user: EvalConfig,
-                   target: int | None) -> dict[str, KnobSpec]:
+def fitted_to_user(knobs: Mapping[str, KnobSpec], user: EvalConfig, target: int | None,
+                   micro_batch_key: str) -> dict[str, KnobSpec]:
     """The searched knobs around the user's plan: the micro-batch at or below the user's
     (`micro_batch_spec`), every other integer range widened to hold the user's value."""
-    mb = "workload.micro_batch_size"
-    return {key: micro_batch_spec(spec, user.workload.micro_batch_size, target) if key == mb
+    mb = user.workload.micro_batch_size
+    return {key: micro_batch_spec(spec, mb, target) if key == micro_batch_key
             else admit_user_value(spec, get_key(user, key)) for key, spec in knobs.items()}
 
 
