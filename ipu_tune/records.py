@@ -125,7 +125,7 @@ def _sim_result(detail: Mapping[str, Any]) -> SimResult | None:
                                             else float(t["inter_ipu_back_s"])))
                 for t in detail["stages"]),
             reason=str(detail.get("reason") or ""),
-            samples_per_step=int(detail.get("samples_per_step") or 0),
+            samples_per_step=float(detail.get("samples_per_step") or 0.0),
             device_throughput=float(detail.get("device_throughput") or 0.0),
             extras=dict(detail.get("extras") or {}),
             latency_s=float(detail.get("latency_s") or 0.0),

@@ -120,8 +120,9 @@ def _host_hint(r: SimResult, c: EvalConfig) -> list[str]:
     if r.bottleneck != "host_preprocess" or c.model.dataset.name in (SYNTHETIC, GENERATED):
         return []
     per_sample_ms = 1e3 * float(r.extras.get("host_s_per_sample", 0.0))
+    stored = "stored pack" if c.model.dataset.sequences_per_pack != 1.0 else "sample"
     return [f"host: the data pipeline bounds this plan (dataset {c.model.dataset.name}, "
-            f"{per_sample_ms:.3f} ms of host work per sample on one loader worker); inputs "
+            f"{per_sample_ms:.3f} ms of host work per {stored} on one loader worker); inputs "
             f"already prepared: model.dataset.name={GENERATED} (in host memory) or {SYNTHETIC} "
             "(made on the IPU); your own pipeline: model.dataset.preprocess_s_per_sample=SECONDS"]
 
@@ -129,12 +130,15 @@ def _host_hint(r: SimResult, c: EvalConfig) -> list[str]:
 def _batch_line(c: EvalConfig) -> str:
     """The micro-batch and the global batch the plan trains with (or infers in)."""
     mb, p = c.workload.micro_batch_size, c.plan
+    per_pack = c.model.dataset.sequences_per_pack
+    unit, packs = ("samples", "") if per_pack == 1.0 else (
+        "packs", f"; packs of {per_pack:g} sequences on average: samples/s counts sequences")
     if c.workload.mode != "train":
-        return (f"batch: micro-batch {mb}, {mb * p.replication_factor:,} samples per step "
-                f"over {p.replication_factor} replica(s)")
+        return (f"batch: micro-batch {mb}, {mb * p.replication_factor:,} {unit} per step "
+                f"over {p.replication_factor} replica(s){packs}")
     total = mb * p.gradient_accumulation * p.replication_factor
     return (f"batch: micro-batch {mb}, global batch {total:,} (micro-batch x GA "
-            f"{p.gradient_accumulation} x {p.replication_factor} replica(s))")
+            f"{p.gradient_accumulation} x {p.replication_factor} replica(s)){packs}")
 
 
 def _next_line(s: RunSummary) -> str:

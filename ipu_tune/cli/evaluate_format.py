@@ -16,12 +16,20 @@ def _pct(part: float, whole: float) -> str:
     return f"{100.0 * part / whole:5.1f}%" if whole > 0 else "    - "
 
 
+def _count(samples: float) -> str:
+    """A whole number of samples as such; packed sequences (a mean per pack) to 0.1."""
+    return f"{samples:,.0f}" if samples == round(samples) else f"{samples:,.1f}"
+
+
 def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     name = m.name or m._target_ or "model"
+    per_pack = m.dataset.sequences_per_pack
+    packs = "" if per_pack == 1.0 else f" packs of {per_pack:g} sequences"
     lines = [
         f"{name} on {s.num_ipus} x {s.ipu} ({s.hosts} host{'s' if s.hosts > 1 else ''}): "
-        f"{w.mode}, micro-batch {w.micro_batch_size}, {w.optimizer}, precision {p.precision}",
+        f"{w.mode}, micro-batch {w.micro_batch_size}{packs}, {w.optimizer}, "
+        f"precision {p.precision}",
         f"plan: {describe(cfg)}",
         "",
     ]
@@ -35,7 +43,7 @@ def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
         lines.append(f"fits: NO - {result.reason}")
         lines.append("throughput: 0 samples/s (does not fit)")
     lines.append(
-        f"step: {result.step_time_s * 1e3:,.2f} ms for {result.samples_per_step:,} samples; "
+        f"step: {result.step_time_s * 1e3:,.2f} ms for {_count(result.samples_per_step)} samples; "
         f"bottleneck: {result.bottleneck}"
     )
     return lines

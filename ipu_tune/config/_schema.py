@@ -106,6 +106,10 @@ class DatasetConfig:
     # Host seconds to load and augment one sample on one worker (decode, flip, resize); None takes
     # the calibrated default of the host preset.
     preprocess_s_per_sample: Optional[float] = None  # noqa: UP045
+    # Packed sequences (Krell et al. 2021, "Efficient Sequence Packing without
+    # Cross-contamination"): a token model's input is a pack of this many dataset sequences on
+    # average; the micro-batch counts packs, samples/s counts sequences. 1.0: unpacked.
+    sequences_per_pack: float = 1.0
 
 
 @dataclass

@@ -185,6 +185,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
         _at_least("model.dataset.sample_bytes", m.dataset.sample_bytes, 1)
     if m.dataset.preprocess_s_per_sample is not None:
         _at_least("model.dataset.preprocess_s_per_sample", m.dataset.preprocess_s_per_sample, 0.0)
+    _at_least("model.dataset.sequences_per_pack", m.dataset.sequences_per_pack, 1.0)
 
     _check_knobs(cfg, _WORKLOAD_CHECKS)
 

@@ -169,6 +169,7 @@ def input_lines(
         " asynchronous loader overlaps host preprocessing with the device"
         f" ({cite('dataloader')}). {ctx.facts.phase_sentence('host_preprocess')}",
         f"# The dataset yields {host}.",
+        *_packing_lines(cfg.model.dataset.sequences_per_pack),
         "",
         "",
         "def make_dataloader(dataset: torch.utils.data.Dataset) -> poptorch.DataLoader:",
@@ -182,6 +183,16 @@ def input_lines(
         f"        mode=poptorch.DataLoaderMode.{mode},",
         "    )",
     ]
+
+
+def _packing_lines(per_pack: float) -> list[str]:
+    """How the simulated throughput's packed sequences reach the model."""
+    if per_pack == 1.0:
+        return []
+    return [f"# Packed sequences, {per_pack:g} per pack on average as simulated (samples/s counts"
+            " sequences): pack them as in Krell et al. 2021, \"Efficient Sequence Packing",
+            "# without Cross-contamination\" (position ids restart at each sequence; an attention"
+            " mask keeps the sequences of a pack apart)."]
 
 
 def optimizer_lines(ctx: ExportContext) -> list[str]:

@@ -147,6 +147,7 @@ def assemble(
     preprocess_s_per_sample: float | None,
     torch_version: str,
     input_source: str = "dataset",
+    sequences_per_pack: float = 1.0,
 ) -> ModelProfile:
     n_ops = len(trace.records)
     assert n_ops > 0, "the model ran no op"
@@ -177,4 +178,5 @@ def assemble(
         preprocess_s_per_sample=preprocess_s_per_sample,
         torch_version=torch_version,
         input_source=input_source,
+        sequences_per_pack=sequences_per_pack,
     )

@@ -11,7 +11,7 @@ import math
 import torch
 
 from ipu_tune.config import GENERATED, SYNTHETIC, ModelConfig
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._fold import fold_head
 from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH, ModelProfile
@@ -98,6 +98,7 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
     specs, strict = _block_specs(model, cfg)
     blocks = resolve_blocks(specs, trace, strict=strict)
     ds = cfg.dataset
+    _check_packing(ds.sequences_per_pack, input_kind, input_shape)
     # The two dataset names no pipeline makes are the profile's input sources of those names.
     source = ds.name if ds.name in (SYNTHETIC, GENERATED) else "dataset"
     profile = assemble(
@@ -111,9 +112,21 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
         preprocess_s_per_sample=0.0 if source != "dataset" else ds.preprocess_s_per_sample,
         torch_version=str(torch.__version__),  # a plain str: unpickling needs no torch
         input_source=source,
+        sequences_per_pack=float(ds.sequences_per_pack),
     )
     head = getattr(model, "head_on_first_stage", None)
     return fold_head(profile, head) if isinstance(head, str) else profile
+
+
+def _check_packing(per_pack: float, input_kind: str, input_shape: tuple[int, ...]) -> None:
+    """Packing puts whole sequences into one input of the sequence length: a token model's only,
+    and at most one sequence per token."""
+    key = "model.dataset.sequences_per_pack"
+    if per_pack != 1.0 and input_kind != "tokens":
+        raise bad_value(key, per_pack, "packs hold token sequences: 1.0 for a model of images")
+    if input_kind == "tokens" and per_pack > input_shape[0]:
+        raise bad_value(key, per_pack,
+                        f"at most the sequence length ({input_shape[0]}): one sequence per token")
 
 
 def model_name(cfg: ModelConfig) -> str:

@@ -83,6 +83,10 @@ class ModelProfile:
     # "generated", random samples in host memory (copied to the IPU, nothing else on the host);
     # "synthetic", made on the IPU (no host-device transfer). `ipu_tune.config.SYNTHETIC`.
     input_source: str = "dataset"
+    # Dataset samples (sequences) per model input: a token model fed packed sequences (Krell et
+    # al. 2021) takes packs of this many sequences on average; 1.0 otherwise. Every cost above is
+    # per input (per pack); the simulator counts samples/s in sequences.
+    sequences_per_pack: float = 1.0
 
     @property
     def parameters(self) -> int:

@@ -91,11 +91,15 @@ def _profile(data: Any) -> ModelProfile:
         raise _Bad("input kind or shape")
     if source not in INPUT_SOURCES:
         raise _Bad("input source")
+    per_pack = _float(data.get("sequences_per_pack"))
+    if per_pack < 1.0:
+        raise _Bad("fewer than one sequence per pack")
     return ModelProfile(
         name=_str(data.get("name")), input_shape=shape, num_classes=_int(data.get("num_classes")),
         input_kind=kind, ops=ops, block_stats=blocks, sample_bytes=_int(data.get("sample_bytes")),
         preprocess_s_per_sample=None if pre is None else _float(pre),
-        torch_version=_str(data.get("torch_version")), input_source=str(source))
+        torch_version=_str(data.get("torch_version")), input_source=str(source),
+        sequences_per_pack=per_pack)
 
 
 def _list(value: Any) -> list[Any]:

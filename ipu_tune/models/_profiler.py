@@ -27,7 +27,7 @@ __all__ = ["PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
            "profile_model"]  # fmt: skip
 
 # Bump when what the profiler records changes, so that old disk entries are not reused.
-PROFILE_FORMAT = 4
+PROFILE_FORMAT = 5
 
 
 @cache
@@ -118,7 +118,7 @@ def _quick_key(cfg: ModelConfig) -> Hashable | None:
     d = cfg.dataset
     # The shape's length follows from the tuple's: the other fields are one element each.
     values = (cfg.name, *cfg.input_shape, cfg.num_classes, cfg.sequence_length, d.name,
-              d.sample_bytes, d.preprocess_s_per_sample)
+              d.sample_bytes, d.preprocess_s_per_sample, d.sequences_per_pack)
     types = tuple(map(type, values))
     if cfg.kwargs or cfg.hf.model_type or cfg.hf.config or cfg.hf.task or \
             not _SCALARS.issuperset(types):

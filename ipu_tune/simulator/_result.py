@@ -83,7 +83,7 @@ class SimResult:
     memory: tuple[IpuMemory, ...]  # one entry per IPU of one replica
     stages: tuple[StageTime, ...]
     reason: str = ""  # why it does not fit: IPU, category and excess
-    samples_per_step: int = 0
+    samples_per_step: float = 0.0  # dataset samples per step (sequences, when packed)
     # Throughput the device alone could sustain (ignores host), samples/s.
     device_throughput: float = 0.0
     extras: Mapping[str, Any] = field(default_factory=dict)

@@ -8,7 +8,9 @@ steps:
                  device call = device iterations x device step + per-call cost;
                  call = host + device call (synchronous loader) or max of both (async)
   `_phases`      the step split by TIME_PHASES, and the bottleneck
-Throughput = samples per call (all replicas) / call time; 0.0 when the plan does not fit.
+Throughput = samples per call (all replicas) / call time; 0.0 when the plan does not fit. A
+sample is one of the dataset's: with packed sequences a micro-batch of packs holds
+`profile.sequences_per_pack` samples per pack.
 """
 
 from __future__ import annotations
@@ -56,9 +58,12 @@ def simulate(
                          plan.gradient_accumulation if training else 1, training)
     update = update_times(shapes, system, plan, c)
     di = plan.device_iterations
-    samples_per_step = plan.samples_per_step
-    samples_per_call = samples_per_step * di  # plan.samples_per_call
-    call = _call_time(profile, system, plan, c, core, update, mb_in_bytes, samples_per_call)
+    inputs_per_call = plan.samples_per_call  # model inputs: packs when sequences are packed
+    call = _call_time(profile, system, plan, c, core, update, mb_in_bytes, inputs_per_call)
+    # Rates count dataset samples: a pack of packed sequences is `sequences_per_pack` of them,
+    # as Graphcore's packed BERT reports sequences/s (Krell et al. 2021, section 4).
+    samples_per_step = plan.samples_per_step * profile.sequences_per_pack
+    samples_per_call = samples_per_step * di
     phases = _phases(core, update, call, di)
     # Latency of one micro-batch: pipeline slots are synchronous across IPUs (`_pipeline`), so
     # in the steady state a micro-batch crosses N stages in N slots of the longest stage;
@@ -233,7 +238,7 @@ def _bottleneck(fits: bool, plan: ExecutionPlan, call: CallTime,
 def _extras(
     system: System, plan: ExecutionPlan, pm: PlanMemory,
     parts: list[StageParts], costs: BlockCosts,
-    update: UpdateTimes, call: CallTime, samples_per_call: int,
+    update: UpdateTimes, call: CallTime, samples_per_call: float,
 ) -> dict[str, Any]:
     n = pm.stages
     training = pm.training

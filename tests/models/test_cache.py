@@ -80,6 +80,7 @@ def test_a_planted_pickle_runs_nothing_and_the_profile_is_rebuilt(
     (lambda d: d["profile"]["ops"][0].update(extra=1), "an unknown field"),
     (lambda d: d.update(key="another model"), "another key"),
     (lambda d: d["profile"].update(num_classes=-3), "a negative count"),
+    (lambda d: d["profile"].update(sequences_per_pack=0.5), "less than a sequence per pack"),
 ])
 def test_an_edited_profile_entry_is_rebuilt_not_trusted(
         edit: object, why: str, private_cache: Path) -> None:
