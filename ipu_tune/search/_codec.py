@@ -92,7 +92,9 @@ class Codec:
         self.training = base.workload.mode == "train"
         if not self.training:
             base.plan.gradient_accumulation = 1
-        searched = {k: s for k, s in space.knobs.items() if not is_pinned(k, pinned)}
+        mode = base.workload.mode
+        searched = {k: s for k, s in space.knobs.items()
+                    if not is_pinned(k, pinned) and s.searched_in(mode)}
         if not self.training:
             for key in _TRAIN_ONLY:
                 searched.pop(key, None)

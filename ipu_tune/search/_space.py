@@ -11,6 +11,7 @@ File format (read with ``yaml.safe_load`` only: a space file can never instantia
       plan.replication_factor:                       # powers of two dividing system.num_ipus
       plan.host_instances:                           # powers of two, fitted to replicas/servers
       plan.pipeline.splits: {step: 1}                # one cut per stage boundary (block index)
+      plan.partials: {modes: [infer]}                # searched only in these workload modes
     fixed:                      # values every trial of this preset uses (not searched)
       workload.mode: infer
     constraints:
@@ -19,7 +20,8 @@ File format (read with ``yaml.safe_load`` only: a space file can never instantia
 
 Knobs not listed keep the user's value (`cfg.plan` / `cfg.workload`); a knob the user pinned
 by a Hydra override is never searched even when listed. Range specs take `low`, `high` and
-optionally `step` or `log` (not both, as Optuna); `choices` takes a non-empty list. Knobs
+optionally `step` or `log` (not both, as Optuna); `choices` takes a non-empty list; `modes`
+(train, infer) searches the knob only when the trial's `workload.mode` is one of them. Knobs
 with a natural domain (enums, booleans, `plan.replication_factor`, `plan.pipeline.splits`,
 `plan.io_tiles`) accept null for the whole domain. Every problem raises `IpuTuneError` naming
 the file and the key.
@@ -77,7 +79,8 @@ KNOBS: dict[str, tuple[str, tuple[Any, ...] | None, float]] = {
 FIXABLE_KEYS = frozenset(k.key for k in _ALL_KNOBS)
 _TOP_KEYS = ("description", "knobs", "fixed", "constraints")
 _CONSTRAINT_KEYS = ("keep_global_batch", "throughput_floor_ratio")
-_SPEC_KEYS = ("low", "high", "step", "log", "choices")
+_SPEC_KEYS = ("low", "high", "step", "log", "choices", "modes")
+_MODES = ("train", "infer")
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,11 @@ class KnobSpec:
     step: float | None = None
     log: bool = False
     choices: tuple[Any, ...] = ()
+    # The workload modes in which it is searched; () for every mode.
+    modes: tuple[str, ...] = ()
+
+    def searched_in(self, mode: str) -> bool:
+        return not self.modes or mode in self.modes
 
     @property
     def is_range(self) -> bool:
@@ -187,6 +195,23 @@ def _parse_choices(source: str, key: str, spec: Mapping[str, Any]) -> KnobSpec:
 
 
 def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
+    """One knob's spec, its `modes` (if any) apart from the rest."""
+    if isinstance(spec, Mapping) and "modes" in spec:
+        modes = _parse_modes(source, key, spec["modes"])
+        rest = {k: v for k, v in spec.items() if k != "modes"}
+        return dataclasses.replace(_parse_domain(source, key, rest), modes=modes)
+    return _parse_domain(source, key, spec)
+
+
+def _parse_modes(source: str, key: str, modes: object) -> tuple[str, ...]:
+    if (not isinstance(modes, list) or not modes or len(set(map(repr, modes))) != len(modes)
+            or any(m not in _MODES for m in modes)):
+        raise _fail(source, f"knobs.{key}.modes", f"{modes!r}: a list of distinct modes of "
+                    + ", ".join(_MODES))
+    return tuple(modes)
+
+
+def _parse_domain(source: str, key: str, spec: object) -> KnobSpec:
     if key not in KNOBS:
         raise _fail(source, f"knobs.{key}", "unknown knob; allowed: " + ", ".join(KNOBS))
     kind, domain, lowest = KNOBS[key]

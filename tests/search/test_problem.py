@@ -121,6 +121,20 @@ def test_the_users_accumulation_and_iterations_are_drawable_beyond_the_presets_r
     assert inside["plan.available_memory_proportion"].step == 0.05  # float grids stay
 
 
+def test_throughput_searches_the_partials_type_in_inference_only() -> None:
+    """Inference runs with half partials (Graphcore's inference benchmarks); in training the
+    partials type is the user's numerics choice. Pinned, it is never searched."""
+    infer = make_problem(compose_cfg("+experiment=seed_resnet101", "workload.mode=infer"))
+    assert infer.codec.knobs["plan.partials"].choices == ("float", "half")
+    train = make_problem(compose_cfg("+experiment=seed_resnet101"))
+    assert "plan.partials" not in train.codec.knobs
+    pinned = make_problem(compose_cfg("+experiment=seed_resnet101", "workload.mode=infer",
+                                      "plan.partials=float"), pinned=["plan.partials"])
+    assert "plan.partials" not in pinned.codec.knobs
+    drawn = {out.config.plan.partials for _, out in _collect(infer, 12)}
+    assert drawn == {"float", "half"}
+
+
 def test_a_global_batch_no_plan_can_reach_is_a_user_error() -> None:
     # With the micro-batch pinned at 64, no replica count reaches 100.
     cfg = compose_cfg("+experiment=seed_resnet101", "search.global_batch_size=100")

@@ -121,3 +121,23 @@ def test_null_spec_takes_the_natural_domain() -> None:
     assert space.knobs["plan.precision"].choices == ("32.32", "16.32", "16.16")
     assert space.knobs["plan.offload_optimizer_state"].choices == (False, True)
     assert space.knobs["plan.replication_factor"].choices == ()  # resolved per system
+
+
+def test_a_knob_can_be_searched_in_some_workload_modes_only(tmp_path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("knobs:\n  plan.partials: {modes: [infer]}\n"
+                    "  plan.gradient_accumulation: {low: 1, high: 8, modes: [train, infer]}\n")
+    space = load_space(str(path))
+    partials, ga = space.knobs["plan.partials"], space.knobs["plan.gradient_accumulation"]
+    assert partials.choices == ("float", "half") and partials.modes == ("infer",)
+    assert partials.searched_in("infer") and not partials.searched_in("train")
+    assert (ga.low, ga.high) == (1, 8) and ga.searched_in("train")
+
+
+@pytest.mark.parametrize("modes", ["infer", "[]", "[serve]", "[infer, infer]", "{a: 1}"])
+def test_modes_must_be_a_list_of_distinct_workload_modes(tmp_path, modes: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"knobs:\n  plan.partials: {{modes: {modes}}}\n")
+    with pytest.raises(IpuTuneError, match=r"knobs\.plan\.partials\.modes: .*distinct modes of "
+                                           "train, infer"):
+        load_space(str(path))
