@@ -2,8 +2,8 @@
 
     python benchmarks/inference_latency.py
 
-ResNet-50 (224x224, 1000 classes) and BERT-Large with the SQuAD head (sequence length 128) on
-one IPU, FP16.16 with half partials, synthetic data (made on the IPU: no host work, no
+ResNet-50 and ViT-B/16 (224x224, 1000 classes) and BERT-Large with the SQuAD head (sequence
+length 128) on one IPU, FP16.16 with half partials, synthetic data (made on the IPU: no host work, no
 host-device stream), one replica, no pipelining. Per IPU (Mk2 at 1.33 GHz, Bow at 1.85 GHz, a
 C600 card at 1.5 GHz) and micro-batch, at device iterations 1 and 100: samples/s of the whole
 call (device iterations x micro-batch over the call time, the per-call cost included) and the
@@ -29,6 +29,8 @@ MODELS: dict[str, tuple[dict[str, Any], tuple[int, ...]]] = {
                  (1, 4, 16, 32, 64, 80)),
     "bert_large_squad SL128": ({"name": "bert_large_squad", "sequence_length": 128},
                                (1, 4, 8, 18)),
+    "vit_b_16": ({"name": "vit_b_16", "input_shape": [3, 224, 224], "num_classes": 1000},
+                 (1, 4, 16, 32)),
 }
 DEVICE_ITERATIONS = (1, 100)
 
