@@ -3,13 +3,13 @@
     python benchmarks/inference_latency.py
 
 ResNet-50 and ViT-B/16 (224x224, 1000 classes) and BERT-Large with the SQuAD head (sequence
-length 128) on one IPU, FP16.16 with half partials, synthetic data (made on the IPU: no host work, no
-host-device stream), one replica, no pipelining. Per IPU (Mk2 at 1.33 GHz, Bow at 1.85 GHz, a
-C600 card at 1.5 GHz) and micro-batch, at device iterations 1 and 100: samples/s of the whole
-call (device iterations x micro-batch over the call time, the per-call cost included) and the
-latency of one micro-batch on the device (one forward pass). The per-call cost of an inference
-call is an estimate (`infer_call_overhead_s`): no published figure fixes it. Deterministic: no
-timing.
+length 128) on one IPU, FP16.16 with half partials, synthetic data (made on the IPU: no host
+work, no host-device stream), one replica, no pipelining. Per IPU (Mk2 at 1.33 GHz, Bow at 1.85
+GHz, a C600 card at 1.5 GHz) and micro-batch, at device iterations 1 and 100: samples/s of the
+whole call (device iterations x micro-batch over the call time, the per-call cost included) and
+the latency of one micro-batch on the device (one forward pass). The per-call cost of an
+inference call is an estimate (`infer_call_overhead_s`): no published figure fixes it.
+Deterministic: no timing.
 """
 
 from __future__ import annotations

@@ -43,10 +43,10 @@ BENCHMARKS = (
               "simulated as run.",
               "python benchmarks/pod_scaling.py"),
     Benchmark("inference_latency", "What the simulator predicts for single-IPU inference as "
-              "Graphcore's benchmarks run it (deterministic): ResNet-50, ViT-B/16 and BERT-Large "
-              "SQuAD SL128, FP16.16 with half partials, synthetic data, on a Mk2, a Bow and a C600, "
-              "per micro-batch: samples/s at device iterations 1 and 100 and the latency of one "
-              "micro-batch.",
+              "Graphcore's benchmarks run it (deterministic): ResNet-50, ViT-B/16 and "
+              "BERT-Large SQuAD SL128, FP16.16 with half partials, synthetic data, on a Mk2, a "
+              "Bow and a C600, per micro-batch: samples/s at device iterations 1 and 100 and "
+              "the latency of one micro-batch.",
               "python benchmarks/inference_latency.py"),
     Benchmark("simulator_speed", "CPU time of one `simulate` of ResNet-101's seed plan (best of "
               "5 rounds, `time.process_time`): cached per-block costs, cold, 500 varied plans.",
