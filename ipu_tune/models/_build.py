@@ -87,6 +87,7 @@ def compute(cfg: ModelConfig) -> ModelProfile:
 def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
              input_shape: tuple[int, ...], example: torch.Tensor,
              default_bytes: int) -> ModelProfile:  # fmt: skip
+    _check_packing(cfg.dataset.sequences_per_pack, input_kind, input_shape)  # before tracing
     try:
         trace = trace_model(model, example)
     except IpuTuneError:
@@ -98,7 +99,6 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
     specs, strict = _block_specs(model, cfg)
     blocks = resolve_blocks(specs, trace, strict=strict)
     ds = cfg.dataset
-    _check_packing(ds.sequences_per_pack, input_kind, input_shape)
     # The two dataset names no pipeline makes are the profile's input sources of those names.
     source = ds.name if ds.name in (SYNTHETIC, GENERATED) else "dataset"
     profile = assemble(

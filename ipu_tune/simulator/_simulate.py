@@ -61,7 +61,7 @@ def simulate(
     inputs_per_call = plan.samples_per_call  # model inputs: packs when sequences are packed
     call = _call_time(profile, system, plan, c, core, update, mb_in_bytes, inputs_per_call)
     # Rates count dataset samples: a pack of packed sequences is `sequences_per_pack` of them,
-    # as Graphcore's packed BERT reports sequences/s (Krell et al. 2021, section 4).
+    # as Graphcore's packed BERT reports sequences/s (Krell et al. 2021).
     samples_per_step = plan.samples_per_step * profile.sequences_per_pack
     samples_per_call = samples_per_step * di
     phases = _phases(core, update, call, di)
