@@ -1,4 +1,5 @@
-"""`ipu-tune calibrate [FILE ...]`: refit the simulator's free constants to measured runs.
+"""`ipu-tune calibrate [FILE ...]`: refit the simulator's free constants to measured runs, or
+(`--check`) say how far the simulator is from them without refitting.
 
 Each FILE is a YAML list (or a `points:` list) or a CSV with dotted column names; a row is an
 evaluate-schema config plus `samples_per_s`, `device_cycles` and/or `result: fits|out_of_memory`
@@ -6,6 +7,8 @@ evaluate-schema config plus `samples_per_s`, `device_cycles` and/or `result: fit
 `--output FILE` writes them too. Apply them with `simulator.constants=FILE` (the tuner and
 `evaluate`), or `simulate(..., constants=constants_from_mapping(yaml.safe_load(open(FILE))))`.
 Fewer measured rows than constants to fit is refused (say how many are needed).
+`--check [--constants FILE]` prints each row's measured and predicted figures and, per model
+and workload mode, the median absolute and the worst samples/s error.
 """
 
 from __future__ import annotations
@@ -81,6 +84,64 @@ def _check_enough(rows: int, names: list[str] | None) -> None:
             "constants with --fit NAME,...")
 
 
+def format_check(predictions: Sequence[Any], constants_label: str) -> str:
+    """The text of `--check`: each row's figures, the errors per model and mode, memory."""
+    from ipu_tune.calibration import check_table, error_summary
+
+    table = check_table(predictions)
+    shown = table[["row", "model", "mode", "system", "measured", "predicted"]].copy()
+    shown["error"] = [f"{e:+.1f}%" if e == e else "" for e in table["error_pct"]]
+    summary = error_summary(table)
+    summary["median |error|"] = [f"{e:.1f}%" for e in summary.pop("median_abs_error_pct")]
+    summary["worst error"] = [f"{e:+.1f}%" for e in summary.pop("worst_error_pct")]
+    memory = table[table["kind"] == "memory"]
+    lines = [f"# ipu-tune calibrate --check: the simulator ({constants_label}) against "
+             f"{len(predictions)} measured rows, nothing refitted",
+             "# error = predicted / measured - 1", _left(shown, ["row", "model", "mode"]), ""]
+    if len(summary):
+        lines += ["samples/s error per model and workload mode:",
+                  _left(summary, ["model", "mode"])]
+    if len(memory):
+        right = int(memory["memory_right"].sum())
+        lines.append(f"memory: {right} of {len(memory)} rows predicted as measured "
+                     "(fits or out_of_memory)")
+    return "\n".join(lines)
+
+
+def _left(table: Any, columns: list[str]) -> str:
+    """The table as text, `columns` (names) aligned left and the others (figures) right."""
+    cells = [[str(v) for v in table[c]] for c in table.columns]
+    widths = [max([len(c), *map(len, col)]) for c, col in zip(table.columns, cells, strict=True)]
+    aligns = ["<" if c in columns else ">" for c in table.columns]
+    rows = [list(table.columns), *zip(*cells, strict=True)]
+    return "\n".join("  ".join(f"{v:{a}{w}}" for v, a, w in zip(row, aligns, widths, strict=True))
+                     .rstrip() for row in rows)
+
+
+def _check(points: Sequence[Any], constants_file: str | None) -> str:
+    from ipu_tune.calibration import predict
+    from ipu_tune.case import read_constants
+    from ipu_tune.simulator import DEFAULT_CONSTANTS
+
+    constants = DEFAULT_CONSTANTS
+    if constants_file:
+        constants = read_constants(constants_file, "--constants")
+    label = f"constants of {constants_file}" if constants_file else "shipped constants"
+    return format_check(predict(points, constants), label)
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """--check refits nothing, so the fit's options have nothing to act on."""
+    if args.check:
+        for option, given in (("--fit", args.fit), ("--output", args.output)):
+            if given:
+                raise IpuTuneError(f"{option}={given}: a fit option; --check refits nothing "
+                                   "(allowed with --check: FILES, --defaults, --constants)")
+    elif args.constants:
+        raise IpuTuneError(f"--constants={args.constants}: only with --check (a fit starts "
+                           "from the shipped constants)")
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="ipu-tune calibrate",
@@ -93,6 +154,11 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--fit", default="", help="comma-separated constants to refit "
                         "(default: all fitted constants)")
     parser.add_argument("--output", help="also write the constants YAML to this file")
+    parser.add_argument("--check", action="store_true",
+                        help="refit nothing: print how far the simulator is from each row, "
+                        "and the median and worst error per model and mode")
+    parser.add_argument("--constants", metavar="FILE",
+                        help="with --check: simulator constants YAML written by --output")
     parser.add_argument("--max-evals", type=int, default=3000,
                         help="objective evaluations per Nelder-Mead round (default 3000)")
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
@@ -105,6 +171,9 @@ def main(argv: Sequence[str]) -> int:
             points.extend(_load_file(file, load_points, args.trust_remote_code))
         if args.defaults or not args.files:
             points.extend(default_points())
+        _check_options(args)
+        if args.check:
+            return print_out(_check(points, args.constants))
         names = [n.strip() for n in args.fit.split(",") if n.strip()] or None
         _check_enough(len(points), names)
         if args.max_evals < 10:

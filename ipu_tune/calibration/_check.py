@@ -1,0 +1,83 @@
+"""How far the simulator is from measured runs, without refitting anything.
+
+`check_table` lays out each prediction of `predict` beside what was measured; `error_summary`
+gives, per model and workload mode and over all rows, the median of the absolute samples/s
+errors and the worst one (signed), the figures a held-out comparison is judged by; memory rows
+count as right when the prediction (fits or out of memory) is what was measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from ipu_tune.calibration._fit import Prediction
+from ipu_tune.config import EvalConfig
+
+__all__ = ["check_table", "error_summary"]
+
+_COLUMNS = ["row", "model", "mode", "system", "measured", "predicted", "error_pct"]
+
+
+def _model_label(cfg: EvalConfig) -> str:
+    """The model as rows are grouped: a Transformers type or config file, a zoo name, else
+    its factory."""
+    hf = cfg.model.hf
+    if hf.model_type:
+        return f"hf:{hf.model_type}"
+    if hf.config_file:
+        return f"hf:{Path(hf.config_file).parent.name or Path(hf.config_file).name}"
+    return cfg.model.name or cfg.model._target_ or "model"
+
+
+def _rows(p: Prediction) -> list[dict[str, object]]:
+    cfg, point = p.point.config, p.point
+    base = {"row": point.name, "model": _model_label(cfg), "mode": cfg.workload.mode,
+            "system": f"{cfg.system.num_ipus} x {cfg.system.ipu}"}
+    out: list[dict[str, object]] = []
+    errors = p.errors()
+    if point.samples_per_s is not None:
+        out.append({**base, "measured": f"{point.samples_per_s:,.0f} samples/s",
+                    "predicted": f"{p.samples_per_s:,.0f} samples/s",
+                    "error_pct": 100 * errors["samples_per_s"], "kind": "samples_per_s"})
+    if point.device_cycles is not None:
+        out.append({**base, "measured": f"{point.device_cycles / 1e6:.1f} M cycles",
+                    "predicted": f"{p.device_cycles / 1e6:.1f} M cycles",
+                    "error_pct": 100 * errors["device_cycles"], "kind": "device_cycles"})
+    if point.result is not None:
+        verdict = "fits" if p.memory_ratio <= 1.0 else "out_of_memory"
+        fullest = f"fullest IPU or tile at {100 * p.memory_ratio:.0f}% of its limit"
+        out.append({**base, "measured": point.result, "predicted": f"{verdict} ({fullest})",
+                    "error_pct": float("nan"), "kind": "memory",
+                    "memory_right": verdict == point.result})
+    return out
+
+
+def check_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
+    """One line per measured figure of each row: samples/s, device cycles, fits or not.
+    `error_pct` is predicted / measured - 1 in percent (NaN for memory lines); `kind` says
+    which figure; `memory_right` whether a memory line's prediction is what was measured."""
+    lines = [line for p in predictions for line in _rows(p)]
+    return pd.DataFrame(lines, columns=[*_COLUMNS, "kind", "memory_right"])
+
+
+def _worst(errors: pd.Series) -> float:
+    """The error of largest magnitude, with its sign."""
+    return float(max(errors, key=abs))
+
+
+def error_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Samples/s errors per (model, mode) and over all rows: rows, median |error| and the
+    worst error (signed), in percent."""
+    rates = table[table["kind"] == "samples_per_s"]
+    groups = [((model, mode), g) for (model, mode), g in rates.groupby(["model", "mode"])]
+    if len(groups) != 1:
+        groups.append((("all", ""), rates))
+    summary = [{"model": model, "mode": mode, "rows": len(g),
+                "median_abs_error_pct": float(g["error_pct"].abs().median()),
+                "worst_error_pct": _worst(g["error_pct"])}
+               for (model, mode), g in groups if len(g)]
+    return pd.DataFrame(summary, columns=["model", "mode", "rows", "median_abs_error_pct",
+                                          "worst_error_pct"])

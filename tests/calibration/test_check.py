@@ -1,0 +1,77 @@
+"""`calibrate --check`: the simulator against measured rows without a refit, per row and per
+model and workload mode (median absolute and worst samples/s error)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ipu_tune.calibration import POINTS_FILE, check_table, default_points, error_summary, predict
+from ipu_tune.cli.calibrate_cmd import main as calibrate_main
+
+
+def _rows(*names: str) -> list[dict[str, object]]:
+    points = yaml.safe_load(Path(POINTS_FILE).read_text())["points"]
+    return [p for p in points if p["name"] in names]
+
+
+def test_the_summary_is_the_median_of_absolute_errors_and_the_signed_worst() -> None:
+    real = predict([p for p in default_points() if p.name.startswith("mlperf_resnet50")])
+    assert len(real) == 3
+    # The same predictions, with measured rates set so the errors are +10%, -20% and +5%.
+    shifted = [dataclasses.replace(p, point=dataclasses.replace(
+        p.point, samples_per_s=p.samples_per_s / (1 + e))) for p, e in zip(real, (0.1, -0.2, 0.05),
+                                                                          strict=True)]
+    table = check_table(shifted)
+    assert [round(e, 6) for e in table["error_pct"]] == [10.0, -20.0, 5.0]
+    summary = error_summary(table)
+    assert list(summary["model"]) == ["resnet50"]  # one group: no "all" row repeating it
+    assert summary["rows"].iloc[0] == 3
+    assert summary["median_abs_error_pct"].iloc[0] == pytest.approx(10.0)
+    assert summary["worst_error_pct"].iloc[0] == pytest.approx(-20.0)
+
+
+def test_groups_are_per_model_and_mode_with_an_overall_row() -> None:
+    table = check_table(predict(default_points()))
+    summary = error_summary(table).set_index(["model", "mode"])
+    assert summary.loc[("resnet50", "infer"), "rows"] == 1
+    assert summary.loc[("resnet50", "train"), "rows"] == 3
+    rates = table[table["kind"] == "samples_per_s"]
+    assert summary.loc[("all", ""), "rows"] == len(rates)
+    memory = table[table["kind"] == "memory"]
+    assert len(memory) == 5 and memory["memory_right"].all()
+    assert memory["error_pct"].map(math.isnan).all()
+
+
+def test_check_prints_each_row_and_the_errors_without_writing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _rows("mlperf_resnet50_pod16", "resnet50_inference_c600")
+    rows[0]["samples_per_s"] = 2 * rows[0]["samples_per_s"]  # type: ignore[operator]
+    runs = tmp_path / "held_out.yaml"
+    runs.write_text(yaml.safe_dump(rows))
+    assert calibrate_main([str(runs), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "mlperf_resnet50_pod16" in out and "58,812 samples/s" in out
+    assert "-48.9%" in out and "-1.4%" in out  # 30,068 against twice 29,406; the C600 row
+    lines = {tuple(line.split()[:2]): line.split() for line in out.splitlines() if line}
+    assert lines[("resnet50", "infer")][2:] == ["1", "1.4%", "-1.4%"]
+    assert lines[("all", "2")][1:] == ["2", "25.1%", "-48.9%"]  # median of 48.9% and 1.4%
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["held_out.yaml"]
+
+
+def test_check_with_constants_uses_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(yaml.safe_dump(_rows("seed_fp16_ga8")))
+    assert calibrate_main([str(runs), "--check"]) == 0
+    shipped = capsys.readouterr().out
+    constants = tmp_path / "constants.yaml"
+    constants.write_text("call_overhead_s: 5\n")  # five seconds per call: the rate falls
+    assert calibrate_main([str(runs), "--check", "--constants", str(constants)]) == 0
+    refit = capsys.readouterr().out
+    assert "shipped constants" in shipped and f"constants of {constants}" in refit
+    assert "-1.3%" in shipped and "-1.3%" not in refit
