@@ -43,7 +43,7 @@ def _block_specs(model: torch.nn.Module, cfg: ModelConfig) -> tuple[list[BlockSp
             f"{label(cfg)}: pipeline_blocks must be a list of module names or "
             "(name, first module) pairs"
         )
-    return list(declared), True
+    return list(declared), bool(getattr(model, "pipeline_blocks_strict", True))
 
 
 def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...], torch.Tensor]:

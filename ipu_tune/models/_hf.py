@@ -33,12 +33,16 @@ from ipu_tune.models._hf_names import (
     _read_config_file,
     hf_overrides,
     hf_task,
+    usual_task,
 )
 
 __all__ = ["HfRunner", "build_hf", "hf_config"]
 
-_LAYER_KEYS = re.compile(r"^(n_layer|num_layers|num_decoder_layers|num_hidden_layers|"
-                         r"encoder_layers|decoder_layers)$")  # fmt: skip
+# Config fields that count a model's layers or stages (n_layer: GPT-2; n_layers: DistilBERT;
+# num_stages: ConvNeXt, ResNet; num_encoder_blocks: SegFormer; encoder_layers: BART); a list
+# field `depths` (Swin, ConvNeXt: layers per stage) counts the stages by its length.
+_LAYER_KEYS = re.compile(r"^(n_layers?|num_layers|num_(hidden|encoder|decoder)_layers|"
+                         r"(encoder|decoder)_layers|num_stages|num_encoder_blocks)$")  # fmt: skip
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
 
 
@@ -91,19 +95,53 @@ def hf_config(cfg: ModelConfig) -> Any:
     return config
 
 
-def _layer_lists(model: nn.Module, config: Any) -> list[str]:
-    """Paths of the model's own layer lists: ModuleLists of one layer class whose length is one
-    of the config's layer counts, in module order (T5: encoder then decoder)."""
-    counts = {int(v) for k, v in config.to_dict().items() if _LAYER_KEYS.match(k)
-              and isinstance(v, int) and v > 0}  # fmt: skip
+def _layer_counts(config: Any) -> set[int]:
+    """The layer and stage counts a config states (`_LAYER_KEYS`, `depths`)."""
+    values = config.to_dict()
+    counts = {v for k, v in values.items() if _LAYER_KEYS.match(k) and isinstance(v, int)}
+    if isinstance(values.get("depths"), list):
+        counts.add(len(values["depths"]))
+    return {c for c in counts if c > 0}
+
+
+def _lists_of(model: nn.Module, fits: Callable[[int], bool]) -> list[str]:
+    """Outermost ModuleLists of one module class whose length `fits`, in module order."""
     found: list[str] = []
     for name, module in model.named_modules():
-        if not isinstance(module, nn.ModuleList) or len(module) not in counts:
+        if not isinstance(module, nn.ModuleList) or not fits(len(module)):
             continue
         if len({type(m) for m in module}) != 1 or any(name.startswith(f + ".") for f in found):
             continue
         found.append(name)
     return found
+
+
+def _layer_lists(model: nn.Module, config: Any) -> list[str]:
+    """Paths of the model's own layer lists: ModuleLists of one layer class whose length is one
+    of the config's layer counts, in module order (T5: encoder then decoder). A config that
+    counts none of its lists (MobileNetV2) gives its longest list of two or more layers."""
+    counts = _layer_counts(config)
+    found = _lists_of(model, counts.__contains__)
+    if found:
+        return found
+    lists = _lists_of(model, lambda n: n >= 2)
+    longest = max(lists, key=lambda name: len(list(model.get_submodule(name).children())),
+                  default=None)  # fmt: skip
+    return [longest] if longest else []
+
+
+def _with_inner_layers(model: nn.Module, layers: list[str]) -> list[str]:
+    """`layers`, each followed by the layers of its own layer lists (its children that are
+    lists of two or more modules of one class): a stage of ConvNeXt, ResNet or Swin holds a list
+    of layers, where a pipeline may split too."""
+    out: list[str] = []
+    for layer in layers:
+        children = model.get_submodule(layer).named_children()
+        inner = [f"{layer}.{name}.{i}" for name, child in children
+                 if isinstance(child, nn.ModuleList | nn.Sequential) and len(child) >= 2
+                 and len({type(m) for m in child}) == 1 for i in range(len(child))]  # fmt: skip
+        out += [layer, *inner]
+    return out
 
 
 def _module_name(model: nn.Module, target: nn.Module | None) -> str | None:
@@ -115,7 +153,7 @@ def _module_name(model: nn.Module, target: nn.Module | None) -> str | None:
 def _tied_head(model: nn.Module) -> str | None:
     """Top-level module holding an output projection tied to the input embeddings (optimum-
     graphcore places it on IPU0), else None (the head runs after the last layer)."""
-    out, inp = model.get_output_embeddings(), model.get_input_embeddings()  # type: ignore[operator]
+    out, inp = model.get_output_embeddings(), _input_embeddings(model)  # type: ignore[operator]
     if out is None or inp is None or out.weight is not inp.weight:
         return None
     name = _module_name(model, out)
@@ -129,6 +167,9 @@ class HfRunner(nn.Module):
     and the pipeline blocks are the names a Transformers user addresses (`transformer.h.3`)."""
 
     hf_model: nn.Module
+    # The blocks are found in the model, not declared by its author: the profiler orders them
+    # as they run (SegFormer's per-stage lists interleave) and drops any that never runs.
+    pipeline_blocks_strict = False
 
     def __init__(self, model: nn.Module, call: Callable[[nn.Module, Tensor], Any],
                  blocks: list[str], head: str | None) -> None:  # fmt: skip
@@ -170,10 +211,22 @@ def _image_call(model: nn.Module, pixels: Tensor) -> Any:
     return model(pixel_values=pixels)
 
 
-def _first_block(model: nn.Module, first_layers: str) -> str:
+def _input_embeddings(model: nn.Module) -> nn.Module | None:
+    try:
+        emb: nn.Module | None = model.get_input_embeddings()  # type: ignore[operator]
+    except NotImplementedError:  # vision models without a token embedding (ConvNeXt, ResNet)
+        return None
+    return emb
+
+
+def _first_block(model: nn.Module, first_layers: str) -> str | None:
     """The input embeddings' module name; of the modules sharing their weight (T5's `shared`
-    and `encoder.embed_tokens`), the one nearest the first layer list, which is the one run."""
-    emb = model.get_input_embeddings()  # type: ignore[operator]
+    and `encoder.embed_tokens`), the one nearest the first layer list, which is the one run.
+    None for a model without input embeddings: what runs before its first layer (a stem)
+    belongs to the first layer's block."""
+    emb = _input_embeddings(model)
+    if emb is None:
+        return None
     weight = getattr(emb, "weight", None)
     names = [n for n, m in model.named_modules(remove_duplicate=False)
              if m is emb or (weight is not None and getattr(m, "weight", None) is weight)]
@@ -214,19 +267,34 @@ def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, 
     finally:
         transformers.logging.set_verbosity(verbosity)
     lists = _layer_lists(model, config)
-    if not lists:
-        raise IpuTuneError(f"{label}: no layer list found in {type(model).__name__}")
-    layers = [f"{p}.{i}" for p in lists for i in range(len(model.get_submodule(p)))]
-    blocks = [_first_block(model, lists[0]), *layers]
+    layers = _with_inner_layers(model, [f"{p}.{i}" for p in lists
+                                        for i in range(len(model.get_submodule(p)))])
+    first = _first_block(model, lists[0] if lists else "")
+    # A model with no layer list (ALBERT runs one shared layer N times) is one block.
+    blocks = [first, *layers] if first else layers
     if task == "image-classification":
-        size, channels = int(config.image_size), int(config.num_channels)
+        size, channels = _image_size(config)
         return HfRunner(model, _image_call, blocks, None), "image", (channels, size, size)
     seq = _sequence_length(cfg, config)
-    causal = task == "causal-lm" or DEFAULT_TASKS.get(config.model_type) == "causal-lm"
+    causal = task == "causal-lm" or usual_task(config.model_type) == "causal-lm"
     call = _seq2seq_call if task == "seq2seq-lm" else _causal_call if causal else _text_call
     head = _tied_head(model)
     _gather_masked(model, head, _masked_positions(cfg, task, head, seq))
     return HfRunner(model, call, blocks, head), "tokens", (seq,)
+
+
+# The image side of a config that states none (ResNet, ConvNeXt's crop, SegFormer's
+# classifier): 224, the crop Transformers' image processors for these models default to.
+_DEFAULT_IMAGE_SIZE = 224
+
+
+def _image_size(config: Any) -> tuple[int, int]:
+    """(side, channels) of the input image: the config's, else its vision tower's (CLIP)."""
+    for source in (config, getattr(config, "vision_config", None)):
+        size = getattr(source, "image_size", None) if source is not None else None
+        if isinstance(size, int):
+            return size, int(getattr(source, "num_channels", 3))
+    return _DEFAULT_IMAGE_SIZE, int(getattr(config, "num_channels", 3))
 
 
 def _masked_positions(cfg: ModelConfig, task: str, head: str | None, seq: int) -> int | None:

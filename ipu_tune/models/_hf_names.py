@@ -14,7 +14,7 @@ from ipu_tune.config import HfConfig, ModelConfig, unique_keys
 from ipu_tune.errors import bad_value
 
 __all__ = ["DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "hf_identity", "hf_overrides",
-           "hf_source", "hf_task"]  # fmt: skip
+           "hf_source", "hf_task", "usual_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -33,6 +33,35 @@ DEFAULT_TASKS: Mapping[str, str] = {
     "vit": "image-classification",
     "t5": "seq2seq-lm", "mt5": "seq2seq-lm", "bart": "seq2seq-lm",
 }  # fmt: skip
+# For a model type DEFAULT_TASKS does not name, its usual head is looked up in Transformers'
+# own auto-class mappings, in this order: an encoder-decoder's generation head first (BART and
+# T5 also have causal-LM heads), then the pre-training heads, then vision, then fine-tuning.
+_TASK_MAPPINGS = (
+    ("seq2seq-lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
+    ("masked-lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
+    ("causal-lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    ("image-classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+    ("sequence-classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
+    ("question-answering", "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES"),
+)
+# Model types that read audio: their usual head (speech recognition, audio classification)
+# is none of TASKS, so they have no default (Whisper's decoder alone is a causal LM).
+_AUDIO_MAPPINGS = ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "MODEL_FOR_CTC_MAPPING_NAMES",
+                   "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES")  # fmt: skip
+
+
+def usual_task(model_type: str) -> str | None:
+    """The head `model_type` is usually run with: DEFAULT_TASKS, else the first task of
+    `_TASK_MAPPINGS` Transformers has a class for (None for audio models and types with none).
+    Imports Transformers only for a type DEFAULT_TASKS does not name."""
+    if model_type in DEFAULT_TASKS:
+        return DEFAULT_TASKS[model_type]
+    from transformers.models.auto import modeling_auto
+
+    if any(model_type in getattr(modeling_auto, name, {}) for name in _AUDIO_MAPPINGS):
+        return None
+    return next((task for task, name in _TASK_MAPPINGS
+                 if model_type in getattr(modeling_auto, name, {})), None)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -132,14 +161,16 @@ _ARCHITECTURE_TASKS = (
 
 def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str:
     """`model.hf.task`; else the task of the class a config file was saved from (its
-    "architectures"); else the model type's usual head."""
+    "architectures"); else the model type's usual head (`usual_task`)."""
     task = cfg.hf.task
     if task is None and isinstance(architectures, list) and architectures:
         name = str(architectures[0])
         task = next((t for end, t in _ARCHITECTURE_TASKS if name.endswith(end)), None)
-    task = task or DEFAULT_TASKS.get(model_type)
+    task = task or usual_task(model_type)
     if task is None:
-        raise bad_value("model.hf.task", None, f"one of {', '.join(TASKS)} for {model_type}")
+        raise bad_value("model.hf.task", None, f"one of {', '.join(TASKS)}: {model_type} has no "
+                        "usual head among them (an audio model, or none in Transformers); "
+                        "name the head to build")  # fmt: skip
     if task not in TASKS:
         raise bad_value("model.hf.task", task, f"one of {', '.join(TASKS)}")
     return task

@@ -87,6 +87,42 @@ def test_blocks_are_the_embeddings_then_the_models_own_layers(
         model.get_submodule(name)
 
 
+# Model types without an entry in DEFAULT_TASKS: their usual head comes from Transformers' auto
+# classes, their layer lists from the config's counts (DistilBERT's n_layers, ConvNeXt's and
+# ResNet's stages, with each stage's layers), or none (ALBERT runs one shared layer: one block).
+FOUND = [
+    ("distilbert", {"n_layers": 2, "dim": 64, "hidden_dim": 128, "n_heads": 2}, "masked-lm",
+     ["distilbert.embeddings", "distilbert.transformer.layer.0", "distilbert.transformer.layer.1"]),
+    ("albert", {"num_hidden_layers": 3, "hidden_size": 64, "intermediate_size": 128,
+                "num_attention_heads": 2, "embedding_size": 32}, "masked-lm",
+     ["albert.embeddings"]),
+    ("falcon", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+                "vocab_size": 1000}, "causal-lm",
+     ["transformer.word_embeddings", "transformer.h.0", "transformer.h.1"]),
+    ("convnext", {"depths": [1, 2], "hidden_sizes": [8, 16], "num_stages": 2},
+     "image-classification", ["convnext.encoder.stages.0", "convnext.encoder.stages.1",
+                              "convnext.encoder.stages.1.layers.0",
+                              "convnext.encoder.stages.1.layers.1"]),
+    ("resnet", {"depths": [1, 2], "hidden_sizes": [16, 32], "embedding_size": 8},
+     "image-classification", ["resnet.encoder.stages.0", "resnet.encoder.stages.1",
+                              "resnet.encoder.stages.1.layers.1"]),
+]
+
+
+@pytest.mark.parametrize(("model_type", "config", "task", "blocks"), FOUND,
+                         ids=[c[0] for c in FOUND])
+def test_usual_head_and_layers_are_found_for_types_the_zoo_does_not_name(
+    profile_of: Any, model_type: str, config: dict[str, Any], task: str, blocks: list[str],
+) -> None:
+    profile = profile_of(name="hf", hf={"model_type": model_type, "config": config},
+                         sequence_length=32, num_classes=3)
+    assert hf_identity(ModelConfig(name="hf", hf=HfConfig(model_type=model_type)))[1] == task
+    assert profile.blocks == blocks
+    assert profile.parameters == _reference(model_type, task, config).num_parameters()
+    if task == "image-classification":  # ResNet's config states no size: the processors' 224
+        assert tuple(profile.input_shape) == (3, 224, 224)
+
+
 def test_tied_lm_head_runs_in_the_first_block_and_an_untied_one_in_the_last(
     profile_of: Any,
 ) -> None:
@@ -200,6 +236,7 @@ def test_gpt2_zoo_sizes_have_the_published_parameter_counts(profile_of: Any) -> 
     ({"hf": {}}, "model.hf.model_type: missing"),
     ({"hf": {"model_type": "gpt2"}, "sequence_length": 4096}, "model.sequence_length=4096"),
     ({"hf": {"config_file": "/nonexistent/config.json"}}, "model.hf.config_file="),
+    ({"hf": {"model_type": "whisper"}}, "model.hf.task=None"),  # audio: no usual head built
 ])
 def test_bad_hf_settings_end_in_one_line_naming_the_key(
     profile_of: Any, fields: dict[str, Any], message: str
