@@ -7,7 +7,7 @@ simulator's free constants (`ipu_tune.simulator.FITTED`) by least squares in log
 the predictions are from what was measured (`calibrate --check`).
 """
 
-from ipu_tune.calibration._check import check_table, error_summary
+from ipu_tune.calibration._check import check_table, error_summary, memory_agreement
 from ipu_tune.calibration._fit import (
     FitResult,
     Prediction,
@@ -29,6 +29,7 @@ __all__ = [
     "fit_constants",
     "load_points",
     "loss",
+    "memory_agreement",
     "nelder_mead",
     "predict",
 ]

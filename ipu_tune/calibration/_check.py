@@ -16,7 +16,7 @@ import pandas as pd
 from ipu_tune.calibration._fit import Prediction
 from ipu_tune.config import EvalConfig
 
-__all__ = ["check_table", "error_summary"]
+__all__ = ["check_table", "error_summary", "memory_agreement"]
 
 _COLUMNS = ["row", "model", "mode", "system", "measured", "predicted", "error_pct"]
 
@@ -34,20 +34,23 @@ def _model_label(cfg: EvalConfig) -> str:
 
 def _rows(p: Prediction) -> list[dict[str, object]]:
     cfg, point = p.point.config, p.point
+    fits = p.memory_ratio <= 1.0
+    # A measured rate or cycle count means the plan ran, so it fitted.
     base = {"row": point.name, "model": _model_label(cfg), "mode": cfg.workload.mode,
-            "system": f"{cfg.system.num_ipus} x {cfg.system.ipu}"}
+            "system": f"{cfg.system.num_ipus} x {cfg.system.ipu}", "memory_right": fits}
+    oom = "" if fits else " (predicted out of memory)"
     out: list[dict[str, object]] = []
     errors = p.errors()
     if point.samples_per_s is not None:
         out.append({**base, "measured": f"{point.samples_per_s:,.0f} samples/s",
-                    "predicted": f"{p.samples_per_s:,.0f} samples/s",
+                    "predicted": f"{p.samples_per_s:,.0f} samples/s{oom}",
                     "error_pct": 100 * errors["samples_per_s"], "kind": "samples_per_s"})
     if point.device_cycles is not None:
         out.append({**base, "measured": f"{point.device_cycles / 1e6:.1f} M cycles",
-                    "predicted": f"{p.device_cycles / 1e6:.1f} M cycles",
+                    "predicted": f"{p.device_cycles / 1e6:.1f} M cycles{oom}",
                     "error_pct": 100 * errors["device_cycles"], "kind": "device_cycles"})
     if point.result is not None:
-        verdict = "fits" if p.memory_ratio <= 1.0 else "out_of_memory"
+        verdict = "fits" if fits else "out_of_memory"
         fullest = f"fullest IPU or tile at {100 * p.memory_ratio:.0f}% of its limit"
         out.append({**base, "measured": point.result, "predicted": f"{verdict} ({fullest})",
                     "error_pct": float("nan"), "kind": "memory",
@@ -58,7 +61,8 @@ def _rows(p: Prediction) -> list[dict[str, object]]:
 def check_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
     """One line per measured figure of each row: samples/s, device cycles, fits or not.
     `error_pct` is predicted / measured - 1 in percent (NaN for memory lines); `kind` says
-    which figure; `memory_right` whether a memory line's prediction is what was measured."""
+    which figure; `memory_right` whether the fit/out-of-memory prediction is what was measured
+    (a row with a measured rate or cycle count ran, so it fitted)."""
     lines = [line for p in predictions for line in _rows(p)]
     return pd.DataFrame(lines, columns=[*_COLUMNS, "kind", "memory_right"])
 
@@ -81,3 +85,10 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
                for (model, mode), g in groups if len(g)]
     return pd.DataFrame(summary, columns=["model", "mode", "rows", "median_abs_error_pct",
                                           "worst_error_pct"])
+
+
+def memory_agreement(table: pd.DataFrame) -> tuple[int, int]:
+    """(rows whose fit/out-of-memory prediction is what was measured, rows): every row counts
+    once; a row with a measured figure ran, so it was measured to fit."""
+    per_row = table.groupby("row", sort=False)["memory_right"].all()
+    return int(per_row.sum()), len(per_row)

@@ -86,7 +86,7 @@ def _check_enough(rows: int, names: list[str] | None) -> None:
 
 def format_check(predictions: Sequence[Any], constants_label: str) -> str:
     """The text of `--check`: each row's figures, the errors per model and mode, memory."""
-    from ipu_tune.calibration import check_table, error_summary
+    from ipu_tune.calibration import check_table, error_summary, memory_agreement
 
     table = check_table(predictions)
     shown = table[["row", "model", "mode", "system", "measured", "predicted"]].copy()
@@ -94,17 +94,15 @@ def format_check(predictions: Sequence[Any], constants_label: str) -> str:
     summary = error_summary(table)
     summary["median |error|"] = [f"{e:.1f}%" for e in summary.pop("median_abs_error_pct")]
     summary["worst error"] = [f"{e:+.1f}%" for e in summary.pop("worst_error_pct")]
-    memory = table[table["kind"] == "memory"]
     lines = [f"# ipu-tune calibrate --check: the simulator ({constants_label}) against "
              f"{len(predictions)} measured rows, nothing refitted",
              "# error = predicted / measured - 1", _left(shown, ["row", "model", "mode"]), ""]
     if len(summary):
         lines += ["samples/s error per model and workload mode:",
                   _left(summary, ["model", "mode"])]
-    if len(memory):
-        right = int(memory["memory_right"].sum())
-        lines.append(f"memory: {right} of {len(memory)} rows predicted as measured "
-                     "(fits or out_of_memory)")
+    right, rows = memory_agreement(table)
+    lines.append(f"memory: {right} of {rows} rows predicted as measured (fits or "
+                 "out_of_memory; a row with a measured rate ran, so it fitted)")
     return "\n".join(lines)
 
 

@@ -51,8 +51,15 @@ def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...],
 
     source = hf_source(cfg)
     assert source is not None
-    with torch.device("meta"):
-        model, kind, shape = build_hf(source, label(cfg))
+    try:
+        with torch.device("meta"):
+            model, kind, shape = build_hf(source, label(cfg))
+    except IpuTuneError:
+        raise
+    except Exception as exc:  # Transformers' own code, on a type or config it cannot build
+        raise IpuTuneError(f"{label(cfg)}: Transformers cannot build it on the meta device "
+                           f"({_one_line(exc)}); give the sizes of a published model in "
+                           "model.hf.config, or its config.json as model.hf.config_file") from None
     dtype = torch.long if kind == "tokens" else torch.float32
     return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
 

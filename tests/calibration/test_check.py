@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ipu_tune.calibration import POINTS_FILE, check_table, default_points, error_summary, predict
+from ipu_tune.calibration import (
+    POINTS_FILE,
+    check_table,
+    default_points,
+    error_summary,
+    memory_agreement,
+    predict,
+)
 from ipu_tune.cli.calibrate_cmd import main as calibrate_main
 
 
@@ -44,6 +51,7 @@ def test_groups_are_per_model_and_mode_with_an_overall_row() -> None:
     assert summary.loc[("all", ""), "rows"] == len(rates)
     memory = table[table["kind"] == "memory"]
     assert len(memory) == 5 and memory["memory_right"].all()
+    assert memory_agreement(table) == (15, 15)  # every row once, measured rates included
     assert memory["error_pct"].map(math.isnan).all()
 
 
@@ -75,3 +83,17 @@ def test_check_with_constants_uses_them(
     refit = capsys.readouterr().out
     assert "shipped constants" in shipped and f"constants of {constants}" in refit
     assert "-1.3%" in shipped and "-1.3%" not in refit
+
+
+def test_a_measured_run_predicted_out_of_memory_is_shown_and_counted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    row = _rows("bert_base_sl512_fits")[0]
+    del row["result"]
+    row["workload"] = {**row["workload"], "micro_batch_size": 64}  # type: ignore[dict-item]
+    row["samples_per_s"] = 3000  # as if it had run: the simulator says it cannot
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(yaml.safe_dump([row]))
+    assert calibrate_main([str(runs), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "samples/s (predicted out of memory)" in out
+    assert "memory: 0 of 1 rows predicted as measured" in out
