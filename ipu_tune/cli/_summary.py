@@ -108,8 +108,11 @@ def format_summary(s: RunSummary, argv: Sequence[str] | None = None) -> str:
         lines.append(s.convergence.describe())
     for key, path in s.exports.items():
         lines.append(f"{_LABELS.get(key, key)}: {path}")
-        if key in s.stand_ins:  # it holds another plan than the best: say which, once
-            lines.append(f"  {s.stand_ins[key]}")
+        # A file holding another plan than the best says which, once per framework: the
+        # framework's files (optimum's IPUConfig and program) hold the same plan.
+        stand_in = s.stand_ins.get(key)
+        if stand_in is not None and f"  {stand_in}" not in lines:
+            lines.append(f"  {stand_in}")
     lines.append(_next_line(s))
     return "\n".join(lines)
 

@@ -211,6 +211,20 @@ def _image_call(model: nn.Module, pixels: Tensor) -> Any:
     return model(pixel_values=pixels)
 
 
+def _no_padding_warning(input_ids: Any, attention_mask: Any) -> None:
+    return None
+
+
+def _skip_padding_warning(model: nn.Module) -> None:
+    """Transformers warns when token ids look padded and no mask is given, by reading their
+    values (`pad_token_id in input_ids`, DeBERTa, Longformer, ...): the meta device has no
+    values, and the warning computes nothing the profile counts."""
+    for module in model.modules():
+        if hasattr(module, "warn_if_padding_and_no_attention_mask"):
+            object.__setattr__(module, "warn_if_padding_and_no_attention_mask",
+                               _no_padding_warning)  # fmt: skip
+
+
 def _input_embeddings(model: nn.Module) -> nn.Module | None:
     try:
         emb: nn.Module | None = model.get_input_embeddings()  # type: ignore[operator]
@@ -266,6 +280,7 @@ def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, 
                         f"({_one_line(exc)})") from None  # fmt: skip
     finally:
         transformers.logging.set_verbosity(verbosity)
+    _skip_padding_warning(model)
     lists = _layer_lists(model, config)
     layers = _with_inner_layers(model, [f"{p}.{i}" for p in lists
                                         for i in range(len(model.get_submodule(p)))])

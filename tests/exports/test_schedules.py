@@ -265,6 +265,24 @@ def test_the_tuner_gives_poptorch_a_plan_it_runs_when_every_trial_is_interleaved
     assert lines[at + 1].strip().startswith("The study's best plan (trial ")
 
 
+def test_the_summary_says_once_what_optimums_two_files_hold(tmp_path: Path) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from ipu_tune.cli._summary import format_summary
+    from ipu_tune.config import CONF_DIR, TuneConfig, typed
+    from ipu_tune.tuner import run
+
+    # Sharded training: optimum-graphcore trains pipelined only, in both of its files.
+    overrides = [f"results_dir={tmp_path}", "study.n_trials=4", "study.progress_bar=false",
+                 "model=gpt2", "plan.pipeline.schedule=sharded"]
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        cfg = typed(TuneConfig, compose(config_name="config", overrides=overrides))
+    summary = run(cfg, frozenset({"plan.pipeline.schedule"}))
+    assert summary.stand_ins["ipu_config"] == summary.stand_ins["optimum"]
+    lines = format_summary(summary).splitlines()
+    assert lines.count(f"  {summary.stand_ins['optimum']}") == 1
+
+
 def test_optimum_infers_a_grouped_best_plan_switched_to_sharded_and_says_so(
     tmp_path: Path,
 ) -> None:

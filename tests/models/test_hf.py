@@ -96,6 +96,10 @@ FOUND = [
     ("albert", {"num_hidden_layers": 3, "hidden_size": 64, "intermediate_size": 128,
                 "num_attention_heads": 2, "embedding_size": 32}, "masked-lm",
      ["albert.embeddings"]),
+    # DeBERTa's padding warning reads token values: skipped, it computes nothing.
+    ("deberta-v2", {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+                    "num_attention_heads": 2, "vocab_size": 1000}, "masked-lm",
+     ["deberta.embeddings", "deberta.encoder.layer.0", "deberta.encoder.layer.1"]),
     ("falcon", {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
                 "vocab_size": 1000}, "causal-lm",
      ["transformer.word_embeddings", "transformer.h.0", "transformer.h.1"]),
