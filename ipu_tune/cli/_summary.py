@@ -101,6 +101,7 @@ def format_summary(s: RunSummary, argv: Sequence[str] | None = None) -> str:
         lines.append(f"memory per IPU{per}: {mem}")
         lines.append("plan: " + describe(c))
         lines.append(_batch_line(c))
+        lines += _micro_batch_hint(s, c)
         command = poprun_command(export_context(c))
         if command is not None:
             lines.append(f"PopRun (host names are placeholders for your servers): {command}")
@@ -142,6 +143,28 @@ def _batch_line(c: EvalConfig) -> str:
     total = mb * p.gradient_accumulation * p.replication_factor
     return (f"batch: micro-batch {mb}, global batch {total:,} (micro-batch x GA "
             f"{p.gradient_accumulation} x {p.replication_factor} replica(s)){packs}")
+
+
+# A gain below this is within what a plan's other knobs move; not worth a line.
+_HINT_MIN_GAIN_PCT = 5.0
+
+
+def _micro_batch_hint(s: RunSummary, c: EvalConfig) -> list[str]:
+    """When the search stopped at the user's micro-batch (its ceiling) and the best plan with
+    twice that fits and is faster: that figure, from the sensitivity the run simulated."""
+    if s.explanation is None or (s.objective_names or ("throughput",))[0] != "throughput":
+        return []
+    row = next((r for r in s.explanation.sensitivity
+                if r["key"] == "workload.micro_batch_size" and not r["searched"]
+                and r["value"] > c.workload.micro_batch_size and r["fits"]
+                and (r["change_pct"] or 0.0) >= _HINT_MIN_GAIN_PCT), None)
+    if row is None:
+        return []
+    changes = "the training you asked for" if c.workload.mode == "train" else "each call's latency"
+    return [f"micro-batch: {row['value']} gives {rate_text(row['throughput'])} "
+            f"({row['change_pct']:+.0f}%) and fits; the search keeps yours, "
+            f"{c.workload.micro_batch_size}, as its ceiling (a larger one changes {changes}): "
+            f"workload.micro_batch_size={row['value']} to search up to it"]
 
 
 def _next_line(s: RunSummary) -> str:

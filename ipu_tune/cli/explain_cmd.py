@@ -124,8 +124,9 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         searched = "yes" if r["searched"] else "no"
         lines.append(f"  {r['knob']:<16} {r['value']!s:>12}  {fits:<4} {tp:>10} {change:>8}"
                      f"  {searched}")
-    lines.append("in search space: no = outside the preset's range or pinned by you, so the "
-                 "study could not choose it (widen the space file to let it)")
+    lines.append("in search space: no = the study could not draw it: pinned by you, moot in "
+                 "this mode, derived (GA of a fixed global batch), or outside the range fitted "
+                 "to your plan (the micro-batch above yours; widen the space file for others)")
     return lines
 
 

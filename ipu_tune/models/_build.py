@@ -65,10 +65,13 @@ def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...],
 
 
 def _hf_compute(cfg: ModelConfig) -> ModelProfile:
-    model, input_kind, shape, example = _hf_inputs(cfg)
-    # Token ids and the attention mask as int32; uint8 pixels.
-    default_bytes = 4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)
-    return _profile(cfg, model, input_kind, shape, example, default_bytes)
+    from ipu_tune.models._hf import quiet_transformers
+
+    with quiet_transformers():  # configured, built and traced without Transformers' log
+        model, input_kind, shape, example = _hf_inputs(cfg)
+        # Token ids and the attention mask as int32; uint8 pixels.
+        default_bytes = 4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)
+        return _profile(cfg, model, input_kind, shape, example, default_bytes)
 
 
 def compute(cfg: ModelConfig) -> ModelProfile:

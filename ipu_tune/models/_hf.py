@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -36,7 +37,7 @@ from ipu_tune.models._hf_names import (
     usual_task,
 )
 
-__all__ = ["HfRunner", "build_hf", "hf_config"]
+__all__ = ["HfRunner", "build_hf", "hf_config", "quiet_transformers"]
 
 # Config fields that count a model's layers or stages (n_layer: GPT-2; n_layers: DistilBERT;
 # num_stages: ConvNeXt, ResNet; num_encoder_blocks: SegFormer; encoder_layers: BART); a list
@@ -44,6 +45,21 @@ __all__ = ["HfRunner", "build_hf", "hf_config"]
 _LAYER_KEYS = re.compile(r"^(n_layers?|num_layers|num_(hidden|encoder|decoder)_layers|"
                          r"(encoder|decoder)_layers|num_stages|num_encoder_blocks)$")  # fmt: skip
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Transformers' log while a model is configured, built and traced (a config's odd token
+    ids, "add is_decoder=True", an attention type it changed) is not for our users: what fails
+    ends in one line from the profiler."""
+    from transformers import logging
+
+    verbosity = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
 
 
 def _config_class(model_type: str, key: str) -> Any:
@@ -258,7 +274,8 @@ def _first_block(model: nn.Module, first_layers: str) -> str | None:
 
 
 def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, tuple[int, ...]]:
-    """(runner, input kind, per-sample input shape) of `cfg.hf`; call under the meta device."""
+    """(runner, input kind, per-sample input shape) of `cfg.hf`; call under the meta device
+    (and `quiet_transformers`)."""
     import transformers
 
     config = hf_config(cfg)
@@ -269,17 +286,11 @@ def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, 
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = getattr(config, "eos_token_id", 0) or 0  # GPT-2 has none
     auto = getattr(transformers, TASKS[task])
-    verbosity = transformers.logging.get_verbosity()
-    # Advice Transformers logs while building ("add is_decoder=True") is not for our users:
-    # what fails ends in one line below or in the profiler.
-    transformers.logging.set_verbosity_error()
     try:
         model = auto.from_config(config)
     except (ValueError, KeyError) as exc:
         raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
                         f"({_one_line(exc)})") from None  # fmt: skip
-    finally:
-        transformers.logging.set_verbosity(verbosity)
     _skip_padding_warning(model)
     lists = _layer_lists(model, config)
     layers = _with_inner_layers(model, [f"{p}.{i}" for p in lists
@@ -352,7 +363,8 @@ def _sequence_length(cfg: ModelConfig, config: Any) -> int:
     seq = cfg.sequence_length or DEFAULT_SEQUENCE_LENGTH
     for key in _MAX_POSITION_KEYS:
         limit = getattr(config, key, None)
-        if isinstance(limit, int) and seq > limit:
+        # A limit of 0 or below is none (XLNet's -1: relative positions, any length).
+        if isinstance(limit, int) and 0 < limit < seq:
             raise bad_value("model.sequence_length", seq,
                             f"at most {limit} ({key} of the config; raise "
                             f"model.hf.config.{key})")  # fmt: skip

@@ -204,9 +204,8 @@ class SearchProblem:
 
     def searches(self, key: str, value: Any) -> bool:
         """Whether this search could draw `value` for knob `key` (searched, not pinned, within
-        the space file's range or choices)."""
-        spec = self.space.knobs.get(key)
-        return spec is not None and key not in self.pinned and spec.allows(value)
+        the range or choices the codec fitted to the user's plan and mode)."""
+        return self.codec.searches(key, value)
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return make_sampler(self.cfg.sampler, len(self.directions))

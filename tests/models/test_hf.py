@@ -269,3 +269,16 @@ def test_24_layer_transformer_profiles_cold_under_10_s_and_is_cached(tmp_path: P
                                   capture_output=True, text=True).stdout) for _ in range(2)]
     assert times[0] < 10.0, times
     assert times[1] < times[0] / 2  # the second process reads the disk cache
+
+
+def test_a_position_limit_of_minus_one_is_no_limit() -> None:
+    """XLNet's `max_position_embeddings: -1` (relative positions) bounds no sequence length;
+    a positive limit still does."""
+    from types import SimpleNamespace
+
+    from ipu_tune.models._hf import _sequence_length
+
+    cfg = ModelConfig(name="hf", sequence_length=4096)
+    assert _sequence_length(cfg, SimpleNamespace(max_position_embeddings=-1)) == 4096
+    with pytest.raises(IpuTuneError, match=r"model\.sequence_length=4096: at most 512"):
+        _sequence_length(cfg, SimpleNamespace(max_position_embeddings=512))

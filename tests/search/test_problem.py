@@ -135,6 +135,27 @@ def test_throughput_searches_the_partials_type_in_inference_only() -> None:
     assert drawn == {"float", "half"}
 
 
+def test_searches_answers_for_the_fitted_space_not_the_space_file() -> None:
+    """What `explain` marks as searched is what the study could draw: the micro-batch at or
+    below the user's, the partials type in inference only, image knobs for images only, GA not
+    at all once a global batch derives it, nothing pinned."""
+    train = make_problem(compose_cfg("+experiment=seed_resnet101",
+                                     "workload.micro_batch_size=24"))
+    mb = "workload.micro_batch_size"
+    assert train.searches(mb, 12) and train.searches(mb, 24) and not train.searches(mb, 48)
+    assert not train.searches("plan.partials", "half")
+    infer = make_problem(compose_cfg("+experiment=seed_resnet101", "workload.mode=infer"))
+    assert infer.searches("plan.partials", "half")
+    tokens = make_problem(compose_cfg("model=bert_base"))
+    assert not tokens.searches("plan.eight_bit_io", True)
+    fixed = make_problem(compose_cfg("+experiment=seed_resnet101", "search.global_batch_size=512"))
+    assert not fixed.searches("plan.gradient_accumulation", 8)
+    pinned = make_problem(compose_cfg("+experiment=seed_resnet101", "plan.device_iterations=4"),
+                          pinned=["plan.device_iterations"])
+    assert not pinned.searches("plan.device_iterations", 8)
+    assert train.searches("plan.device_iterations", 8)
+
+
 def test_a_global_batch_no_plan_can_reach_is_a_user_error() -> None:
     # With the micro-batch pinned at 64, no replica count reaches 100.
     cfg = compose_cfg("+experiment=seed_resnet101", "search.global_batch_size=100")

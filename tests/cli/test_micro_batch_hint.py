@@ -1,0 +1,46 @@
+"""The summary says when the search stopped at the user's micro-batch (its ceiling) and twice
+that fits and is faster: the figure, from the sensitivity the run simulated, and the override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+
+from ipu_tune.cli._summary import format_summary
+from ipu_tune.config import CONF_DIR, TuneConfig, typed
+from ipu_tune.tuner import RunSummary, run
+
+
+def _run(tmp_path: Path, *overrides: str) -> RunSummary:
+    base = [f"results_dir={tmp_path}", "study.n_trials=8", "study.progress_bar=false",
+            "model=resnet18", "system.num_ipus=1"]
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        cfg = typed(TuneConfig, compose(config_name="config", overrides=[*base, *overrides]))
+    return run(cfg)
+
+
+def test_a_micro_batch_above_the_users_that_fits_and_is_faster_is_named(tmp_path: Path) -> None:
+    summary = _run(tmp_path, "workload.micro_batch_size=1")
+    assert summary.best_config is not None
+    assert summary.best_config.workload.micro_batch_size == 1  # the search's ceiling
+    assert summary.explanation is not None
+    row = next(r for r in summary.explanation.sensitivity
+               if r["key"] == "workload.micro_batch_size" and r["value"] == 2)
+    assert row["fits"] and not row["searched"] and row["change_pct"] >= 5
+    (line,) = [ln for ln in format_summary(summary).splitlines() if ln.startswith("micro-batch:")]
+    assert line.startswith(f"micro-batch: 2 gives {row['throughput']:,.0f} samples/s "
+                           f"({row['change_pct']:+.0f}%) and fits")
+    assert "the search keeps yours, 1, as its ceiling" in line
+    assert line.endswith("workload.micro_batch_size=2 to search up to it")
+
+
+def test_no_line_when_twice_the_micro_batch_does_not_fit(tmp_path: Path) -> None:
+    summary = _run(tmp_path, "workload.micro_batch_size=512")
+    assert summary.explanation is not None
+    doubled = [r for r in summary.explanation.sensitivity
+               if r["key"] == "workload.micro_batch_size"
+               and summary.best_config is not None
+               and r["value"] > summary.best_config.workload.micro_batch_size]
+    assert all(not r["fits"] or r["searched"] for r in doubled)
+    assert not any(ln.startswith("micro-batch:") for ln in format_summary(summary).splitlines())
