@@ -53,7 +53,7 @@ def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...],
     assert source is not None
     try:
         with torch.device("meta"):
-            model, kind, shape = build_hf(source, label(cfg))
+            model, kind, shape = build_hf(source)
     except IpuTuneError:
         raise
     except Exception as exc:  # Transformers' own code, on a type or config it cannot build

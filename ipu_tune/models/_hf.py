@@ -273,7 +273,7 @@ def _first_block(model: nn.Module, first_layers: str) -> str | None:
     return parent if parent.endswith("embeddings") else name
 
 
-def build_hf(cfg: ModelConfig, label: str = "model.hf") -> tuple[HfRunner, str, tuple[int, ...]]:
+def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     """(runner, input kind, per-sample input shape) of `cfg.hf`; call under the meta device
     (and `quiet_transformers`)."""
     import transformers
