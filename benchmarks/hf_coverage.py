@@ -87,6 +87,7 @@ def main() -> None:
     parser.add_argument("--search", type=int, default=20, help="profiled types to search")
     parser.add_argument("--timeout", type=int, default=90, help="seconds per profile")
     args = parser.parse_args()
+    record = Run("hf_coverage")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["IPU_TUNE_CACHE_DIR"] = str(Path(tmp) / "cache")  # cold profiles
         signal.signal(signal.SIGALRM, _alarm)
@@ -102,7 +103,6 @@ def main() -> None:
         step = max(1, len(profiled) // max(1, args.search))
         chosen = profiled[::step][:args.search]
         searched = Counter(_search_outcome(t, Path(tmp) / "results") for t in chosen)
-    record = Run("hf_coverage")
     record.add("model types tried", len(types), "types", note="transformers.CONFIG_MAPPING")
     for outcome in ("profiled", *(f"refused: {name}" for name, _ in _REASONS), "refused: other",
                     "crashed", "timed out"):

@@ -48,6 +48,11 @@ BENCHMARKS = (
               "Bow and a C600, per micro-batch: samples/s at device iterations 1 and 100 and "
               "the latency of one micro-batch.",
               "python benchmarks/inference_latency.py"),
+    Benchmark("hf_coverage", "Every Hugging Face Transformers model type with its defaults "
+              "(`model=hf model.hf.model_type=TYPE`): how many profile, are refused in one line "
+              "(by reason), crash or time out; then the main command (10 trials) on 20 of the "
+              "profiled types.",
+              "python benchmarks/hf_coverage.py --search 20"),
     Benchmark("simulator_speed", "CPU time of one `simulate` of ResNet-101's seed plan (best of "
               "5 rounds, `time.process_time`): cached per-block costs, cold, 500 varied plans.",
               "python benchmarks/simulator_speed.py"),
