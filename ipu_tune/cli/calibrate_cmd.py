@@ -95,14 +95,16 @@ def format_check(predictions: Sequence[Any], constants_label: str) -> str:
     summary["median |error|"] = [f"{e:.1f}%" for e in summary.pop("median_abs_error_pct")]
     summary["worst error"] = [f"{e:+.1f}%" for e in summary.pop("worst_error_pct")]
     lines = [f"# ipu-tune calibrate --check: the simulator ({constants_label}) against "
-             f"{len(predictions)} measured rows, nothing refitted",
+             f"{len(predictions)} measured row{'' if len(predictions) == 1 else 's'}, "
+             "nothing refitted",
              "# error = predicted / measured - 1", _left(shown, ["row", "model", "mode"]), ""]
     if len(summary):
         lines += ["samples/s error per model and workload mode:",
                   _left(summary, ["model", "mode"])]
     right, rows = memory_agreement(table)
-    lines.append(f"memory: {right} of {rows} rows predicted as measured (fits or "
-                 "out_of_memory; a row with a measured rate ran, so it fitted)")
+    lines.append(f"memory: {right} of {rows} row{'' if rows == 1 else 's'} predicted as "
+                 "measured (fits or out_of_memory; a row with a measured rate ran, so it "
+                 "fitted)")
     return "\n".join(lines)
 
 

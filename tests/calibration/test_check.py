@@ -96,4 +96,4 @@ def test_a_measured_run_predicted_out_of_memory_is_shown_and_counted(
     assert calibrate_main([str(runs), "--check"]) == 0
     out = capsys.readouterr().out
     assert "samples/s (predicted out of memory)" in out
-    assert "memory: 0 of 1 rows predicted as measured" in out
+    assert "memory: 0 of 1 row predicted as measured" in out
