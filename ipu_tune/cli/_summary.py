@@ -14,7 +14,7 @@ from pathlib import Path
 from ipu_tune.config import GENERATED, SYNTHETIC, EvalConfig
 from ipu_tune.explain import Explanation
 from ipu_tune.exports import EXPORTERS, export_context, poprun_command
-from ipu_tune.knobs import describe, rate_text
+from ipu_tune.knobs import describe, knob_by_field, rate_text
 from ipu_tune.search import OBJECTIVES
 from ipu_tune.simulator import SimResult
 from ipu_tune.tuner import RunSummary
@@ -145,6 +145,7 @@ def _batch_line(c: EvalConfig) -> str:
             f"{p.gradient_accumulation} x {p.replication_factor} replica(s)){packs}")
 
 
+_MICRO_BATCH = knob_by_field("micro_batch_size").key
 # A gain below this is within what a plan's other knobs move; not worth a line.
 _HINT_MIN_GAIN_PCT = 5.0
 
@@ -155,7 +156,7 @@ def _micro_batch_hint(s: RunSummary, c: EvalConfig) -> list[str]:
     if s.explanation is None or (s.objective_names or ("throughput",))[0] != "throughput":
         return []
     row = next((r for r in s.explanation.sensitivity
-                if r["key"] == "workload.micro_batch_size" and not r["searched"]
+                if r["key"] == _MICRO_BATCH and not r["searched"]
                 and r["value"] > c.workload.micro_batch_size and r["fits"]
                 and (r["change_pct"] or 0.0) >= _HINT_MIN_GAIN_PCT), None)
     if row is None:

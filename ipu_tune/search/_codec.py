@@ -129,16 +129,6 @@ class Codec:
         self.r_options = self._replication_options(r_spec, pinned)
         self.cut_step = int(self.split_search.step or 1) if self.split_search else 1
 
-    def searches(self, key: str, value: Any) -> bool:
-        """Whether a draw of this search can set knob `key` to `value`: the specs as fitted to
-        the user's plan and mode (micro-batch at or below the user's, a knob moot in this mode
-        or input left out, GA derived from a fixed global batch), not the space file's."""
-        if key == R_PARAM:
-            return value in self.r_options
-        special = {_SPLITS: self.split_search, _SCHEDULE: self.schedule_spec, _RTS: self.rts_spec}
-        spec = special[key] if key in special else self.knobs.get(key)
-        return spec is not None and spec.allows(value)
-
     # -- structure -------------------------------------------------------------------------
     def _replication_options(self, spec: KnobSpec | None,
                              pinned: frozenset[str]) -> tuple[int, ...]:

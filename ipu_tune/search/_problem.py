@@ -25,7 +25,7 @@ from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.records import TrialRecord
-from ipu_tune.search._codec import Codec
+from ipu_tune.search._codec import R_PARAM, Codec
 from ipu_tune.search._local import LocalSearch
 from ipu_tune.search._objectives import (
     DIRECTIONS,
@@ -203,9 +203,16 @@ class SearchProblem:
         return show_value(name, value)
 
     def searches(self, key: str, value: Any) -> bool:
-        """Whether this search could draw `value` for knob `key` (searched, not pinned, within
-        the range or choices the codec fitted to the user's plan and mode)."""
-        return self.codec.searches(key, value)
+        """Whether a draw of this search can set knob `key` to `value`: the specs the codec
+        fitted to the user's plan and mode (micro-batch at or below the user's, knobs moot in
+        this mode or input left out, GA derived from a fixed global batch, pins), not the
+        space file's."""
+        c = self.codec
+        if key == R_PARAM:
+            return value in c.r_options
+        drawn = {s.key: s for s in (c.split_search, c.schedule_spec, c.rts_spec) if s is not None}
+        spec = drawn.get(key, c.knobs.get(key))
+        return spec is not None and spec.allows(value)
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         return make_sampler(self.cfg.sampler, len(self.directions))
