@@ -35,36 +35,45 @@ def _model_label(cfg: EvalConfig) -> str:
 def _rows(p: Prediction) -> list[dict[str, object]]:
     cfg, point = p.point.config, p.point
     fits = p.memory_ratio <= 1.0
+    nan = float("nan")
     # A measured rate or cycle count means the plan ran, so it fitted.
     base = {"row": point.name, "model": _model_label(cfg), "mode": cfg.workload.mode,
-            "system": f"{cfg.system.num_ipus} x {cfg.system.ipu}", "memory_right": fits}
+            "system": f"{cfg.system.num_ipus} x {cfg.system.ipu}", "memory_right": fits,
+            "fullest_memory_ratio": p.memory_ratio}
     oom = "" if fits else " (predicted out of memory)"
     out: list[dict[str, object]] = []
     errors = p.errors()
     if point.samples_per_s is not None:
         out.append({**base, "measured": f"{point.samples_per_s:,.0f} samples/s",
                     "predicted": f"{p.samples_per_s:,.0f} samples/s{oom}",
-                    "error_pct": 100 * errors["samples_per_s"], "kind": "samples_per_s"})
+                    "error_pct": 100 * errors["samples_per_s"], "kind": "samples_per_s",
+                    "measured_value": point.samples_per_s, "predicted_value": p.samples_per_s})
     if point.device_cycles is not None:
         out.append({**base, "measured": f"{point.device_cycles / 1e6:.1f} M cycles",
                     "predicted": f"{p.device_cycles / 1e6:.1f} M cycles{oom}",
-                    "error_pct": 100 * errors["device_cycles"], "kind": "device_cycles"})
+                    "error_pct": 100 * errors["device_cycles"], "kind": "device_cycles",
+                    "measured_value": point.device_cycles, "predicted_value": p.device_cycles})
     if point.result is not None:
         verdict = "fits" if fits else "out_of_memory"
         fullest = f"fullest IPU or tile at {100 * p.memory_ratio:.0f}% of its limit"
         out.append({**base, "measured": point.result, "predicted": f"{verdict} ({fullest})",
-                    "error_pct": float("nan"), "kind": "memory",
-                    "memory_right": verdict == point.result})
+                    "error_pct": nan, "kind": "memory", "memory_right": verdict == point.result,
+                    "measured_value": nan, "predicted_value": nan})
     return out
 
 
 def check_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
     """One line per measured figure of each row: samples/s, device cycles, fits or not.
-    `error_pct` is predicted / measured - 1 in percent (NaN for memory lines); `kind` says
-    which figure; `memory_right` whether the fit/out-of-memory prediction is what was measured
-    (a row with a measured rate or cycle count ran, so it fitted)."""
+
+    `measured`/`predicted` are the figures as text with their unit; `measured_value` and
+    `predicted_value` the numbers (samples/s, or cycles; NaN on memory lines); `error_pct`
+    predicted / measured - 1 in percent (NaN on memory lines); `kind` which figure;
+    `fullest_memory_ratio` the most-loaded IPU or tile over its limit (> 1: does not fit);
+    `memory_right` whether the fit/out-of-memory prediction is what was measured (a row with a
+    measured rate or cycle count ran, so it fitted)."""
     lines = [line for p in predictions for line in _rows(p)]
-    return pd.DataFrame(lines, columns=[*_COLUMNS, "kind", "memory_right"])
+    return pd.DataFrame(lines, columns=[*_COLUMNS, "kind", "measured_value", "predicted_value",
+                                        "fullest_memory_ratio", "memory_right"])
 
 
 def _worst(errors: pd.Series) -> float:

@@ -7,13 +7,14 @@ evaluate-schema config plus `samples_per_s`, `device_cycles` and/or `result: fit
 `--output FILE` writes them too. Apply them with `simulator.constants=FILE` (the tuner and
 `evaluate`), or `simulate(..., constants=constants_from_mapping(yaml.safe_load(open(FILE))))`.
 Fewer measured rows than constants to fit is refused (say how many are needed).
-`--check [--constants FILE]` prints each row's measured and predicted figures and, per model
-and workload mode, the median absolute and the worst samples/s error.
+`--check [--constants FILE] [--json]` prints each row's measured and predicted figures and, per
+model and workload mode, the median absolute and the worst samples/s error.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,22 @@ def format_check(predictions: Sequence[Any], constants_label: str) -> str:
     return "\n".join(lines)
 
 
+def check_json(predictions: Sequence[Any], constants_label: str) -> dict[str, Any]:
+    """`--check --json`: the same figures as numbers (NaN as null)."""
+    from ipu_tune.calibration import check_table, error_summary, memory_agreement
+
+    table = check_table(predictions)
+    right, rows = memory_agreement(table)
+
+    def records(frame: Any) -> list[dict[str, Any]]:
+        return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                for r in frame.to_dict(orient="records")]
+
+    return {"constants": constants_label, "rows": records(table),
+            "samples_per_s_error_by_model_and_mode": records(error_summary(table)),
+            "memory": {"predicted_as_measured": right, "rows": rows}}
+
+
 def _left(table: Any, columns: list[str]) -> str:
     """The table as text, `columns` (names) aligned left and the others (figures) right."""
     cells = [[str(v) for v in table[c]] for c in table.columns]
@@ -118,7 +135,7 @@ def _left(table: Any, columns: list[str]) -> str:
                      .rstrip() for row in rows)
 
 
-def _check(points: Sequence[Any], constants_file: str | None) -> str:
+def _check(points: Sequence[Any], constants_file: str | None, as_json: bool) -> str:
     from ipu_tune.calibration import predict
     from ipu_tune.case import read_constants
     from ipu_tune.simulator import DEFAULT_CONSTANTS
@@ -127,7 +144,10 @@ def _check(points: Sequence[Any], constants_file: str | None) -> str:
     if constants_file:
         constants = read_constants(constants_file, "--constants")
     label = f"constants of {constants_file}" if constants_file else "shipped constants"
-    return format_check(predict(points, constants), label)
+    predictions = predict(points, constants)
+    if as_json:
+        return json.dumps(check_json(predictions, label), indent=2)
+    return format_check(predictions, label)
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -136,10 +156,13 @@ def _check_options(args: argparse.Namespace) -> None:
         for option, given in (("--fit", args.fit), ("--output", args.output)):
             if given:
                 raise IpuTuneError(f"{option}={given}: a fit option; --check refits nothing "
-                                   "(allowed with --check: FILES, --defaults, --constants)")
+                                   "(allowed with --check: FILES, --defaults, --constants, "
+                                   "--json)")
     elif args.constants:
         raise IpuTuneError(f"--constants={args.constants}: only with --check (a fit starts "
                            "from the shipped constants)")
+    elif args.json:
+        raise IpuTuneError("--json: only with --check (a fit prints the constants as YAML)")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -159,6 +182,7 @@ def main(argv: Sequence[str]) -> int:
                         "and the median and worst error per model and mode")
     parser.add_argument("--constants", metavar="FILE",
                         help="with --check: simulator constants YAML written by --output")
+    parser.add_argument("--json", action="store_true", help="with --check: print as JSON")
     parser.add_argument("--max-evals", type=int, default=3000,
                         help="objective evaluations per Nelder-Mead round (default 3000)")
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
@@ -173,7 +197,7 @@ def main(argv: Sequence[str]) -> int:
             points.extend(default_points())
         _check_options(args)
         if args.check:
-            return print_out(_check(points, args.constants))
+            return print_out(_check(points, args.constants, args.json))
         names = [n.strip() for n in args.fit.split(",") if n.strip()] or None
         _check_enough(len(points), names)
         if args.max_evals < 10:

@@ -15,6 +15,7 @@ from ipu_tune.calibration import (
     check_table,
     default_points,
     error_summary,
+    load_points,
     memory_agreement,
     predict,
 )
@@ -97,3 +98,26 @@ def test_a_measured_run_predicted_out_of_memory_is_shown_and_counted(
     out = capsys.readouterr().out
     assert "samples/s (predicted out of memory)" in out
     assert "memory: 0 of 1 row predicted as measured" in out
+
+
+def test_check_json_gives_the_same_figures_as_numbers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    rows = _rows("mlperf_resnet50_pod16", "seed_fp16_ga8")
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(yaml.safe_dump(rows))
+    assert calibrate_main([str(runs), "--check", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    table = check_table(predict(load_points(runs)))
+    assert [r["error_pct"] for r in data["rows"]] == pytest.approx(list(table["error_pct"]))
+    rate = next(r for r in data["rows"] if r["row"] == "mlperf_resnet50_pod16")
+    assert rate["measured_value"] == 29406 and rate["kind"] == "samples_per_s"
+    assert rate["predicted_value"] == pytest.approx(rate["measured_value"]
+                                                    * (1 + rate["error_pct"] / 100))
+    cycles = next(r for r in data["rows"] if r["kind"] == "device_cycles")
+    seed = next(r for r in rows if r["name"] == "seed_fp16_ga8")
+    assert cycles["measured_value"] == seed["device_cycles"]
+    assert data["memory"] == {"predicted_as_measured": 2, "rows": 2}
+    assert {g["model"] for g in data["samples_per_s_error_by_model_and_mode"]} == {
+        "resnet50", "resnet101", "all"}

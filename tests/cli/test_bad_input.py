@@ -249,6 +249,7 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
      "--output="),
     ("calibrate constants without check", ["calibrate", "--constants", "{tmp}/binary.yaml"],
      "only with --check"),
+    ("calibrate json without check", ["calibrate", "--json"], "--json: only with --check"),
     ("calibrate check, constants missing", ["calibrate", "--check", "--constants",
                                             "{tmp}/no.yaml"], "no.yaml"),
     ("calibrate output /proc", ["calibrate", "--max-evals", "10", "--output", "/proc/c.yaml"],
