@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from ipu_tune.errors import IpuTuneError
 
@@ -14,6 +14,7 @@ __all__ = [
     "EXIT_FAULT",
     "EXIT_USAGE",
     "TRUST_HELP",
+    "aligned_lines",
     "check_target_typed",
     "disk_error",
     "fail",
@@ -131,3 +132,16 @@ def fail(message: str) -> int:
         return EXIT_FAULT
     print("ipu-tune: error: " + printable(text), file=sys.stderr)
     return EXIT_USAGE
+
+
+def aligned_lines(columns: Sequence[str], rows: Sequence[Mapping[str, str]],
+                  right: Collection[str]) -> list[str]:
+    """A plain-text table, header first: the columns of figures (`right`) aligned right, the
+    others (names) left, two spaces apart, no trailing blanks."""
+    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+
+    def line(cells: Mapping[str, str]) -> str:
+        return "  ".join(cells[c].rjust(width[c]) if c in right else cells[c].ljust(width[c])
+                         for c in columns).rstrip()
+
+    return [line({c: c for c in columns}), *(line(r) for r in rows)]

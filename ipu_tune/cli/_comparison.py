@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ipu_tune.cli._common import aligned_lines
 from ipu_tune.knobs import KNOBS, get_key
 from ipu_tune.search import show_value
 from ipu_tune.tuner import RunSummary
@@ -57,13 +58,5 @@ def format_comparison(summaries: Sequence[RunSummary]) -> str:
     rows = [{k: str(v) for k, v in _row(s).items()} for s in summaries]
     if not rows:
         return "sweep of 0 runs"
-    columns = list(rows[0])
-    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
-
-    def line(cells: dict[str, str]) -> str:
-        return "  ".join(
-            cells[c].rjust(width[c]) if c in _NUMERIC else cells[c].ljust(width[c]) for c in columns
-        ).rstrip()
-
-    body = [line({c: c for c in columns}), *(line(r) for r in rows)]
+    body = aligned_lines(list(rows[0]), rows, _NUMERIC)
     return f"sweep of {len(rows)} runs:\n" + "\n".join(body)

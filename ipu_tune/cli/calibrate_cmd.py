@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.cli._common import TRUST_HELP, fail, print_out
+from ipu_tune.cli._common import TRUST_HELP, aligned_lines, fail, print_out
 from ipu_tune.config import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
@@ -85,7 +85,7 @@ def _check_enough(rows: int, names: list[str] | None) -> None:
             "constants with --fit NAME,...")
 
 
-def format_check(predictions: Sequence[Any], constants_label: str) -> str:
+def _check_text(predictions: Sequence[Any], constants_label: str) -> str:
     """The text of `--check`: each row's figures, the errors per model and mode, memory."""
     from ipu_tune.calibration import check_table, error_summary, memory_agreement
 
@@ -98,10 +98,10 @@ def format_check(predictions: Sequence[Any], constants_label: str) -> str:
     lines = [f"# ipu-tune calibrate --check: the simulator ({constants_label}) against "
              f"{len(predictions)} measured row{'' if len(predictions) == 1 else 's'}, "
              "nothing refitted",
-             "# error = predicted / measured - 1", _left(shown, ["row", "model", "mode"]), ""]
+             "# error = predicted / measured - 1", _text_table(shown, ["row", "model", "mode"]), ""]
     if len(summary):
         lines += ["samples/s error per model and workload mode:",
-                  _left(summary, ["model", "mode"])]
+                  _text_table(summary, ["model", "mode"])]
     right, rows = memory_agreement(table)
     lines.append(f"memory: {right} of {rows} row{'' if rows == 1 else 's'} predicted as "
                  "measured (fits or out_of_memory; a row with a measured rate ran, so it "
@@ -109,7 +109,7 @@ def format_check(predictions: Sequence[Any], constants_label: str) -> str:
     return "\n".join(lines)
 
 
-def check_json(predictions: Sequence[Any], constants_label: str) -> dict[str, Any]:
+def _check_json(predictions: Sequence[Any], constants_label: str) -> dict[str, Any]:
     """`--check --json`: the same figures as numbers (NaN as null)."""
     from ipu_tune.calibration import check_table, error_summary, memory_agreement
 
@@ -125,14 +125,12 @@ def check_json(predictions: Sequence[Any], constants_label: str) -> dict[str, An
             "memory": {"predicted_as_measured": right, "rows": rows}}
 
 
-def _left(table: Any, columns: list[str]) -> str:
-    """The table as text, `columns` (names) aligned left and the others (figures) right."""
-    cells = [[str(v) for v in table[c]] for c in table.columns]
-    widths = [max([len(c), *map(len, col)]) for c, col in zip(table.columns, cells, strict=True)]
-    aligns = ["<" if c in columns else ">" for c in table.columns]
-    rows = [list(table.columns), *zip(*cells, strict=True)]
-    return "\n".join("  ".join(f"{v:{a}{w}}" for v, a, w in zip(row, aligns, widths, strict=True))
-                     .rstrip() for row in rows)
+def _text_table(table: Any, names: list[str]) -> str:
+    """A DataFrame of text cells as a plain-text table: `names` left, figures right."""
+    columns = [str(c) for c in table.columns]
+    rows = [{c: str(v) for c, v in zip(columns, r, strict=True)}
+            for r in table.itertuples(index=False)]
+    return "\n".join(aligned_lines(columns, rows, [c for c in columns if c not in names]))
 
 
 def _check(points: Sequence[Any], constants_file: str | None, as_json: bool) -> str:
@@ -146,8 +144,8 @@ def _check(points: Sequence[Any], constants_file: str | None, as_json: bool) -> 
     label = f"constants of {constants_file}" if constants_file else "shipped constants"
     predictions = predict(points, constants)
     if as_json:
-        return json.dumps(check_json(predictions, label), indent=2)
-    return format_check(predictions, label)
+        return json.dumps(_check_json(predictions, label), indent=2)
+    return _check_text(predictions, label)
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -188,6 +186,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     try:
+        _check_options(args)
         from ipu_tune.calibration import default_points, fit_constants, load_points
 
         points = []
@@ -195,7 +194,6 @@ def main(argv: Sequence[str]) -> int:
             points.extend(_load_file(file, load_points, args.trust_remote_code))
         if args.defaults or not args.files:
             points.extend(default_points())
-        _check_options(args)
         if args.check:
             return print_out(_check(points, args.constants, args.json))
         names = [n.strip() for n in args.fit.split(",") if n.strip()] or None
