@@ -228,7 +228,7 @@ def make_system(ipu: str, num_ipus: int, hosts: int = 1, host: HostSpec = HOST) 
 def system_from_config(cfg: SystemConfig) -> System:
     """The `system:` section of a config as a `System` (`system.host` overrides the server)."""
     host = cfg.host
-    return _system(cfg.ipu, cfg.num_ipus, cfg.hosts, host.cpu_cores, host.network_bytes_per_s)
+    return _system(cfg.ipu, cfg.num_ipus, cfg.servers, host.cpu_cores, host.network_bytes_per_s)
 
 
 # Memoised (the System is frozen): a study builds every trial's case on the same system, and

@@ -83,3 +83,20 @@ def test_c600_is_the_mk2_chip_at_1_5_ghz_in_its_server() -> None:
     assert s.machine is MACHINES["c600"] and s.machine.in_server
     assert s.machine.ipus_per_machine == 1 and (s.machines, s.pods) == (1, 1)
     assert not MACHINES["mk2"].in_server and not MACHINES["bow"].in_server
+
+
+def test_servers_default_to_one_per_pod16_as_the_presets_build_them() -> None:
+    from ipu_tune.config import load_config, system_preset, typed
+
+    for num_ipus, servers in ((1, 1), (16, 1), (32, 2), (64, 4), (256, 16)):
+        assert system_from_config(SystemConfig(num_ipus=num_ipus)).hosts == servers
+    # A system given by its size alone is the POD preset of that size, servers included.
+    for preset in ("pod16", "pod64", "pod128", "bow_pod256"):
+        named = typed(SystemConfig, system_preset(preset))
+        sized = SystemConfig(ipu=named.ipu, num_ipus=named.num_ipus)
+        assert system_from_config(sized) == system_from_config(named)
+    # A config file may name the preset as the command line does (`system: pod64`).
+    loaded = load_config({"system": "pod64", "plan": {"replication_factor": 64}}).system
+    assert loaded == typed(SystemConfig, system_preset("pod64"))
+    # Given servers are kept: one server may feed a POD64.
+    assert system_from_config(SystemConfig(num_ipus=64, hosts=1)).hosts == 1

@@ -27,7 +27,7 @@ def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
     per_pack = m.dataset.sequences_per_pack
     packs = "" if per_pack == 1.0 else f" packs of {per_pack:g} sequences"
     lines = [
-        f"{name} on {s.num_ipus} x {s.ipu} ({s.hosts} host{'s' if s.hosts > 1 else ''}): "
+        f"{name} on {s.num_ipus} x {s.ipu} ({s.servers} host{'s' if s.servers > 1 else ''}): "
         f"{w.mode}, micro-batch {w.micro_batch_size}{packs}, {w.optimizer}, "
         f"precision {p.precision}",
         f"plan: {describe(cfg)}",

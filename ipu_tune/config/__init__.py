@@ -15,6 +15,7 @@ from ipu_tune.config._load import (
     check_trusted,
     load_config,
     omegaconf_error,
+    system_preset,
     to_plain_dict,
     typed,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "read_text",
     "read_yaml",
     "register",
+    "system_preset",
     "to_plain_dict",
     "trusted_composition",
     "typed",

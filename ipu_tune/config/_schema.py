@@ -153,12 +153,25 @@ class HostConfig:
     network_bytes_per_s: Optional[float] = None  # noqa: UP045  (server to its IPU-Machines)
 
 
+# IPUs one host server feeds when `system.hosts` is not given: Graphcore's IPU-POD systems as
+# its MLPerf runs used them (run_and_time.sh, training_results_v1.1: one server per POD16).
+IPUS_PER_HOST_SERVER = 16
+
+
 @dataclass
 class SystemConfig:
     ipu: str = "mk2"
     num_ipus: int = 1
-    hosts: int = 1  # host servers
+    # Host servers; None: one per 16 IPUs (`servers`), as Graphcore's IPU-PODs are built.
+    hosts: Optional[int] = None  # noqa: UP045
     host: HostConfig = field(default_factory=HostConfig)
+
+    @property
+    def servers(self) -> int:
+        """The host servers: `hosts` if given, else one per `IPUS_PER_HOST_SERVER` IPUs."""
+        if self.hosts is not None:
+            return self.hosts
+        return max(1, self.num_ipus // IPUS_PER_HOST_SERVER)
 
 
 @dataclass

@@ -192,9 +192,10 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     _choice("system.ipu", s.ipu, IPUS)
     if not is_power_of_two(s.num_ipus):
         raise bad_value("system.num_ipus", s.num_ipus, "must be a power of two (1, 2, 4, ...)")
-    _at_least("system.hosts", s.hosts, 1)
-    if s.hosts > s.num_ipus:
-        raise bad_value("system.hosts", s.hosts, f"at most system.num_ipus={s.num_ipus}")
+    if s.hosts is not None:
+        _at_least("system.hosts", s.hosts, 1)
+        if s.hosts > s.num_ipus:
+            raise bad_value("system.hosts", s.hosts, f"at most system.num_ipus={s.num_ipus}")
     if s.host.cpu_cores is not None:
         _at_least("system.host.cpu_cores", s.host.cpu_cores, 1)
     if s.host.network_bytes_per_s is not None and not s.host.network_bytes_per_s > 0:
@@ -202,7 +203,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
                         "must be > 0")
 
     _check_knobs(cfg, _PLAN_CHECKS)
-    _check_instances(p.host_instances, s.hosts, p.replication_factor, check_layout)
+    _check_instances(p.host_instances, s.servers, p.replication_factor, check_layout)
     if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")
     if p.replicated_tensor_sharding and p.replication_factor < 2:

@@ -313,7 +313,7 @@ class Codec:
             cfg.plan.pipeline.schedule = params[_SCHEDULE]
         if _INSTANCES in self.knobs and _INSTANCES in params:
             cfg.plan.host_instances = fit_instances(int(params[_INSTANCES]), r,
-                                                    cfg.system.hosts)
+                                                    cfg.system.servers)
         if r < 2:
             cfg.plan.replicated_tensor_sharding = False
         elif self.rts_spec is not None and _RTS in params:

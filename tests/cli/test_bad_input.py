@@ -182,6 +182,11 @@ EVAL_CASES: list[tuple[str, list[str], str]] = [
     ("config missing", ["evaluate", "{tmp}/missing.yaml"], "missing.yaml"),
     ("config a list", ["evaluate", "{tmp}/a_list.yaml"], "expected a mapping"),
     ("config bad knob", ["evaluate", "{tmp}/bad_knob.yaml"], "plan.io_tiles"),
+    ("config system not a preset", ["evaluate", "{tmp}/system_name.yaml"],
+     "system='pod99': not a system preset; allowed: a mapping"),
+    ("config system a number", ["evaluate", "{tmp}/system_number.yaml"],
+     "system: expected a mapping, got 16"),
+    ("config hosts 0", ["evaluate", "{tmp}/hosts_0.yaml"], "system.hosts=0"),
     ("config empty", ["evaluate", "{tmp}/empty.yaml"], "empty"),
     ("config unknown top key", ["evaluate", "{tmp}/plans.yaml"], "plans: unknown top-level key"),
     ("config unknown nested key", ["evaluate", "{tmp}/nested_key.yaml"], "microbatch"),
@@ -269,6 +274,9 @@ def _fixtures(tmp: Path) -> None:
     (tmp / "not_yaml.yaml").write_text("model: {name: [resnet101\nplan: : :\n")
     (tmp / "a_list.yaml").write_text("- 1\n- 2\n")
     (tmp / "bad_knob.yaml").write_text("plan: {io_tiles: 7}\n")
+    (tmp / "system_name.yaml").write_text("system: pod99\n")
+    (tmp / "system_number.yaml").write_text("system: 16\n")
+    (tmp / "hosts_0.yaml").write_text("system: {num_ipus: 4, hosts: 0}\n")
     (tmp / "binary.yaml").write_bytes(bytes(range(256)) * 4)
     (tmp / "deep.yaml").write_text("[" * 2000 + "]" * 2000 + "\n")
     # safe_load would keep the last of two values silently.
