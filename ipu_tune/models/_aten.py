@@ -15,6 +15,7 @@ __all__ = [
     "FAST_META",
     "FAST_META_KERNELS",
     "KIND_RANK",
+    "META_KERNELS",
     "aten_kind",
     "count_flops",
     "first_tensor",
@@ -37,7 +38,8 @@ _MOVE_OPS = frozenset(
 # Record kind = the highest-ranked kind among its forward aten ops (a Linear is a matmul even
 # though it also runs a view; cross-entropy is a loss although it runs a log-softmax).
 KIND_RANK = ("loss", "conv", "matmul", "embedding", "norm", "softmax", "pool", "elementwise")
-_MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "mv", "addmv"})
+_MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "mv", "addmv",
+                         "grouped_mm"})
 
 
 # Leaf module classes whose kind is clear from the class, whatever aten ops they lower to
@@ -145,6 +147,32 @@ FAST_META: dict[Any, Callable[..., Any]] = {
 }
 
 
+def grouped_mm_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A grouped matmul (Transformers' mixture-of-experts layers: each token-expert pair's row
+    times its expert's matrix) on the meta device in any float type. torch's meta kernel
+    enforces CUDA's kernel rule, bf16 only; the meta device computes nothing, so the shapes are
+    those of the same call in bf16. None: not on the meta device, or already bf16."""
+    a, b = args[0], args[1]
+    if a.device.type != "meta" or a.dtype == b.dtype == torch.bfloat16:
+        return None
+    out = func(a.to(torch.bfloat16), b.to(torch.bfloat16), *args[2:], **kwargs)
+    return torch.empty_like(out, dtype=a.dtype)
+
+
+# Ops the meta device runs with a kernel of ours whatever FAST_META_KERNELS says.
+META_KERNELS: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {
+    torch.ops.aten._grouped_mm.default: grouped_mm_meta,
+}
+
+
+def _grouped_mm_flops(args: tuple[Any, ...]) -> int:
+    # Each row of the first operand meets exactly one group's matrix, whatever the routing
+    # (offs): 2 x rows x inner x outer, the multiply-adds of the rows' own matmuls. The same
+    # holds for the weight gradient's call, whose first operand is the inputs transposed.
+    a, b = args[0], args[1]
+    return 2 * a.numel() * int(b.shape[-1])
+
+
 def count_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
     """FLOPs of one aten call by the counting functions of torch's FlopCounterMode.
 
@@ -155,6 +183,8 @@ def count_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: A
     counted with the forward formula, which does honour groups through the weight shape.
     """
     packet = func._overloadpacket
+    if packet is torch.ops.aten._grouped_mm:
+        return _grouped_mm_flops(args)
     count = flop_registry.get(packet)
     if count is None:
         return 0

@@ -65,9 +65,9 @@ def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...],
 
 
 def _hf_compute(cfg: ModelConfig) -> ModelProfile:
-    from ipu_tune.models._hf import quiet_transformers
+    from ipu_tune.models._hf_meta import transformers_on_meta
 
-    with quiet_transformers():  # configured, built and traced without Transformers' log
+    with transformers_on_meta():  # configured, built and traced quietly, no value read
         model, input_kind, shape, example = _hf_inputs(cfg)
         # Token ids and the attention mask as int32; uint8 pixels.
         default_bytes = 4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)

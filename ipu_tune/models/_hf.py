@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -27,6 +26,7 @@ from torch import Tensor, nn
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._hf_meta import skip_padding_warning
 from ipu_tune.models._hf_names import (
     DEFAULT_TASKS,
     TASKS,
@@ -37,7 +37,7 @@ from ipu_tune.models._hf_names import (
     usual_task,
 )
 
-__all__ = ["HfRunner", "build_hf", "hf_config", "quiet_transformers"]
+__all__ = ["HfRunner", "build_hf", "hf_config"]
 
 # Config fields that count a model's layers or stages (n_layer: GPT-2; n_layers: DistilBERT;
 # num_stages: ConvNeXt, ResNet; num_encoder_blocks: SegFormer; encoder_layers: BART); a list
@@ -45,21 +45,6 @@ __all__ = ["HfRunner", "build_hf", "hf_config", "quiet_transformers"]
 _LAYER_KEYS = re.compile(r"^(n_layers?|num_layers|num_(hidden|encoder|decoder)_layers|"
                          r"(encoder|decoder)_layers|num_stages|num_encoder_blocks)$")  # fmt: skip
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
-
-
-@contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Transformers' log while a model is configured, built and traced (a config's odd token
-    ids, "add is_decoder=True", an attention type it changed) is not for our users: what fails
-    ends in one line from the profiler."""
-    from transformers import logging
-
-    verbosity = logging.get_verbosity()
-    logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(verbosity)
 
 
 def _config_class(model_type: str, key: str) -> Any:
@@ -205,9 +190,8 @@ class HfRunner(nn.Module):
 
 
 def _text_call(model: nn.Module, ids: Tensor) -> Any:
-    # No attention mask: with one of ones, Transformers checks whether it can skip it
-    # (`padding_mask.all()`), a data-dependent test the meta device cannot run. The mask an
-    # encoder applies is an elementwise add on the scores either way.
+    # No attention mask: an encoder applies one as an elementwise add on the attention scores,
+    # a small share of a layer's work.
     return model(input_ids=ids)
 
 
@@ -225,20 +209,6 @@ def _seq2seq_call(model: nn.Module, ids: Tensor) -> Any:
 
 def _image_call(model: nn.Module, pixels: Tensor) -> Any:
     return model(pixel_values=pixels)
-
-
-def _no_padding_warning(input_ids: Any, attention_mask: Any) -> None:
-    return None
-
-
-def _skip_padding_warning(model: nn.Module) -> None:
-    """Transformers warns when token ids look padded and no mask is given, by reading their
-    values (`pad_token_id in input_ids`, DeBERTa, Longformer, ...): the meta device has no
-    values, and the warning computes nothing the profile counts."""
-    for module in model.modules():
-        if hasattr(module, "warn_if_padding_and_no_attention_mask"):
-            object.__setattr__(module, "warn_if_padding_and_no_attention_mask",
-                               _no_padding_warning)  # fmt: skip
 
 
 def _input_embeddings(model: nn.Module) -> nn.Module | None:
@@ -291,7 +261,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     except (ValueError, KeyError) as exc:
         raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
                         f"({_one_line(exc)})") from None  # fmt: skip
-    _skip_padding_warning(model)
+    skip_padding_warning(model)
     lists = _layer_lists(model, config)
     layers = _with_inner_layers(model, [f"{p}.{i}" for p in lists
                                         for i in range(len(model.get_submodule(p)))])

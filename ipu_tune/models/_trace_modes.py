@@ -10,7 +10,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ipu_tune.models import _aten
-from ipu_tune.models._aten import FAST_META, count_flops
+from ipu_tune.models._aten import FAST_META, META_KERNELS, count_flops
 
 __all__ = ["DispatchRecorder", "FunctionScope", "Tracer"]
 
@@ -46,6 +46,9 @@ class DispatchRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         fast = FAST_META.get(func) if _aten.FAST_META_KERNELS and not kwargs else None
         out = fast(*args) if fast is not None else None
+        own = META_KERNELS.get(func)
+        if own is not None:
+            out = own(func, args, kwargs)
         if out is None:
             out = func(*args, **kwargs)
         self.tracer.on_aten(func, args, out, count_flops(func, args, kwargs, out))

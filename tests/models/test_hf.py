@@ -282,3 +282,50 @@ def test_a_position_limit_of_minus_one_is_no_limit() -> None:
     assert _sequence_length(cfg, SimpleNamespace(max_position_embeddings=-1)) == 4096
     with pytest.raises(IpuTuneError, match=r"model\.sequence_length=4096: at most 512"):
         _sequence_length(cfg, SimpleNamespace(max_position_embeddings=512))
+
+
+# Types whose masks Transformers tests by value (`padding_mask.all()`, recurrent layers'
+# `torch.all(attention_mask == 1)`): on the meta device those tests are left out as
+# Transformers leaves them out while tracing, and the model profiles.
+VALUE_TESTS = [
+    ("megatron-bert", {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+                       "num_attention_heads": 2, "vocab_size": 1000}, "masked-lm"),
+    ("roformer", {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+                  "num_attention_heads": 2, "vocab_size": 1000, "embedding_size": 64},
+     "masked-lm"),
+    ("mamba2", {"num_hidden_layers": 2, "hidden_size": 64, "num_heads": 4, "head_dim": 32,
+                "vocab_size": 1000, "n_groups": 1, "state_size": 16}, "causal-lm"),
+]
+
+
+@pytest.mark.parametrize(("model_type", "config", "task"), VALUE_TESTS,
+                         ids=[c[0] for c in VALUE_TESTS])
+def test_models_that_test_mask_values_profile_on_the_meta_device(
+    profile_of: Any, model_type: str, config: dict[str, Any], task: str
+) -> None:
+    from transformers import masking_utils
+    from transformers.utils import import_utils
+
+    before = import_utils.is_tracing
+    profile = profile_of(name="hf", hf={"model_type": model_type, "config": config},
+                         sequence_length=32)
+    assert profile.parameters == _reference(model_type, task, config).num_parameters()
+    # Outside the profiler Transformers' own test is back in every module that holds it.
+    assert import_utils.is_tracing is before and masking_utils.is_tracing is before
+
+
+def test_mixture_of_experts_counts_the_routed_experts_and_holds_them_all(
+    profile_of: Any,
+) -> None:
+    hidden, inter, experts, top_k, vocab, seq = 64, 96, 8, 2, 1000, 32
+    config = {"num_hidden_layers": 1, "hidden_size": hidden, "intermediate_size": inter,
+              "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": vocab,
+              "num_local_experts": experts, "num_experts_per_tok": top_k}
+    profile = profile_of(name="hf", hf={"model_type": "mixtral", "config": config},
+                         sequence_length=seq)
+    assert profile.parameters == _reference("mixtral", "causal-lm", config).num_parameters()
+    # Each token runs its top-k experts (gate, up, down: 3 matmuls), whatever the routing.
+    routed = [op for op in profile.ops if op.name.endswith("experts.grouped_mm")]
+    assert sum(op.forward_flops for op in routed) == seq * top_k * 3 * 2 * hidden * inter
+    assert all(op.kind == "matmul" and op.m_per_sample == seq * top_k for op in routed)
+    assert sum(op.backward_flops for op in routed) == 2 * seq * top_k * 3 * 2 * hidden * inter
