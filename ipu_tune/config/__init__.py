@@ -15,10 +15,10 @@ from ipu_tune.config._load import (
     check_trusted,
     load_config,
     omegaconf_error,
-    system_preset,
     to_plain_dict,
     typed,
 )
+from ipu_tune.config._presets import system_preset
 from ipu_tune.config._schema import (
     GENERATED,
     SYNTHETIC,

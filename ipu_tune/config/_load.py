@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from ipu_tune.config._hydra import CONF_DIR, group_options
+from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import EvalConfig
 from ipu_tune.config._validate import validate
 from ipu_tune.config._yaml import read_yaml
@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 
 # OmegaConf (~0.15 s to import) loads on first use: `evaluate(mapping)` of a valid mapping
 # never needs it.
-__all__ = [
-    "check_trusted", "load_config", "omegaconf_error", "system_preset", "to_plain_dict", "typed",
-]
+__all__ = ["check_trusted", "load_config", "omegaconf_error", "to_plain_dict", "typed"]
 
 T = TypeVar("T")
 # The provenance block of an exported best.yaml (`ipu_tune.exports`).
@@ -312,28 +310,20 @@ def load_config(
                 f"{PROVENANCE_KEY}"
             )
     picked = {k: _section(k, v) for k, v in data.items() if k in sections and v is not None}
-    return validate(typed(EvalConfig, picked))
+    return validate(typed(EvalConfig, with_model_preset(picked)))
 
 
 def _section(key: str, value: Any) -> Any:
-    """A top-level section as a mapping; `system` may name a preset (`system: pod16`), as
-    `system=pod16` does on the command line."""
+    """A top-level section as a mapping; `system` may name a preset (`system: pod16`) and
+    `model` a zoo model (`model: resnet50`), as `system=pod16 model=resnet50` do on the command
+    line."""
     if type(value) is dict or isinstance(value, Mapping):
         return value
     if key == "system" and isinstance(value, str):
         return system_preset(value)
+    if key == "model" and isinstance(value, str):
+        return {"name": value}
     raise IpuTuneError(f"{key}: expected a mapping, got {value!r}")
-
-
-def system_preset(name: str) -> Mapping[str, Any]:
-    """The `system:` section of preset `name` (conf/system/NAME.yaml)."""
-    names = group_options("system")
-    if name not in names:
-        raise IpuTuneError(f"system={name!r}: not a system preset; allowed: a mapping "
-                           f"(ipu, num_ipus, hosts, host) or one of {', '.join(names)}")
-    data = read_yaml(CONF_DIR / "system" / f"{name}.yaml", "system preset")
-    assert isinstance(data, Mapping)
-    return data
 
 
 def to_plain_dict(cfg: Any) -> dict[str, Any]:

@@ -245,7 +245,7 @@ def _first_block(model: nn.Module, first_layers: str) -> str | None:
 
 def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     """(runner, input kind, per-sample input shape) of `cfg.hf`; call under the meta device
-    (and `quiet_transformers`)."""
+    (and `transformers_on_meta`)."""
     import transformers
 
     config = hf_config(cfg)
@@ -256,6 +256,10 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = getattr(config, "eos_token_id", 0) or 0  # GPT-2 has none
     auto = getattr(transformers, TASKS[task])
+    if config.architectures is None:
+        # The auto classes read the list to choose among a task's classes (DeiT has two image
+        # classifiers) and fail on None, a config class's default: none saved, the first.
+        config.architectures = []
     try:
         model = auto.from_config(config)
     except (ValueError, KeyError) as exc:

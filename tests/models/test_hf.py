@@ -329,3 +329,18 @@ def test_mixture_of_experts_counts_the_routed_experts_and_holds_them_all(
     assert sum(op.forward_flops for op in routed) == seq * top_k * 3 * 2 * hidden * inter
     assert all(op.kind == "matmul" and op.m_per_sample == seq * top_k for op in routed)
     assert sum(op.backward_flops for op in routed) == 2 * seq * top_k * 3 * 2 * hidden * inter
+
+
+def test_a_task_with_two_classes_builds_the_first_when_no_architecture_is_saved(
+    profile_of: Any,
+) -> None:
+    # DeiT's image classifiers are two classes; its config class saves no architecture, which
+    # Transformers' auto class fails on: the first (plain) classifier is built.
+    config = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+              "num_attention_heads": 2}
+    profile = profile_of(name="hf", hf={"model_type": "deit", "config": config}, num_classes=3)
+    cfg = transformers.DeiTConfig(**config, num_labels=3)
+    with torch.device("meta"):
+        reference = transformers.DeiTForImageClassification(cfg)
+    assert profile.parameters == reference.num_parameters()
+    assert profile.blocks == ["deit.embeddings", "deit.layers.0", "deit.layers.1"]
