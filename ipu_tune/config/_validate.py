@@ -192,10 +192,8 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     _choice("system.ipu", s.ipu, IPUS)
     if not is_power_of_two(s.num_ipus):
         raise bad_value("system.num_ipus", s.num_ipus, "must be a power of two (1, 2, 4, ...)")
-    if s.hosts is not None:
-        _at_least("system.hosts", s.hosts, 1)
-        if s.hosts > s.num_ipus:
-            raise bad_value("system.hosts", s.hosts, f"at most system.num_ipus={s.num_ipus}")
+    if s.hosts is not None and not 1 <= s.hosts <= s.num_ipus:
+        raise bad_value("system.hosts", s.hosts, f"must be in 1..system.num_ipus={s.num_ipus}")
     if s.host.cpu_cores is not None:
         _at_least("system.host.cpu_cores", s.host.cpu_cores, 1)
     if s.host.network_bytes_per_s is not None and not s.host.network_bytes_per_s > 0:
