@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.case import build_case, simulate_case
-from ipu_tune.config import EvalConfig, ModelConfig, load_config, typed
+from ipu_tune.config import EvalConfig, ModelConfig, load_config, typed, with_model_preset
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.simulator import (
@@ -22,7 +22,10 @@ __all__ = ["evaluate", "evaluate_config", "profile"]
 
 def profile(model: Mapping[str, Any] | ModelConfig) -> ModelProfile:
     """Profile a model given as the `model:` section of the config (cached on disk)."""
-    cfg = model if isinstance(model, ModelConfig) else typed(ModelConfig, dict(model))
+    if isinstance(model, ModelConfig):
+        cfg = model
+    else:  # a zoo name takes its preset for the keys not given, as in a config file
+        cfg = typed(ModelConfig, with_model_preset({"model": dict(model)})["model"])
     if not cfg.name and not cfg._target_:
         raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
     return profile_model(cfg)

@@ -1,7 +1,8 @@
 """``ipu-tune profile MODEL``: the per-block profile of a model (params, FLOPs, activations).
 
-A zoo name starts from its ``conf/model/<name>.yaml`` (``resnet101`` is the seed tutorial's
-64x64 CIFAR-10 setting); the options override it. ``--target`` profiles any importable factory.
+A zoo name starts from its preset, ``conf/model/<name>.yaml``, as ``model=NAME`` does
+(``resnet101`` is the seed tutorial's 64x64 CIFAR-10 setting); the options override it.
+``--target`` profiles any importable factory.
 """
 
 from __future__ import annotations
@@ -10,19 +11,15 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ipu_tune.config import EvalConfig, ModelConfig, load_config, typed
+from ipu_tune.config import EvalConfig, ModelConfig, load_config, typed, with_model_preset
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import ZOO, ModelProfile, profile_model
 
 __all__ = ["build_parser", "main", "model_config", "render_table"]
-
-_CONF_MODEL = Path(__file__).resolve().parent.parent / "conf" / "model"
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -47,33 +44,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def model_config(args: argparse.Namespace) -> ModelConfig:
-    """The `model:` section the options describe (a zoo name starts from its YAML)."""
+    """The `model:` section the options describe (a zoo name starts from its preset)."""
     if not args.model and not args.target:
         raise IpuTuneError("model: missing; give a zoo name or --target dotted.path")
-    data: dict[str, Any] = {}
-    if args.model and not args.target:
-        path = _CONF_MODEL / f"{args.model}.yaml"
-        if path.is_file():
-            # A preset is a global package: the model under `model:` (its micro-batch beside).
-            data = dict((yaml.safe_load(path.read_text()) or {}).get("model") or {})
-        data["name"] = args.model
+    data: dict[str, Any] = {"name": args.model}
     if args.target:
         data["_target_"] = args.target
-        data["name"] = args.model
     if args.input_shape:
         data["input_shape"] = args.input_shape
     if args.num_classes is not None:
         data["num_classes"] = args.num_classes
     if args.sequence_length is not None:
         data["sequence_length"] = args.sequence_length
-    kwargs = dict(data.get("kwargs") or {})
+    kwargs: dict[str, Any] = {}
     for item in args.kwarg:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise IpuTuneError(f"--kwarg {item!r}: expected KEY=VALUE")
         kwargs[key] = yaml.safe_load(value)
-    data["kwargs"] = kwargs
-    return typed(ModelConfig, data)
+    data["kwargs"] = kwargs  # merged onto the preset's own, key by key
+    return typed(ModelConfig, with_model_preset({"model": data})["model"])
 
 
 def _g(flops: float) -> str:

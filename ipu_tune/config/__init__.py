@@ -18,7 +18,7 @@ from ipu_tune.config._load import (
     to_plain_dict,
     typed,
 )
-from ipu_tune.config._presets import system_preset
+from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import (
     GENERATED,
     SYNTHETIC,
@@ -82,4 +82,5 @@ __all__ = [
     "typed",
     "unique_keys",
     "validate",
+    "with_model_preset",
 ]

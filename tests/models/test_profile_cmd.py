@@ -62,3 +62,19 @@ def test_errors_are_one_line_on_stderr(argv, needle, capsys: pytest.CaptureFixtu
     assert captured.out == ""
     lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("ipu-tune: error: ") and needle in lines[0]
+
+
+def test_a_zoo_name_is_its_preset_aliases_and_the_python_api_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import ipu_tune
+    from ipu_tune.cli.profile_cmd import build_parser, model_config
+
+    # An alias's preset names the preset it is (vit_b16 -> vit_b_16): ImageNet-sized.
+    vit = model_config(build_parser().parse_args(["vit_b16"]))
+    assert vit.name == "vit_b16" and vit.input_shape == [3, 224, 224] and vit.num_classes == 1000
+    # A --kwarg merges onto the preset's keyword arguments.
+    bert = model_config(build_parser().parse_args(["bert_large", "--kwarg", "masked_positions=56"]))
+    assert bert.kwargs == {"vocab_size": 30522, "masked_positions": 56}
+    profile = ipu_tune.profile({"name": "resnet50"})
+    assert tuple(profile.input_shape) == (3, 224, 224) and profile.num_classes == 1000
