@@ -58,7 +58,7 @@ import search_reference
 from _record import Run
 
 from ipu_tune.config import CONF_DIR, TuneConfig, typed
-from ipu_tune.hardware import make_system
+from ipu_tune.hardware import system_from_config
 from ipu_tune.models import profile_model
 from ipu_tune.search import (
     LocalSearch,
@@ -120,7 +120,7 @@ def compose_case(case: Case, sampler_seed: int = 0) -> TuneConfig:
 def make_problem(case: Case, sampler_seed: int = 0) -> SearchProblem:
     cfg = compose_case(case, sampler_seed)
     profile = profile_model(cfg.model)
-    system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+    system = system_from_config(cfg.system)
     return SearchProblem(cfg, profile, system, frozenset(case.pinned))
 
 

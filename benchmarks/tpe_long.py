@@ -28,7 +28,7 @@ from hydra import compose, initialize_config_dir
 from optuna.study import StudyDirection
 
 from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
-from ipu_tune.hardware import make_system
+from ipu_tune.hardware import system_from_config
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem
 
@@ -46,7 +46,7 @@ def _problem(overrides: list[str]) -> SearchProblem:
         cfg = typed(TuneConfig, compose(config_name="config", overrides=[
             f"results_dir={tmp}", *overrides]))
     return SearchProblem(cfg, profile_model(cfg.model),
-                         make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts))
+                         system_from_config(cfg.system))
 
 
 def one_run(problem: SearchProblem, n: int) -> tuple[list[float], float | None]:

@@ -43,7 +43,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.study import StudyDirection
 
 from ipu_tune.config import CONF_DIR, TuneConfig, register, typed
-from ipu_tune.hardware import make_system
+from ipu_tune.hardware import system_from_config
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem
 from ipu_tune.storage import FlockLock, open_storage, resolve_storage
@@ -72,7 +72,7 @@ def bare(n: int, sampler: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = _cfg(Path(tmp), n, sampler)
         profile = profile_model(cfg.model)
-        system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+        system = system_from_config(cfg.system)
         problem = SearchProblem(cfg, profile, system)
         # Optuna's own journal storage on the same file (with the kernel lock ipu-tune uses):
         # what a bare Optuna script writes, one fsync'd append per event.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ipu_tune.config import SystemConfig
+from ipu_tune.config import SystemConfig, host_servers
 from ipu_tune.errors import bad_value
 
 __all__ = [
@@ -212,13 +212,15 @@ class System:
         return max(1, -(-self.num_ipus // self.machine.ipu_link_domain_ipus))
 
 
-def make_system(ipu: str, num_ipus: int, hosts: int = 1, host: HostSpec = HOST) -> System:
+def make_system(ipu: str, num_ipus: int, hosts: int | None = None,
+                host: HostSpec = HOST) -> System:
     """A preset IPU (`IPUS`) times `num_ipus` in its machines (`MACHINES`), fed by `hosts`
-    host servers (1..num_ipus)."""
+    host servers (1..num_ipus; None: one per 16 IPUs, as `system.hosts: null`)."""
     if ipu not in IPUS:
         raise bad_value("system.ipu", ipu, "allowed: " + ", ".join(IPUS))
     if num_ipus < 1:
         raise bad_value("system.num_ipus", num_ipus, "must be >= 1")
+    hosts = host_servers(num_ipus, hosts)
     if not 1 <= hosts <= num_ipus:
         raise bad_value("system.hosts", hosts, f"must be in 1..system.num_ipus={num_ipus}")
     return System(ipu=IPUS[ipu], num_ipus=num_ipus, hosts=hosts, host=host,

@@ -100,3 +100,9 @@ def test_servers_default_to_one_per_pod16_as_the_presets_build_them() -> None:
     assert loaded == typed(SystemConfig, system_preset("pod64"))
     # Given servers are kept: one server may feed a POD64.
     assert system_from_config(SystemConfig(num_ipus=64, hosts=1)).hosts == 1
+    # A preset resized on the command line follows the rule: `system=pod16 system.num_ipus=64`.
+    from ipu_tune.config import compose
+
+    for preset, num_ipus, servers in (("pod16", 64, 4), ("mk2", 32, 2), ("bow_pod64", 16, 1)):
+        cfg = compose([f"system={preset}", f"system.num_ipus={num_ipus}"])
+        assert cfg.system.servers == servers, preset

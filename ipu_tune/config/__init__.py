@@ -35,6 +35,7 @@ from ipu_tune.config._schema import (
     SystemConfig,
     TuneConfig,
     WorkloadConfig,
+    host_servers,
 )
 from ipu_tune.config._trust import check_side_doors, has_resolver, trusted_composition
 from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
@@ -70,6 +71,7 @@ __all__ = [
     "compose",
     "group_options",
     "has_resolver",
+    "host_servers",
     "load_config",
     "omegaconf_error",
     "quick_compose",

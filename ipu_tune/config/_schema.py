@@ -158,6 +158,12 @@ class HostConfig:
 IPUS_PER_HOST_SERVER = 16
 
 
+def host_servers(num_ipus: int, hosts: int | None) -> int:
+    """The host servers of a system: `hosts` if given, else one per `IPUS_PER_HOST_SERVER`
+    IPUs (at least one)."""
+    return hosts if hosts is not None else max(1, num_ipus // IPUS_PER_HOST_SERVER)
+
+
 @dataclass
 class SystemConfig:
     ipu: str = "mk2"
@@ -169,9 +175,7 @@ class SystemConfig:
     @property
     def servers(self) -> int:
         """The host servers: `hosts` if given, else one per `IPUS_PER_HOST_SERVER` IPUs."""
-        if self.hosts is not None:
-            return self.hosts
-        return max(1, self.num_ipus // IPUS_PER_HOST_SERVER)
+        return host_servers(self.num_ipus, self.hosts)
 
 
 @dataclass

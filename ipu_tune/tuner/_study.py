@@ -17,7 +17,7 @@ from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from ipu_tune.config import TuneConfig, to_plain_dict
+from ipu_tune.config import TuneConfig, host_servers, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord, fail_trial, next_worker_slot
 from ipu_tune.search import SearchProblem, make_sampler
@@ -88,7 +88,17 @@ def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str]) -> dict
     for key in sorted(pinned):
         out[key] = _lookup(plain, key)
     out["pinned"] = sorted(pinned)
+    _servers_for_hosts(out)
     return out
+
+
+def _servers_for_hosts(out: dict[str, Any]) -> None:
+    """`system.hosts` as the servers it means: `hosts: null` on 16 IPUs is `hosts: 1`, so a
+    study stored when the presets stated their servers resumes under the presets that leave
+    them to the one-per-16-IPUs rule."""
+    ipus, hosts = out.get("system.num_ipus"), out.get("system.hosts")
+    if isinstance(ipus, int) and (hosts is None or isinstance(hosts, int)):
+        out["system.hosts"] = host_servers(ipus, hosts)
 
 
 def _digest(fingerprint: Mapping[str, Any]) -> str:

@@ -61,7 +61,7 @@ def _encoded(p: CalibrationPoint) -> dict[str, Any]:
         "ga": plan.gradient_accumulation, "amp": plan.available_memory_proportion,
         "precision": plan.precision, "partials": plan.partials, "recompute": plan.recompute,
         "optimizer": w.optimizer, "eight_bit_io": plan.eight_bit_io,
-        "hosts": cfg.system.hosts, "instances": plan.host_instances,
+        "hosts": cfg.system.servers, "instances": plan.host_instances,
         "stages": len(plan.pipeline.splits) + 1, "schedule": plan.pipeline.schedule,
         "offload_optimizer_state": plan.offload_optimizer_state,
         "replicated_tensor_sharding": plan.replicated_tensor_sharding,

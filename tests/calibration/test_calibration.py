@@ -68,7 +68,7 @@ def test_mlperf_points_share_one_encoding() -> None:
     for cfg in rows.values():
         assert cfg.model == first.model
         n = cfg.system.num_ipus
-        assert cfg.plan.replication_factor == n and cfg.system.hosts == n // 16
+        assert cfg.plan.replication_factor == n and cfg.system.servers == n // 16
         assert cfg.plan.host_instances == n // 2
         for key in ("precision", "device_iterations", "eight_bit_io", "recompute", "partials",
                     "available_memory_proportion", "async_dataloader", "dataloader_workers",

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 
 from ipu_tune.config import CONF_DIR, TuneConfig
 from ipu_tune.config._load import typed
-from ipu_tune.hardware import make_system
+from ipu_tune.hardware import system_from_config
 from ipu_tune.models import profile_model
 from ipu_tune.search import SearchProblem, SearchSpace, tell_outcome
 
@@ -25,7 +25,7 @@ def compose_cfg(*overrides: str) -> TuneConfig:
 def make_problem(cfg: TuneConfig, pinned: Sequence[str] = (),
                  space: SearchSpace | None = None) -> SearchProblem:
     profile = profile_model(cfg.model)
-    system = make_system(cfg.system.ipu, cfg.system.num_ipus, cfg.system.hosts)
+    system = system_from_config(cfg.system)
     return SearchProblem(cfg, profile, system, frozenset(pinned), space=space)
 
 
