@@ -31,6 +31,7 @@ from ipu_tune.config import EvalConfig
 from ipu_tune.models import HUB_MODELS, TASKS, ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
+from ._model_source import masked_count
 from ._source import docstring
 
 __all__ = ["IPU_CONFIG_FIELDS", "OPTIMUM_VERSION", "layer_blocks", "render_ipu_config",
@@ -144,7 +145,7 @@ def _call_args(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in values.items())
 
 
-def _model_line(cfg: EvalConfig, task: str) -> list[str]:
+def _model_line(cfg: EvalConfig, task: str, profile: ModelProfile) -> list[str]:
     model_type, where, _, overrides = _source(cfg)
     auto = TASKS[task]
     if cfg.model.name in HUB_MODELS:
@@ -157,7 +158,7 @@ def _model_line(cfg: EvalConfig, task: str) -> list[str]:
         config = f"AutoConfig.for_model({model_type!r}{', ' if overrides else ''}" \
                  f"{_call_args(overrides)})"
     out = [f"config = {config}  # the configuration ipu-tune profiled"]
-    positions = cfg.model.kwargs.get("masked_positions")
+    positions = masked_count(cfg, profile)
     if positions is not None:  # optimum gathers the masked tokens before the MLM head
         out.append(f"config.max_num_masked_tokens = {positions}  # model.kwargs.masked_positions")
     return [*out,
@@ -195,7 +196,7 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
         f"from transformers import AutoConfig, {TASKS[task]}",
         "",
         'ipu_config = IPUConfig.from_pretrained(".")',
-        *_model_line(cfg, task),
+        *_model_line(cfg, task, profile),
     ]
     fp32 = not plan.model_fp16
     if plan.training:

@@ -17,8 +17,11 @@ from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import bad_value
+from ipu_tune.models import ModelProfile
 
-__all__ = ["literal", "model_imports", "model_lines", "module_access", "module_path"]
+__all__ = [
+    "literal", "masked_count", "model_imports", "model_lines", "module_access", "module_path",
+]
 
 # ipu-tune zoo name -> torchvision.models builder (aliases resolve to the primary name first).
 _TORCHVISION = {
@@ -185,7 +188,7 @@ def _torchvision_lines(cfg: EvalConfig, name: str) -> list[str]:
     return out
 
 
-def _bert_lines(cfg: EvalConfig, name: str) -> list[str]:
+def _bert_lines(cfg: EvalConfig, name: str, profile: ModelProfile | None) -> list[str]:
     args = {**_BERT[name], **_plain(dict(cfg.model.kwargs))}
     config = {_BERT_CONFIG_KEYS[k]: v for k, v in args.items() if k in _BERT_CONFIG_KEYS}
     if "dropout" in args:
@@ -197,11 +200,23 @@ def _bert_lines(cfg: EvalConfig, name: str) -> list[str]:
         " model.bert.encoder.layer[i] and model.cls. Random weights: load your own.",
         f"model = BertForMaskedLM(BertConfig({_kwargs(config)}))",
     ]
-    return out + _masked_note(cfg, "model.cls")
+    return out + _masked_note(cfg, "model.cls", profile)
 
 
-def _masked_note(cfg: EvalConfig, head: str) -> list[str]:
-    positions = cfg.model.kwargs.get("masked_positions")
+def masked_count(cfg: EvalConfig, profile: ModelProfile | None) -> int | None:
+    """The masked tokens the profiled head ran on (`model.kwargs.masked_positions`, `auto`
+    resolved at the profiled sequence length), or None: every token."""
+    from ipu_tune.models import DEFAULT_SEQUENCE_LENGTH, masked_positions
+
+    if profile is not None and profile.input_kind == "tokens":
+        seq = int(profile.input_shape[0])
+    else:
+        seq = cfg.model.sequence_length or DEFAULT_SEQUENCE_LENGTH
+    return masked_positions(cfg.model.kwargs.get("masked_positions"), seq)
+
+
+def _masked_note(cfg: EvalConfig, head: str, profile: ModelProfile | None) -> list[str]:
+    positions = masked_count(cfg, profile)
     if positions is None:
         return []
     return [f"# ipu-tune profiled the MLM head on {positions} masked positions: gather them"
@@ -231,8 +246,9 @@ def _mnist_lines(cfg: EvalConfig) -> list[str]:
     ]
 
 
-def model_lines(cfg: EvalConfig) -> list[str]:
-    """Lines that leave the model ipu-tune profiled in `model` (needs `import torch`)."""
+def model_lines(cfg: EvalConfig, profile: ModelProfile | None) -> list[str]:
+    """Lines that leave the model ipu-tune profiled (`profile`, if known) in `model` (needs
+    `import torch`)."""
     m = cfg.model
     if m._target_:
         module, _, fn = m._target_.rpartition(".")
@@ -250,12 +266,12 @@ def model_lines(cfg: EvalConfig) -> list[str]:
             " Random weights: use .from_pretrained(...) for trained ones.",
             f"model = {hf[0]}.from_config({hf[1]})",
         ]
-        return out + _masked_note(cfg, "the head")
+        return out + _masked_note(cfg, "the head", profile)
     name = zoo_name(cfg) or ""
     if name in _TORCHVISION:
         return _torchvision_lines(cfg, name)
     if name in _BERT:
-        return _bert_lines(cfg, name)
+        return _bert_lines(cfg, name, profile)
     if name == "mnist_cnn":
         return _mnist_lines(cfg)
     raise bad_value("model.name", m.name, "a zoo model or model._target_ for the exports")

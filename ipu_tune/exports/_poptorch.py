@@ -328,7 +328,7 @@ def _program(ctx: ExportContext) -> str:
         *_header(ctx),
         *imports,
         "",
-        *model_lines(ctx.config),
+        *model_lines(ctx.config, ctx.profile),
         "",
         *_options_lines(ctx),
         *_pipeline_lines(ctx),

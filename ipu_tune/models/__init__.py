@@ -7,6 +7,7 @@
 
 from typing import Any
 
+from ipu_tune.models._masked import AUTO_MASKED, masked_positions
 from ipu_tune.models._profile import (
     DEFAULT_SEQUENCE_LENGTH,
     INPUT_SOURCES,
@@ -48,6 +49,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ipu_tune.models' has no attribute {name!r}")
 
 __all__ = [
+    "AUTO_MASKED",
     "DEFAULT_SEQUENCE_LENGTH",
     "DEFAULT_TASKS",
     "HUB_MODELS",
@@ -68,6 +70,7 @@ __all__ = [
     "hf_identity",
     "hf_overrides",
     "hf_source",
+    "masked_positions",
     "profile_model",
     "zoo_entry",
 ]

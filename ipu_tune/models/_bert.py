@@ -9,9 +9,10 @@ matmul) because that is what an IPU runs and what the profiler should see.
 As Graphcore runs BERT on IPUs (graphcore/examples nlp/bert popart configs and
 nlp/bert/pytorch/modeling.py): `masked_positions` (`model.kwargs.masked_positions`) runs the MLM
 head on that many gathered tokens only, Graphcore's `mask_tokens` being 20 / 56 / 76 at sequence
-length 128 / 384 / 512 (the zoo's bert configs default to 20); and, pipelined, the head `cls`
-shares IPU0 with the embedding whose weight it is tied to (the simulator places a token model's
-tied `cls` block on the first stage), so the first split starts the second IPU.
+length 128 / 384 / 512 (`auto`, the zoo's bert presets' value, follows the sequence length);
+and, pipelined, the head `cls` shares IPU0 with the embedding whose weight it is tied to (the
+simulator places a token model's tied `cls` block on the first stage), so the first split
+starts the second IPU.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import math
 
 import torch
 from torch import Tensor, nn
+
+from ipu_tune.models._masked import masked_positions as masked_tokens
 
 __all__ = ["BERT_SIZES", "BertForMaskedLM"]
 
@@ -156,17 +159,18 @@ class BertLMPredictionHead(nn.Module):
 
 
 class BertOnlyMLMHead(nn.Module):
-    def __init__(self, hidden: int, vocab: int, masked_positions: int | None) -> None:
+    def __init__(self, hidden: int, vocab: int, masked_positions: int | str | None) -> None:
         super().__init__()
         self.predictions = BertLMPredictionHead(hidden, vocab)
         self.masked_positions = masked_positions
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.masked_positions is not None:
+        positions = masked_tokens(self.masked_positions, x.shape[1])
+        if positions is not None:
             # Graphcore's IPU BERT gathers the masked tokens first (at most 20 of 128 in phase
             # 1) so that the vocabulary projection runs on those only; the first positions
             # stand in for them (same shapes, same cost).
-            x = x[:, : self.masked_positions]
+            x = x[:, :positions]
         return self.predictions(x)
 
 
@@ -181,7 +185,7 @@ class BertForMaskedLM(nn.Module):
         max_position_embeddings: int = 512,
         type_vocab_size: int = 2,
         dropout: float = 0.1,
-        masked_positions: int | None = None,
+        masked_positions: int | str | None = None,
     ) -> None:
         super().__init__()
         self.max_position_embeddings = max_position_embeddings

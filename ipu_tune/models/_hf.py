@@ -36,6 +36,7 @@ from ipu_tune.models._hf_names import (
     hf_task,
     usual_task,
 )
+from ipu_tune.models._masked import masked_positions
 
 __all__ = ["HfRunner", "build_hf", "hf_config"]
 
@@ -311,10 +312,7 @@ def _masked_positions(cfg: ModelConfig, task: str, head: str | None, seq: int) -
     if task != "masked-lm" or head is None:
         raise bad_value("model.kwargs.masked_positions", value,
                         f"only for a masked-lm head tied to the embeddings (task {task})")
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= seq:
-        raise bad_value("model.kwargs.masked_positions", value,
-                        f"an integer from 1 to the sequence length {seq}, or null")
-    return value
+    return masked_positions(value, seq)
 
 
 def _gather_masked(model: nn.Module, head: str | None, positions: int | None) -> None:

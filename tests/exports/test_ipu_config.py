@@ -249,3 +249,12 @@ def test_an_imported_plan_runs_in_fp16_as_optimum_does_unless_you_set_the_precis
     assert apply_ipu_config(cfg).plan.precision == "16.16"
     pinned = frozenset({"plan.precision"})  # given on the command line: kept
     assert apply_ipu_config(cfg, pinned).plan.precision == "32.32"
+
+
+def test_auto_masked_positions_are_written_as_the_count_profiled() -> None:
+    hf = HfConfig(model_type="bert", config={"num_hidden_layers": 2})
+    cfg = EvalConfig(model=ModelConfig(name="hf", hf=hf, sequence_length=384,
+                                       kwargs={"masked_positions": "auto"}))  # fmt: skip
+    plan = replace(PLAN, splits=("bert.encoder.layer.1",))
+    text = render_run_with_optimum(plan, profile_model(cfg.model), cfg)
+    assert "config.max_num_masked_tokens = 56  # model.kwargs.masked_positions" in text

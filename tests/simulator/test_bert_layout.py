@@ -51,3 +51,28 @@ def test_masked_positions_shrink_the_head_cost(bert_base: ModelProfile) -> None:
     masked, every = simulate(bert_base, system, PLAN), simulate(full, system, PLAN)
     assert masked.stages[0].forward_s < every.stages[0].forward_s
     assert masked.stages[3].forward_s == pytest.approx(every.stages[3].forward_s)
+
+
+@pytest.mark.parametrize(("sequence_length", "tokens"), [
+    (128, 20), (384, 56), (512, 76),  # Graphcore's BERT configs' mask_tokens
+    (256, 39), (64, 10),              # elsewhere 15% of the tokens, rounded up
+])
+def test_auto_masked_positions_follow_the_sequence_length(sequence_length: int,
+                                                          tokens: int) -> None:
+    def head_gflop(masked: object) -> float:
+        profile = profile_model(ModelConfig(name="bert_base", sequence_length=sequence_length,
+                                            kwargs={"masked_positions": masked}))
+        return profile.block_stats[profile.block_index("cls")].forward_flops
+
+    assert head_gflop("auto") == pytest.approx(head_gflop(tokens))
+    assert head_gflop("auto") < head_gflop(tokens + 1)
+
+
+def test_the_bert_presets_follow_the_sequence_length() -> None:
+    from ipu_tune.config import compose
+
+    cfg = compose(["model=bert_large", "model.sequence_length=384"])
+    assert cfg.model.kwargs["masked_positions"] == "auto"
+    assert cfg.model.dataset.sample_bytes is None
+    profile = profile_model(cfg.model)
+    assert profile.sample_bytes == 3 * 384 * 4  # ids, mask, token types as int32
