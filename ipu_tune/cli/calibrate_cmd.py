@@ -184,7 +184,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--max-evals", type=int, default=3000,
                         help="objective evaluations per Nelder-Mead round (default 3000)")
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
-    args = parser.parse_args(list(argv))
+    args = parser.parse_intermixed_args(list(argv))
     try:
         _check_options(args)
         from ipu_tune.calibration import default_points, fit_constants, load_points

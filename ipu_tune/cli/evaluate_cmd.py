@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ipu_tune._api import evaluate_config
 from ipu_tune.case import read_constants
 from ipu_tune.cli._common import TRUST_HELP, fail, print_out
-from ipu_tune.config import EvalConfig, load_config, to_plain_dict
+from ipu_tune.config import EvalConfig, load_config, load_unvalidated, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import DEFAULT_CONSTANTS
 
@@ -22,10 +22,11 @@ __all__ = ["apply_overrides", "main"]
 
 def apply_overrides(path: str, overrides: Sequence[str],
                     trust_remote_code: bool = False) -> EvalConfig:
-    """The config of YAML file `path` with Hydra-style `overrides` applied, then checked."""
-    cfg = load_config(path, trust_remote_code=trust_remote_code)
+    """The config of YAML file `path` with Hydra-style `overrides` applied, then checked (a
+    file the overrides complete is not refused for what they change)."""
     if not overrides:
-        return cfg
+        return load_config(path, trust_remote_code=trust_remote_code)
+    cfg = load_unvalidated(path, trust_remote_code=trust_remote_code)
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -80,7 +81,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--constants", metavar="FILE",
                         help="simulator constants YAML written by `ipu-tune calibrate --output`")
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
-    args = parser.parse_args(list(argv))
+    args = parser.parse_intermixed_args(list(argv))
     try:
         # `simulator.constants=FILE`, as the tuner takes it, is the same as --constants FILE.
         key = "simulator.constants="

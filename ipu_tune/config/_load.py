@@ -284,6 +284,15 @@ def load_config(
     naming `model._target_` is refused unless `trust_remote_code` (the file's author chose the
     code to run, not the user).
     """
+    return validate(load_unvalidated(source, trust_remote_code))
+
+
+def load_unvalidated(
+    source: str | Path | Mapping[str, Any] | EvalConfig, trust_remote_code: bool = False
+) -> EvalConfig:
+    """`load_config` before the checks across keys (`validate`): what overrides apply to, so
+    that a file completed by them (`system: pod16` with `plan.replication_factor=16`) is checked
+    as completed. Types, unknown keys and the trust rule are checked here."""
     if type(source) is dict:  # the API's usual input, first: ABC checks are slow
         data: Mapping[str, Any] = source
     elif isinstance(source, EvalConfig):
@@ -310,7 +319,7 @@ def load_config(
                 f"{PROVENANCE_KEY}"
             )
     picked = {k: _section(k, v) for k, v in data.items() if k in sections and v is not None}
-    return validate(typed(EvalConfig, with_model_preset(picked)))
+    return typed(EvalConfig, with_model_preset(picked))
 
 
 def _section(key: str, value: Any) -> Any:

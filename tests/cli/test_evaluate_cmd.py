@@ -52,3 +52,21 @@ def test_readable_breakdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out = _run(["evaluate", str(cfg)], capsys).lower()
     for word in ("weights", "optimizer_state", "compute", "bottleneck", "samples/s"):
         assert word in out, word
+
+
+def test_overrides_complete_a_file_before_it_is_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `system: pod16` alone needs 16 replicas; the overrides give them (and resize the POD,
+    # whose servers follow: one per 16 IPUs).
+    cfg = tmp_path / "pod.yaml"
+    cfg.write_text("model: resnet50\nsystem: pod16\n")
+    out = json.loads(_run(["evaluate", str(cfg), "--json", "system.num_ipus=64",
+                           "plan.replication_factor=64"], capsys))
+    want = ipu_tune.evaluate({"model": "resnet50", "system": "pod64",
+                              "plan": {"replication_factor": 64}})
+    assert out == json.loads(json.dumps(want.to_dict()))
+    with pytest.raises(SystemExit) as done:  # the completed config is still checked
+        main(["evaluate", str(cfg), "plan.replication_factor=4"])
+    assert done.value.code == 2
+    assert "system.num_ipus=16: must equal" in capsys.readouterr().err

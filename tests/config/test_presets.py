@@ -32,7 +32,7 @@ def test_given_keys_win_and_mappings_merge_key_by_key() -> None:
     assert m.sequence_length == 384 and cfg.workload.micro_batch_size == 2
     # A null the file gives is kept (the MLM head on every token); the preset's vocabulary stays.
     assert m.kwargs == {"vocab_size": 30522, "masked_positions": None}
-    assert m.dataset.name == "synthetic" and m.dataset.sample_bytes == 1536
+    assert m.dataset.name == "synthetic" and m.dataset.preprocess_s_per_sample is None
 
 
 def test_a_complete_config_loads_back_unchanged() -> None:
