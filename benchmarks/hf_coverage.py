@@ -5,12 +5,13 @@ others end.
 
 For every model type Transformers registers (`transformers.CONFIG_MAPPING`), it profiles the
 model a user gets from `model=hf model.hf.model_type=TYPE` alone (the config class's defaults,
-the type's usual head, 128 tokens or the config's image size), in a fresh profile cache, and
-sorts the outcome: profiled; refused in one line (`IpuTuneError`), by reason; crashed (any
-other exception: the target is none); timed out. Then, for `--search` of the profiled types
-(every k-th, in name order), it runs the main command with 10 trials in a fresh process and
-counts those that find a fitting plan, those that end "no plan fits" with remedies (exit 0:
-an infeasible plan is a result), and those that end otherwise (the target is none).
+the type's usual head, 128 tokens or the config's shorter limit, or the config's image size),
+in a fresh profile cache, and sorts the outcome: profiled; refused in one line
+(`IpuTuneError`), by reason; crashed (any other exception: the target is none); timed out.
+Then, for `--search` of the profiled types (every k-th, in name order), it runs the main
+command with 10 trials in a fresh process and counts those that find a fitting plan, those that
+end "no plan fits" with remedies (exit 0: an infeasible plan is a result), and those that end
+otherwise (the target is none).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ _REASONS = (
     ("no usual head", "no usual head among them"),
     ("Transformers cannot build it", "Transformers cannot build it"),
     ("cannot run on the meta device", "cannot run forward and backward on the meta device"),
+    ("several inputs", "a model of one input, token ids or pixels"),
 )
 
 
@@ -53,8 +55,7 @@ def _profile_outcome(model_type: str, timeout_s: int) -> tuple[str, str]:
 
     signal.alarm(timeout_s)
     try:
-        ipu_tune.profile({"name": "hf", "hf": {"model_type": model_type},
-                          "sequence_length": 128})
+        ipu_tune.profile({"name": "hf", "hf": {"model_type": model_type}})
     except IpuTuneError as exc:
         text = str(exc)
         reason = next((name for name, words in _REASONS if words in text), "other")

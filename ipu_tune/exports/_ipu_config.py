@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ipu_tune.config import EvalConfig
+from ipu_tune.errors import bad_value
 from ipu_tune.models import HUB_MODELS, TASKS, ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
@@ -185,6 +186,9 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
     """A ten-line program running `plan` with optimum-graphcore from `ipu_config.json`;
     `notes`: paragraphs its docstring adds (which plan this is, when not the study's best)."""
     _, _, task, _ = _source(cfg)
+    if task not in _PIPELINE_TASKS:
+        raise bad_value("model.hf.task", task, "a head optimum-graphcore runs: "
+                        + ", ".join(_PIPELINE_TASKS))
     names = "IPUTrainer, IPUTrainingArguments" if plan.training else "pipeline"
     title = (f"Run the plan ipu-tune chose with optimum-graphcore {OPTIMUM_VERSION} (Poplar SDK"
              " 3.x): ipu_config.json beside this file.")

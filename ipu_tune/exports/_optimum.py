@@ -4,7 +4,7 @@ models get neither file)."""
 
 from __future__ import annotations
 
-from ipu_tune.models import hf_source
+from ipu_tune.models import hf_identity, hf_source
 
 from ._context import ExportContext
 from ._ipu_config import render_ipu_config, render_run_with_optimum
@@ -14,8 +14,12 @@ __all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model
 
 
 def is_transformers_model(ctx: ExportContext) -> bool:
-    """The model is built through Transformers (`model.hf`, or a GPT-2 zoo size) and profiled."""
-    return ctx.profile is not None and hf_source(ctx.config.model) is not None
+    """The model is built through Transformers (`model.hf`, or a GPT-2 zoo size), profiled,
+    and has a head optimum-graphcore runs: it pipelines a model of a head it registers, so a
+    base model without one (`feature-extraction`) gets neither file."""
+    source = hf_source(ctx.config.model)
+    return (ctx.profile is not None and source is not None
+            and hf_identity(source)[1] != "feature-extraction")
 
 
 class IpuConfigExporter:

@@ -23,7 +23,8 @@ _FP16_ADAM = (
 def loss_family(cfg: EvalConfig) -> str:
     """The loss the model's family trains with: causal-lm (shifted labels), masked-lm (one
     label per position, Hugging Face output), question-answering (the answer span's start and
-    end position), classification (one label per sample)."""
+    end position), classification (one label per sample), feature-extraction (a base model's
+    features under a stand-in loss: the user's objective goes there)."""
     if zoo_name(cfg) in ("bert_base", "bert_large"):
         return "masked-lm"
     from ipu_tune.models import hf_identity, hf_source
@@ -32,7 +33,7 @@ def loss_family(cfg: EvalConfig) -> str:
     if source is None:
         return "classification"
     task = hf_identity(source)[1]
-    if task in ("causal-lm", "masked-lm", "question-answering"):
+    if task in ("causal-lm", "masked-lm", "question-answering", "feature-extraction"):
         return task
     return "seq2seq-lm" if task == "seq2seq-lm" else "hf-classification"
 
@@ -107,6 +108,9 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
         logits = "self.model(x)"
         span = ["        start, end = labels[:, 0], labels[:, 1]  # the answer span's tokens"]
         loss = "self.criterion(out.start_logits, start) + self.criterion(out.end_logits, end)"
+    elif family == "feature-extraction":  # no head: the features, and your objective on them
+        logits = "self.model(x).last_hidden_state"
+        loss = "out.float().pow(2).mean()  # a stand-in: your objective on the features"
     else:
         loss = "self.criterion(out, labels)"
     return [

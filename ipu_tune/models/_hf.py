@@ -273,6 +273,8 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     first = _first_block(model, lists[0] if lists else "")
     # A model with no layer list (ALBERT runs one shared layer N times) is one block.
     blocks = [first, *layers] if first else layers
+    if task == "feature-extraction":
+        return _tower(cfg, config, model, blocks)
     if task == "image-classification":
         size, channels = _image_size(config)
         return HfRunner(model, _image_call, blocks, None), "image", (channels, size, size)
@@ -282,6 +284,32 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     head = _tied_head(model)
     _gather_masked(model, head, _masked_positions(cfg, task, head, seq))
     return HfRunner(model, call, blocks, head), "tokens", (seq,)
+
+
+def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
+           blocks: list[str]) -> tuple[HfRunner, str, tuple[int, ...]]:
+    """A base model without a head, on its one input: pixels, or token ids with a mask of ones
+    (decoders inspect the positions without one). A model of several inputs (a vision-language
+    model's pixels and ids, audio features) needs its head named."""
+    main = str(getattr(model, "main_input_name", ""))
+    parts = sorted(getattr(config, "sub_configs", None) or {})
+    if parts or main not in ("input_ids", "pixel_values"):
+        reads = f"its {', '.join(parts)}" if parts else main or "no main input"
+        raise bad_value("model.hf.task", "feature-extraction",
+                        f"a model of one input, token ids or pixels; {config.model_type} reads "
+                        f"{reads}: profile it as a factory of your own taking one tensor "
+                        "(model._target_, docs/models.md)")  # fmt: skip
+    if main == "pixel_values":
+        _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
+        size, channels = _image_size(config)
+        return HfRunner(model, _image_call, blocks, None), "image", (channels, size, size)
+    seq = _sequence_length(cfg, config)
+    _masked_positions(cfg, "feature-extraction", None, seq)
+    return HfRunner(model, _tower_call, blocks, None), "tokens", (seq,)
+
+
+def _tower_call(model: nn.Module, ids: Tensor) -> Any:
+    return model(input_ids=ids, attention_mask=torch.ones_like(ids))
 
 
 # The image side of a config that states none (ResNet, ConvNeXt's crop, SegFormer's
@@ -330,14 +358,19 @@ def _gather_masked(model: nn.Module, head: str | None, positions: int | None) ->
 
 
 def _sequence_length(cfg: ModelConfig, config: Any) -> int:
+    """`model.sequence_length`, at most the config's position limit; not given: 128 tokens, or
+    the limit if it is shorter (CLIP's text tower: 77)."""
     from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH
 
-    seq = cfg.sequence_length or DEFAULT_SEQUENCE_LENGTH
-    for key in _MAX_POSITION_KEYS:
-        limit = getattr(config, key, None)
-        # A limit of 0 or below is none (XLNet's -1: relative positions, any length).
-        if isinstance(limit, int) and 0 < limit < seq:
+    # A limit of 0 or below is none (XLNet's -1: relative positions, any length).
+    limits = [(value, key) for key in _MAX_POSITION_KEYS
+              if isinstance(value := getattr(config, key, None), int) and value > 0]
+    if cfg.sequence_length is None:
+        return min([DEFAULT_SEQUENCE_LENGTH, *(value for value, _ in limits)])
+    seq = cfg.sequence_length
+    for limit, key in limits:
+        if limit < seq:
             raise bad_value("model.sequence_length", seq,
-                            f"at most {limit} ({key} of the config; raise "
-                            f"model.hf.config.{key})")  # fmt: skip
+                            f"at most {limit} ({key} of the config): model.sequence_length="
+                            f"{limit}, or raise model.hf.config.{key}")  # fmt: skip
     return seq

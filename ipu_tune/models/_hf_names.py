@@ -24,6 +24,9 @@ TASKS: Mapping[str, str] = {
     "question-answering": "AutoModelForQuestionAnswering",
     "image-classification": "AutoModelForImageClassification",
     "seq2seq-lm": "AutoModelForSeq2SeqLM",
+    # No head: the base model's features (a tower such as CLIP's vision model, or DINOv2),
+    # trained under a stand-in loss on its output; a model of one input only (ids or pixels).
+    "feature-extraction": "AutoModel",
 }
 # The head a model type is usually pre-trained with, when `model.hf.task` is not given.
 DEFAULT_TASKS: Mapping[str, str] = {
@@ -52,16 +55,20 @@ _AUDIO_MAPPINGS = ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "MODEL_FOR_CTC_MA
 
 def usual_task(model_type: str) -> str | None:
     """The head `model_type` is usually run with: DEFAULT_TASKS, else the first task of
-    `_TASK_MAPPINGS` Transformers has a class for (None for audio models and types with none).
-    Imports Transformers only for a type DEFAULT_TASKS does not name."""
+    `_TASK_MAPPINGS` Transformers has a class for, else its base model's features if it has
+    one (None for audio models and types with no model class). Imports Transformers only for a
+    type DEFAULT_TASKS does not name."""
     if model_type in DEFAULT_TASKS:
         return DEFAULT_TASKS[model_type]
     from transformers.models.auto import modeling_auto
 
     if any(model_type in getattr(modeling_auto, name, {}) for name in _AUDIO_MAPPINGS):
         return None
-    return next((task for task, name in _TASK_MAPPINGS
+    task = next((task for task, name in _TASK_MAPPINGS
                  if model_type in getattr(modeling_auto, name, {})), None)  # fmt: skip
+    if task is None and model_type in modeling_auto.MODEL_MAPPING_NAMES:
+        return "feature-extraction"
+    return task
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,7 @@ _ARCHITECTURE_TASKS = (
     ("ForCausalLM", "causal-lm"),
     ("LMHeadModel", "causal-lm"),
     ("ForConditionalGeneration", "seq2seq-lm"),
+    ("Model", "feature-extraction"),  # a base model saved as one (BertModel, CLIPVisionModel)
 )
 
 

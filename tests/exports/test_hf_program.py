@@ -84,3 +84,31 @@ def test_question_answering_loss_runs_on_a_real_transformers_model(
     loss.backward()
     assert model.model.qa_outputs.weight.grad is not None
     assert model(ids).end_logits.shape == (4, 64)
+
+
+def test_a_tower_program_trains_its_features_under_a_marked_stand_in_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A base model without a head (CLIP's text tower, a tiny one on the CPU): the program
+    builds `AutoModel`, trains a finite stand-in loss on `last_hidden_state` and says where
+    the user's objective goes; no optimum-graphcore file, which runs registered heads only."""
+    from ipu_tune.exports import EXPORTERS, export_context
+
+    tiny = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2,
+            "intermediate_size": 64, "vocab_size": 100}  # fmt: skip
+    hf = HfConfig(model_type="clip_text_model", config=tiny)
+    source = _source(hf, ["encoder.layers.1"], precision="32.32")
+    assert "AutoModel.from_config(" in source and "your objective" in source
+    log = Log()
+    install(monkeypatch, log, "poptorch", "popdist.poptorch")
+    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
+    model = run_source(source, "poptorch_options.py")["model"]
+    ids = torch.randint(100, (4, 64))
+    out, loss = model(ids, ids)
+    assert out.shape == (4, 64, 32) and torch.isfinite(loss)
+    loss.backward()
+    cfg = EvalConfig(model=ModelConfig(name="hf", hf=hf, sequence_length=64))
+    ctx = export_context(cfg, None, profile_model(cfg.model))
+    written = {e.file_name for e in EXPORTERS if e.applies(ctx)}
+    assert "poptorch_options.py" in written
+    assert not written & {"ipu_config.json", "run_with_optimum.py"}

@@ -13,7 +13,7 @@ import pytest
 import torch
 import transformers
 
-from ipu_tune.config import HfConfig, ModelConfig
+from ipu_tune.config import HfConfig, ModelConfig, load_config
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import ModelProfile, hf_identity
 from tests.conftest import REPO
@@ -282,6 +282,13 @@ def test_a_position_limit_of_minus_one_is_no_limit() -> None:
     assert _sequence_length(cfg, SimpleNamespace(max_position_embeddings=-1)) == 4096
     with pytest.raises(IpuTuneError, match=r"model\.sequence_length=4096: at most 512"):
         _sequence_length(cfg, SimpleNamespace(max_position_embeddings=512))
+    # Not given: 128 tokens, or a shorter limit (CLIP's text tower, 77), which the hf preset
+    # leaves it to.
+    unset = ModelConfig(name="hf")
+    assert _sequence_length(unset, SimpleNamespace(max_position_embeddings=77)) == 77
+    assert _sequence_length(unset, SimpleNamespace(max_position_embeddings=-1)) == 128
+    assert _sequence_length(unset, SimpleNamespace(n_positions=1024)) == 128
+    assert load_config({"model": {"name": "hf"}}).model.sequence_length is None
 
 
 # Types whose masks Transformers tests by value (`padding_mask.all()`, recurrent layers'
@@ -344,3 +351,37 @@ def test_a_task_with_two_classes_builds_the_first_when_no_architecture_is_saved(
         reference = transformers.DeiTForImageClassification(cfg)
     assert profile.parameters == reference.num_parameters()
     assert profile.blocks == ["deit.embeddings", "deit.layers.0", "deit.layers.1"]
+
+
+@pytest.mark.parametrize(("model_type", "config", "kind", "auto"), [
+    ("clip_vision_model", {"num_hidden_layers": 2}, "image", transformers.CLIPVisionModel),
+    ("clip_text_model", {"num_hidden_layers": 2}, "tokens", transformers.CLIPTextModel),
+])
+def test_a_tower_without_a_head_profiles_its_features(
+    profile_of: Any, model_type: str, config: dict[str, Any], kind: str, auto: type
+) -> None:
+    """A type whose only model class is its base model (a tower) is built without a head, on
+    its one input; its parameters are Transformers' own."""
+    model = ModelConfig(name="hf", hf=HfConfig(model_type=model_type, config=config))
+    assert hf_identity(model)[1] == "feature-extraction"
+    profile = profile_of(name="hf", hf={"model_type": model_type, "config": config})
+    assert profile.input_kind == kind
+    with torch.device("meta"):
+        reference = auto(transformers.AutoConfig.for_model(model_type, **config))
+    assert profile.parameters == reference.num_parameters()
+    assert profile.blocks[-1].endswith("layers.1")
+
+
+def test_a_model_of_several_inputs_is_refused_naming_them(profile_of: Any) -> None:
+    with pytest.raises(IpuTuneError) as err:
+        profile_of(name="hf", hf={"model_type": "llava"})
+    msg = str(err.value)
+    assert "\n" not in msg and "model.hf.task='feature-extraction'" in msg
+    assert "llava reads its text_config, vision_config" in msg
+
+
+def test_a_config_saved_from_a_base_model_builds_it(tmp_path: Path) -> None:
+    config = transformers.BertConfig(num_hidden_layers=2, architectures=["BertModel"])
+    (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    model = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path)))
+    assert hf_identity(model)[1] == "feature-extraction"
