@@ -106,6 +106,9 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
         raise IpuTuneError(
             f"{label(cfg)}: cannot run forward and backward on the meta device ({_one_line(exc)})"
         ) from None
+    check_unused = getattr(model, "check_unused", None)
+    if callable(check_unused):  # a Transformers base model on one of its inputs
+        check_unused(trace.unused_parameters)
     specs, strict = _block_specs(model, cfg)
     blocks = resolve_blocks(specs, trace, strict=strict)
     ds = cfg.dataset

@@ -162,6 +162,10 @@ def _tied_head(model: nn.Module) -> str | None:
     return name.split(".", 1)[0] if name else None
 
 
+_AS_FACTORY = ("profile it as a factory of your own taking one tensor (model._target_, "
+               "docs/models.md)")
+
+
 class HfRunner(nn.Module):
     """Runs a Transformers model on one example tensor, under the model's own module names.
 
@@ -174,13 +178,32 @@ class HfRunner(nn.Module):
     pipeline_blocks_strict = False
 
     def __init__(self, model: nn.Module, call: Callable[[nn.Module, Tensor], Any],
-                 blocks: list[str], head: str | None) -> None:  # fmt: skip
+                 blocks: list[str], head: str | None, tower_input: str | None = None) -> None:
         super().__init__()
         object.__setattr__(self, "hf_model", model)  # not a child: no "hf_model." prefix
         self._modules = model._modules
         self.call = call
         self.pipeline_blocks = blocks
         self.head_on_first_stage = head
+        self.tower_input = tower_input  # a base model's one input (feature-extraction)
+
+    def check_unused(self, unused: Mapping[str, int]) -> None:
+        """A base model run on its one input must run each of its parts: a part whose every
+        parameter stays idle (a vision-language model's vision tower and projector, given ids)
+        is there for another input, and the profile would miss its work."""
+        if self.tower_input is None:
+            return
+        idle: dict[str, int] = {}
+        for module, count in unused.items():
+            part = module.split(".", 1)[0]
+            idle[part] = idle.get(part, 0) + count
+        for part, child in self.hf_model.named_children():
+            size = sum(p.numel() for p in child.parameters())
+            if size and idle.get(part, 0) >= size:
+                raise bad_value("model.hf.task", "feature-extraction",
+                                f"a model of one input; on {self.tower_input} alone its {part} "
+                                f"({size / 1e6:.1f} M parameters) does not run, so it reads "
+                                f"other inputs: {_AS_FACTORY}")  # fmt: skip
 
     def train(self, mode: bool = True) -> HfRunner:
         self.hf_model.train(mode)
@@ -292,20 +315,18 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
     (decoders inspect the positions without one). A model of several inputs (a vision-language
     model's pixels and ids, audio features) needs its head named."""
     main = str(getattr(model, "main_input_name", ""))
-    parts = sorted(getattr(config, "sub_configs", None) or {})
-    if parts or main not in ("input_ids", "pixel_values"):
-        reads = f"its {', '.join(parts)}" if parts else main or "no main input"
+    if main not in ("input_ids", "pixel_values"):
         raise bad_value("model.hf.task", "feature-extraction",
                         f"a model of one input, token ids or pixels; {config.model_type} reads "
-                        f"{reads}: profile it as a factory of your own taking one tensor "
-                        "(model._target_, docs/models.md)")  # fmt: skip
+                        f"{main or 'no main input'}: {_AS_FACTORY}")  # fmt: skip
     if main == "pixel_values":
         _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
         size, channels = _image_size(config)
-        return HfRunner(model, _image_call, blocks, None), "image", (channels, size, size)
+        runner = HfRunner(model, _image_call, blocks, None, tower_input=main)
+        return runner, "image", (channels, size, size)
     seq = _sequence_length(cfg, config)
     _masked_positions(cfg, "feature-extraction", None, seq)
-    return HfRunner(model, _tower_call, blocks, None), "tokens", (seq,)
+    return HfRunner(model, _tower_call, blocks, None, tower_input=main), "tokens", (seq,)
 
 
 def _tower_call(model: nn.Module, ids: Tensor) -> Any:

@@ -372,12 +372,20 @@ def test_a_tower_without_a_head_profiles_its_features(
     assert profile.blocks[-1].endswith("layers.1")
 
 
-def test_a_model_of_several_inputs_is_refused_naming_them(profile_of: Any) -> None:
+@pytest.mark.parametrize(("model_type", "config", "words"), [
+    # A vision-language model given ids alone: its vision tower never runs.
+    ("llava", {"text_config": {"num_hidden_layers": 1}, "vision_config": {"num_hidden_layers": 1}},
+     "on input_ids alone its vision_tower"),
+    ("dac", {}, "dac reads input_values"),  # an audio codec: not ids or pixels
+])
+def test_a_model_of_several_inputs_is_refused_naming_them(
+    profile_of: Any, model_type: str, config: dict[str, Any], words: str
+) -> None:
     with pytest.raises(IpuTuneError) as err:
-        profile_of(name="hf", hf={"model_type": "llava"})
+        profile_of(name="hf", hf={"model_type": model_type, "config": config})
     msg = str(err.value)
     assert "\n" not in msg and "model.hf.task='feature-extraction'" in msg
-    assert "llava reads its text_config, vision_config" in msg
+    assert words in msg and "model._target_" in msg
 
 
 def test_a_config_saved_from_a_base_model_builds_it(tmp_path: Path) -> None:
