@@ -103,8 +103,11 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
     except IpuTuneError:
         raise
     except Exception as exc:
+        # A base model given its one input may want another (a dual encoder's pixels).
+        alone = getattr(model, "tower_input", None)
         raise IpuTuneError(
-            f"{label(cfg)}: cannot run forward and backward on the meta device ({_one_line(exc)})"
+            f"{label(cfg)}: cannot run forward and backward on the meta device"
+            f"{f' on {alone} alone' if alone else ''} ({_one_line(exc)})"
         ) from None
     check_unused = getattr(model, "check_unused", None)
     if callable(check_unused):  # a Transformers base model on one of its inputs

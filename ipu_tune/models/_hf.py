@@ -287,6 +287,8 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     try:
         model = auto.from_config(config)
     except (ValueError, KeyError) as exc:
+        if task == "feature-extraction":  # the base model itself: its defaults do not build
+            raise
         raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
                         f"({_one_line(exc)})") from None  # fmt: skip
     skip_padding_warning(model)
