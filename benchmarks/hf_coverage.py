@@ -35,7 +35,7 @@ _REASONS = (
     ("no usual head", "no usual head among them"),
     ("Transformers cannot build it", "Transformers cannot build it"),
     ("cannot run on the meta device", "cannot run forward and backward on the meta device"),
-    ("several inputs", "a model of one input, token ids or pixels"),
+    ("reads another input", "a model of one input"),
 )
 
 
