@@ -15,8 +15,9 @@ __all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model
 
 def is_transformers_model(ctx: ExportContext) -> bool:
     """The model is built through Transformers (`model.hf`, or a GPT-2 zoo size), profiled,
-    and has a head optimum-graphcore runs: it pipelines a model of a head it registers, so a
-    base model without one (`feature-extraction`) gets neither file."""
+    and has a head: optimum-graphcore 0.7.1 has no feature-extraction pipeline and pipelines no
+    tower (`models/*/modeling_*.py` register three base models: BERT, MPNet, T5's encoder), so a
+    base model (`feature-extraction`) gets neither file."""
     source = hf_source(ctx.config.model)
     return (ctx.profile is not None and source is not None
             and hf_identity(source)[1] != "feature-extraction")
