@@ -21,8 +21,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import torch
-from torch import Tensor, nn
+from torch import nn
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
@@ -36,9 +35,18 @@ from ipu_tune.models._hf_names import (
     hf_task,
     usual_task,
 )
+from ipu_tune.models._hf_runner import (
+    AS_FACTORY,
+    HfRunner,
+    causal_call,
+    image_call,
+    seq2seq_call,
+    text_call,
+    tower_call,
+)
 from ipu_tune.models._masked import masked_positions
 
-__all__ = ["HfRunner", "build_hf", "hf_config"]
+__all__ = ["build_hf", "hf_config"]
 
 # Config fields that count a model's layers or stages (n_layer: GPT-2; n_layers: DistilBERT;
 # num_stages: ConvNeXt, ResNet; num_encoder_blocks: SegFormer; encoder_layers: BART); a list
@@ -162,79 +170,6 @@ def _tied_head(model: nn.Module) -> str | None:
     return name.split(".", 1)[0] if name else None
 
 
-_AS_FACTORY = ("profile it as a factory of your own taking one tensor (model._target_, "
-               "docs/models.md)")
-
-
-class HfRunner(nn.Module):
-    """Runs a Transformers model on one example tensor, under the model's own module names.
-
-    Its children are the model's children (the same objects), so the profiler's module paths
-    and the pipeline blocks are the names a Transformers user addresses (`transformer.h.3`)."""
-
-    hf_model: nn.Module
-    # The blocks are found in the model, not declared by its author: the profiler orders them
-    # as they run (SegFormer's per-stage lists interleave) and drops any that never runs.
-    pipeline_blocks_strict = False
-
-    def __init__(self, model: nn.Module, call: Callable[[nn.Module, Tensor], Any],
-                 blocks: list[str], head: str | None, tower_input: str | None = None) -> None:
-        super().__init__()
-        object.__setattr__(self, "hf_model", model)  # not a child: no "hf_model." prefix
-        self._modules = model._modules
-        self.call = call
-        self.pipeline_blocks = blocks
-        self.head_on_first_stage = head
-        self.tower_input = tower_input  # a base model's one input (feature-extraction)
-
-    def check_unused(self, unused: Mapping[str, int]) -> None:
-        """A base model run on its one input must run each of its parts: a part whose every
-        parameter stays idle (a vision-language model's vision tower and projector, given ids)
-        is there for another input, and the profile would miss its work."""
-        if self.tower_input is None:
-            return
-        idle: dict[str, int] = {}
-        for module, count in unused.items():
-            part = module.split(".", 1)[0]
-            idle[part] = idle.get(part, 0) + count
-        for part, child in self.hf_model.named_children():
-            size = sum(p.numel() for p in child.parameters())
-            if size and idle.get(part, 0) >= size:
-                raise bad_value("model.hf.task", "feature-extraction",
-                                f"a model of one input; on {self.tower_input} alone its {part} "
-                                f"({size / 1e6:.1f} M parameters) does not run, so it reads "
-                                f"other inputs: {_AS_FACTORY}")  # fmt: skip
-
-    def train(self, mode: bool = True) -> HfRunner:
-        self.hf_model.train(mode)
-        return super().train(mode)
-
-    def forward(self, x: Tensor) -> Any:
-        return self.call(self.hf_model, x)
-
-
-def _text_call(model: nn.Module, ids: Tensor) -> Any:
-    # No attention mask: an encoder applies one as an elementwise add on the attention scores,
-    # a small share of a layer's work.
-    return model(input_ids=ids)
-
-
-def _causal_call(model: nn.Module, ids: Tensor) -> Any:
-    # An attention mask of ones, as the host feeds one: without it Transformers inspects the
-    # position ids for packed sequences, a data-dependent check the meta device cannot run.
-    return model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
-
-
-def _seq2seq_call(model: nn.Module, ids: Tensor) -> Any:
-    # Decoder inputs as long as the encoder's (the profile's one sequence length); no mask,
-    # as for encoders (`_text_call`).
-    return model(input_ids=ids, decoder_input_ids=ids, use_cache=False)
-
-
-def _image_call(model: nn.Module, pixels: Tensor) -> Any:
-    return model(pixel_values=pixels)
-
-
 def _input_embeddings(model: nn.Module) -> nn.Module | None:
     try:
         emb: nn.Module | None = model.get_input_embeddings()  # type: ignore[operator]
@@ -302,10 +237,10 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
         return _tower(cfg, config, model, blocks)
     if task == "image-classification":
         size, channels = _image_size(config)
-        return HfRunner(model, _image_call, blocks, None), "image", (channels, size, size)
+        return HfRunner(model, image_call, blocks, None), "image", (channels, size, size)
     seq = _sequence_length(cfg, config)
     causal = task == "causal-lm" or usual_task(config.model_type) == "causal-lm"
-    call = _seq2seq_call if task == "seq2seq-lm" else _causal_call if causal else _text_call
+    call = seq2seq_call if task == "seq2seq-lm" else causal_call if causal else text_call
     head = _tied_head(model)
     _gather_masked(model, head, _masked_positions(cfg, task, head, seq))
     return HfRunner(model, call, blocks, head), "tokens", (seq,)
@@ -320,19 +255,15 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
     if main not in ("input_ids", "pixel_values"):
         raise bad_value("model.hf.task", "feature-extraction",
                         f"a model of one input, token ids or pixels; {config.model_type} reads "
-                        f"{main or 'no main input'}: {_AS_FACTORY}")  # fmt: skip
+                        f"{main or 'no main input'}: {AS_FACTORY}")  # fmt: skip
     if main == "pixel_values":
         _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
         size, channels = _image_size(config)
-        runner = HfRunner(model, _image_call, blocks, None, tower_input=main)
+        runner = HfRunner(model, image_call, blocks, None, tower_input=main)
         return runner, "image", (channels, size, size)
     seq = _sequence_length(cfg, config)
     _masked_positions(cfg, "feature-extraction", None, seq)
-    return HfRunner(model, _tower_call, blocks, None, tower_input=main), "tokens", (seq,)
-
-
-def _tower_call(model: nn.Module, ids: Tensor) -> Any:
-    return model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    return HfRunner(model, tower_call, blocks, None, tower_input=main), "tokens", (seq,)
 
 
 # The image side of a config that states none (ResNet, ConvNeXt's crop, SegFormer's

@@ -1,0 +1,95 @@
+"""How a Transformers model runs in the profiler: `HfRunner` wraps it under its own module
+names, with the call of its family (token ids, with or without a mask of ones; pixels; encoder
+and decoder ids; a base model's one input)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ipu_tune.errors import bad_value
+
+__all__ = ["AS_FACTORY", "HfRunner", "causal_call", "image_call", "seq2seq_call", "text_call",
+           "tower_call"]  # fmt: skip
+
+# What a refusal of a model that reads another input advises.
+AS_FACTORY = ("profile it as a factory of your own taking one tensor (model._target_, "
+              "docs/models.md)")
+
+
+class HfRunner(nn.Module):
+    """Runs a Transformers model on one example tensor, under the model's own module names.
+
+    Its children are the model's children (the same objects), so the profiler's module paths
+    and the pipeline blocks are the names a Transformers user addresses (`transformer.h.3`)."""
+
+    hf_model: nn.Module
+    # The blocks are found in the model, not declared by its author: the profiler orders them
+    # as they run (SegFormer's per-stage lists interleave) and drops any that never runs.
+    pipeline_blocks_strict = False
+
+    def __init__(self, model: nn.Module, call: Callable[[nn.Module, Tensor], Any],
+                 blocks: list[str], head: str | None, tower_input: str | None = None) -> None:
+        super().__init__()
+        object.__setattr__(self, "hf_model", model)  # not a child: no "hf_model." prefix
+        self._modules = model._modules
+        self.call = call
+        self.pipeline_blocks = blocks
+        self.head_on_first_stage = head
+        self.tower_input = tower_input  # a base model's one input (feature-extraction)
+
+    def check_unused(self, unused: Mapping[str, int]) -> None:
+        """A base model run on its one input must run each of its parts: a part whose every
+        parameter stays idle (a vision-language model's vision tower and projector, given ids)
+        is there for another input, and the profile would miss its work."""
+        if self.tower_input is None:
+            return
+        idle: dict[str, int] = {}
+        for module, count in unused.items():
+            part = module.split(".", 1)[0]
+            idle[part] = idle.get(part, 0) + count
+        for part, child in self.hf_model.named_children():
+            size = sum(p.numel() for p in child.parameters())
+            if size and idle.get(part, 0) >= size:
+                raise bad_value("model.hf.task", "feature-extraction",
+                                f"a model of one input; on {self.tower_input} alone its {part} "
+                                f"({size / 1e6:.1f} M parameters) does not run, so it reads "
+                                f"other inputs: {AS_FACTORY}")  # fmt: skip
+
+    def train(self, mode: bool = True) -> HfRunner:
+        self.hf_model.train(mode)
+        return super().train(mode)
+
+    def forward(self, x: Tensor) -> Any:
+        return self.call(self.hf_model, x)
+
+
+def text_call(model: nn.Module, ids: Tensor) -> Any:
+    # No attention mask: an encoder applies one as an elementwise add on the attention scores,
+    # a small share of a layer's work.
+    return model(input_ids=ids)
+
+
+def causal_call(model: nn.Module, ids: Tensor) -> Any:
+    # An attention mask of ones, as the host feeds one: without it Transformers inspects the
+    # position ids for packed sequences, a data-dependent check the meta device cannot run.
+    return model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
+
+
+def seq2seq_call(model: nn.Module, ids: Tensor) -> Any:
+    # Decoder inputs as long as the encoder's (the profile's one sequence length); no mask,
+    # as for encoders (`text_call`).
+    return model(input_ids=ids, decoder_input_ids=ids, use_cache=False)
+
+
+def image_call(model: nn.Module, pixels: Tensor) -> Any:
+    return model(pixel_values=pixels)
+
+
+def tower_call(model: nn.Module, ids: Tensor) -> Any:
+    # A base model on token ids: a mask of ones, as `causal_call` (decoders inspect the
+    # positions without one); no `use_cache`, which encoders do not take.
+    return model(input_ids=ids, attention_mask=torch.ones_like(ids))
