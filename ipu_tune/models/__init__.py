@@ -7,7 +7,7 @@
 
 from typing import Any
 
-from ipu_tune.models._masked import AUTO_MASKED, masked_positions
+from ipu_tune.models._masked import masked_positions
 from ipu_tune.models._profile import (
     DEFAULT_SEQUENCE_LENGTH,
     INPUT_SOURCES,
@@ -49,7 +49,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ipu_tune.models' has no attribute {name!r}")
 
 __all__ = [
-    "AUTO_MASKED",
     "DEFAULT_SEQUENCE_LENGTH",
     "DEFAULT_TASKS",
     "HUB_MODELS",

@@ -34,7 +34,8 @@ def masked_positions(value: Any, sequence_length: int) -> int | None:
         default = math.ceil(MASKING_RATE * sequence_length)
         return min(sequence_length, GRAPHCORE_MASKED_TOKENS.get(sequence_length, default))
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= sequence_length:
+        counts = ", ".join(f"{n} at {length}" for length, n in GRAPHCORE_MASKED_TOKENS.items())
         raise bad_value(_KEY, value, f"an integer from 1 to the sequence length {sequence_length},"
-                                     f" {AUTO_MASKED!r} (Graphcore's count for the length: 20 at"
-                                     " 128, 56 at 384, 76 at 512) or null (every token)")
+                                     f" {AUTO_MASKED!r} (Graphcore's count for the length: "
+                                     f"{counts}) or null (every token)")
     return value
