@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -325,6 +325,10 @@ class StudyMeta:
     # The simulator that scored its trials (None: a study older than this field; its trials
     # carry their own in their result).
     simulator_version: str | None = None
+    # Digests of what the problem reads besides the config's values (`problem_inputs` in
+    # ipu_tune.tuner): the model as profiled, a constants file's values. Empty for a study
+    # older than this field.
+    inputs: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, study: optuna.Study | Any) -> StudyMeta | None:
@@ -332,12 +336,13 @@ class StudyMeta:
         raw = study.user_attrs.get(STUDY_META_KEY)
         if not isinstance(raw, Mapping):
             return None
-        config = raw.get("config")
+        config, inputs = raw.get("config"), raw.get("inputs")
         return cls(model=raw.get("model"), ipu=raw.get("ipu"), num_ipus=raw.get("num_ipus"),
                    search=raw.get("search"), objectives=list(raw.get("objectives") or []),
                    pinned=list(raw.get("pinned") or []),
                    config=config if isinstance(config, Mapping) else None,
-                   simulator_version=_version_of(study, raw))
+                   simulator_version=_version_of(study, raw),
+                   inputs=dict(inputs) if isinstance(inputs, Mapping) else {})
 
     def write(self, study: optuna.Study) -> None:
         study.set_user_attr(STUDY_META_KEY, {
@@ -346,6 +351,7 @@ class StudyMeta:
             "pinned": list(self.pinned),
             "config": dict(self.config) if self.config is not None else None,
             "simulator_version": self.simulator_version,
+            "inputs": dict(self.inputs),
         })
 
 

@@ -56,13 +56,20 @@ _LAYER_KEYS = re.compile(r"^(n_layers?|num_layers|num_(hidden|encoder|decoder)_l
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
 
 
-def _config_class(model_type: str, key: str) -> Any:
+def _config_class(model_type: str, data: Mapping[str, Any], file: str | None) -> Any:
+    """The config class of `model_type`; the refusal names the file the type was read from."""
     from transformers import CONFIG_MAPPING
 
-    if model_type not in CONFIG_MAPPING:
-        known = ", ".join(sorted(DEFAULT_TASKS))
-        raise bad_value(key, model_type, f"a Transformers model type, such as {known}")
-    return CONFIG_MAPPING[model_type]
+    if model_type in CONFIG_MAPPING:
+        return CONFIG_MAPPING[model_type]
+    known = f"a Transformers model type, such as {', '.join(sorted(DEFAULT_TASKS))}"
+    if file is None:
+        raise bad_value("model.hf.model_type", model_type, known)
+    # A Hub model with its own code names it in "auto_map"; that code is never imported.
+    own_code = ("; its own modeling code (\"auto_map\") is not run: give the model as a "
+                "factory, model._target_ (docs/models.md)") if "auto_map" in data else ""
+    raise bad_value("model.hf.config_file", file,
+                    f"a config.json whose model_type is {known}, not {model_type!r}{own_code}")
 
 
 def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
@@ -82,16 +89,16 @@ def hf_config(cfg: ModelConfig) -> Any:
     overrides = hf_overrides(cfg)
     if hf.config_file:
         data = _read_config_file(hf.config_file)
-        model_type, key = str(data["model_type"]), "model.hf.config_file"
+        model_type = str(data["model_type"])
         if hf.model_type and hf.model_type != model_type:
             allowed = f"{model_type!r}, the model_type of {hf.config_file}, or unset"
             raise bad_value("model.hf.model_type", hf.model_type, allowed)
     elif hf.model_type:
-        data, model_type, key = {}, hf.model_type, "model.hf.model_type"
+        data, model_type = {}, hf.model_type
     else:
         raise IpuTuneError("model.hf.model_type: missing; give a Transformers model type "
                            "(bert, gpt2, llama, vit, t5, ...) or model.hf.config_file")  # fmt: skip
-    config_class = _config_class(model_type, key)
+    config_class = _config_class(model_type, data, hf.config_file)
     _check_overrides(config_class, overrides)
     values = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}
     try:

@@ -13,8 +13,8 @@ from typing import Any
 from ipu_tune.config import HfConfig, ModelConfig, unique_keys
 from ipu_tune.errors import bad_value
 
-__all__ = ["DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "hf_identity", "hf_overrides",
-           "hf_source", "hf_task", "usual_task"]  # fmt: skip
+__all__ = ["DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "config_json_path", "hf_identity",
+           "hf_overrides", "hf_source", "hf_task", "usual_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -117,10 +117,14 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-def _read_config_file(path_text: str) -> dict[str, Any]:
+def config_json_path(path_text: str) -> Path:
+    """The config.json `model.hf.config_file` names: the file, or the one in the folder."""
     path = Path(path_text).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
+    return path / "config.json" if path.is_dir() else path
+
+
+def _read_config_file(path_text: str) -> dict[str, Any]:
+    path = config_json_path(path_text)
     try:
         data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
     except (OSError, ValueError) as exc:

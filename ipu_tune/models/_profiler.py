@@ -9,6 +9,7 @@ LRU of finished profiles so that the tuner's thousands of trials pay a dictionar
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._hf_names import config_json_path
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.models._profile_store import load_profile, profile_path, save_profile
 
@@ -58,19 +60,21 @@ def clear_memory_cache() -> None:
 
 
 def _target_stamp(target: str) -> str:
-    """The factory's source file state, so that editing a `_target_` model re-profiles it."""
+    """The factory's source file contents, so that editing a `_target_` model re-profiles it
+    (a rewrite may keep the file's size and time stamp)."""
     from ipu_tune.models._zoo import resolve_target
 
     obj = resolve_target(target)
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
     path = getattr(module, "__file__", None)
-    if not path:
-        return ""
+    return f"{path}:{_contents_digest(Path(path))}" if path else ""
+
+
+def _contents_digest(path: Path) -> str:
     try:
-        st = os.stat(path)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return ""
-    return f"{path}:{st.st_mtime_ns}:{st.st_size}"
 
 
 # Zoo names built through Transformers (their profiles depend on its version too).
@@ -85,13 +89,11 @@ def _version_of(package: str) -> str:
         return ""
 
 
-def _file_stamp(path: str) -> str:
-    """A config file's state, so that editing it re-profiles the model."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return ""
-    return f"{path}:{st.st_mtime_ns}:{st.st_size}"
+def _config_file_stamp(path_text: str) -> str:
+    """A config.json's contents (the file in a folder given as the path), so that editing it
+    re-profiles the model: a folder's own state does not change when a file in it is
+    rewritten, and a rewrite may keep a file's size and time stamp."""
+    return _contents_digest(config_json_path(path_text))
 
 
 def cache_key(cfg: ModelConfig) -> str:
@@ -103,7 +105,7 @@ def cache_key(cfg: ModelConfig) -> str:
     if cfg.hf.model_type or cfg.hf.config_file or cfg.name == "hf" or cfg.name in _HF_ZOO:
         fields["transformers_version"] = _version_of("transformers")
         if cfg.hf.config_file:
-            fields["config_file_stamp"] = _file_stamp(cfg.hf.config_file)
+            fields["config_file_stamp"] = _config_file_stamp(cfg.hf.config_file)
     return json.dumps(fields, sort_keys=True, default=repr)
 
 

@@ -8,7 +8,7 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "parallel_sampler",
     "problem_differences",
     "problem_fingerprint",
+    "problem_inputs",
     "recover_stale_trials",
 ]
 
@@ -70,15 +71,17 @@ def _lookup(plain: Mapping[str, Any], dotted: str) -> Any:
     return list(cur) if isinstance(cur, list | tuple) else cur
 
 
-def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str]) -> dict[str, Any]:
+def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str],
+                        inputs: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The problem a study solves, as flat `key: value` pairs of a plain config dict.
 
     Two runs are the same study only when these agree: model (name, `_target_`, kwargs, input
     shape, ...), workload, system, the starting plan, the sampler (name, seed, parameters),
-    search preset (space, objectives, floor, global batch) and each pinned key with its value.
+    search preset (space, objectives, floor, global batch), each pinned key with its value and
+    the digests of what the config names but does not hold (`problem_inputs`).
     The plan values the search draws are not part of it.
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(inputs or {})
     for section in _PROBLEM_SECTIONS:
         _flatten(plain.get(section) or {}, section, out)
     search = plain.get("search") or {}
@@ -99,6 +102,28 @@ def _servers_for_hosts(out: dict[str, Any]) -> None:
     ipus, hosts = out.get("system.num_ipus"), out.get("system.hosts")
     if isinstance(ipus, int) and (hosts is None or isinstance(hosts, int)):
         out["system.hosts"] = host_servers(ipus, hosts)
+
+
+# The model and a constants file enter a study as what they are, not by their names: a config
+# file or a factory edited in place, or a library that traces the model otherwise, is another
+# problem (the stored trials were scored on the old one).
+MODEL_AS_PROFILED = "model (as profiled)"
+CONSTANTS_READ = "simulator.constants (values)"
+
+
+def problem_inputs(problem: SearchProblem) -> dict[str, str]:
+    """Digests of the model as profiled (without the torch version that traced it) and, when
+    `simulator.constants` names a file, of the constants read from it. The defaults are not
+    digested: they change only with the simulator, whose version a study keeps."""
+    out = {MODEL_AS_PROFILED: _value_digest(replace(problem.profile, torch_version=""))}
+    if problem.cfg.simulator.constants:
+        out[CONSTANTS_READ] = _value_digest(problem.constants)
+    return out
+
+
+def _value_digest(value: Any) -> str:
+    text = json.dumps(asdict(value), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _digest(fingerprint: Mapping[str, Any]) -> str:
@@ -122,10 +147,13 @@ def default_study_name(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) ->
     return base
 
 
-def hashed_study_name(cfg: TuneConfig, pinned: frozenset[str]) -> str:
+def hashed_study_name(cfg: TuneConfig, pinned: frozenset[str],
+                      inputs: Mapping[str, str] | None = None) -> str:
     """The default name when the plain one is taken by another problem (other input shape,
-    workload, ...): base name plus the problem's hash."""
-    return f"{_base_name(cfg)}-{_digest(problem_fingerprint(to_plain_dict(cfg), sorted(pinned)))}"
+    workload, ...): base name plus the problem's hash. With `inputs`, the hash covers them too:
+    the name for a model whose config agrees with a stored study's but whose profile does not."""
+    plain = problem_fingerprint(to_plain_dict(cfg), sorted(pinned), inputs)
+    return f"{_base_name(cfg)}-{_digest(plain)}"
 
 
 def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> StudyMeta:
@@ -142,6 +170,7 @@ def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -
         pinned=sorted(pinned),
         config=plain,
         simulator_version=SIMULATOR_VERSION,
+        inputs=problem_inputs(problem),
     )
 
 
@@ -153,8 +182,8 @@ def problem_differences(stored: StudyMeta, mine: StudyMeta) -> list[str]:
     if stored.config is None:  # a study older than the stored config: compare what it has
         return [f"model: {stored.model!r} -> {mine.model!r}"] if stored.model != mine.model else []
     assert mine.config is not None
-    have = problem_fingerprint(stored.config, stored.pinned)
-    want = problem_fingerprint(mine.config, mine.pinned)
+    have = problem_fingerprint(stored.config, stored.pinned, stored.inputs)
+    want = problem_fingerprint(mine.config, mine.pinned, mine.inputs)
     diffs = []
     for key in sorted(set(have) | set(want)):
         one_sided = key not in have or key not in want
@@ -209,15 +238,28 @@ def open_study(
         if isinstance(opened, list):  # another problem under that name
             if name is not None:
                 raise _refusal(name, opened)
-            fallback = hashed_study_name(cfg, pinned)
-            if opened[0].startswith("simulator_version"):  # the same problem, older scores
-                fallback = _new_for_this_simulator(study_name)
-            opened = _open_one(fallback, storage, cfg, problem, mine, workers)
-            if isinstance(opened, list):
-                raise _refusal(fallback, opened)
+            opened = _open_fallback(study_name, opened, storage, cfg, problem, mine, workers)
         if opened.created and warm_start:
             enqueue_warm_start(opened.study, problem, cfg.study.n_trials)
         return opened
+
+
+def _open_fallback(taken: str, diffs: list[str], storage: BaseStorage, cfg: TuneConfig,
+                   problem: SearchProblem, mine: StudyMeta, workers: int) -> OpenedStudy:
+    """The study of an unnamed run whose default name `taken` holds another problem: the same
+    problem scored by an older simulator gets a name for this one; otherwise the name hashed
+    from the config, then (a model edited in place) from the config and `problem_inputs`."""
+    pinned = frozenset(mine.pinned)
+    if diffs[0].startswith("simulator_version"):  # the same problem, older scores
+        names = [_new_for_this_simulator(taken)]
+    else:
+        names = [hashed_study_name(cfg, pinned), hashed_study_name(cfg, pinned, mine.inputs)]
+    for candidate in (n for n in names if n != taken):
+        opened = _open_one(candidate, storage, cfg, problem, mine, workers)
+        if not isinstance(opened, list):
+            return opened
+        taken, diffs = candidate, opened
+    raise _refusal(taken, diffs)
 
 
 def _new_for_this_simulator(name: str) -> str:

@@ -181,6 +181,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("config.json key twice", ["model=hf", "model.hf.config_file={tmp}/dup.json"],
      "key 'layers_per_ipu' given twice"),
     ("huge search space", ["search.space={tmp}/big.yaml"], "larger than"),
+    # A Hub model with its own code: the code beside its config.json is never imported.
+    ("config.json of a model with its own code", ["model=hf", "model.hf.config_file={tmp}/own"],
+     "model.hf.config_file='{tmp}/own': a config.json whose model_type is a Transformers model"),
 ]
 
 EVAL_CASES: list[tuple[str, list[str], str]] = [
@@ -289,6 +292,10 @@ def _fixtures(tmp: Path) -> None:
     (tmp / "dup.yaml").write_text('model: {name: resnet50}\nplan:\n  precision: "16.16"\n'
                                   '  precision: "32.32"\n')
     (tmp / "dup.json").write_text('{"layers_per_ipu": [0, 8], "layers_per_ipu": [8, 0]}')
+    (tmp / "own").mkdir()
+    (tmp / "own" / "config.json").write_text(
+        '{"model_type": "mine", "auto_map": {"AutoModel": "modeling_mine.Mine"}}')
+    (tmp / "own" / "modeling_mine.py").write_text(f"open({str(tmp / 'ran')!r}, 'w')\n")
     (tmp / "dup_space.yaml").write_text("knobs: {}\nknobs: {plan.precision: {}}\n")
     laughs = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
