@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from ipu_tune._api import evaluate_config
 from ipu_tune.case import read_constants
 from ipu_tune.cli._common import TRUST_HELP, fail, print_out
-from ipu_tune.config import EvalConfig, load_config, load_unvalidated, to_plain_dict
+from ipu_tune.config import (
+    EvalConfig,
+    load_config,
+    load_unvalidated,
+    parse_overrides,
+    to_plain_dict,
+)
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import DEFAULT_CONSTANTS
 
@@ -27,19 +33,12 @@ def apply_overrides(path: str, overrides: Sequence[str],
     if not overrides:
         return load_config(path, trust_remote_code=trust_remote_code)
     cfg = load_unvalidated(path, trust_remote_code=trust_remote_code)
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
     from omegaconf import OmegaConf
 
     from ipu_tune.knobs import knob
 
     plain = OmegaConf.create(to_plain_dict(cfg))
-    parser = OverridesParser.create()
-    for text in overrides:
-        try:
-            (o,) = parser.parse_overrides([text])
-        except HydraException as exc:
-            raise IpuTuneError(f"override {text!r}: not key=value ({exc})") from None
+    for text, o in zip(overrides, parse_overrides(overrides), strict=True):
         key = o.key_or_group
         if o.is_delete():
             node = plain

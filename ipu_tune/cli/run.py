@@ -34,6 +34,7 @@ from ipu_tune.config import (
     compose,
     group_options,
     omegaconf_error,
+    parse_overrides,
     quick_compose,
     register,
     typed,
@@ -66,9 +67,7 @@ class _Command:
 
 def pinned_keys(overrides: Sequence[str]) -> frozenset[str]:
     """Plan/workload keys the user set on the command line: the search never changes them."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    parsed = parse_overrides(overrides)
     keys = {o.key_or_group.lstrip("+~") for o in parsed}
     return _pinned(keys)
 
@@ -100,14 +99,8 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> list[Prep
     if quick is not None:
         check_target_typed(quick.model._target_, list(argv), trust_remote_code)
         return [prepare(quick, _pinned({a.partition("=")[0] for a in argv}))]
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
     overrides = [a for a in argv if not a.startswith("-")]
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException as exc:
-        raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
+    parsed = parse_overrides(overrides)
     _check_groups(parsed)
     choices = [
         [f"{raw.split('=', 1)[0]}={v}" for v in o.sweep_string_iterator()]

@@ -10,7 +10,14 @@ ConfigStore); everything inward of the entry points receives these typed objects
 import sys
 
 from ipu_tune.config._compose import compose, quick_compose
-from ipu_tune.config._hydra import CONF_DIR, GROUPS, SPACES_DIR, group_options, register
+from ipu_tune.config._hydra import (
+    CONF_DIR,
+    GROUPS,
+    SPACES_DIR,
+    group_options,
+    parse_overrides,
+    register,
+)
 from ipu_tune.config._load import (
     check_trusted,
     load_config,
@@ -76,6 +83,7 @@ __all__ = [
     "load_config",
     "load_unvalidated",
     "omegaconf_error",
+    "parse_overrides",
     "quick_compose",
     "read_text",
     "read_yaml",

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ipu_tune.config._schema import TuneConfig
+from ipu_tune.errors import IpuTuneError
 
-__all__ = ["CONF_DIR", "GROUPS", "SPACES_DIR", "group_options", "register"]
+if TYPE_CHECKING:
+    from hydra.core.override_parser.types import Override
+
+__all__ = ["CONF_DIR", "GROUPS", "SPACES_DIR", "group_options", "parse_overrides", "register"]
 
 _PKG = Path(__file__).resolve().parent.parent
 CONF_DIR = _PKG / "conf"
@@ -27,3 +33,25 @@ def register() -> None:
 
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def parse_overrides(overrides: Sequence[str]) -> list[Override]:
+    """Hydra's `Override`s of `overrides`. One its grammar cannot read is named with how to
+    quote it (a storage URL's `?password=`, a value with spaces), in one line; the callers'
+    error printer redacts credentials."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    parsed: list[Override] = []
+    for text in overrides:
+        try:
+            parsed += parser.parse_overrides([text])
+        except HydraException as exc:
+            why = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            key, eq, value = text.partition("=")
+            quoted = f"'{key}=\"{value}\"'" if eq else "key=value"
+            raise IpuTuneError(
+                f"{text!r}: Hydra's override grammar cannot read it ({why}); allowed: key=value, "
+                f"a value holding = ? [ ] {{ }} , quotes or spaces in quotes: {quoted}") from None
+    return parsed

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ipu_tune.config._hydra import parse_overrides
 from ipu_tune.config._yaml import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
@@ -134,17 +135,6 @@ def _check_file(path: Path, root: Path, trusted: bool) -> None:
                 _check_key(".".join(full), str(value), where)
 
 
-def _parse(overrides: list[str]) -> None:
-    """Hydra's grammar over the overrides: its error as one line (the caller redacts it)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    try:
-        OverridesParser.create().parse_overrides(overrides)
-    except HydraException as exc:
-        raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
-
-
 def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
     """Refuse, before anything is composed or run, every route to code other than
     `model._target_`: on the command line and in every file of a user config folder."""
@@ -160,7 +150,8 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
         _check_key(key, value, "")
         overrides.append(arg)
     if any(a.startswith("-") for a in argv):
-        _parse(overrides)  # Hydra runs next and would print its own (unredacted) error
+        # Hydra runs next and would print its own (unredacted) error.
+        parse_overrides(overrides)
     for folder in dirs:
         if folder.startswith("pkg://"):
             raise IpuTuneError(f"--config-dir={_show(folder)}: pkg:// imports a package; "

@@ -181,6 +181,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("config.json key twice", ["model=hf", "model.hf.config_file={tmp}/dup.json"],
      "key 'layers_per_ipu' given twice"),
     ("huge search space", ["search.space={tmp}/big.yaml"], "larger than"),
+    # Hydra's grammar: the override named with how to quote it, its password hidden.
+    ("URL with an unquoted ?password=", ["study.storage=postgresql://u@h/db?password=SECRET"],
+     "'study.storage=postgresql://u@h/db?password=***': Hydra's override grammar cannot read"),
+    ("list never closed", ["workload.micro_batch_size=[1,"],
+     "'workload.micro_batch_size=[1,': Hydra's override grammar cannot read"),
     # A Hub model with its own code: the code beside its config.json is never imported.
     ("config.json of a model with its own code", ["model=hf", "model.hf.config_file={tmp}/own"],
      "model.hf.config_file='{tmp}/own': a config.json whose model_type is a Transformers model"),
@@ -212,6 +217,8 @@ EVAL_CASES: list[tuple[str, list[str], str]] = [
     ("config GA 10**20", ["evaluate", "{tmp}/huge_ga.yaml"], "plan.gradient_accumulation="),
     ("config 9-d input", ["evaluate", "{tmp}/many_dims.yaml"], "model.input_shape="),
     ("config study name", ["evaluate", "{tmp}/study_key.yaml"], "study: unknown top-level key"),
+    ("override list never closed", ["evaluate", "{tmp}/good.yaml", "plan.io_tiles=[1,"],
+     "'plan.io_tiles=[1,': Hydra's override grammar cannot read"),
     ("constants missing", ["evaluate", "{tmp}/good.yaml", "--constants", "{tmp}/no.yaml"],
      "no.yaml"),
     ("constants binary", ["evaluate", "{tmp}/good.yaml", "--constants", "{tmp}/binary.yaml"],
