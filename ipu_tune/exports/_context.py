@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ipu_tune.config import EvalConfig
-from ipu_tune.models import ModelProfile
+from ipu_tune.models import ModelProfile, model_label
 from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.simulator import SIMULATOR_VERSION, SimConstants, SimResult
 
@@ -97,8 +97,9 @@ class ExportContext:
 
     @property
     def model_label(self) -> str:
-        """The model as an export's header names it: its zoo name, else its factory."""
-        return self.config.model.name or self.config.model._target_ or "model"
+        """The model as an export's header names it: its factory, else its zoo name or its
+        Transformers type (`model_label`)."""
+        return self.config.model._target_ or model_label(self.config.model)
 
     @cached_property
     def facts(self) -> Facts:

@@ -38,6 +38,7 @@ _LAZY = {
     "TASKS": "ipu_tune.models._hf_names",
     "hf_identity": "ipu_tune.models._hf_names",
     "hf_overrides": "ipu_tune.models._hf_names",
+    "model_label": "ipu_tune.models._hf_names",
 }
 
 
@@ -70,6 +71,7 @@ __all__ = [
     "hf_overrides",
     "hf_source",
     "masked_positions",
+    "model_label",
     "profile_model",
     "zoo_entry",
 ]

@@ -14,7 +14,7 @@ from ipu_tune.config import HfConfig, ModelConfig, unique_keys
 from ipu_tune.errors import bad_value
 
 __all__ = ["DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "config_json_path", "hf_identity",
-           "hf_overrides", "hf_source", "hf_task", "usual_task"]  # fmt: skip
+           "hf_overrides", "hf_source", "hf_task", "model_label", "usual_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -202,3 +202,16 @@ def hf_source(cfg: ModelConfig) -> ModelConfig | None:
     if hf.model_type or hf.config_file or cfg.name == "hf":
         return cfg
     return None
+
+
+def model_label(cfg: ModelConfig) -> str:
+    """The model as study names, listings and export headers show it: its factory's function,
+    its zoo name, or a Transformers model's type (`vit`, `t5`; read from a config file), so
+    that two Transformers models are told apart by more than a hash."""
+    if cfg._target_:
+        return cfg._target_.rsplit(".", 1)[-1]
+    if cfg.name and cfg.name != "hf":
+        return cfg.name
+    if hf_source(cfg) is None:
+        return "model"
+    return hf_identity(cfg)[0] or "hf"

@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.config import TuneConfig, host_servers, to_plain_dict
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.models import model_label
 from ipu_tune.records import StudyMeta, TrialRecord, fail_trial, next_worker_slot
 from ipu_tune.search import SearchProblem, make_sampler
 from ipu_tune.simulator import SIMULATOR_VERSION
@@ -132,9 +133,7 @@ def _digest(fingerprint: Mapping[str, Any]) -> str:
 
 
 def _base_name(cfg: TuneConfig) -> str:
-    target = cfg.model._target_
-    model = target.rsplit(".", 1)[-1] if target else (cfg.model.name or "model")
-    return f"{model}-{cfg.system.ipu}x{cfg.system.num_ipus}-{cfg.search.name}"
+    return f"{model_label(cfg.model)}-{cfg.system.ipu}x{cfg.system.num_ipus}-{cfg.search.name}"
 
 
 def default_study_name(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> str:
@@ -162,7 +161,7 @@ def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -
     plain = to_plain_dict(cfg)
     plain["study"]["storage"] = None  # never keep credentials in the study
     return StudyMeta(
-        model=cfg.model._target_ or cfg.model.name,
+        model=cfg.model._target_ or model_label(cfg.model),
         ipu=cfg.system.ipu,
         num_ipus=cfg.system.num_ipus,
         search=cfg.search.name,

@@ -109,3 +109,14 @@ def test_hosts_are_compared_as_the_servers_they_mean(tmp_path: Path) -> None:
     assert (default.n_complete, default.ran_here) == (5, 2)
     other = _run(tmp_path, 2, "system.hosts=2")
     assert other.study_name != stated.study_name
+
+
+def test_transformers_models_are_named_by_their_type(tmp_path: Path) -> None:
+    # Before, every Transformers model was "hf-...": the second one got a bare hash.
+    small = "model.hf.config={num_hidden_layers: 2, hidden_size: 64, num_attention_heads: 2}"
+    bert = _run(tmp_path, 2, "model=hf", "model.hf.model_type=bert", small,
+                "model.sequence_length=32")
+    vit = _run(tmp_path, 2, "model=hf", "model.hf.model_type=vit", small)
+    assert (bert.study_name, vit.study_name) == ("bert-mk2x2-throughput", "vit-mk2x2-throughput")
+    listing = run_cli(["studies", "--results-dir", str(tmp_path)], tmp_path)
+    assert [line.split()[1] for line in listing.stdout.splitlines()[1:]] == ["bert", "vit"]
