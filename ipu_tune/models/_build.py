@@ -94,6 +94,22 @@ def compute(cfg: ModelConfig) -> ModelProfile:
     return _profile(cfg, model, input_kind, input_shape, example, default_bytes)
 
 
+def _input_hint(cfg: ModelConfig, model: torch.nn.Module, input_kind: str) -> str:
+    """For a factory that failed on its input: the other input kind when the model suggests it
+    (token ids go to an embedding; floats given as ids reach none)."""
+    if not cfg._target_:
+        return ""
+    embeds = any(isinstance(m, torch.nn.Embedding | torch.nn.EmbeddingBag)
+                 for m in model.modules())
+    if input_kind == "image" and embeds:
+        return ("; it holds an embedding, so it may read token ids: give "
+                "model.sequence_length=TOKENS instead of model.input_shape")
+    if input_kind == "tokens" and not embeds:
+        return ("; it holds no embedding, so it may read floats: give model.input_shape=[...] "
+                "and leave model.sequence_length unset")
+    return ""
+
+
 def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
              input_shape: tuple[int, ...], example: torch.Tensor,
              default_bytes: int) -> ModelProfile:  # fmt: skip
@@ -108,6 +124,7 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
         raise IpuTuneError(
             f"{label(cfg)}: cannot run forward and backward on the meta device"
             f"{f' on {alone} alone' if alone else ''} ({_one_line(exc)})"
+            f"{_input_hint(cfg, model, input_kind)}"
         ) from None
     check_unused = getattr(model, "check_unused", None)
     if callable(check_unused):  # a Transformers base model on one of its inputs

@@ -83,3 +83,13 @@ NOT_CALLABLE = 42
 def one_block() -> nn.Module:
     """A model of one block: no pipeline split exists."""
     return nn.Linear(8, 4)
+
+
+def token_classifier() -> nn.Module:
+    """Reads token ids: its first module is an embedding."""
+    return nn.Sequential(nn.Embedding(100, 8), nn.Flatten(), nn.Linear(8 * 6, 2))
+
+
+def tiny_cnn() -> nn.Module:
+    """Reads floats: a convolution takes no integer ids."""
+    return nn.Sequential(nn.Conv1d(1, 4, 3), nn.Flatten(), nn.Linear(4 * 6, 2))

@@ -69,3 +69,15 @@ def test_sequence_longer_than_bert_positions() -> None:
 
 def test_missing_name() -> None:
     assert "model.name" in _error(name=None)
+
+
+@pytest.mark.parametrize(("target", "given", "hint"), [
+    # Ids given as floats reach an embedding; floats given as ids reach no embedding.
+    ("token_classifier", {"input_shape": [6]}, "give model.sequence_length=TOKENS instead"),
+    ("tiny_cnn", {"sequence_length": 8}, "give model.input_shape=[...] and leave"),
+])
+def test_a_factory_given_the_other_input_kind_is_told_which(
+        target: str, given: dict[str, object], hint: str) -> None:
+    message = _error(_target_=f"{F}.{target}", **given)
+    assert "cannot run forward and backward on the meta device" in message and hint in message
+    assert "may read" in message
