@@ -162,7 +162,22 @@ def load_problem(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget,
     meta = StudyMeta.of(study)
     pinned = frozenset(meta.pinned if meta else [])
     problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg), pinned=pinned)
+    _check_inputs(args.study, meta, problem)
     return study, target, cfg, problem
+
+
+def _check_inputs(name: str, meta: StudyMeta | None, problem: SearchProblem) -> None:
+    """Refuse to explain or export a study whose model or constants file changed since its
+    trials ran: they were scored on what it was then (a study older than the digests passes)."""
+    from ipu_tune.tuner import problem_inputs
+
+    stored = meta.inputs if meta else {}
+    changed = [k for k, v in problem_inputs(problem).items() if k in stored and stored[k] != v]
+    if changed:
+        raise IpuTuneError(
+            f"study={name!r}: {' and '.join(changed)} changed since its trials ran (a file the "
+            "config names was edited, or a library traces the model otherwise); allowed: the "
+            "files as they were, or tune again for a study of the new model")
 
 
 def storage_args(parser: argparse.ArgumentParser) -> None:
@@ -180,24 +195,11 @@ def report_main(argv: Sequence[str]) -> int:
     _storage_args(parser)
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
-    from ipu_tune.case import build_system
-    from ipu_tune.models import profile_model
     from ipu_tune.results import sync_results
-    from ipu_tune.search import SearchProblem
     from ipu_tune.tuner import export_study
 
     try:
-        study, target, cfg = _load(args)
-        if cfg.model._target_ and not args.trust_remote_code:
-            raise IpuTuneError(
-                f"model._target_={cfg.model._target_[:80]!r} of study {args.study!r}: code named "
-                "in a stored study runs only with --trust-remote-code"
-            )
-        profile = profile_model(cfg.model)
-        system = build_system(cfg)
-        meta = StudyMeta.of(study)
-        pinned = frozenset(meta.pinned if meta else [])
-        problem = SearchProblem(cfg, profile, system, pinned=pinned)
+        study, target, cfg, problem = load_problem(args)
         store = ResultsStore(target.results_url)
         try:
             sync_results(store, study)

@@ -5,6 +5,7 @@ from ipu_tune.tuner._study import (
     default_study_name,
     open_study,
     problem_fingerprint,
+    problem_inputs,
     recover_stale_trials,
 )
 
@@ -16,6 +17,7 @@ __all__ = [
     "open_study",
     "prepare",
     "problem_fingerprint",
+    "problem_inputs",
     "recover_stale_trials",
     "run",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from ipu_tune.__main__ import main
 from ipu_tune.config import CONF_DIR, TuneConfig
 from ipu_tune.config._load import typed
 from ipu_tune.errors import IpuTuneError
@@ -101,3 +102,18 @@ def test_a_factory_edited_in_place_is_another_study(tmp_path: Path) -> None:
                           if line.startswith("study ")))
         assert "(2 run now)" in done.stdout
     assert names[0] != names[1]
+
+
+@pytest.mark.parametrize("command", ["report", "explain"])
+def test_a_study_of_an_edited_model_is_not_explained_with_the_new_one(
+        tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    _write_config(folder, num_hidden_layers=2)
+    done = _run(tmp_path / "results", 2, *_hf(folder))
+    _write_config(folder, num_hidden_layers=4)
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, done.study_name, "--results-dir", str(tmp_path / "results")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err
+    assert f"study={done.study_name!r}: model (as profiled) changed since its trials ran" in err
