@@ -108,17 +108,17 @@ def _servers_for_hosts(out: dict[str, Any]) -> None:
 # The model and a constants file enter a study as what they are, not by their names: a config
 # file or a factory edited in place, or a library that traces the model otherwise, is another
 # problem (the stored trials were scored on the old one).
-MODEL_AS_PROFILED = "model (as profiled)"
-CONSTANTS_READ = "simulator.constants (values)"
+_MODEL_AS_PROFILED = "model (as profiled)"
+_CONSTANTS_READ = "simulator.constants (values)"
 
 
 def problem_inputs(problem: SearchProblem) -> dict[str, str]:
     """Digests of the model as profiled (without the torch version that traced it) and, when
     `simulator.constants` names a file, of the constants read from it. The defaults are not
     digested: they change only with the simulator, whose version a study keeps."""
-    out = {MODEL_AS_PROFILED: _value_digest(replace(problem.profile, torch_version=""))}
+    out = {_MODEL_AS_PROFILED: _value_digest(replace(problem.profile, torch_version=""))}
     if problem.cfg.simulator.constants:
-        out[CONSTANTS_READ] = _value_digest(problem.constants)
+        out[_CONSTANTS_READ] = _value_digest(problem.constants)
     return out
 
 
