@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from ipu_tune.config import EvalConfig, load_config
+from ipu_tune.config import EvalConfig, load_config, read_text
 from ipu_tune.errors import IpuTuneError, bad_value
 
 __all__ = ["POINTS_FILE", "CalibrationPoint", "default_points", "load_points"]
@@ -94,10 +94,7 @@ def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[Calibr
     rows: list[Mapping[str, Any]]
     if isinstance(source, str | Path):
         path = Path(source)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise IpuTuneError(f"{str(path)!r}: cannot be read ({exc.strerror})") from None
+        text = read_text(path, "calibration file")
         if path.suffix.lower() == ".csv":
             rows = [_undot(r) for r in csv.DictReader(text.splitlines())]
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -65,21 +67,29 @@ def _check_key(parent: list[Any], event: Any, what: str, path: Path) -> None:
     keys.add(event.value)
 
 
-def read_text(path: Path, what: str) -> str:
-    """A text file of at most 1 MiB, UTF-8 without NUL bytes; one line naming `what` else."""
+def read_text(path: Path, what: str, key: str | None = None) -> str:
+    """A regular text file of at most 1 MiB, UTF-8 without NUL bytes; else one line naming
+    `what` (or the config `key` that named the file) and the path. Opened without blocking: a
+    FIFO would wait for a writer, a device never ends."""
+    name = f"{key}={str(path)!r}" if key else f"{what} {str(path)!r}"
     try:
-        with path.open("rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise IpuTuneError(f"{name}: not a regular file (a folder, FIFO or device); "
+                                   f"allowed: a readable {what}")
             raw = f.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
-        raise IpuTuneError(f"{what} {str(path)!r}: cannot be read ({exc.strerror})") from None
+        raise IpuTuneError(f"{name}: cannot be read ({exc.strerror}); allowed: a readable {what}"
+                           ) from None
     if len(raw) > MAX_YAML_BYTES:
-        raise IpuTuneError(f"{what} {str(path)!r}: larger than {MAX_YAML_BYTES} bytes (1 MiB)")
+        raise IpuTuneError(f"{name}: larger than {MAX_YAML_BYTES} bytes (1 MiB)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise IpuTuneError(f"{what} {str(path)!r}: not a UTF-8 text file") from None
+        raise IpuTuneError(f"{name}: not a UTF-8 text file") from None
     if "\x00" in text:
-        raise IpuTuneError(f"{what} {str(path)!r}: binary file (NUL bytes); expected text")
+        raise IpuTuneError(f"{name}: binary file (NUL bytes); expected text")
     return text
 
 

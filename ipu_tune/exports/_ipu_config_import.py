@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ipu_tune.config import EvalConfig, unique_keys
+from ipu_tune.config import EvalConfig, read_text, unique_keys
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks
 from ipu_tune.models import ModelProfile
@@ -71,9 +71,10 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
     file = Path(path).expanduser()
     if file.is_dir():
         file = file / "ipu_config.json"
+    text = read_text(file, "ipu_config.json", KEY)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"), object_pairs_hook=unique_keys)
-    except (OSError, ValueError) as exc:
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except ValueError as exc:
         text = " ".join(str(exc).split())
         raise bad_value(KEY, str(path), f"a readable ipu_config.json ({text})") from None
     if not isinstance(data, dict):

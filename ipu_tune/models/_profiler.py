@@ -19,7 +19,7 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from ipu_tune.config import ModelConfig
+from ipu_tune.config import ModelConfig, read_text
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._hf_names import config_json_path
 from ipu_tune.models._profile import ModelProfile
@@ -71,9 +71,10 @@ def _target_stamp(target: str) -> str:
 
 
 def _contents_digest(path: Path) -> str:
+    """'' for what is no readable text file: building the model names the problem."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(read_text(path, "file").encode()).hexdigest()
+    except IpuTuneError:
         return ""
 
 
