@@ -181,6 +181,16 @@ def _sample_line(task: str, profile: ModelProfile) -> str:
             f"torch.randint({vocab}, (64, {seq}))]  # your tokenized dataset")
 
 
+def _generation_note(task: str, profile: ModelProfile) -> list[str]:
+    """What the simulated rate of a generating head is: one forward pass over the sequence
+    (scoring, or a prompt's prefill), not the token-by-token decoding the pipeline runs."""
+    if task not in ("causal-lm", "seq2seq-lm"):
+        return []
+    return [f"# Simulated: one forward pass over {profile.input_shape[0]} tokens per sample "
+            "(scoring, or a prompt's prefill). Generating runs a pass per new token,",
+            "# at a rate ipu-tune did not simulate."]
+
+
 def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig,
                             *notes: str) -> str:
     """A ten-line program running `plan` with optimum-graphcore from `ipu_config.json`;
@@ -214,6 +224,7 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
         ]
     else:
         body = [
+            *_generation_note(task, profile),
             "# The pipeline needs a tokenizer or image processor: pass tokenizer=... for a"
             " model built from a config.",
             f"pipe = pipeline({_PIPELINE_TASKS[task]!r}, model=model, ipu_config=ipu_config,"
