@@ -80,6 +80,10 @@ def remedy_command(overrides: Sequence[str], argv: Sequence[str] | None) -> str:
 _BEYOND = ("it needs more IPUs or more memory per IPU than this system has (e.g. system=pod16 "
            "or pod64; docs/first-run.md names a system for each zoo model), or a smaller model "
            "or input (e.g. a shorter sequence)")
+# When not even a stage per block on more IPUs of this kind fits.
+_NO_SYSTEM = ("not even with more IPUs of this kind, a pipeline stage per block (the last "
+              "remedy): a stage does not fit one IPU; it needs a smaller model or input (e.g. a "
+              "shorter sequence, a smaller vocabulary)")
 
 
 def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list[str]:
@@ -103,7 +107,8 @@ def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list
         if others:
             lines.append("  also checked, does not fit alone: " + "; ".join(others))
         if not fitting:
-            lines.append(f"none of these fits: {_BEYOND}")
+            larger = any(r.get("larger_system") for r in checked)
+            lines.append("none of these fits: " + (_NO_SYSTEM if larger else _BEYOND))
     else:
         lines.append("remedies: none; no smaller micro-batch, lower precision, stronger "
                      "recomputation, offloading, lower available memory proportion or further "

@@ -7,7 +7,7 @@ sensitivity, remedies); each part is also usable alone.
 
 from ipu_tune.explain._ladder import Rank, Step, differing_keys, ladder, rank_by, step_row
 from ipu_tune.explain._phases import phase_shares
-from ipu_tune.explain._remedies import override_text, remedies
+from ipu_tune.explain._remedies import larger_system, override_text, remedies
 from ipu_tune.explain._start import SEED_LABEL, START_LABEL, start_label
 from ipu_tune.explain._study import (
     PARETO_RULE,
@@ -30,6 +30,7 @@ __all__ = [
     "differing_keys",
     "explain_study",
     "ladder",
+    "larger_system",
     "override_text",
     "phase_shares",
     "rank_by",

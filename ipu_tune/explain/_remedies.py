@@ -16,17 +16,28 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-from ipu_tune.config import EvalConfig, to_plain_dict
+from ipu_tune.case import build_case, simulate_case
+from ipu_tune.config import LIMITS, EvalConfig, to_plain_dict, validate
+from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, set_key
-from ipu_tune.search import SearchProblem, TrialOutcome, even_split
+from ipu_tune.plan import plan_from_config
+from ipu_tune.search import (
+    SearchProblem,
+    StageCostModel,
+    TrialOutcome,
+    balanced_split,
+    even_split,
+)
 
-__all__ = ["override_text", "remedies"]
+__all__ = ["larger_system", "override_text", "remedies"]
 
 MB = 1e6
 # Recomputation from the least to the most memory saved (`auto` is PopTorch's default: none
 # unpinned, pipeline recomputation when pipelined; seed guide 4.2).
 _RECOMPUTE = ("none", "auto", "checkpoints", "every_block")
 _LOWEST_AMP = 0.1  # the lowest available memory proportion the presets search
+# Shares of an IPU's memory the split planner is given per stage (`larger_system`).
+_PLANNER_SHARES = (1.0, 0.85, 0.7, 0.55)
 
 
 def _with(cfg: EvalConfig, changes: dict[str, Any]) -> EvalConfig:
@@ -162,6 +173,9 @@ def remedies(problem: SearchProblem, cfg: EvalConfig,
     closest_peak = _peak(problem.evaluate(cfg))
     rows = _from(problem, user, user, "", closest_peak) if user is not cfg else []
     rows += _from(problem, cfg, user, " (on the closest plan)", closest_peak)
+    if not any(row["fits"] for row in rows):  # nothing on this system: the fewest IPUs
+        bigger = larger_system(problem, cfg, user)
+        rows += [bigger] if bigger is not None else []
     seen: set[tuple[str, ...]] = set()
     out = []
     for row in sorted(rows, key=lambda r: (not r["fits"], len(r["overrides"]),
@@ -171,3 +185,68 @@ def remedies(problem: SearchProblem, cfg: EvalConfig,
             seen.add(key)
             out.append(row)
     return out
+
+
+def larger_system(problem: SearchProblem, cfg: EvalConfig,
+                  user: EvalConfig | None = None) -> dict[str, Any] | None:
+    """When nothing fits on this system: the fewest IPUs of its kind (powers of two) on which
+    `cfg` fits with every memory saver on, one pipeline stage per IPU up to the model's blocks
+    (split by the search's balanced planner), the other IPUs replicas. A row as `remedies`
+    gives, its overrides starting with `system.num_ipus` and `larger_system` true. When none
+    fits, the row of the most stages the model has (more IPUs than that only add replicas,
+    which hold the same weights); None when not even that is a plan."""
+    user = user if user is not None else cfg
+    training = cfg.workload.mode == "train"
+    most = min(len(problem.profile.blocks), LIMITS["system.num_ipus"])
+    ipus, row = cfg.system.num_ipus * 2, None
+    while ipus <= LIMITS["system.num_ipus"]:
+        stages = 1 << (min(ipus, most).bit_length() - 1)  # a power of two <= both
+        cand = _with(cfg, {"system.num_ipus": ipus, "plan.replication_factor": ipus // stages})
+        cand = _with(cand, {k: v for _, ch in _savers(cand, training) for k, v in ch.items()})
+        # The planner's memory estimate leaves out code and buffers: ask it for less memory
+        # per stage until the simulator says a split fits. Sharded (one stage at a time, no
+        # accumulation or stash) holds the least when pipelining does not fit.
+        for schedule in dict.fromkeys((cand.plan.pipeline.schedule, "sharded")):
+            for share in _PLANNER_SHARES:
+                split = _split(problem, _with(cand, {"plan.pipeline.schedule": schedule}),
+                               stages, share * problem.system.ipu.sram_bytes)
+                row = _simulated(problem, split, user, ipus, stages) or row
+                if row is not None and row["fits"]:
+                    return row
+        if stages * 2 > most:
+            break
+        ipus *= 2
+    return row
+
+
+def _split(problem: SearchProblem, cfg: EvalConfig, stages: int,
+           limit_bytes: float) -> EvalConfig:
+    """`cfg` with `stages` pipeline stages balanced within `limit_bytes` each (the search's
+    planner); pipelined, gradient accumulation at least the stages (a micro-batch per stage in
+    flight)."""
+    blocks = problem.profile.blocks
+    if stages == 1:
+        return _with(cfg, {"plan.pipeline.splits": []})
+    model = StageCostModel(problem.profile, plan_from_config(cfg))
+    starts = balanced_split(model, stages, limit_bytes)
+    changes: dict[str, Any] = {"plan.pipeline.splits": [blocks[i] for i in starts[1:]]}
+    if cfg.workload.mode == "train" and cfg.plan.pipeline.schedule != "sharded":
+        changes["plan.gradient_accumulation"] = max(cfg.plan.gradient_accumulation, stages)
+    return _with(cfg, changes)
+
+
+def _simulated(problem: SearchProblem, cand: EvalConfig, user: EvalConfig, ipus: int,
+               stages: int) -> dict[str, Any] | None:
+    try:
+        validate(cand)
+        r = simulate_case(build_case(cand, problem.profile), problem.constants)
+    except IpuTuneError:
+        return None
+    peak = max(r.memory_per_ipu, default=0)
+    return {"remedy": f"{ipus} {cand.system.ipu} IPUs ({stages} pipeline stages x "
+                      f"{ipus // stages} replicas, every memory saver)",
+            "fits": bool(r.fits), "throughput": float(r.throughput),
+            "memory": f"{peak / MB:,.0f}/{r.memory_limit_bytes / MB:,.0f} MB",
+            "peak_memory_bytes": int(peak), "reason": r.reason,
+            "overrides": [f"system.num_ipus={ipus}", *_overrides(user, cand)],
+            "config": to_plain_dict(cand), "larger_system": True}

@@ -150,3 +150,39 @@ def test_when_no_remedy_fits_the_summary_says_what_is_left_to_change() -> None:
     assert "still does not fit (peak 1,628/941 MB)" in lines[2]
     assert lines[-1].startswith("none of these fits: it needs more IPUs")
     assert "system=pod16" in lines[-1]
+
+
+def test_a_model_no_saver_fits_is_offered_the_fewest_ipus_of_its_kind_that_fit() -> None:
+    """BERT-Large on one Mk2: its weights and gradients alone exceed the IPU, so no saver fits
+    there; the remedy is the fewest IPUs (a power of two) that fit, simulated as run."""
+    from ipu_tune.config import compose
+    from ipu_tune.explain import larger_system, remedies
+    from ipu_tune.tuner import prepare
+
+    cfg = compose(["model=bert_large", "system.num_ipus=1", "workload.micro_batch_size=1"])
+    problem = prepare(cfg).problem
+    user = problem.codec.user
+    rows = remedies(problem, user)
+    bigger = [r for r in rows if r.get("larger_system")]
+    assert [r["fits"] for r in rows if not r.get("larger_system")] == [False] * (len(rows) - 1)
+    assert len(bigger) == 1 and bigger[0]["fits"], rows
+    ipus = int(bigger[0]["overrides"][0].removeprefix("system.num_ipus="))
+    assert ipus == 2 and bigger[0]["remedy"].startswith("2 mk2 IPUs (2 pipeline stages")
+    res = ipu_tune.evaluate(bigger[0]["config"])
+    assert res.fits and res.throughput == pytest.approx(bigger[0]["throughput"])
+    assert larger_system(problem, user) == bigger[0]
+
+
+def test_when_not_even_more_ipus_fit_the_summary_says_what_is_left() -> None:
+    from ipu_tune.cli.explain_cmd import format_remedies
+    from ipu_tune.explain import Closest
+
+    row = {"remedy": "16 mk2 IPUs (16 pipeline stages x 1 replicas, every memory saver)",
+           "fits": False, "throughput": 0.0, "memory": "998/941 MB", "larger_system": True,
+           "overrides": ["system.num_ipus=16"]}
+    closest = Closest(trial=3, reason="IPU0 over", peak_memory_bytes=1_962_000_000,
+                      memory_limit_bytes=940_572_672, excess_bytes=1_021_427_328,
+                      remedies=(row,))
+    last = format_remedies(closest, ["model=hf"])[-1]
+    assert last.startswith("none of these fits: not even with more IPUs of this kind")
+    assert "system=pod16" not in last and "a smaller vocabulary" in last
