@@ -369,7 +369,9 @@ def readable_table(df: Any) -> str:
             return "-"
         if isinstance(v, bool):
             return "yes" if v else "no"
-        return f"{v:,.6g}" if isinstance(v, float) else str(v)
+        if isinstance(v, float):  # rates and MB to one decimal; proportions as given
+            return f"{v:,.1f}" if abs(v) >= 100 else f"{v:,.6g}"
+        return str(v)
 
     shown = df.map(cell)
     same = [c for c in shown.columns[_ALWAYS:] if shown[c].nunique() == 1 and len(shown) > 1]
