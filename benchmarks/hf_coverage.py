@@ -10,14 +10,15 @@ in a fresh profile cache, and sorts the outcome: profiled; refused in one line
 (`IpuTuneError`), by reason; crashed (any other exception: the target is none); timed out.
 Then, for `--search` of the profiled types (every k-th, in name order), it runs the main
 command with 10 trials in a fresh process and counts those that find a fitting plan, those that
-end "no plan fits" with remedies (exit 0: an infeasible plan is a result), and those that end
-otherwise (the target is none).
+end "no plan fits" (exit 0: an infeasible plan is a result) with a remedy naming a larger
+system that fits or saying none does, and those that end otherwise (the target is none).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -79,8 +80,15 @@ def _search_outcome(model_type: str, results: Path) -> str:
     if done.returncode == 0 and "best: trial" in done.stdout:
         return "found a fitting plan"
     if done.returncode == 0 and "no plan fits" in done.stdout:
-        return "no plan fits (remedies shown)"
+        larger = re.search(r"^  - \d+ \S+ IPUs \(.*\): fits,", done.stdout, re.MULTILINE)
+        return _LARGER if larger else _NO_SYSTEM
     return "ended otherwise"
+
+
+# How a "no plan fits" ends: the remedies name a larger system of the same IPUs that fits, or
+# not even a pipeline stage per block fits.
+_LARGER = "no plan fits on 2 IPUs, a larger system fits (remedy shown)"
+_NO_SYSTEM = "no plan fits on any number of IPUs"
 
 
 def main() -> None:
@@ -110,7 +118,7 @@ def main() -> None:
         target = "0" if outcome in ("crashed", "timed out") else None
         record.add(f"profiles: {outcome}", counts.get(outcome, 0), "types", target=target)
         print(f"{outcome}: {counts.get(outcome, 0)} of {len(types)}")
-    for outcome in ("found a fitting plan", "no plan fits (remedies shown)", "ended otherwise"):
+    for outcome in ("found a fitting plan", _LARGER, _NO_SYSTEM, "ended otherwise"):
         target = "0" if outcome == "ended otherwise" else None
         record.add(f"main command, 10 trials: {outcome}", searched.get(outcome, 0), "types",
                    target=target, note=f"of {len(chosen)} profiled types: {', '.join(chosen)}")
