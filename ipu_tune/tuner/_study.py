@@ -254,6 +254,13 @@ def _open_fallback(taken: str, diffs: list[str], storage: BaseStorage, cfg: Tune
     else:
         names = [hashed_study_name(cfg, pinned), hashed_study_name(cfg, pinned, mine.inputs)]
     for candidate in (n for n in names if n != taken):
+        if all(d.startswith(tuple(mine.inputs)) for d in diffs):
+            # The same config, another model or constants: say so, since a worker on another
+            # host with other library versions would otherwise split the study silently.
+            print(f"ipu-tune: study {taken!r} was run with another "
+                  f"{' and '.join(d.partition(':')[0] for d in diffs)} (a file the config names "
+                  f"was edited, or other library versions); using study {candidate!r}",
+                  file=sys.stderr)
         opened = _open_one(candidate, storage, cfg, problem, mine, workers)
         if not isinstance(opened, list):
             return opened

@@ -41,16 +41,20 @@ def _hf(folder: Path) -> tuple[str, ...]:
     return ("model=hf", f"model.hf.config_file={folder}", "model.sequence_length=32")
 
 
-def test_a_config_file_edited_in_place_is_another_default_study(tmp_path: Path) -> None:
+def test_a_config_file_edited_in_place_is_another_default_study(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "model"
     folder.mkdir()
     _write_config(folder, num_hidden_layers=2)
     first = _run(tmp_path / "results", 3, *_hf(folder))
     _write_config(folder, num_hidden_layers=4)
+    capsys.readouterr()
     deeper = _run(tmp_path / "results", 3, *_hf(folder))
     # Before, the folder's unchanged stamp kept the old profile and the old study: "(0 run now)".
     assert deeper.study_name != first.study_name
     assert (deeper.n_complete, deeper.ran_here) == (3, 3)
+    said = capsys.readouterr().err  # one line: why this run is not in the default study
+    assert f"study {first.study_name!r} was run with another model (as profiled)" in said
     _write_config(folder, num_hidden_layers=6)
     third = _run(tmp_path / "results", 3, *_hf(folder))
     assert len({first.study_name, deeper.study_name, third.study_name}) == 3
