@@ -1,0 +1,69 @@
+"""The hostile and malformed files the bad-input table names as `{tmp}/NAME`."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+
+def write_fixtures(tmp: Path) -> None:
+    """Every file and folder the cases of tests/cli/test_bad_input.py read."""
+    (tmp / "confdir").mkdir(exist_ok=True)  # an empty --config-dir
+    (tmp / "empty.yaml").write_text("")
+    (tmp / "malformed.yaml").write_text("knobs: [unclosed\n  - : :\n")
+    (tmp / "low_high.yaml").write_text(
+        "knobs:\n  gradient_accumulation: {type: int, low: 64, high: 2}\n"
+    )
+    (tmp / "a_file").write_text("I am a file")
+    (tmp / "corrupt.db").write_bytes(b"garbage" * 1000)
+    (tmp / "not_yaml.yaml").write_text("model: {name: [resnet101\nplan: : :\n")
+    (tmp / "a_list.yaml").write_text("- 1\n- 2\n")
+    (tmp / "bad_knob.yaml").write_text("plan: {io_tiles: 7}\n")
+    (tmp / "system_name.yaml").write_text("system: pod99\n")
+    (tmp / "system_number.yaml").write_text("system: 16\n")
+    (tmp / "hosts_0.yaml").write_text("system: {num_ipus: 4, hosts: 0}\n")
+    (tmp / "binary.yaml").write_bytes(bytes(range(256)) * 4)
+    (tmp / "deep.yaml").write_text("[" * 2000 + "]" * 2000 + "\n")
+    # safe_load would keep the last of two values silently.
+    (tmp / "dup.yaml").write_text('model: {name: resnet50}\nplan:\n  precision: "16.16"\n'
+                                  '  precision: "32.32"\n')
+    (tmp / "dup.json").write_text('{"layers_per_ipu": [0, 8], "layers_per_ipu": [8, 0]}')
+    (tmp / "own").mkdir()
+    (tmp / "own" / "config.json").write_text(
+        '{"model_type": "mine", "auto_map": {"AutoModel": "modeling_mine.Mine"}}')
+    (tmp / "own" / "modeling_mine.py").write_text(f"open({str(tmp / 'ran')!r}, 'w')\n")
+    (tmp / "dup_space.yaml").write_text("knobs: {}\nknobs: {plan.precision: {}}\n")
+    laughs = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    (tmp / "bomb.yaml").write_text("\n".join(laughs) + "\n")
+    (tmp / "big.yaml").write_text("# padding\n" * 120_000 + "plan: {}\n")
+    (tmp / "plans.yaml").write_text("plans: {precision: '16.16'}\n")
+    (tmp / "nested_key.yaml").write_text("workload: {microbatch: 8}\n")
+    (tmp / "latin1.yaml").write_bytes("model: {name: r\xe9snet}\n".encode("latin-1"))
+    (tmp / "latin1.csv").write_bytes("name,samples_per_s\nr\xe9,1\n".encode("latin-1"))
+    (tmp / "nul.yaml").write_bytes(b"plan: {}\n\x00\x00\n")
+    (tmp / "target.yaml").write_text("model: {_target_: tests.models.factories.tiny_mlp}\n")
+    (tmp / "os_system.yaml").write_text(
+        f"model: {{_target_: os.system, kwargs: {{command: 'touch {tmp}/sentinel'}}}}\n")
+    (tmp / "huge_ga.yaml").write_text("plan: {gradient_accumulation: 100000000000000000000}\n")
+    (tmp / "many_dims.yaml").write_text("model: {input_shape: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n")
+    (tmp / "study_key.yaml").write_text("study: {name: x}\n")
+    (tmp / "rows_target.yaml").write_text(
+        "- {model: {_target_: tests.models.factories.tiny_mlp, input_shape: [8]}, "
+        "samples_per_s: 100}\n")
+    (tmp / "rows_empty.yaml").write_text("- {model: {name: resnet18}}\n")
+    (tmp / "a_dir.csv").mkdir()
+    (tmp / "good.yaml").write_text("model: {name: mnist_cnn, input_shape: [1, 28, 28]}\n")
+    con = sqlite3.connect(tmp / "sqlite.journal")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    (tmp / "app.log").write_text("2024-01-01 started\nno final newline")
+    (tmp / "notes.txt").write_text("notes\nkeep me")
+    (tmp / "link.journal").symlink_to(tmp / "notes.txt")
+    os.mkfifo(tmp / "fifo.journal")
+    (tmp / "cdir.db.claims").mkdir()
+    os.mkfifo(tmp / "cfifo.db.claims")
+    (tmp / "cdev.db.claims").symlink_to("/dev/null")
+    (tmp / "config.pickle").write_bytes(b"not read")
