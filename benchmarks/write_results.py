@@ -32,6 +32,10 @@ BENCHMARKS = (
               "model=resnet101 search=throughput` (100 trials, exports and report), each run "
               "in a fresh results directory with the model profile cached.",
               "python benchmarks/main_command.py --rounds 3"),
+    Benchmark("deep_model", "Wall time of the main command on a 300-layer BERT (hidden 64, "
+              "3 trials, 2 Mk2 IPUs) where no plan fits: the pipeline-split planner of the warm "
+              "start and of the remedy naming the fewest IPUs that fit.",
+              "python benchmarks/deep_model.py --rounds 3"),
     Benchmark("calibration_fit", "The simulator against the measured runs it was calibrated on "
               "(deterministic): error of each predicted rate and cycle count, and the memory "
               "verdict of the out-of-memory point.",

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
@@ -111,43 +114,89 @@ class StageCostModel:
 
     def stage_memory_bytes(self, first: int, last: int, stage: int, stages: int) -> float:
         """Estimated bytes of blocks [first, last) as stage `stage` of `stages` (no fixed costs)."""
-        blocks = self.profile.block_stats[first:last]
-        return self._memory(
-            first,
-            params=sum(b.parameters for b in blocks),
-            saved=sum(b.saved_elements for b in blocks),
-            saved_max=max((b.saved_elements for b in blocks), default=0),
-            inner_outputs=sum(b.output_elements for b in blocks[:-1]),
-            live_max=max((b.max_live_elements for b in blocks), default=0),
-            depth=_stash_depth(self.plan, stage, stages),
-        )
+        depth = _stash_depth(self.plan, stage, stages)
+        return float(self.memory_matrix(depth)[first, last])
 
-    def _memory(self, first: int, *, params: int, saved: int, saved_max: int,
-                inner_outputs: int, live_max: int, depth: int) -> float:
-        p = self.plan
-        act = 2 if p.model_fp16 else 4
-        per_param = float(act)  # weights
-        if p.training:
-            per_param += act  # gradient accumulator
-            # The simulator's optimizer-state rule (moments, fp32 second moment).
-            state_bytes = state_bytes_per_param(p.optimizer, p.model_fp16)
-            if p.offload_optimizer_state:
-                state_bytes = 0
-            elif p.replicated_tensor_sharding and p.replication_factor > 1:
-                state_bytes = state_bytes / p.replication_factor
-            per_param += state_bytes
-        if not p.training:
-            stash = 0
-        elif p.recompute == "none":
-            stash = saved * depth
+    def memory_matrix(self, depth: int) -> np.ndarray:
+        """Estimated bytes of every block range [i, j) as a stage with stash `depth`, at
+        [i, j] (i < j; other entries are meaningless): weights, gradient accumulators and
+        optimizer state per parameter, the stash by recomputation mode, the largest live
+        block's activations."""
+        m = self._matrices
+        act = 2 if self.plan.model_fp16 else 4
+        stash = m.stash_per_depth * depth + m.stash_fixed
+        out: np.ndarray = m.weights + (stash + m.live_max) * self.plan.micro_batch_size * act
+        return out
+
+    @cached_property
+    def _matrices(self) -> _StageMatrices:
+        return _StageMatrices.of(self.profile, self.plan)
+
+
+@dataclass(frozen=True)
+class _StageMatrices:
+    """The parts of a stage's memory that do not depend on its stash depth, for every block
+    range [i, j) at [i, j]: bytes per parameter x parameters, stash elements per unit of depth
+    and fixed, the largest live block's elements."""
+
+    weights: np.ndarray  # float bytes
+    stash_per_depth: np.ndarray  # elements
+    stash_fixed: np.ndarray  # elements
+    live_max: np.ndarray  # elements
+
+    @staticmethod
+    def of(profile: ModelProfile, plan: ExecutionPlan) -> _StageMatrices:
+        blocks = profile.block_stats
+        n = len(blocks)
+
+        def column(values: list[int]) -> np.ndarray:
+            return np.array(values, dtype=np.int64)
+
+        def ranged_sum(values: list[int]) -> np.ndarray:  # [i, j]: sum of values[i:j]
+            prefix = np.concatenate([[0], np.cumsum(column(values))])
+            return prefix[None, :] - prefix[:n, None]
+
+        def ranged_max(values: list[int]) -> np.ndarray:  # [i, j]: max of values[i:j]
+            upper = np.triu(np.broadcast_to(column(values), (n, n)))
+            out = np.zeros((n, n + 1), dtype=np.int64)
+            out[:, 1:] = np.maximum.accumulate(upper, axis=1)
+            return out
+
+        outputs = [b.output_elements for b in blocks]
+        saved = [b.saved_elements for b in blocks]
+        weights = ranged_sum([b.parameters for b in blocks]) * _bytes_per_param(plan)
+        zeros = np.zeros((n, n + 1), dtype=np.int64)
+        if not plan.training:
+            per_depth, fixed = zeros, zeros
+        elif plan.recompute == "none":
+            per_depth, fixed = ranged_sum(saved), zeros
         else:
-            first_in = (self.profile.input_elements if first == 0
-                        else self.profile.block_stats[first - 1].output_elements)
-            # Checkpoints stash only the stage input, every_block also each block's output;
-            # one block's activations are recomputed live during backward.
-            kept = first_in + (inner_outputs if p.recompute == "every_block" else 0)
-            stash = kept * depth + saved_max
-        return params * per_param + (stash + live_max) * p.micro_batch_size * act
+            # Checkpoints stash only the stage input, every_block also each block's output
+            # but the last; one block's activations are recomputed live during backward.
+            first_in = column([profile.input_elements, *outputs[:-1]])[:, None]
+            per_depth = first_in + zeros
+            if plan.recompute == "every_block":
+                inner = ranged_sum(outputs)
+                per_depth = per_depth + np.concatenate([zeros[:, :1], inner[:, :-1]], axis=1)
+            fixed = ranged_max(saved)
+        return _StageMatrices(weights, per_depth, fixed,
+                              ranged_max([b.max_live_elements for b in blocks]))
+
+
+def _bytes_per_param(plan: ExecutionPlan) -> float:
+    """Weights, gradient accumulator and optimizer state (the simulator's rules: moments,
+    fp32 second moment; none when offloaded, a replica's share when sharded)."""
+    act = 2 if plan.model_fp16 else 4
+    per_param = float(act)
+    if plan.training:
+        per_param += act
+        state_bytes = state_bytes_per_param(plan.optimizer, plan.model_fp16)
+        if plan.offload_optimizer_state:
+            state_bytes = 0
+        elif plan.replicated_tensor_sharding and plan.replication_factor > 1:
+            state_bytes = state_bytes / plan.replication_factor
+        per_param += state_bytes
+    return per_param
 
 
 def stage_loads(model: StageCostModel, starts: Sequence[int]) -> list[float]:
@@ -173,44 +222,41 @@ def balanced_split(
     n = len(model.profile.block_stats)
     assert 1 <= stages <= n
     offsets = list(offsets_bytes) if offsets_bytes is not None else [0.0] * stages
-    prefix = [0.0]
-    for b in range(n):
-        prefix.append(prefix[-1] + model.block_time(b))
+    prefix = np.concatenate([[0.0], np.cumsum([model.block_time(b) for b in range(n)])])
+    stage_time = prefix[None, :] - prefix[:n, None]  # [i, j]: blocks [i, j) on one stage
+    i_of = np.arange(n)[:, None]
+    j_of = np.arange(n + 1)[None, :]
 
     inf = float("inf")
-    # best[k][j]: (over-memory ratio, slowest stage time) of blocks [0, j) on stages 0..k-1;
-    # feasible splits (ratio 0) first, then the fastest.
-    best = [[(inf, inf)] * (n + 1) for _ in range(stages + 1)]
-    choice = [[-1] * (n + 1) for _ in range(stages + 1)]
-    best[0][0] = (0.0, 0.0)
-    blocks = model.profile.block_stats
+    # best_*[k, j]: (over-memory ratio, slowest stage time) of blocks [0, j) on stages
+    # 0..k-1; feasible splits (ratio 0) first, then the fastest.
+    best_over = np.full((stages + 1, n + 1), inf)
+    best_time = np.full((stages + 1, n + 1), inf)
+    choice = np.full((stages + 1, n + 1), -1, dtype=np.int64)
+    best_over[0, 0] = best_time[0, 0] = 0.0
     for k in range(1, stages + 1):
-        depth = _stash_depth(model.plan, k - 1, stages)
         # Stage k-1 covers blocks [i, j); later stages need at least one block each.
-        for j in range(k, n - (stages - k) + 1):
-            params = saved = saved_max = inner = live_max = 0
-            for i in range(j - 1, k - 2, -1):  # grow the stage backwards from block j-1
-                blk = blocks[i]
-                params += blk.parameters
-                saved += blk.saved_elements
-                saved_max = max(saved_max, blk.saved_elements)
-                live_max = max(live_max, blk.max_live_elements)
-                if i < j - 1:
-                    inner += blk.output_elements
-                prev = best[k - 1][i]
-                if prev[0] == inf:
-                    continue
-                mem = model._memory(i, params=params, saved=saved, saved_max=saved_max,
-                                    inner_outputs=inner, live_max=live_max, depth=depth)
-                over = max(0.0, (mem + offsets[k - 1]) / limit_bytes - 1.0)
-                cand = (max(prev[0], over), max(prev[1], prefix[j] - prefix[i]))
-                if cand < best[k][j]:
-                    best[k][j] = cand
-                    choice[k][j] = i
+        allowed = (i_of < j_of) & (j_of >= k) & (j_of <= n - (stages - k))
+        allowed &= (best_over[k - 1, :n] != inf)[:, None]
+        mem = model.memory_matrix(_stash_depth(model.plan, k - 1, stages))
+        over = np.maximum(0.0, (mem + offsets[k - 1]) / limit_bytes - 1.0)
+        cand_over = np.where(allowed, np.maximum(best_over[k - 1, :n, None], over), inf)
+        cand_time = np.maximum(best_time[k - 1, :n, None], stage_time)
+        # The least excess, then the fastest; of equals the largest i (a stage grown
+        # backwards from block j-1 keeps the first it meets).
+        least = cand_over.min(axis=0)
+        low = (cand_over == least) & allowed
+        fastest = np.where(low, cand_time, inf).min(axis=0)
+        pick = low & (cand_time == fastest)
+        found = pick.any(axis=0)
+        last_i = n - 1 - np.argmax(pick[::-1], axis=0)
+        best_over[k] = np.where(found, least, inf)
+        best_time[k] = np.where(found, fastest, inf)
+        choice[k] = np.where(found, last_i, -1)
     starts = []
     j = n
     for k in range(stages, 0, -1):
-        i = choice[k][j]
+        i = int(choice[k, j])
         assert i >= 0
         starts.append(i)
         j = i

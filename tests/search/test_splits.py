@@ -119,3 +119,40 @@ def test_planner_times_blocks_with_the_simulators_own_costs() -> None:
     recompute = simulator_block_cycles(problem.profile, problem.system,
                                        dataclasses.replace(plan, recompute="checkpoints"))
     assert recompute is not None and sum(recompute) > sum(cycles)
+
+
+@pytest.mark.parametrize("overrides", [
+    ("plan.recompute=none",), ("plan.recompute=checkpoints",), ("plan.recompute=every_block",),
+    ("plan.recompute=every_block", "plan.offload_optimizer_state=true"),
+    ("workload.mode=infer", "plan.gradient_accumulation=1"),
+])
+def test_the_stage_memory_of_every_block_range_is_its_formula(overrides: tuple[str, ...]) -> None:
+    """The planner's estimate of blocks [i, j) as a stage, computed for all ranges at once,
+    against the formula summed block by block: weights, accumulators and optimizer state per
+    parameter; the stash (stage input, inner outputs for every_block, or every saved
+    activation without recomputation) times the depth, plus the largest recomputed block;
+    the largest live block."""
+    from ipu_tune.simulator import state_bytes_per_param
+
+    model = _model("model=resnet18", "workload.micro_batch_size=4", "plan.precision=16.16",
+                   *overrides)
+    p, blocks = model.plan, model.profile.block_stats
+    per_param = 2.0 + ((2 + (0 if p.offload_optimizer_state else state_bytes_per_param(
+        p.optimizer, True))) if p.training else 0)
+    for depth in (1, 3):
+        matrix = model.memory_matrix(depth)
+        for i, j in itertools.combinations(range(len(blocks) + 1), 2):
+            part = blocks[i:j]
+            first_in = (model.profile.input_elements if i == 0
+                        else blocks[i - 1].output_elements)
+            if not p.training:
+                stash = 0
+            elif p.recompute == "none":
+                stash = sum(b.saved_elements for b in part) * depth
+            else:
+                inner = sum(b.output_elements for b in part[:-1])
+                kept = first_in + (inner if p.recompute == "every_block" else 0)
+                stash = kept * depth + max(b.saved_elements for b in part)
+            live = max(b.max_live_elements for b in part)
+            want = sum(b.parameters for b in part) * per_param + (stash + live) * 4 * 2
+            assert matrix[i, j] == pytest.approx(want, rel=1e-12), (i, j, depth)
