@@ -16,6 +16,7 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+from ipu_tune import interrupts
 from ipu_tune.case import build_case, simulate_case
 from ipu_tune.config import LIMITS, EvalConfig, to_plain_dict, validate
 from ipu_tune.errors import IpuTuneError
@@ -208,6 +209,7 @@ def larger_system(problem: SearchProblem, cfg: EvalConfig,
         # accumulation or stash) holds the least when pipelining does not fit.
         for schedule in dict.fromkeys((cand.plan.pipeline.schedule, "sharded")):
             for share in _PLANNER_SHARES:
+                interrupts.check()  # a deep model plans for seconds: Ctrl-C stops here
                 split = _split(problem, _with(cand, {"plan.pipeline.schedule": schedule}),
                                stages, share * problem.system.ipu.sram_bytes)
                 row = _simulated(problem, split, user, ipus, stages) or row

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ipu_tune import interrupts
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.hardware import System
@@ -347,6 +348,7 @@ def warm_start_plans(problem: SearchProblem) -> list[WarmPlan]:
             plans.append(("fewest changes", cfg, False))
     first_r = start.plan.replication_factor
     for r in sorted(codec.r_options, key=lambda r: (r != first_r, r)):
+        interrupts.check()  # each plans a split: seconds on a deep model
         plans.append((f"rules of thumb, {codec.stages_of(r)} stages",
                       make_fit(problem, _rules_of_thumb(problem, r)), False))
     plans.append(("memory savers", _memory_savers(problem), False))
