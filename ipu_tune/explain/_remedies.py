@@ -29,6 +29,7 @@ from ipu_tune.search import (
     balanced_split,
     even_split,
 )
+from ipu_tune.simulator import SimResult
 
 __all__ = ["larger_system", "override_text", "remedies"]
 
@@ -141,10 +142,7 @@ def _from(problem: SearchProblem, origin: EvalConfig, user: EvalConfig,
         r = o.result
         if r.bottleneck == "invalid plan" or _peak(o) >= ref:
             return None  # not a plan, or no memory saved: no remedy
-        return {"remedy": label + where, "fits": bool(r.fits), "throughput": float(r.throughput),
-                "memory": f"{_peak(o) / MB:,.0f}/{r.memory_limit_bytes / MB:,.0f} MB",
-                "peak_memory_bytes": int(_peak(o)), "reason": r.reason,
-                "overrides": _overrides(user, cand), "config": to_plain_dict(cand)}
+        return _row(label + where, r, cand, _overrides(user, cand))
 
     for group in (_smaller_batches(origin, training), _stages(problem, origin)):
         last = None
@@ -244,11 +242,17 @@ def _simulated(problem: SearchProblem, cand: EvalConfig, user: EvalConfig, ipus:
         r = simulate_case(build_case(cand, problem.profile), problem.constants)
     except IpuTuneError:
         return None
+    label = (f"{ipus} {cand.system.ipu} IPUs ({stages} pipeline stages x {ipus // stages} "
+             "replicas, every memory saver)")
+    overrides = [f"system.num_ipus={ipus}", *_overrides(user, cand)]
+    return {**_row(label, r, cand, overrides), "larger_system": True}
+
+
+def _row(label: str, r: SimResult, cand: EvalConfig, overrides: list[str]) -> dict[str, Any]:
+    """A remedy as the summary and the report show it: the simulated verdict of `cand` and
+    the overrides that run it."""
     peak = max(r.memory_per_ipu, default=0)
-    return {"remedy": f"{ipus} {cand.system.ipu} IPUs ({stages} pipeline stages x "
-                      f"{ipus // stages} replicas, every memory saver)",
-            "fits": bool(r.fits), "throughput": float(r.throughput),
+    return {"remedy": label, "fits": bool(r.fits), "throughput": float(r.throughput),
             "memory": f"{peak / MB:,.0f}/{r.memory_limit_bytes / MB:,.0f} MB",
-            "peak_memory_bytes": int(peak), "reason": r.reason,
-            "overrides": [f"system.num_ipus={ipus}", *_overrides(user, cand)],
-            "config": to_plain_dict(cand), "larger_system": True}
+            "peak_memory_bytes": int(peak), "reason": r.reason, "overrides": overrides,
+            "config": to_plain_dict(cand)}
