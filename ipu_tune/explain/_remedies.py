@@ -203,9 +203,11 @@ def larger_system(problem: SearchProblem, cfg: EvalConfig,
         cand = _with(cfg, {"system.num_ipus": ipus, "plan.replication_factor": ipus // stages})
         cand = _with(cand, {k: v for _, ch in _savers(cand, training) for k, v in ch.items()})
         # The planner's memory estimate leaves out code and buffers: ask it for less memory
-        # per stage until the simulator says a split fits. Sharded (one stage at a time, no
-        # accumulation or stash) holds the least when pipelining does not fit.
-        for schedule in dict.fromkeys((cand.plan.pipeline.schedule, "sharded")):
+        # per stage until the simulator says a split fits. Pipelined first (the plan's
+        # schedule, or grouped), then sharded: one stage at a time, no accumulation or stash,
+        # the least memory when pipelining does not fit.
+        piped = cand.plan.pipeline.schedule
+        for schedule in (piped if piped != "sharded" else "grouped", "sharded"):
             for share in _PLANNER_SHARES:
                 interrupts.check()  # a deep model plans for seconds: Ctrl-C stops here
                 split = _split(problem, _with(cand, {"plan.pipeline.schedule": schedule}),
