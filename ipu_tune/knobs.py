@@ -35,6 +35,7 @@ __all__ = [
     "knob",
     "knob_by_field",
     "never_wrong",
+    "pipeline_minimum",
     "rate_text",
     "set_key",
     "shown",
@@ -62,6 +63,16 @@ def is_power_of_two(n: int) -> bool:
 def valid_io_tiles(n: int) -> bool:
     # Poplar's numIOTiles: 0, or an even number 32..192 (seed guide 4.4.2).
     return n == 0 or (32 <= n <= 192 and n % 2 == 0)
+
+
+def pipeline_minimum(training: bool, stages: int, schedule: str) -> tuple[str, int] | None:
+    """PopTorch's compile-time rule of a pipelined program (graphcore/poptorch Compiler.cpp,
+    PipelinedExecution): training needs gradient accumulation >= the stages, inference device
+    iterations >= the stages. (the knob's key, its least value), or None where the rule does not
+    apply: one stage, or sharded execution (one stage at a time)."""
+    if stages < 2 or schedule == "sharded":
+        return None
+    return ("plan.gradient_accumulation" if training else "plan.device_iterations", stages)
 
 
 @dataclass(frozen=True)

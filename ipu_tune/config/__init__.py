@@ -46,7 +46,13 @@ from ipu_tune.config._schema import (
     host_servers,
 )
 from ipu_tune.config._trust import check_side_doors, has_resolver, trusted_composition
-from ipu_tune.config._validate import LIMITS, check_name, check_pinned_layout, validate
+from ipu_tune.config._validate import (
+    LIMITS,
+    at_pipeline_minimum,
+    check_name,
+    check_pinned_layout,
+    validate,
+)
 from ipu_tune.config._yaml import read_text, read_yaml, unique_keys
 
 if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
@@ -72,6 +78,7 @@ __all__ = [
     "SystemConfig",
     "TuneConfig",
     "WorkloadConfig",
+    "at_pipeline_minimum",
     "check_name",
     "check_pinned_layout",
     "check_side_doors",

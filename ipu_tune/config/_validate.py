@@ -16,14 +16,18 @@ from ipu_tune.knobs import (
     WORKLOAD_KNOBS,
     Knob,
     checker,
+    get_key,
     is_power_of_two,
     never_wrong,
+    pipeline_minimum,
+    set_key,
     valid_io_tiles,
 )
 
 __all__ = [
     "LIMITS",
     "NAME_MAX_CHARS",
+    "at_pipeline_minimum",
     "check_limits",
     "check_name",
     "check_pinned_layout",
@@ -209,18 +213,46 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
             "plan.replicated_tensor_sharding", True, "needs plan.replication_factor >= 2"
         )
 
-    stages = len(p.pipeline.splits) + 1
-    if check_layout and stages * p.replication_factor != s.num_ipus:
-        raise bad_value(
-            "system.num_ipus",
-            s.num_ipus,
-            f"must equal pipeline stages ({stages}) x plan.replication_factor "
-            f"({p.replication_factor}) = {stages * p.replication_factor}",
-        )
     if w.mode == "infer" and p.gradient_accumulation != 1:
         raise bad_value(
             "plan.gradient_accumulation", p.gradient_accumulation, "must be 1 for infer"
         )
+    if check_layout:
+        _check_layout(cfg)
+    return cfg
+
+
+def _check_layout(cfg: EvalConfig) -> None:
+    """A complete plan fills the system, and PopTorch would compile it (a plan it refuses is
+    refused here, not simulated)."""
+    p, n = cfg.plan, cfg.system.num_ipus
+    stages = len(p.pipeline.splits) + 1
+    if stages * p.replication_factor != n:
+        raise bad_value(
+            "system.num_ipus", n,
+            f"must equal pipeline stages ({stages}) x plan.replication_factor "
+            f"({p.replication_factor}) = {stages * p.replication_factor}",
+        )
+    rule = pipeline_minimum(cfg.workload.mode == "train", stages, p.pipeline.schedule)
+    if rule is None:
+        return
+    key, least = rule
+    value = get_key(cfg, key)
+    if value < least:
+        what = "training" if cfg.workload.mode == "train" else "inference"
+        raise bad_value(key, value, f"must be >= {least}, the pipeline stages: PopTorch compiles "
+                        f"a pipelined {what} program only then (or plan.pipeline.schedule=sharded)")
+
+
+def at_pipeline_minimum(cfg: EvalConfig) -> EvalConfig:
+    """`cfg`, changed in place: gradient accumulation (inference: device iterations) raised to
+    the least PopTorch compiles for its pipeline (`pipeline_minimum`). The search, the what-ifs
+    and the remedies draw no plan PopTorch refuses; with a fixed global batch the changed batch
+    shows as the search's constraint."""
+    stages = len(cfg.plan.pipeline.splits) + 1
+    rule = pipeline_minimum(cfg.workload.mode == "train", stages, cfg.plan.pipeline.schedule)
+    if rule is not None:
+        set_key(cfg, rule[0], max(get_key(cfg, rule[0]), rule[1]))
     return cfg
 
 

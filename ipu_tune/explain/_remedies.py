@@ -18,7 +18,7 @@ from typing import Any
 
 from ipu_tune import interrupts
 from ipu_tune.case import build_case, simulate_case
-from ipu_tune.config import LIMITS, EvalConfig, to_plain_dict, validate
+from ipu_tune.config import LIMITS, EvalConfig, at_pipeline_minimum, to_plain_dict, validate
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, set_key
 from ipu_tune.plan import plan_from_config
@@ -224,17 +224,15 @@ def larger_system(problem: SearchProblem, cfg: EvalConfig,
 def _split(problem: SearchProblem, cfg: EvalConfig, stages: int,
            limit_bytes: float) -> EvalConfig:
     """`cfg` with `stages` pipeline stages balanced within `limit_bytes` each (the search's
-    planner); pipelined, gradient accumulation at least the stages (a micro-batch per stage in
-    flight)."""
+    planner); pipelined, gradient accumulation (inference: device iterations) at least the
+    stages, as PopTorch compiles it."""
     blocks = problem.profile.blocks
     if stages == 1:
         return _with(cfg, {"plan.pipeline.splits": []})
     model = StageCostModel(problem.profile, plan_from_config(cfg))
     starts = balanced_split(model, stages, limit_bytes)
     changes: dict[str, Any] = {"plan.pipeline.splits": [blocks[i] for i in starts[1:]]}
-    if cfg.workload.mode == "train" and cfg.plan.pipeline.schedule != "sharded":
-        changes["plan.gradient_accumulation"] = max(cfg.plan.gradient_accumulation, stages)
-    return _with(cfg, changes)
+    return at_pipeline_minimum(_with(cfg, changes))
 
 
 def _simulated(problem: SearchProblem, cand: EvalConfig, user: EvalConfig, ipus: int,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ipu_tune.config import EvalConfig
+from ipu_tune.config import EvalConfig, at_pipeline_minimum
 from ipu_tune.knobs import KNOBS, Knob, get_key, set_key
 from ipu_tune.search import SearchProblem, TrialOutcome, even_split
 
@@ -134,6 +134,7 @@ def _replica_moves(problem: SearchProblem,
     if replicas % 2 == 0 and stages * 2 <= len(blocks):
         starts = even_split(len(blocks), stages * 2)
         out.append(("replicas", key, _layout(replicas // 2, stages * 2),
-                    _with(cfg, plan__replication_factor=replicas // 2,
-                          plan__pipeline__splits=[blocks[b] for b in starts[1:]])))
+                    at_pipeline_minimum(_with(cfg, plan__replication_factor=replicas // 2,
+                                              plan__pipeline__splits=[blocks[b]
+                                                                      for b in starts[1:]]))))
     return out

@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ipu_tune.config import EvalConfig
+from ipu_tune.knobs import knob, pipeline_minimum
 from ipu_tune.models import ModelProfile, model_label
 from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.simulator import SIMULATOR_VERSION, SimConstants, SimResult
@@ -134,13 +135,12 @@ def compile_problems(ctx: ExportContext, framework: str = "poptorch") -> list[st
     """
     p = ctx.plan
     out: list[str] = []
-    if framework in ("poptorch", "popart") and ctx.pipelined:
-        if p.training and p.gradient_accumulation < ctx.stages:
-            out.append(
-                f"gradient accumulation {p.gradient_accumulation} < {ctx.stages} pipeline stages"
-            )
-        if not p.training and p.device_iterations < ctx.stages:
-            out.append(f"device iterations {p.device_iterations} < {ctx.stages} pipeline stages")
+    rule = pipeline_minimum(p.training, ctx.stages, p.schedule)
+    if framework in ("poptorch", "popart") and rule is not None:
+        name = knob(rule[0]).field
+        if getattr(p, name) < rule[1]:
+            out.append(f"{name.replace('_', ' ')} {getattr(p, name)} < {ctx.stages} pipeline "
+                       "stages")
     if ctx.replicas % ctx.host_instances:
         out.append(
             f"{ctx.replicas} replicas do not split evenly among {ctx.host_instances} instances"

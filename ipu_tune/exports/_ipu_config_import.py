@@ -141,6 +141,9 @@ def plan_values_from_ipu_config(
     """The plan knobs (`ExecutionPlan` field names) an IPUConfig sets for a `mode` run."""
     prefix = "" if mode == "train" else "inference_"
     values: dict[str, Any] = {"splits": _splits(data, prefix, profile, file)}
+    # optimum-graphcore picks the strategy itself (ipu_configuration.py L615-619):
+    # PipelinedExecution to train, ShardedExecution for inference.
+    values["schedule"] = "grouped" if mode == "train" else "sharded"
     amp = data.get(f"{prefix}matmul_proportion")
     if amp is None and prefix:
         amp = data.get("matmul_proportion")

@@ -24,7 +24,7 @@ from typing import Any
 
 import optuna
 
-from ipu_tune.config import EvalConfig, TuneConfig
+from ipu_tune.config import EvalConfig, TuneConfig, at_pipeline_minimum
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, set_key
 from ipu_tune.models import ModelProfile
@@ -329,12 +329,7 @@ class Codec:
                         f"{cfg.workload.micro_batch_size} x {r} replicas; nearest plan has "
                         f"gradient accumulation {ga}")
             cfg.plan.gradient_accumulation = ga
-        if self.training and stages > 1 and cfg.plan.pipeline.schedule != "sharded":
-            # PopTorch refuses a pipelined training program whose gradient accumulation is
-            # below its stage count (graphcore/poptorch Compiler.cpp): never draw
-            # one. With a fixed global batch the changed batch shows as its constraint.
-            cfg.plan.gradient_accumulation = max(cfg.plan.gradient_accumulation, stages)
-        return Decoded(cfg, note)
+        return Decoded(at_pipeline_minimum(cfg), note)
 
     # -- config -> params ------------------------------------------------------------------
     @staticmethod

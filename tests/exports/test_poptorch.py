@@ -4,6 +4,7 @@ compile-time rules; run against a recording stand-in of poptorch (and popdist, t
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from typing import Any
 
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import ipu_tune
-from ipu_tune.config import EvalConfig
+from ipu_tune.config import EvalConfig, load_unvalidated
+from ipu_tune.errors import IpuTuneError
 from ipu_tune.exports._model_source import module_access, module_path
 from ipu_tune.models import ModelProfile
 
@@ -346,7 +348,10 @@ def test_every_zoo_model_is_built_by_its_public_constructor(
 
 def test_a_plan_poptorch_would_reject_says_so_in_the_header() -> None:
     bert = PLANS["pipelined-bert"]
-    cfg = make_config({**bert, "plan": {**bert["plan"], "gradient_accumulation": 2}})
+    raw = {**bert, "plan": {**bert["plan"], "gradient_accumulation": 2}}
+    with pytest.raises(IpuTuneError, match="gradient_accumulation=2: must be >= 4"):
+        make_config(raw)  # refused by every entry point; a library caller may skip the check
+    cfg = load_unvalidated(copy.deepcopy(raw))
     doc = " ".join((ast.get_docstring(ast.parse(poptorch_snippet(cfg))) or "").split())
     assert "WARNING, PopTorch will reject this plan at compile time" in doc
     assert "gradient accumulation 2 < 4 pipeline stages" in doc

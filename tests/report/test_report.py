@@ -73,7 +73,9 @@ def _config(trial: optuna.Trial) -> dict[str, Any]:
         "system": {"ipu": "mk2", "num_ipus": NUM_IPUS},
         "plan": {
             "precision": trial.suggest_categorical("precision", ["32.32", "16.32", "16.16"]),
-            "gradient_accumulation": trial.suggest_categorical("gradient_accumulation", [1, 8, 32]),
+            # At least the stages: PopTorch compiles no pipelined training program below it.
+            "gradient_accumulation": max(stages, trial.suggest_categorical(
+                "gradient_accumulation", [1, 8, 32])),
             "device_iterations": trial.suggest_categorical("device_iterations", [1, 4, 16]),
             "replication_factor": replicas,
             "pipeline": {

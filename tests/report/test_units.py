@@ -30,6 +30,7 @@ def test_memory_categories_keep_their_colour_from_one_report_to_the_next() -> No
                                "plan": {"precision": "16.16"}})
     big = ipu_tune.evaluate({"system": {"num_ipus": 2}, "workload": {"micro_batch_size": 64},
                              "plan": {"pipeline": {"splits": ["layer3.8"]},
+                                      "gradient_accumulation": 2,
                                       "offload_optimizer_state": True, "io_tiles": 64}})
     seen: dict[str, str] = {}
     for result in (small, big):
