@@ -39,7 +39,6 @@ class IpuSpec:
     fp32_flops_per_cycle_per_tile: int  # derived: FP32 peak / (tiles x clock)
     sram_bytes_per_s: float  # read (Bow estimate)
     exchange_bytes_per_s: float  # on-chip exchange; Mk2 read, others estimate
-    ipu_link_bytes_per_s: float  # per IPU, all links
     host_link_bytes_per_s: float  # PCIe path of one IPU to its host/gateway
     streaming_memory_bytes_per_s: float  # estimate: bounded by PCIe Gen4 x8, per direction
     memory_bank_bytes: int  # read: PopVision glossary
@@ -65,7 +64,6 @@ IPUS: dict[str, IpuSpec] = {
         fp32_flops_per_cycle_per_tile=16,
         sram_bytes_per_s=45e12,
         exchange_bytes_per_s=7.7e12,
-        ipu_link_bytes_per_s=3 * 64 * GB / 2,  # 3 links of 64 GB/s between the 2 IPUs of a C2
         host_link_bytes_per_s=16 * GB,  # PCIe Gen3 x16
         streaming_memory_bytes_per_s=12 * GB,  # estimate: host memory over PCIe Gen3
         memory_bank_bytes=32 * KIB,
@@ -79,7 +77,6 @@ IPUS: dict[str, IpuSpec] = {
         fp32_flops_per_cycle_per_tile=32,
         sram_bytes_per_s=47.5e12,
         exchange_bytes_per_s=8e12,
-        ipu_link_bytes_per_s=320 * GB,
         host_link_bytes_per_s=16 * GB,  # PCIe Gen4 x8 to the gateway, per IPU
         streaming_memory_bytes_per_s=16 * GB,  # estimate
         memory_bank_bytes=16 * KIB,
@@ -93,7 +90,6 @@ IPUS: dict[str, IpuSpec] = {
         fp32_flops_per_cycle_per_tile=32,
         sram_bytes_per_s=65e12,  # estimate
         exchange_bytes_per_s=11e12,  # estimate
-        ipu_link_bytes_per_s=320 * GB,
         host_link_bytes_per_s=16 * GB,
         streaming_memory_bytes_per_s=16 * GB,  # estimate
         memory_bank_bytes=16 * KIB,
@@ -111,8 +107,6 @@ IPUS: dict[str, IpuSpec] = {
         fp32_flops_per_cycle_per_tile=32,
         sram_bytes_per_s=47.5e12 * 1.5 / 1.33,  # derived: the Mk2 figure x the clock ratio
         exchange_bytes_per_s=8e12 * 1.5 / 1.33,  # derived: the Mk2 figure x the clock ratio
-        # estimate: the chip's 10 links; card-to-card IPU-Link cabling is not modelled
-        ipu_link_bytes_per_s=320 * GB,
         # derived: PCIe Gen4 x16 straight to the host, 64 GB/s both ways, 32 GB/s per direction
         host_link_bytes_per_s=32 * GB,
         streaming_memory_bytes_per_s=32 * GB,  # estimate: host memory over that link

@@ -101,7 +101,9 @@ class DatasetConfig:
     `generated`: none; see `SYNTHETIC`)."""
 
     name: str = "cifar10"
-    # Bytes of one stored sample read by the host before preprocessing (uint8 pixels, token ids).
+    # Bytes of one stored sample. A token model streams them to the IPU (every input tensor:
+    # ids, masks, segment ids as int32); an image streams its pixels in the stream's type, and
+    # its stored bytes are not simulated (decoding is `preprocess_s_per_sample`).
     sample_bytes: Optional[int] = None  # noqa: UP045
     # Host seconds to load and augment one sample on one worker (decode, flip, resize); None takes
     # the calibrated default of the host preset.

@@ -47,7 +47,15 @@ from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import OPTIMIZER_STATE, SimConstants, state_bytes_per_param
 from ipu_tune.simulator._stages import StageShape
 
-__all__ = ["ALL_REDUCE_TERMS", "ReplicaLayout", "UpdateTimes", "replica_layout", "update_times"]
+__all__ = [
+    "ALL_REDUCE_TERMS",
+    "SINGLE",
+    "ReplicaLayout",
+    "UpdateTimes",
+    "link_hop_bytes_per_s",
+    "replica_layout",
+    "update_times",
+]
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ class ReplicaLayout:
     machines: int  # machines a POD's ring spans
     pods: int  # IPU-Link domains (PODs) spanned, joined by GW-Links
     machine_hops: int  # sync hops across the ring of machines
+
+    @property
+    def ring_steps(self) -> int:
+        """Steps of one all-reduce through the tiers: a ring of k members takes k-1 steps to
+        reduce-scatter and k-1 to all-gather (seed guide 4.3.1, Fig 4.3)."""
+        return 2 * (self.in_machine - 1) + 2 * (self.machines - 1) + 2 * (self.pods - 1)
 
 
 SINGLE = ReplicaLayout(1, 1, 1, 0)
@@ -159,8 +173,9 @@ ALL_REDUCE_TERMS: dict[str, str] = {
 IPU_LINK_BYTES_PER_S = 16e9
 
 
-def _ring_bytes_per_s(c: SimConstants) -> float:
-    """Bandwidth one ring hop sustains per direction: the links it uses, not all ten."""
+def link_hop_bytes_per_s(c: SimConstants) -> float:
+    """Bandwidth from one IPU to a neighbour, per direction: the links joining them, not all
+    ten. A ring hop and a pipeline stage's copy to the next IPU both move at it."""
     return IPU_LINK_BYTES_PER_S * c.ring_links_per_hop * c.ipu_link_efficiency
 
 
@@ -169,7 +184,7 @@ def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimCons
     """(inside-POD seconds, across-POD seconds, RTS weight all-gather seconds, seconds by
     `ALL_REDUCE_TERMS`) of the stage's gradients."""
     m = system.machine
-    link_bw = _ring_bytes_per_s(c)
+    link_bw = link_hop_bytes_per_s(c)
     gw_bw = m.gw_link_bytes_per_s / m.ipus_per_machine  # the machine's GW-Links, per IPU
     grads = x.params * (2.0 if plan.model_fp16 else 4.0)
     a, k, pods = layout.in_machine, layout.machines, layout.pods

@@ -10,22 +10,22 @@ user's own measurements). *Read/estimate* constants cite their source and are no
 topology and host figures (IPU-Machines, IPU-Link domains, GW-Links, servers) live in
 `ipu_tune.hardware` with theirs.
 
-Current fit (simulator 3.0.0: every point encoded as run, the MLPerf ResNet-50, BERT and C600
+Current fit (simulator 3.1.0: every point encoded as run, the MLPerf ResNet-50, BERT and C600
 inference points with half partials; a conv/matmul pass costs its FLOPs at E x the FP16.16 peak
 times (1 / rate + o_half / o): the arithmetic at the partials' rate (float partials: half) plus
 a fill/drain latency per output that the partials type does not change, with o the pass's own
 outputs per tile (forward M x N, data gradient M x K, weight gradient K x N); gradients
-all-reduced in merged 50 MB buffers over the IPU-Links a ring uses; a tied MLM head on IPU0;
-Nelder-Mead, 3 rounds of 2,500 evaluations): loss 0.0030 over the 15 points; the seed ladder's
-rates within 1.3% and traces within 0.9%, MLPerf ResNet-50 POD16 +2.3%, POD64 +0.8%, Bow POD16
--3.2%, BERT-Large SL128 Bow POD16 +2.2%, ResNet-50 inference on a C600 -1.4%, the MNIST
-tutorial -0.8%, BERT-Base SL512 fits (busiest tile 616 of 639 kB), and so do the single-IPU
-inference configurations ResNet-50 at batch 80 (93%) and BERT-Large SQuAD SL128 at 18 (94%).
-`stream_latency_s` (0.17 ms, a host sync per exposed stream copy) is carried mostly by the
+all-reduced in merged 50 MB buffers over the IPU-Links a ring uses, and a pipeline stage's copy
+to the next IPU over the same links; a tied MLM head on IPU0; a token sample streams every input
+tensor it stores; Nelder-Mead, 3 rounds of 3,000 evaluations): loss 0.0024 over the 15 points;
+the seed ladder's rates within 1.3% and traces within 0.9%, MLPerf ResNet-50 POD16 +2.3%,
+POD64 +0.9%, Bow POD16 -3.2%, BERT-Large SL128 Bow POD16 +0.9%, ResNet-50 inference on a C600
+-0.5%, the MNIST tutorial -0.3%, BERT-Base SL512 fits, and so do the single-IPU inference
+configurations ResNet-50 at batch 80 and BERT-Large SQuAD SL128 at 18.
+`stream_latency_s` (0.15 ms, a host sync per exposed stream copy) is carried mostly by the
 MNIST tutorial and BERT's 2,048 micro-batches per step. Memory constants are estimates chosen
 inside the window the seed's fit / out-of-memory verdicts, MLPerf and the BERT-Base SL512 fit
-leave (most-loaded IPU or tile at 76% for fp16 GA3, 112% for fp32 GA3, 86-90% for MLPerf
-ResNet-50, 97% for BERT-Base SL512).
+leave (`python -m ipu_tune calibrate --check` prints each row's fullest IPU or tile).
 
 A `SimConstants` is frozen and hashable so that `simulate(..., constants=...)` can key its
 caches on it; `constants_from_mapping` builds one from a YAML mapping (unknown keys rejected).
@@ -55,22 +55,22 @@ class SimConstants:
     # ---- fitted (calibration/points.yaml; see FITTED) -------------------------------------
     # Fraction of the precision's peak FLOP rate a large convolution/matmul sustains on the AMP
     # units (seed guide 4.6: fp16 halves the cycles of the arithmetic; reference: FP16 peak).
-    matmul_efficiency: float = 0.4824
+    matmul_efficiency: float = 0.4872
     # Output elements per compute tile at which filling and draining the AMP pipeline costs as
     # much as the arithmetic at the FP16.16 rate (a fixed latency per output, whatever the
     # partials type): a tile with little work spends its time there.
     # Each pass has its own outputs: forward M x N, data gradient M x K, weight gradient K x N
     # (few outputs per tile for the small weights of early conv layers).
-    matmul_half_outputs_per_tile: float = 78.79
+    matmul_half_outputs_per_tile: float = 82.34
     # Cycles of one compute set besides its arithmetic: the BSP sync and the exchange setup
     # (PopVision execution trace: Sync / Exchange / OnTileExecute; seed guide 4.8).
-    compute_set_overhead_cycles: float = 2156.0
+    compute_set_overhead_cycles: float = 2086.0
     # Latency of one host-to-IPU stream transfer, exposed when the prefetch depth is 1 (seed
     # guide 4.4.1); the bytes then move at the path's bandwidth (`_host.stream_copy_s`).
-    stream_latency_s: float = 1.695e-04
+    stream_latency_s: float = 1.483e-04
     # Device time of one training call besides its steps: host sync, stream setup, result copy
     # (seed traces: T(GA, DI) = DI x T_step(GA) + T_call; inference: `infer_call_overhead_s`).
-    call_overhead_s: float = 0.02416
+    call_overhead_s: float = 0.02424
     # Host seconds to load and augment one sample on one worker (seed: sync 8-bit I/O rate).
     preprocess_s_per_sample: float = 0.0001762
     # Host dtype conversion + normalisation per input element (seed: sync fp16 vs 8-bit rates).
@@ -109,9 +109,13 @@ class SimConstants:
     # same table: host exchange code 66 MB over 4 IPUs, mostly stream handling).
     vertex_code_bytes: float = 12e6
     host_exchange_code_bytes: float = 8e6
-    # Global exchange code per replica per IPU (Table 4.1: 1.04 MB -> 4.66 MB from 1 to 4
-    # replicas over 4 IPUs: linear in replicas, ~0.3 MB per replica per IPU).
-    global_exchange_bytes_per_replica: float = 0.3e6
+    # Global exchange code per IPU: a base, plus the code of each ring step of the gradient
+    # all-reduce (estimate from Table 4.1, BERT-Large on 4 IPUs: 1.04 MB with 1 replica,
+    # 0.26 MB per IPU; 4.66 MB with 4 replicas, one per IPU-Machine, a ring of 4 machines,
+    # 6 steps: (4.66 - 1.04) / 4 / 6 = 0.15 MB per step per IPU). Linear in replicas within a
+    # ring, as the table; a hierarchical all-reduce of 256 replicas takes 42 steps, not 255.
+    global_exchange_bytes: float = 0.26e6
+    global_exchange_bytes_per_ring_step: float = 0.15e6
     # Most-loaded tile: code and exchange code concentrate on the tiles that run many vertices
     # (PopVision memory report: always-live memory per tile is uneven); variables are spread
     # by Poplar's balanced tile mapping (estimate).

@@ -52,7 +52,9 @@ __all__ = [
 def input_bytes_per_sample(profile: ModelProfile, plan: ExecutionPlan) -> float:
     """Bytes one sample occupies on the host-to-IPU stream."""
     if profile.input_kind != "image":
-        return 4.0 * profile.input_elements  # token ids as int32
+        # Every input tensor of a sample as stored (ids, masks, segment ids: int32), the
+        # dataset's `sample_bytes`; the ids alone when a profile has none.
+        return float(profile.sample_bytes) or 4.0 * profile.input_elements
     if plan.eight_bit_io:
         return 1.0 * profile.input_elements  # uint8 pixels; normalised on the IPU
     return (2.0 if plan.input_fp16 else 4.0) * profile.input_elements
@@ -101,9 +103,12 @@ def io_call_s(bytes_per_call: float, system: System) -> float:
 
 
 def io_overlaps(plan: ExecutionPlan) -> bool:
-    """I/O tiles overlap transfers with compute only for a single-IPU program or a grouped
-    pipeline (seed guide 4.4.2, SDK 2.3 onward)."""
-    return plan.io_tiles > 0 and (plan.stages == 1 or plan.schedule == "grouped")
+    """I/O tiles overlap transfers with compute only for a program of one stage. The seed
+    guide (4.4.2, SDK 2.3 onward) also allows a grouped pipeline, which TensorFlow runs, but
+    PopTorch refuses overlapped I/O with PipelinedExecution (Compiler.cpp
+    verifySettingsForOverlappedIO) and PopART follows it: a pipelined plan's I/O tiles hold
+    the streams and take tiles from compute without hiding the copies."""
+    return plan.io_tiles > 0 and plan.stages == 1
 
 
 def host_seconds_per_sample(

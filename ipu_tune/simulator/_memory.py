@@ -2,8 +2,10 @@
 
 Sources per category:
 - code / exchange_code: grow with the compute sets the IPU runs (forward, backward, recomputed
-  forward, serial AMP passes); global exchange code grows linearly with replicas (seed guide
-  4.3.1, Table 4.1). Constants in `_constants.py`.
+  forward, serial AMP passes); global exchange code grows with the steps of the gradient
+  all-reduce's rings, so linearly with replicas inside one tier (seed guide 4.3.1, Table 4.1:
+  1 -> 4 replicas, x4.5) and far slower across the tiers of a large system. Constants in
+  `_constants.py`.
 - weights: model precision, fp16 2 B, fp32 4 B (seed hands-on "Half precision").
 - gradients: accumulators, train with gradient accumulation > 1 only, in the model precision
   (seed: poptorch AdamW accum_type=float16 for a .16 model).
@@ -36,8 +38,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ipu_tune.hardware import IpuSpec
+from ipu_tune.hardware import System
 from ipu_tune.plan import ExecutionPlan
+from ipu_tune.simulator._collectives import replica_layout
 from ipu_tune.simulator._constants import SimConstants, state_bytes_per_param
 from ipu_tune.simulator._stages import StageShape
 
@@ -81,7 +84,7 @@ class PlanMemory:
     opt_divisor: int  # replicas with RTS, else 1
     offload: bool
     b: float  # micro-batch
-    replicas: int
+    ring_steps: int  # of the gradient all-reduce across replicas (0: none)
     prefetch_depth: int
     io_tiles: int
     io: float  # bytes of the I/O tiles
@@ -90,9 +93,13 @@ class PlanMemory:
     c: SimConstants
 
 
-def plan_memory(plan: ExecutionPlan, ipu: IpuSpec, c: SimConstants) -> PlanMemory:
+def plan_memory(plan: ExecutionPlan, system: System, c: SimConstants) -> PlanMemory:
     fp16 = plan.model_fp16
+    ipu = system.ipu
     replicas = plan.replication_factor
+    # Training replicas all-reduce their gradients; inference replicas run apart.
+    ring_steps = (replica_layout(system, plan).ring_steps
+                  if plan.training and replicas > 1 else 0)
     io_tiles = plan.io_tiles
     training = plan.training
     stages = len(plan.splits) + 1  # plan.stages
@@ -103,7 +110,7 @@ def plan_memory(plan: ExecutionPlan, ipu: IpuSpec, c: SimConstants) -> PlanMemor
         training, plan.gradient_accumulation, stages, plan.schedule, recompute, fp16,
         2.0 if fp16 else 4.0, state_bytes_per_param(plan.optimizer, fp16),
         replicas if plan.replicated_tensor_sharding else 1, plan.offload_optimizer_state,
-        float(plan.micro_batch_size), replicas, plan.prefetch_depth, io_tiles,
+        float(plan.micro_batch_size), ring_steps, plan.prefetch_depth, io_tiles,
         float(io_tiles * sram_tile), ipu.tiles - io_tiles, sram_tile, c,
     )
 
@@ -161,7 +168,8 @@ def stage_memory(
     exchange = (
         c.exchange_code_bytes_per_compute_set * sets
         + c.host_exchange_code_bytes
-        + c.global_exchange_bytes_per_replica * pm.replicas
+        + c.global_exchange_bytes
+        + c.global_exchange_bytes_per_ring_step * pm.ring_steps
     )
     streams = pm.prefetch_depth * io_bytes_per_micro_batch
     io = pm.io

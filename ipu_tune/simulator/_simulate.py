@@ -23,7 +23,7 @@ import ipu_tune.simulator._host as _host
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator._collectives import UpdateTimes, update_times
+from ipu_tune.simulator._collectives import UpdateTimes, link_hop_bytes_per_s, update_times
 from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
 from ipu_tune.simulator._memory import PlanMemory, plan_memory, stage_memory, stash_depth
@@ -46,7 +46,7 @@ def simulate(
     model; a plan that does not fit is a result with `fits=False` and the reason."""
     c = constants
     shapes = stage_shapes(profile, plan)
-    pm = plan_memory(plan, system.ipu, c)  # the plan's derived facts, read once
+    pm = plan_memory(plan, system, c)  # the plan's derived facts, read once
     training = pm.training
     costs = block_costs(
         profile, system.ipu, plan.micro_batch_size, pm.model_fp16,
@@ -110,7 +110,7 @@ def _stages(
     ipu, clock = system.ipu, system.ipu.clock_hz
     training, recompute = pm.training, pm.recompute != "none"
     wb, b = pm.wb, pm.b
-    link_bw = ipu.ipu_link_bytes_per_s * c.ipu_link_efficiency
+    link_bw = link_hop_bytes_per_s(c)  # to the next IPU, as a ring hop
     sync_s = c.sync_latency_s
     limit, tile_limit = ipu.sram_bytes, ipu.sram_bytes_per_tile
     fc, fx, fs = costs.fwd_compute, costs.fwd_exchange, costs.fwd_sets
@@ -262,7 +262,7 @@ def _extras(
         "io_call_s": call.io_call_s,
         "host_instances": _host.host_instances(system, plan),
         "recompute": pm.recompute,  # recompute_mode(plan)
-        "pods": -(-(pm.replicas * n) // system.machine.ipu_link_domain_ipus),
+        "pods": -(-(plan.replication_factor * n) // system.machine.ipu_link_domain_ipus),
         "simulator_constants": "default" if pm.c is DEFAULT_CONSTANTS else "custom",
     }
 
