@@ -122,6 +122,10 @@ def _training_state(x: StageShape, pm: PlanMemory) -> tuple[float, float, float,
     instead of every activation)."""
     wb, b, stages = pm.wb, pm.b, pm.stages
     grads = x.params * wb if pm.gradient_accumulation > 1 else 0.0
+    if pm.ring_steps and not grads:
+        # Without accumulation a gradient lives until its all-reduce, and the collectives are
+        # merged into buffers (`all_reduce_buffer_bytes`): up to one buffer of them is held.
+        grads = min(x.params * wb, pm.c.all_reduce_buffer_bytes)
     opt = 0.0 if pm.offload else x.params * pm.per_param / pm.opt_divisor
     stash = checkpoints = 0.0
     depth = stash_depth(pm.schedule, stages, x.stage)

@@ -242,3 +242,19 @@ def test_reason_names_ipu_category_and_excess(resnet101: ModelProfile, mk2x2: Sy
     assert not r.fits
     assert r.reason.startswith("IPU0 (stage 0)")
     assert "activation_stash" in r.reason and " MB" in r.reason
+
+
+def test_replicas_without_accumulation_hold_a_merged_buffer_of_gradients(
+        resnet50: ModelProfile, resnet101: ModelProfile) -> None:
+    """GA 1: no accumulators, but replicas keep gradients until their merged all-reduce, one
+    50 MiB buffer at most (ResNet-50's fp16 gradients, 51 MB, fit in one; ResNet-101's do not)."""
+    plan = ExecutionPlan(micro_batch_size=8, precision="16.16", gradient_accumulation=1)
+    four = make_system("mk2", 4)
+    assert ipu_bytes(run(resnet50, make_system("mk2", 1), plan), 0, "gradients") == 0
+    small = run(resnet50, four, plan, replication_factor=4)
+    assert ipu_bytes(small, 0, "gradients") == 2 * resnet50.parameters
+    big = run(resnet101, four, plan, replication_factor=4)
+    held = ipu_bytes(big, 0, "gradients")
+    assert held == int(DEFAULT_CONSTANTS.all_reduce_buffer_bytes) < 2 * resnet101.parameters
+    accumulated = run(resnet101, four, plan, replication_factor=4, gradient_accumulation=2)
+    assert ipu_bytes(accumulated, 0, "gradients") == 2 * resnet101.parameters
