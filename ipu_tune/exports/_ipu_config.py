@@ -166,19 +166,24 @@ def _model_line(cfg: EvalConfig, task: str, profile: ModelProfile) -> list[str]:
             f"model = {auto}.from_config(config)  # or .from_pretrained(...) for trained weights"]
 
 
-def _sample_line(task: str, profile: ModelProfile) -> str:
+def _data_lines(task: str, profile: ModelProfile, plan: ExecutionPlan) -> list[str]:
+    """Random samples standing in for the user's dataset: at least one combined batch (micro-
+    batch x GA x replicas x device iterations), which each IPUTrainer step consumes whole."""
     if task == "image-classification":
         c, h, w = profile.input_shape
-        return (f"data = [{{'pixel_values': torch.randn({c}, {h}, {w}), 'labels': 0}}"
-                " for _ in range(64)]  # your dataset")
-    seq = profile.input_shape[0]
-    vocab = "config.vocab_size"
-    if task == "question-answering":  # the answer span's first and last token
-        labels = "'start_positions': 0, 'end_positions': 0"
+        sample = f"{{'pixel_values': torch.randn({c}, {h}, {w}), 'labels': 0}}"
     else:
-        labels = f"'labels': {'0' if task == 'sequence-classification' else 'ids'}"
-    return (f"data = [{{'input_ids': ids, {labels}}} for ids in "
-            f"torch.randint({vocab}, (64, {seq}))]  # your tokenized dataset")
+        ids = f"torch.randint(config.vocab_size, ({profile.input_shape[0]},))"
+        if task == "question-answering":  # the answer span's first and last token
+            labels = "'start_positions': 0, 'end_positions': 0"
+        else:
+            labels = f"'labels': {'0' if task == 'sequence-classification' else 'ids'}"
+        sample = f"{{'input_ids': (ids := {ids}), {labels}}}"
+    return [
+        "class Data(torch.utils.data.Dataset):  # your dataset",
+        f"    def __len__(self): return {plan.samples_per_call}  # one combined batch",
+        f"    def __getitem__(self, i): return {sample}",
+    ]
 
 
 def _generation_note(task: str, profile: ModelProfile) -> list[str]:
@@ -193,7 +198,7 @@ def _generation_note(task: str, profile: ModelProfile) -> list[str]:
 
 def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig,
                             *notes: str) -> str:
-    """A ten-line program running `plan` with optimum-graphcore from `ipu_config.json`;
+    """A dozen-line program running `plan` with optimum-graphcore from `ipu_config.json`;
     `notes`: paragraphs its docstring adds (which plan this is, when not the study's best)."""
     _, _, task, _ = _source(cfg)
     if task not in _PIPELINE_TASKS:
@@ -215,12 +220,14 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
     fp32 = not plan.model_fp16
     if plan.training:
         args = {"output_dir": "out", "per_device_train_batch_size": plan.micro_batch_size,
-                "fp32": fp32, "max_steps": 10}  # fmt: skip
+                "fp32": fp32, "max_steps": 10,
+                "dataloader_mode": "async" if plan.async_dataloader else "sync",
+                "dataloader_num_workers": plan.dataloader_workers}  # fmt: skip
         body = [
-            _sample_line(task, profile),
+            *_data_lines(task, profile, plan),
             f"args = IPUTrainingArguments({_call_args(args)})",
             "IPUTrainer(model=model, ipu_config=ipu_config, args=args, "
-            "train_dataset=data).train()",
+            "train_dataset=Data()).train()",
         ]
     else:
         body = [

@@ -40,7 +40,7 @@ class IpuConfigExporter:
 
 
 class RunWithOptimumExporter:
-    """A ten-line program running the plan with optimum-graphcore from `ipu_config.json`."""
+    """A dozen-line program running the plan with optimum-graphcore from `ipu_config.json`."""
 
     name = "optimum"
     file_name = "run_with_optimum.py"

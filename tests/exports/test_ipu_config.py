@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import zipfile
 from dataclasses import replace
 from pathlib import Path
@@ -159,19 +160,39 @@ def test_layers_that_do_not_add_up_are_refused(gpt2: tuple[ModelProfile, EvalCon
         plan_values_from_ipu_config({"layers_per_ipu": [0, 8, 8]}, gpt2[0], "train")
 
 
-def test_run_with_optimum_is_ten_lines_of_python_loading_the_folder(
+def test_run_with_optimum_is_a_dozen_lines_of_python_loading_the_folder(
     gpt2: tuple[ModelProfile, EvalConfig],
 ) -> None:
     for plan in (PLAN, replace(PLAN, mode="infer")):
         text = render_run_with_optimum(plan, *gpt2)
         compile(text, "run_with_optimum.py", "exec")
         code = [line for line in text.splitlines() if not line.startswith("#")]
-        assert len(code) <= 12
+        assert len(code) <= 13
         assert 'IPUConfig.from_pretrained(".")' in text
         assert ("IPUTrainer(" in text) == plan.training and ("pipeline(" in text) != plan.training
         # A generating head's simulated rate is one forward pass, not token-by-token decoding.
         assert ("Generating runs a pass per new token" in text) == (not plan.training)
     assert "per_device_train_batch_size=1" in render_run_with_optimum(PLAN, *gpt2)
+
+
+def test_run_with_optimum_trains_on_a_combined_batch_with_the_plans_loader(
+    gpt2: tuple[ModelProfile, EvalConfig],
+) -> None:
+    """Each IPUTrainer step takes one combined batch (micro-batch x GA x replicas x device
+    iterations) and drops a shorter one: the stand-in dataset holds one, and the loader runs as
+    the plan's (IPUTrainingArguments fields read from optimum-graphcore's source)."""
+    plan = replace(PLAN, gradient_accumulation=16, device_iterations=4, async_dataloader=True,
+                   dataloader_workers=8)
+    text = render_run_with_optimum(plan, *gpt2)
+    combined = plan.micro_batch_size * 16 * plan.replication_factor * 4
+    assert f"return {combined}  # one combined batch" in text
+    assert "dataloader_mode='async'" in text and "dataloader_num_workers=8" in text
+    tree = optimum_source("optimum/graphcore/training_args.py")
+    fields = {n.target.id for n in ast.walk(tree)
+              if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    call = next(line for line in text.splitlines() if "IPUTrainingArguments(" in line)
+    for name in re.findall(r"(\w+)=", call):
+        assert name in fields, name
 
 
 def optimum_pipeline_tasks() -> dict[str, set[str]]:
