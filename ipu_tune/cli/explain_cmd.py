@@ -137,14 +137,18 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def format_phases(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The best plan's step by phase, then the all-reduce terms with their sources."""
+    """The best plan's step by phase (shares of the step, adding up to 100%), each collective's
+    terms indented under it with their share of that phase and their sources."""
     if not rows:
         return []
-    lines = ["", "where the best plan's step goes (simulated):"]
+    lines = ["", "where the best plan's step goes (simulated; indented: parts of the phase above):"]
     for r in rows:
-        source = f"  [{r['source']}]" if r.get("source") else ""
-        lines.append(f"  {r['phase']:<32} {r['seconds'] * 1e3:>10.3f} ms {100 * r['share']:>6.1f}%"
-                     f"{source}")
+        ms = f"{r['seconds'] * 1e3:>10.3f} ms"
+        if "term" in r:
+            lines.append(f"    {r['term']:<30} {ms} {100 * r['share_of_phase']:>6.1f}% of phase"
+                         f"  [{r['source']}]")
+        else:
+            lines.append(f"  {r['phase']:<32} {ms} {100 * r['share']:>6.1f}%")
     return lines
 
 
