@@ -56,7 +56,7 @@ def list_main(argv: Sequence[str]) -> int:
 
     metas = [StudyMeta.of(s) for s in summaries]
     differs = _what_differs(metas)
-    print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  exported best (objective)")
+    print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  best (objective)")
     for s, meta, differ in zip(summaries, metas, differs, strict=True):
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         # Finished: COMPLETE (feasible) and PRUNED (infeasible, no value) trials.
@@ -75,6 +75,8 @@ def list_main(argv: Sequence[str]) -> int:
             shown = f"trial {best.number}: {shown}"
         else:
             shown = f"trial {best.number}: " + ", ".join(f"{v:.6g}" for v in best.values)
+        if best is not None and best.values:
+            shown += _exported(args.results_dir, s.study_name)
         system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
         model = meta.model if meta else "?"
         print(f"{printable(s.study_name):40} {printable(model):14} {system:9} "
@@ -82,6 +84,19 @@ def list_main(argv: Sequence[str]) -> int:
         if differ:
             print(f"{'':4}differs: {printable(differ)}")
     return 0
+
+
+def _exported(results_dir: str, name: str) -> str:
+    """Whether the best plan's exports are on disk: an interrupted study's are not yet."""
+    from ipu_tune.exports import BEST_YAML
+    from ipu_tune.storage import study_dir
+
+    try:
+        if (study_dir(results_dir, name) / BEST_YAML).is_file():
+            return ", exported"
+    except IpuTuneError:  # a name no folder can have: nothing was exported under it
+        pass
+    return ", not exported (the `report` command writes its exports)"
 
 
 _DIFFERS_SHOWN = 4
