@@ -92,9 +92,10 @@ def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure
                             **({"range": [0, x_hi]} if x_hi > 0 else {})},
                      yaxis={**_title("throughput (samples/s)"), "range": [0, y_hi],
                             "domain": [0.14, 1.0] if others else [0.0, 1.0]})
-    if others:
+    if others:  # the strip under the chart, the memory axis under the strip
         layout["yaxis2"] = {"domain": [0.0, 0.08], "type": "category", "fixedrange": True,
                             "anchor": "x"}
+        layout["xaxis"]["anchor"] = "y2"
     if limit_mb is not None:
         shape, note = _vline(limit_mb, f"SRAM limit {limit_mb:.0f} MB",
                              {"color": "black", "dash": "dash"})

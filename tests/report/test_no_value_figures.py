@@ -34,6 +34,7 @@ def test_plans_that_do_not_fit_are_apart_never_at_0_samples_per_second() -> None
     layout = fig["layout"]
     assert layout["yaxis"]["range"][0] == 0 and layout["yaxis2"]["type"] == "category"
     assert layout["yaxis2"]["domain"][1] < layout["yaxis"]["domain"][0]
+    assert layout["xaxis"]["anchor"] == "y2"  # the memory axis under the strip
 
 
 def test_the_history_of_a_throughput_never_runs_below_0() -> None:
