@@ -41,7 +41,8 @@ def _row(s: RunSummary) -> dict[str, Any]:
         "study": s.study_name,
         "trials": s.n_complete,
         "best objective": best or ("-" if r is None else _objective("throughput", r.throughput)),
-        "samples/s": "-" if r is None else f"{r.throughput:,.0f}",
+        # A plan that does not fit has no throughput (the simulator's 0.0 is not a rate).
+        "samples/s": "-" if r is None or not r.fits else f"{r.throughput:,.0f}",
         "peak MB/IPU": "-" if r is None else f"{max(r.memory_per_ipu, default=0) / MB:,.0f}",
         "fits": "-" if r is None else ("yes" if r.fits else "no"),
         "bottleneck": "-" if r is None else r.bottleneck,

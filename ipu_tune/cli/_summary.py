@@ -32,7 +32,7 @@ def _speedup(explanation: Explanation | None) -> str:
         return ""
     first, last = steps[0], steps[-1]
     if first["bottleneck"] == "invalid plan":
-        from ipu_tune.cli.explain_cmd import invalid_start
+        from ipu_tune.explain import invalid_start
 
         assert explanation is not None  # it has steps
         return "\n" + invalid_start(explanation)

@@ -58,7 +58,13 @@ def compare(a_path: str, b_path: str) -> dict[str, Any]:
             for p in (*TIME_PHASES, "step")]
     time[-1].update(a=res[0].step_time_s, b=res[1].step_time_s,
                     differs=res[0].step_time_s != res[1].step_time_s)
+    # Steps of plans that move different numbers of samples compare per sample too.
+    spp = [r.samples_per_step for r in res]
+    per_sample = [r.step_time_s / n if n else 0.0 for r, n in zip(res, spp, strict=True)]
+    time.append({"name": "step / samples per step", "a": per_sample[0], "b": per_sample[1],
+                 "differs": per_sample[0] != per_sample[1]})
     verdict = [
+        {"name": "samples per step", "a": spp[0], "b": spp[1], "differs": spp[0] != spp[1]},
         {"name": "fits", "a": res[0].fits, "b": res[1].fits, "differs": res[0].fits != res[1].fits},
         {"name": "throughput", "a": res[0].throughput, "b": res[1].throughput,
          "differs": res[0].throughput != res[1].throughput},
@@ -70,32 +76,50 @@ def compare(a_path: str, b_path: str) -> dict[str, Any]:
             "reasons": [res[0].reason, res[1].reason]}
 
 
+_W, _V = 24, 18  # widths of the name column and of each value column
+
+
+def _row(name: str, a: str, b: str, mark: str) -> list[str]:
+    """One row; values too wide for their column (a long splits list) go on lines of their
+    own, so A's and B's never run together."""
+    if max(len(a), len(b)) < _V - 1:
+        return [f"{name:<{_W}}{a:>{_V}}{b:>{_V}}{mark}"]
+    return [f"{name}{mark}", f"  A: {a}", f"  B: {b}"]
+
+
+def _figures(title: str, rows: list[dict[str, Any]], scale: float, fmt: str) -> list[str]:
+    lines = ["", f"{title:<{_W}}{'A':>{_V}}{'B':>{_V}}"]
+    for r in rows:
+        if r["a"] or r["b"]:
+            lines += _row(r["name"], format(r["a"] * scale, fmt), format(r["b"] * scale, fmt),
+                          f"  {_pct(r['a'], r['b'])}".rstrip())
+    return lines
+
+
+def _result_cell(name: str, value: Any, fits: bool) -> str:
+    if name == "fits":
+        return "yes" if value else "NO"
+    if name == "throughput":  # a plan that does not fit has no throughput
+        return f"{value:,.0f}" if fits else "-"
+    return f"{value:,.0f}" if isinstance(value, float) else str(value)
+
+
 def format_compare(d: dict[str, Any]) -> str:
-    w = 24
     lines = [f"A: {d['a']}", f"B: {d['b']}", "(* marks a difference; % is B against A)", ""]
-    lines.append(f"{'plan':<{w}}{'A':>18}{'B':>18}")
+    lines.append(f"{'plan':<{_W}}{'A':>{_V}}{'B':>{_V}}")
     for r in d["plan"]:
-        lines.append(f"{r['name']:<{w}}{shown(r['a']):>18}{shown(r['b']):>18}"
-                     f"{'  *' if r['differs'] else ''}")
-    lines += ["", f"{'memory, fullest IPU (MB)':<{w}}{'A':>18}{'B':>18}"]
-    for r in d["memory_bytes_fullest_ipu"]:
-        if r["a"] or r["b"]:
-            lines.append(f"{r['name']:<{w}}{r['a'] / MB:>18,.1f}{r['b'] / MB:>18,.1f}"
-                         f"  {_pct(r['a'], r['b'])}".rstrip())
-    lines += ["", f"{'time per step (ms)':<{w}}{'A':>18}{'B':>18}"]
-    for r in d["time_s_per_step"]:
-        if r["a"] or r["b"]:
-            lines.append(f"{r['name']:<{w}}{r['a'] * 1e3:>18,.3f}{r['b'] * 1e3:>18,.3f}"
-                         f"  {_pct(r['a'], r['b'])}".rstrip())
-    lines += ["", f"{'result':<{w}}{'A':>18}{'B':>18}"]
+        lines += _row(r["name"], shown(r["a"]), shown(r["b"]), "  *" if r["differs"] else "")
+    lines += _figures("memory, fullest IPU (MB)", d["memory_bytes_fullest_ipu"], 1 / MB, ",.1f")
+    lines += _figures("time per step (ms)", d["time_s_per_step"], 1e3, ",.3f")
+    lines += ["", f"{'result':<{_W}}{'A':>{_V}}{'B':>{_V}}"]
+    fits = {r["name"]: (r["a"], r["b"]) for r in d["result"]}["fits"]
     for r in d["result"]:
-        if r["name"] == "throughput":
-            lines.append(f"{'samples/s':<{w}}{r['a']:>18,.0f}{r['b']:>18,.0f}"
-                         f"  {_pct(r['a'], r['b'])}".rstrip())
-        else:
-            a, b = (("yes" if v else "NO") if r["name"] == "fits" else str(v)
-                    for v in (r["a"], r["b"]))
-            lines.append(f"{r['name']:<{w}}{a:>18}{b:>18}{'  *' if r['differs'] else ''}")
+        a, b = (_result_cell(r["name"], v, f) for v, f in zip((r["a"], r["b"]), fits,
+                                                                 strict=True))
+        name = "samples/s" if r["name"] == "throughput" else r["name"]
+        mark = (f"  {_pct(r['a'], r['b'])}".rstrip() if r["name"] == "throughput" and all(fits)
+                else "  *" if r["differs"] else "")
+        lines += _row(name, a, b, mark)
     for label, reason in zip("AB", d["reasons"], strict=True):
         if reason:
             lines.append(f"{label} does not fit: {reason}")

@@ -41,7 +41,7 @@ def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
         )
     else:
         lines.append(f"fits: NO - {result.reason}")
-        lines.append("throughput: 0 samples/s (does not fit)")
+        lines.append("throughput: none (a plan that does not fit does not run)")
     lines.append(
         f"step: {result.step_time_s * 1e3:,.2f} ms for {_count(result.samples_per_step)} samples; "
         f"bottleneck: {result.bottleneck}"

@@ -18,15 +18,16 @@ from ipu_tune.knobs import rate_text
 if TYPE_CHECKING:  # Optuna and the search load only when the command runs
     from ipu_tune.explain import Closest, Explanation
 
-__all__ = ["format_explain", "format_ladder", "format_phases", "format_remedies", "invalid_start",
+__all__ = ["format_explain", "format_ladder", "format_phases", "format_remedies",
            "main", "remedy_command"]
 
 MB = 1e6
-INVALID = "invalid plan"  # the simulator's bottleneck of a plan the plan rules refuse
 
 
 def format_ladder(data: Explanation) -> list[str]:
     """The ladder table: step, change, fits, peak memory per IPU vs limit, samples/s, speed-up."""
+    from ipu_tune.explain import INVALID_PLAN, invalid_start
+
     steps = data.steps
     if not steps:
         return []
@@ -37,7 +38,7 @@ def format_ladder(data: Explanation) -> list[str]:
     lines += [head, "-" * len(head)]
     for s in steps:
         change = s["change"] if len(s["change"]) <= width else s["change"][:width - 3] + "..."
-        invalid = s["bottleneck"] == INVALID
+        invalid = s["bottleneck"] == INVALID_PLAN
         mem = ("-" if invalid else
                f"{s['peak_memory_bytes'] / MB:,.0f} ({s['memory_limit_bytes'] / MB:,.0f})")
         speed = f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-"
@@ -50,18 +51,6 @@ def format_ladder(data: Explanation) -> list[str]:
     if note:
         lines.append(note)
     return lines
-
-
-def invalid_start(data: Explanation) -> str:
-    """When the starting plan is not a plan: why, and the first valid step used instead."""
-    steps = data.steps
-    if not steps or steps[0]["bottleneck"] != INVALID:
-        return ""
-    valid = next((s for s in steps if s["bottleneck"] != INVALID), None)
-    used = ("; the ladder continues from step " + str(valid["step"]) + " (your plan with "
-            + ", ".join(c for s in steps[1:valid["step"] + 1] for c in s["changes"]) + ")"
-            if valid is not None else "")
-    return f"your plan is invalid: {steps[0]['reason']}{used}"
 
 
 def remedy_command(overrides: Sequence[str], argv: Sequence[str] | None) -> str:
@@ -137,14 +126,18 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def format_phases(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The best plan's step by phase, then the all-reduce terms with their sources."""
+    """The best plan's step by phase (shares of the step, adding up to 100%), each collective's
+    terms indented under it with their share of that phase and their sources."""
     if not rows:
         return []
-    lines = ["", "where the best plan's step goes (simulated):"]
+    lines = ["", "where the best plan's step goes (simulated; indented: parts of the phase above):"]
     for r in rows:
-        source = f"  [{r['source']}]" if r.get("source") else ""
-        lines.append(f"  {r['phase']:<32} {r['seconds'] * 1e3:>10.3f} ms {100 * r['share']:>6.1f}%"
-                     f"{source}")
+        ms = f"{r['seconds'] * 1e3:>10.3f} ms"
+        if "term" in r:
+            lines.append(f"    {r['term']:<30} {ms} {100 * r['share_of_phase']:>6.1f}% of phase"
+                         f"  [{r['source']}]")
+        else:
+            lines.append(f"  {r['phase']:<32} {ms} {100 * r['share']:>6.1f}%")
     return lines
 
 

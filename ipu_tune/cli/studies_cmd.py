@@ -11,6 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.cli._common import TRUST_HELP, fail, print_out, printable
+from ipu_tune.cli._trials_table import column_named, filter_rows, readable_table
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
 # The tuner, the search, the results store (SQLAlchemy, pandas) and the report (plotly) load
 # inside the command that needs them: `studies` lists from the Optuna storage alone.
 
-__all__ = ["export_main", "list_main", "load_problem", "report_main", "storage_args"]
+__all__ = [
+    "export_main", "list_main", "load_problem", "readable_table", "report_main", "storage_args",
+]
 
 # A finished trial: COMPLETE (a feasible plan, with values) or PRUNED (infeasible, no value).
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -56,7 +59,7 @@ def list_main(argv: Sequence[str]) -> int:
 
     metas = [StudyMeta.of(s) for s in summaries]
     differs = _what_differs(metas)
-    print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  exported best (objective)")
+    print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  best (objective)")
     for s, meta, differ in zip(summaries, metas, differs, strict=True):
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         # Finished: COMPLETE (feasible) and PRUNED (infeasible, no value) trials.
@@ -75,6 +78,8 @@ def list_main(argv: Sequence[str]) -> int:
             shown = f"trial {best.number}: {shown}"
         else:
             shown = f"trial {best.number}: " + ", ".join(f"{v:.6g}" for v in best.values)
+        if best is not None and best.values:
+            shown += _exported(args.results_dir, s.study_name)
         system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
         model = meta.model if meta else "?"
         print(f"{printable(s.study_name):40} {printable(model):14} {system:9} "
@@ -82,6 +87,19 @@ def list_main(argv: Sequence[str]) -> int:
         if differ:
             print(f"{'':4}differs: {printable(differ)}")
     return 0
+
+
+def _exported(results_dir: str, name: str) -> str:
+    """Whether the best plan's exports are on disk: an interrupted study's are not yet."""
+    from ipu_tune.exports import BEST_YAML
+    from ipu_tune.storage import study_dir
+
+    try:
+        if (study_dir(results_dir, name) / BEST_YAML).is_file():
+            return ", exported"
+    except IpuTuneError:  # a name no folder can have: nothing was exported under it
+        pass
+    return ", not exported (the `report` command writes its exports)"
 
 
 _DIFFERS_SHOWN = 4
@@ -238,38 +256,6 @@ def export_main(argv: Sequence[str]) -> int:
     return 0
 
 
-_OPS = (">=", "<=", "!=", "=", ">", "<")
-
-
-def _filter(df: Any, spec: str) -> Any:
-    """Rows of `df` matching `COLUMN<op>VALUE` (op one of >=, <=, !=, =, >, <)."""
-    for op in _OPS:
-        if op in spec:
-            col, _, raw = spec.partition(op)
-            col, raw = col.strip(), raw.strip()
-            break
-    else:
-        raise IpuTuneError(f"--where={spec!r}: expected COLUMN=VALUE (or >, <, >=, <=, !=)")
-    if col not in df.columns:
-        raise IpuTuneError(f"--where={spec!r}: no column {col!r}; columns: "
-                           + ", ".join(df.columns))
-    series = df[col]
-    value: Any = raw
-    try:
-        value = float(raw)
-        series = series.astype(float)
-    except (TypeError, ValueError):
-        series = series.astype(str).str.lower()
-        value = raw.lower()
-    if op in ("=", "!="):
-        mask = series == value
-        return df[mask if op == "=" else ~mask]
-    if isinstance(value, str):
-        raise IpuTuneError(f"--where={spec!r}: {op} needs a number")
-    return df[{">": series > value, "<": series < value, ">=": series >= value,
-               "<=": series <= value}[op]]
-
-
 def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
     """One row per finished trial: objectives (named with units; empty for an infeasible
     trial, which has no value), fit, memory, knobs, why it is infeasible."""
@@ -320,8 +306,9 @@ def trials_main(argv: Sequence[str]) -> int:
                         help="sort by this column (default: the objective, best first)")
     parser.add_argument("--ascending", action="store_true", help="sort smallest first")
     parser.add_argument("--where", action="append", default=[], metavar="COLUMN<op>VALUE",
-                        help="keep rows where e.g. 'precision=16.16', 'samples/s>5000' "
-                             "(repeatable)")
+                        help="keep rows where e.g. 'precision=16.16', 'samples/s>5000' (a "
+                             "column by its name, its name without the unit, or its unit; "
+                             "repeatable)")
     parser.add_argument("--fits", action="store_true", help="only feasible trials")
     parser.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     storage_args(parser)
@@ -337,15 +324,13 @@ def trials_main(argv: Sequence[str]) -> int:
         if args.fits:
             df = df[df["feasible"]]
         for spec in args.where:
-            df = _filter(df, spec)
+            df = filter_rows(df, spec)
         from ipu_tune.search import OBJECTIVES
 
         first = OBJECTIVES[problem.objective_names[0]]
         if args.sort:
-            if args.sort not in df.columns:
-                raise IpuTuneError(f"--sort={args.sort!r}: no such column; columns: "
-                                   + ", ".join(df.columns))
-            df = df.sort_values(args.sort, ascending=args.ascending, kind="stable")
+            sort = column_named(df, args.sort, f"--sort={args.sort!r}")
+            df = df.sort_values(sort, ascending=args.ascending, kind="stable")
         else:
             # Feasible first, then the objective in its own direction.
             df = df.sort_values(["feasible", first.axis()],
@@ -356,25 +341,3 @@ def trials_main(argv: Sequence[str]) -> int:
     if args.csv:
         return print_out(df.to_csv(index=False).rstrip("\n"))
     return print_out(readable_table(df.drop(columns=["reason"])))
-
-
-_ALWAYS = 6  # trial, objective, fits, feasible, peak memory, bottleneck: always shown
-
-
-def readable_table(df: Any) -> str:
-    """A trials table a terminal shows whole: columns equal in every row are said once above
-    it, empty cells are `-` (not None or NaN), booleans yes/no."""
-    def cell(v: Any) -> str:
-        if v is None or v == "" or (isinstance(v, float) and v != v):
-            return "-"
-        if isinstance(v, bool):
-            return "yes" if v else "no"
-        if isinstance(v, float):  # rates and MB to one decimal; proportions as given
-            return f"{v:,.1f}" if abs(v) >= 100 else f"{v:,.6g}"
-        return str(v)
-
-    shown = df.map(cell)
-    same = [c for c in shown.columns[_ALWAYS:] if shown[c].nunique() == 1 and len(shown) > 1]
-    head = ("same in every row: " + ", ".join(f"{c} {shown[c].iloc[0]}" for c in same) + "\n"
-            if same else "")
-    return head + shown.drop(columns=same).to_string(index=False)

@@ -10,15 +10,18 @@ from ipu_tune.explain._phases import phase_shares
 from ipu_tune.explain._remedies import larger_system, override_text, remedies
 from ipu_tune.explain._start import SEED_LABEL, START_LABEL, start_label
 from ipu_tune.explain._study import (
+    INVALID_PLAN,
     PARETO_RULE,
     Closest,
     Explanation,
     closest_trial,
     explain_study,
+    invalid_start,
 )
 from ipu_tune.explain._whatif import sensitivity
 
 __all__ = [
+    "INVALID_PLAN",
     "PARETO_RULE",
     "SEED_LABEL",
     "START_LABEL",
@@ -29,6 +32,7 @@ __all__ = [
     "closest_trial",
     "differing_keys",
     "explain_study",
+    "invalid_start",
     "ladder",
     "larger_system",
     "override_text",

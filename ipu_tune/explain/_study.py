@@ -24,7 +24,12 @@ from ipu_tune.explain._whatif import sensitivity
 from ipu_tune.records import TrialRecord
 from ipu_tune.search import OBJECTIVES, SearchProblem, compromise
 
-__all__ = ["PARETO_RULE", "Closest", "Explanation", "closest_trial", "explain_study"]
+__all__ = [
+    "INVALID_PLAN", "PARETO_RULE", "Closest", "Explanation", "closest_trial", "explain_study",
+    "invalid_start",
+]
+
+INVALID_PLAN = "invalid plan"  # the simulator's bottleneck of a plan the plan rules refuse
 
 # How `ipu_tune.search.best_trial` picks the exported trial of a multi-objective study.
 PARETO_RULE = ("compromise: the trial of the feasible Pareto front closest to the ideal point, "
@@ -153,3 +158,15 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
         steps=tuple(step_row(problem, s, first_fit, out.start) for s in steps),
         phases=tuple(phase_shares(problem.evaluate(best_cfg).result)),
         sensitivity=tuple(sensitivity(problem, best_cfg)) if with_sensitivity else ())
+
+
+def invalid_start(data: Explanation) -> str:
+    """When the starting plan is not a plan: why, and the first valid step used instead."""
+    steps = data.steps
+    if not steps or steps[0]["bottleneck"] != INVALID_PLAN:
+        return ""
+    valid = next((s for s in steps if s["bottleneck"] != INVALID_PLAN), None)
+    used = ("; the ladder continues from step " + str(valid["step"]) + " (your plan with "
+            + ", ".join(c for s in steps[1:valid["step"] + 1] for c in s["changes"]) + ")"
+            if valid is not None else "")
+    return f"your plan is invalid: {steps[0]['reason']}{used}"

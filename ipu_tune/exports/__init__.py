@@ -5,7 +5,7 @@ a framework that cannot run its pipeline schedule, the best stored trial it can 
 (`StoredTrials`)."""
 
 from ipu_tune.exports._choose import StoredTrials
-from ipu_tune.exports._context import ExportContext, Provenance, export_context
+from ipu_tune.exports._context import BEST_YAML, ExportContext, Provenance, export_context
 from ipu_tune.exports._ipu_config import (
     IPU_CONFIG_FIELDS,
     render_ipu_config,
@@ -22,6 +22,7 @@ from ipu_tune.exports._schedules import Schedules, StandIn
 from ipu_tune.exports._write import Exports, render_exports, write_exports
 
 __all__ = [
+    "BEST_YAML",
     "EXPORTERS",
     "IPU_CONFIG_FIELDS",
     "ExportContext",

@@ -54,6 +54,28 @@ __all__ = ["build_hf", "hf_config"]
 _LAYER_KEYS = re.compile(r"^(n_layers?|num_layers|num_(hidden|encoder|decoder)_layers|"
                          r"(encoder|decoder)_layers|num_stages|num_encoder_blocks)$")  # fmt: skip
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
+# Most layers a config may count: 30x the deepest published Transformers model (Llama 3.1
+# 405B: 126 layers), yet building it on the meta device stays within minutes and ~1.5 GB;
+# beyond, a typo (1e9) would build for ever.
+MAX_HF_LAYERS = 4096
+
+
+def _check_layer_counts(data: Mapping[str, Any], where: Callable[[str], str],
+                        prefix: str = "") -> None:
+    """Refuse a layer count (`_LAYER_KEYS`, an entry of `depths`, in nested configs too) the
+    user gave that is not 1..MAX_HF_LAYERS; `where(path)` names the key as the user wrote it."""
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            _check_layer_counts(value, where, f"{prefix}{key}.")
+            continue
+        if not (_LAYER_KEYS.match(key) or key == "depths"):
+            continue
+        counts = value if isinstance(value, list) else [value]
+        for count in counts:
+            if isinstance(count, int) and not isinstance(count, bool) and not (
+                    1 <= count <= MAX_HF_LAYERS):
+                raise bad_value(where(prefix + key), value, f"a layer count from 1 to "
+                                f"{MAX_HF_LAYERS} (the deepest published models have about 130)")
 
 
 def _config_class(model_type: str, data: Mapping[str, Any], file: str | None) -> Any:
@@ -98,6 +120,9 @@ def hf_config(cfg: ModelConfig) -> Any:
     else:
         raise IpuTuneError("model.hf.model_type: missing; give a Transformers model type "
                            "(bert, gpt2, llama, vit, t5, ...) or model.hf.config_file")  # fmt: skip
+    file = hf.config_file
+    _check_layer_counts(data, lambda path: f"model.hf.config_file={file!r}: field {path}")
+    _check_layer_counts(overrides, lambda path: f"model.hf.config.{path}")
     config_class = _config_class(model_type, data, hf.config_file)
     _check_overrides(config_class, overrides)
     values = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}

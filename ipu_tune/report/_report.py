@@ -110,7 +110,7 @@ def _best_plan(page: Page, cfg: EvalConfig | None, result: SimResult | None,
         " the IPU's SRAM. Labels give the most loaded tile against one tile's SRAM.",
     )
     page.figure("memory", memory_figure(result))
-    page.heading("Time by phase", "Seconds of one step by phase; the bottleneck in red.")
+    page.heading("Time by phase", "Milliseconds of one step by phase; the bottleneck in red.")
     page.figure("phases", phases_figure(result))
     page.heading(
         "Execution trace of one step",

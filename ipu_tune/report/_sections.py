@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.explain import Explanation
+from ipu_tune.explain import INVALID_PLAN, Explanation, invalid_start
 from ipu_tune.knobs import rate_text
 from ipu_tune.simulator import SimResult
 
@@ -64,10 +64,12 @@ def summary_table(study: optuna.Study, results: Rows, best: SimResult | None,
         steps = ex.steps if ex is not None else ()
         if steps:
             first, last = steps[0], steps[-1]
+            # An invalid starting plan says why; a valid one that does not fit says so.
+            no_speedup = ((invalid_start(ex) if ex is not None else "")
+                          or "none: your plan does not fit in memory")
             pairs.append(("speed-up over your plan",
                           f"x{last['throughput'] / first['throughput']:.2f}"
-                          if first["fits"] and first["throughput"] > 0
-                          else "your plan does not fit in memory"))
+                          if first["fits"] and first["throughput"] > 0 else no_speedup))
         named = {o["name"] for o in objectives}
         if "throughput" not in named:
             pairs.append(("throughput", f"{best.throughput:,.1f} samples/s"))
@@ -93,10 +95,13 @@ def _ladder_html(ex: Explanation) -> str:
     steps = ex.steps
     for s in steps:
         css = "nofit" if not s["fits"] else ("exported" if s is steps[-1] else "")
+        # An invalid plan is not simulated: it has no memory, and fitting does not apply.
+        invalid = s["bottleneck"] == INVALID_PLAN
         rows.append(
             f'<tr class="{css}">' + _cell(s["step"]) + _cell(s["change"], "text")
-            + _cell("yes" if s["fits"] else "NO")
-            + _cell(f"{s['peak_memory_bytes'] / 1e6:,.0f} ({s['memory_limit_bytes'] / 1e6:,.0f})")
+            + _cell("yes" if s["fits"] else ("n/a" if invalid else "NO"))
+            + _cell("n/a" if invalid else f"{s['peak_memory_bytes'] / 1e6:,.0f}"
+                                          f" ({s['memory_limit_bytes'] / 1e6:,.0f})")
             + _cell(f"{s['throughput']:,.0f}" if s["fits"] else "-")
             + _cell(f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-")
             + _cell(s["bottleneck"], "text") + "</tr>")

@@ -38,46 +38,70 @@ def _star(exported: int, x: float, y: float) -> dict[str, Any]:
             "name": f"exported: trial {exported}", "marker": dict(_STAR)}
 
 
+_NO_FIT_ROW = "does not fit"  # the strip under the chart where plans without a throughput go
+
+
+def _fit_trace(part: Sequence[Row]) -> dict[str, Any]:
+    return {
+        "type": "scatter", "name": "fits", "mode": "markers",
+        "x": [float(r["peak_memory_bytes"]) / _MB for r in part],
+        "y": [float(r["throughput"]) for r in part],
+        "marker": {"color": "#2ca02c", "size": 7, "opacity": 0.7},
+        "customdata": [[str(r.get("trial_number")), str(r.get("bottleneck"))] for r in part],
+        "hovertemplate": ("trial %{customdata[0]}<br>%{y:,.1f} samples/s<br>%{x:,.1f} MB"
+                          "<br>bottleneck %{customdata[1]}<extra></extra>"),
+    }
+
+
+def _no_fit_trace(part: Sequence[Row], x_hi: float, clipped: bool) -> dict[str, Any]:
+    """Plans that do not fit have no throughput: a strip of their own (`yaxis2`), never a
+    point at 0 samples/s; the hover gives the real peak, also when drawn at the axis edge."""
+    return {
+        "type": "scatter", "mode": "markers", "yaxis": "y2",
+        "name": _NO_FIT_ROW + (" (no throughput; clipped to the axis edge)" if clipped
+                               else " (no throughput)"),
+        "x": [min(float(r["peak_memory_bytes"]) / _MB, x_hi * 0.99) for r in part],
+        "y": [_NO_FIT_ROW] * len(part),
+        "marker": {"color": _GREY, "size": 7, "opacity": 0.7, "symbol": "triangle-right"},
+        "customdata": [[str(r.get("trial_number")),
+                        f"{float(r['peak_memory_bytes']) / _MB:,.1f}",
+                        str(r.get("reason") or "does not fit")] for r in part],
+        "hovertemplate": ("trial %{customdata[0]}: does not fit, no throughput<br>"
+                          "peak %{customdata[1]} MB per IPU<br>%{customdata[2]}<extra></extra>"),
+    }
+
+
 def trials_figure(results: Sequence[Row], exported: int | None = None) -> Figure:
-    """Throughput against peak memory for every finished trial (rows of the results table);
-    plans that do not fit are grey, drawn at 0 samples/s only as a strip under the axis, and
-    clipped at the x-range's edge (the range fits the SRAM limit and the trials that fit; when
-    none fits, every trial, so a no-fit study shows how far over the limit each plan is)."""
-    # A plan that does not fit has no throughput (NULL in the store): 0 places it on the strip.
-    rows = [{**r, "throughput": _num(r.get("throughput")) or 0.0} for r in results
-            if _num(r.get("peak_memory_bytes")) is not None]
+    """Throughput against peak memory for every finished trial (rows of the results table).
+    Plans that do not fit have no throughput: they are grey, on a strip of their own under the
+    chart, clipped at the x-range's edge (the range fits the SRAM limit and the trials that fit;
+    when none fits, every trial, so a no-fit study shows how far over the limit each plan is)."""
+    rows = [r for r in results if _num(r.get("peak_memory_bytes")) is not None]
     limits = [v for r in rows if (v := _num(r.get("memory_limit_bytes"))) is not None]
     limit_mb = limits[0] / _MB if limits else None
-    fitting = [r for r in rows if _flag(r.get("fits"))]
+    fitting = [r for r in rows if _flag(r.get("fits")) and _num(r.get("throughput")) is not None]
+    others = [r for r in rows if r not in fitting]
     shown = fitting or rows
     x_hi = max([*(float(r["peak_memory_bytes"]) / _MB for r in shown), limit_mb or 0.0]) * 1.15
-    data = []
-    for fits, name, color in ((True, "fits", "#2ca02c"),
-                              (False, "does not fit" + (" (clipped to the axis edge)"
-                                                        if fitting else ""), _GREY)):
-        part = [r for r in rows if _flag(r.get("fits")) == fits]
-        if not part:
-            continue
-        xs = [float(r["peak_memory_bytes"]) / _MB for r in part]
-        data.append({
-            "type": "scatter", "name": name, "mode": "markers",
-            "x": xs if fits else [min(x, x_hi * 0.99) for x in xs],
-            "y": [float(r["throughput"]) for r in part],
-            "marker": {"color": color, "size": 7, "opacity": 0.7,
-                       "symbol": "circle" if fits else "triangle-right"},
-            "customdata": [[str(r.get("trial_number")), str(r.get("bottleneck"))] for r in part],
-            "hovertemplate": ("trial %{customdata[0]}<br>%{y:.1f} samples/s<br>%{x:.0f} MB"
-                              "<br>bottleneck %{customdata[1]}<extra></extra>"),
-        })
+    data = [_fit_trace(fitting)] if fitting else []
+    if others:
+        data.append(_no_fit_trace(others, x_hi, bool(fitting)))
+    y_hi = max((float(r["throughput"]) for r in fitting), default=1.0) * 1.1
     layout = _layout("Trials: throughput against peak memory per IPU",
                      xaxis={**_title("peak memory per IPU (MB)"),
                             **({"range": [0, x_hi]} if x_hi > 0 else {})},
-                     yaxis=_title("throughput (samples/s)"))
+                     yaxis={**_title("throughput (samples/s)"), "range": [0, y_hi],
+                            "domain": [0.14, 1.0] if others else [0.0, 1.0]})
+    if others:  # the strip under the chart, the memory axis under the strip
+        layout["yaxis2"] = {"domain": [0.0, 0.08], "type": "category", "fixedrange": True,
+                            "anchor": "x"}
+        layout["xaxis"]["anchor"] = "y2"
     if limit_mb is not None:
         shape, note = _vline(limit_mb, f"SRAM limit {limit_mb:.0f} MB",
                              {"color": "black", "dash": "dash"})
+        shape["yref"] = "paper"  # across the no-fit strip too
         layout.update(shapes=[shape], annotations=[note])
-    mine = [r for r in rows if exported is not None and r.get("trial_number") == exported]
+    mine = [r for r in fitting if exported is not None and r.get("trial_number") == exported]
     if mine:
         assert exported is not None
         data.append(_star(exported, float(mine[0]["peak_memory_bytes"]) / _MB,
@@ -223,8 +247,10 @@ def _optuna_importances(study: optuna.Study, names: list[str], values: list[floa
 
 
 def _padded(lo: float, hi: float) -> list[float]:
+    """[lo, hi] with a margin; a figure that is never negative (samples/s, MB, changes) keeps
+    its axis at or above 0."""
     pad = (hi - lo) * 0.08 or abs(hi) * 0.1 or 1.0
-    return [lo - pad, hi + pad]
+    return [lo - pad if lo < 0 else max(0.0, lo - pad), hi + pad]
 
 
 def closeness_figure(results: Sequence[Row]) -> Figure:

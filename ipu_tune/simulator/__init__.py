@@ -6,7 +6,12 @@ by `ipu_tune.calibration` (a client of this package) and kept in `DEFAULT_CONSTA
 `constants=` to apply a refitted set (`python -m ipu_tune calibrate`, `constants_from_mapping`).
 """
 
-from ipu_tune.simulator._collectives import ALL_REDUCE_TERMS, ReplicaLayout, replica_layout
+from ipu_tune.simulator._collectives import (
+    ALL_REDUCE_TERM_PARTS,
+    ALL_REDUCE_TERMS,
+    ReplicaLayout,
+    replica_layout,
+)
 from ipu_tune.simulator._compute import block_costs
 from ipu_tune.simulator._constants import (
     DEFAULT_CONSTANTS,
@@ -31,6 +36,7 @@ SIMULATOR_VERSION = "3.1.0"
 
 __all__ = [
     "ALL_REDUCE_TERMS",
+    "ALL_REDUCE_TERM_PARTS",
     "DEFAULT_CONSTANTS",
     "FITTED",
     "MEMORY_CATEGORIES",

@@ -49,6 +49,7 @@ from ipu_tune.simulator._stages import StageShape
 
 __all__ = [
     "ALL_REDUCE_TERMS",
+    "ALL_REDUCE_TERM_PARTS",
     "SINGLE",
     "ReplicaLayout",
     "UpdateTimes",
@@ -166,6 +167,15 @@ ALL_REDUCE_TERMS: dict[str, str] = {
     "gw_bandwidth_s": "GW-Links: 2 x 100 GbE per machine (derived 25 GB/s) shared by its IPUs",
     "gw_latency_s": "10 us per GW-Link ring step (estimate: RoCE round trip), per buffer",
     "rts_sets_s": "RTS gather/scatter compute sets (fitted compute-set overhead)",
+}
+
+# Each term's phase (its seconds are part of that phase's) and its printed name, in ms.
+ALL_REDUCE_TERM_PARTS: dict[str, tuple[str, str]] = {
+    "pod_bandwidth_s": ("all_reduce_pod", "IPU-Link bandwidth"),
+    "pod_sync_s": ("all_reduce_pod", "ring sync"),
+    "gw_bandwidth_s": ("all_reduce_gw", "GW-Link bandwidth"),
+    "gw_latency_s": ("all_reduce_gw", "GW-Link latency"),
+    "rts_sets_s": ("all_reduce_pod", "RTS compute sets"),
 }
 
 # read: poplibs' IPU cost model (lib/poplibs_test/Util.cpp), 128 Gbit/s per IPU-Link; an IPU's

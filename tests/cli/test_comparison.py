@@ -41,6 +41,16 @@ def test_one_row_per_run_with_its_figures_and_plan() -> None:
     assert all(row[offset - 2 : offset] == "  " for row in rows)
 
 
+def test_a_run_whose_plan_does_not_fit_has_no_samples_per_second() -> None:
+    cfg = load_config({"system": {"num_ipus": 1}, "workload": {"micro_batch_size": 4096}})
+    result = ipu_tune.evaluate(cfg)
+    assert not result.fits
+    lines = format_comparison([RunSummary("big", "journal", 3, 3, (), None, cfg, result)])
+    header, row = lines.splitlines()[1:]
+    at = header.index("samples/s")
+    assert row[at:at + len("samples/s")].strip() == "-"
+
+
 def test_a_sweep_ends_with_one_comparison_table(tmp_path: Path) -> None:
     proc = run_cli(
         ["-m", "system.num_ipus=2,4", "study.n_trials=3", "study.progress_bar=false"],

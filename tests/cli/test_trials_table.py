@@ -21,3 +21,24 @@ def test_trials_table_says_constant_columns_once_and_shows_empty_cells_as_dashes
     assert "None" not in text and "NaN" not in text and "nan" not in text
     assert "micro-batch" not in rows[0] and "pipeline splits" in rows[0]
     assert rows[2].split()[1:4] == ["-", "no", "no"]
+
+
+def test_a_float_column_has_one_format_whatever_its_values() -> None:
+    df = pd.DataFrame({
+        "trial": [1, 2, 3], "throughput (samples/s)": [4000.0, 79.6618, math.nan],
+        "fits": [True, True, False], "feasible": [True, True, False],
+        "peak MB/IPU": [650.5, 973.2, 1400.6], "bottleneck": ["a", "b", "c"],
+        "AMP": [0.6, 0.55, 0.123456],
+    })
+    rows = [line.split() for line in readable_table(df).splitlines()[1:]]
+    assert [r[1] for r in rows] == ["4,000.0", "79.7", "-"]
+    assert [r[-1] for r in rows] == ["0.6", "0.55", "0.123"]
+
+
+def test_where_and_sort_take_a_column_by_its_documented_unit_or_its_bare_name() -> None:
+    from ipu_tune.cli._trials_table import filter_rows as _filter
+
+    df = pd.DataFrame({"trial": [1, 2], "throughput (samples/s)": [4000.0, 6000.0]})
+    assert list(_filter(df, "samples/s>5000")["trial"]) == [2]
+    assert list(_filter(df, "throughput<5000")["trial"]) == [1]
+    assert list(_filter(df, "throughput (samples/s)>=4000")["trial"]) == [1, 2]

@@ -238,6 +238,13 @@ def test_gpt2_zoo_sizes_have_the_published_parameter_counts(profile_of: Any) -> 
     ({"hf": {"model_type": "gpt2", "config": {"n_layers": 2}}}, "model.hf.config.n_layers=2"),
     ({"hf": {"model_type": "gpt2", "task": "translation"}}, "model.hf.task='translation'"),
     ({"hf": {}}, "model.hf.model_type: missing"),
+    # Layer counts out of 1..4096: none (a model with no layers) or past any model (for ever).
+    ({"hf": {"model_type": "gpt2", "config": {"n_layer": -1}}}, "model.hf.config.n_layer=-1"),
+    ({"hf": {"model_type": "gpt2", "config": {"n_layer": 0}}}, "model.hf.config.n_layer=0"),
+    ({"hf": {"model_type": "gpt2", "config": {"n_layer": 10**9}}},
+     "model.hf.config.n_layer=1000000000: a layer count from 1 to 4096"),
+    ({"hf": {"model_type": "clip", "config": {"text_config": {"num_hidden_layers": 5000}}}},
+     "model.hf.config.text_config.num_hidden_layers=5000"),
     ({"hf": {"model_type": "gpt2"}, "sequence_length": 4096}, "model.sequence_length=4096"),
     ({"hf": {"config_file": "/nonexistent/config.json"}}, "model.hf.config_file="),
     ({"hf": {"model_type": "whisper"}}, "model.hf.task=None"),  # audio: no usual head built
@@ -393,3 +400,15 @@ def test_a_config_saved_from_a_base_model_builds_it(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
     model = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path)))
     assert hf_identity(model)[1] == "feature-extraction"
+
+
+def test_a_config_file_past_the_layer_bound_exits_2_naming_its_field(tmp_path: Path) -> None:
+    """A config.json of 10**9 layers built for ever; now one line naming the file's field."""
+    from tests.conftest import run_cli
+
+    (tmp_path / "config.json").write_text('{"model_type": "gpt2", "n_layer": 1000000000}')
+    done = run_cli(["model=hf", f"model.hf.config_file={tmp_path / 'config.json'}",
+                    "study.storage=memory", "study.progress_bar=false"], tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "field n_layer=1000000000: a layer count from 1 to 4096" in line
