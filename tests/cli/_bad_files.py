@@ -28,6 +28,12 @@ def write_fixtures(tmp: Path) -> None:
     # safe_load would keep the last of two values silently.
     (tmp / "dup.yaml").write_text('model: {name: resnet50}\nplan:\n  precision: "16.16"\n'
                                   '  precision: "32.32"\n')
+    (tmp / "rf8.json").write_text('{"replication_factor": 8}')
+    (tmp / "amp_list.json").write_text(
+        '{"layers_per_ipu": [-1, -1], "matmul_proportion": [0.05, 1.5]}')
+    (tmp / "exp" / "experiment").mkdir(parents=True, exist_ok=True)
+    (tmp / "exp" / "experiment" / "rf8.yaml").write_text(
+        "# @package _global_\nplan: {replication_factor: 8}\n")
     (tmp / "dup.json").write_text('{"layers_per_ipu": [0, 8], "layers_per_ipu": [8, 0]}')
     (tmp / "own").mkdir()
     (tmp / "own" / "config.json").write_text(

@@ -175,6 +175,17 @@ CASES: list[tuple[str, list[str], str]] = [
     ("Longformer's global attention", ["model=hf", "model.hf.model_type=longformer",
                                         "model.hf.config={num_hidden_layers: 1}"],
      "cannot run forward and backward on the meta device"),
+    # A starting plan the system cannot hold, not set on the command line: refused before
+    # any storage exists (no empty study left to list).
+    ("ipu_config.json replicas above the IPUs", ["model=gpt2", "system=pod4",
+     "plan.from_ipu_config={tmp}/rf8.json"],
+     "{tmp}/rf8.json: replication_factor (sets plan.replication_factor=8: must be at most "
+     "system.num_ipus=4"),
+    ("ipu_config.json proportion above 1", ["model=gpt2", "system=pod4",
+     "plan.from_ipu_config={tmp}/amp_list.json"],
+     "matmul_proportion=[0.05, 1.5]: every element must be in 0..1"),
+    ("experiment replicas above the IPUs", ["--config-dir", "{tmp}/exp", "+experiment=rf8",
+     "system=pod4"], "plan.replication_factor=8: must be at most system.num_ipus=4"),
     ("ipu_config.json key twice", ["model=gpt2", "plan.from_ipu_config={tmp}/dup.json"],
      "key 'layers_per_ipu' given twice"),
     ("config.json key twice", ["model=hf", "model.hf.config_file={tmp}/dup.json"],
