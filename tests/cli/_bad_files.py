@@ -60,6 +60,8 @@ def write_fixtures(tmp: Path) -> None:
         "samples_per_s: 100}\n")
     (tmp / "rows_empty.yaml").write_text("- {model: {name: resnet18}}\n")
     (tmp / "a_dir.csv").mkdir()
+    (tmp / "passwd_plan.yaml").write_text("model: {name: mnist_cnn}\n"
+                                          "plan: {from_ipu_config: /etc/passwd}\n")
     (tmp / "good.yaml").write_text("model: {name: mnist_cnn, input_shape: [1, 28, 28]}\n")
     con = sqlite3.connect(tmp / "sqlite.journal")
     con.execute("CREATE TABLE t (x)")
