@@ -66,13 +66,17 @@ def invalid_start(data: Explanation) -> str:
 
 def remedy_command(overrides: Sequence[str], argv: Sequence[str] | None) -> str:
     """The command to paste for a remedy: the user's arguments with the remedy's overrides
-    (replacing any the user gave for the same keys); without them, the overrides to add."""
+    (replacing any the user gave for the same keys); without them, the overrides to add. A
+    password among the arguments (`study.storage=postgresql://u:PW@h/db`) is printed as ***:
+    the command is shown, not run, and the user has the password."""
+    from ipu_tune.storage import redact
+
     quoted = [shlex.quote(o) for o in overrides]
     if argv is None:
-        return "add to your command: " + " ".join(quoted)
+        return redact("add to your command: " + " ".join(quoted))
     keys = {o.partition("=")[0] for o in overrides}
     kept = [shlex.quote(a) for a in argv if a.partition("=")[0].lstrip("+~") not in keys]
-    return " ".join(["python -m ipu_tune", *kept, *quoted])
+    return redact(" ".join(["python -m ipu_tune", *kept, *quoted]))
 
 
 # When nothing on this system fits: what is left to change (docs/first-run.md names a system
