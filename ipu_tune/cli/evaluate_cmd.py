@@ -21,7 +21,6 @@ from ipu_tune.config import (
     validate,
 )
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.exports import apply_ipu_config
 from ipu_tune.simulator import DEFAULT_CONSTANTS
 
 __all__ = ["apply_overrides", "main"]
@@ -35,6 +34,8 @@ def apply_overrides(path: str, overrides: Sequence[str],
     cfg = _overridden(path, overrides, trust_remote_code)
     if not cfg.plan.from_ipu_config:
         return validate(cfg)
+    from ipu_tune.exports import apply_ipu_config  # with optuna: only when a file is named
+
     pinned = frozenset(o.key_or_group for o in parse_overrides(overrides))
     return validate(apply_ipu_config(validate(cfg, check_layout=False), pinned))
 
