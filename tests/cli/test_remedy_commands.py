@@ -194,7 +194,7 @@ def test_when_not_even_more_ipus_fit_the_summary_says_what_is_left() -> None:
     None,
 ])
 def test_a_remedy_command_never_shows_the_storage_password(argv: list[str] | None) -> None:
-    from ipu_tune.cli.explain_cmd import remedy_command
+    from ipu_tune.explain import remedy_command
 
     text = remedy_command(["workload.micro_batch_size=1",
                            "study.storage=postgresql://a:S3cretPW@h/db"], argv)
