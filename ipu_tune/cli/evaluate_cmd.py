@@ -37,7 +37,7 @@ def apply_overrides(path: str, overrides: Sequence[str],
     from ipu_tune.exports import apply_ipu_config  # with optuna: only when a file is named
 
     pinned = frozenset(o.key_or_group for o in parse_overrides(overrides))
-    return validate(apply_ipu_config(validate(cfg, check_layout=False), pinned))
+    return apply_ipu_config(validate(cfg, check_layout=False), pinned, whole=True)
 
 
 def _overridden(path: str, overrides: Sequence[str], trust_remote_code: bool) -> EvalConfig:

@@ -249,8 +249,9 @@ def ipu_config_fields(data: Mapping[str, Any], mode: str) -> dict[str, str]:
     return fields
 
 
-def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset()) -> T:
-    """`cfg` with the plan of its `plan.from_ipu_config` file (unchanged without one). Keys
+def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool = False) -> T:
+    """`cfg` with the plan of its `plan.from_ipu_config` file (unchanged without one), checked
+    as a search's starting plan (`whole`: as a plan to evaluate, filling the system). Keys
     the user set on the command line (`pinned`) keep their values."""
     path = cfg.plan.from_ipu_config
     if not path:
@@ -274,7 +275,7 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset()) -> T:
     # Checked here, where the file's field of each plan key is known (a value out of the
     # plan's range, or more replicas or stages than the system's IPUs).
     try:
-        validate(out, check_layout=False)
+        validate(out, check_layout=whole)
         check_pinned_layout(out, pinned)
     except IpuTuneError as exc:
         text = str(exc)

@@ -314,3 +314,18 @@ def test_auto_masked_positions_are_written_as_the_count_profiled() -> None:
     plan = replace(PLAN, splits=("bert.encoder.layer.1",))
     text = render_run_with_optimum(plan, profile_model(cfg.model), cfg)
     assert "config.max_num_masked_tokens = 56  # model.kwargs.masked_positions" in text
+
+
+def test_a_file_plan_evaluated_whole_names_the_file_field(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path,
+) -> None:
+    """`evaluate` checks the plan as a whole: PopTorch's pipelined minimum is the file's
+    `gradient_accumulation_steps` (its default 1 here), not a key the user never wrote."""
+    (tmp_path / "ipu_config.json").write_text(json.dumps({"layers_per_ipu": [0, 8, 8, 8]}))
+    cfg = replace(gpt2[1], plan=PlanConfig(from_ipu_config=str(tmp_path)),
+                  system=SystemConfig(num_ipus=4))
+    with pytest.raises(IpuTuneError) as err:
+        apply_ipu_config(cfg, whole=True)
+    assert str(err.value).startswith(f"{tmp_path}: gradient_accumulation_steps (sets "
+                                     "plan.gradient_accumulation=1: must be >= 4")
+    assert apply_ipu_config(cfg).plan.gradient_accumulation == 1  # a start: the search raises it
