@@ -199,7 +199,8 @@ def _fault(prep: Prepared, failed: list[str], study: optuna.Study) -> IpuTuneErr
     exported: a fault (exit 1), which running the same command again resumes."""
     done, wanted = count_done(study), prep.cfg.study.n_trials
     rest = ("all of them finished (the other workers ran its trial again)" if done >= wanted
-            else "run the same command again to resume (it retries the trial left running)")
+            else "run the same command again to resume (it runs the killed worker's trial "
+            "again)")
     return IpuTuneError(
         f"study.workers={prep.cfg.study.workers}: {'; '.join(failed)}; the {done} of "
         f"{wanted} trials finished are stored and exported; {rest}", fault=True)
@@ -231,6 +232,8 @@ def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> Run
         else:
             ran, failed = _run_workers(prep, study)
         trials_s = time.perf_counter() - started
+        if failed:  # its trial is failed now, with its reason, not left RUNNING till a resume
+            recover_stale_trials(study, storage, prep.target.claims)
         sync_results(store, study)
         interrupts.check()  # interrupted: no exports (those on disk stay whole)
         summary = export_study(study, prep.problem, store, cfg, prep.target, ran,

@@ -187,4 +187,8 @@ def test_a_killed_worker_is_a_fault_and_the_others_trials_are_kept(tmp_path: Pat
     assert "stored and exported" in err
     state = study_state(results, "k")
     assert state["rows"] == sorted(state["complete"])  # type: ignore[type-var]
+    assert not state["running"]  # the killed worker's trial: failed, naming it
+    failed = [t for t in state["study"].trials  # type: ignore[attr-defined]
+              if t.system_attrs.get("fail_reason", "").startswith("worker died")]
+    assert all(f":{victim}:" in t.system_attrs["fail_reason"] for t in failed)
     assert (results / "k" / "best.yaml").exists() and (results / "k" / "report.html").exists()
