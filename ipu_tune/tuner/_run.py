@@ -198,12 +198,12 @@ def _fault(prep: Prepared, failed: list[str], study: optuna.Study) -> IpuTuneErr
     """The one line of a run whose workers failed, after its finished trials were stored and
     exported: a fault (exit 1), which running the same command again resumes."""
     done, wanted = count_done(study), prep.cfg.study.n_trials
-    rest = ("all of them finished (the other workers ran its trial again)" if done >= wanted
-            else "run the same command again to resume (it runs the killed worker's trial "
-            "again)")
+    kept = (f"all {wanted} trials finished (the other workers ran its trial again), stored "
+            "and exported" if done >= wanted else
+            f"the {done} of {wanted} trials finished are stored and exported; run the same "
+            "command again to resume (it runs the killed worker's trial again)")
     return IpuTuneError(
-        f"study.workers={prep.cfg.study.workers}: {'; '.join(failed)}; the {done} of "
-        f"{wanted} trials finished are stored and exported; {rest}", fault=True)
+        f"study.workers={prep.cfg.study.workers}: {'; '.join(failed)}; {kept}", fault=True)
 
 
 def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> RunSummary:
