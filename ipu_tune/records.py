@@ -311,6 +311,24 @@ def fail_trial(storage: optuna.storages.BaseStorage, study: optuna.Study, trial:
     return True
 
 
+def retry_dead_trial(storage: optuna.storages.BaseStorage, study: optuna.Study,
+                     trial: FrozenTrial, worker: str) -> bool:
+    """Fail the RUNNING trial of dead `worker` (`fail_reason` "worker died: WORKER") and
+    enqueue its plan again, on every storage alike, however the death was found (a PID on this
+    machine, a heartbeat that stopped on a database server). The retry carries only its
+    origin: not the dead trial's attributes, whose constraints the retry writes again (Optuna
+    warns when a constraint is set twice). False when another process failed or finished the
+    trial first (it enqueued the retry)."""
+    if not fail_trial(storage, study, trial, f"worker died: {worker}"):
+        return False
+    # A journal writes a trial's parameters with its result: a trial killed before then has
+    # none, and an enqueued one still has the plan it was given.
+    params = trial.params or trial.system_attrs.get("fixed_params")
+    if params:
+        study.enqueue_trial(params, user_attrs=TrialRecord.retry_attrs(trial.number))
+    return True
+
+
 @dataclass(frozen=True)
 class StudyMeta:
     """What a study created by ipu-tune carries (its ``ipu_tune`` user attribute)."""

@@ -120,9 +120,10 @@ def printable(text: object) -> str:
                    for c in str(text))
 
 
-def fail(message: str) -> int:
-    """Print `ipu-tune: error: <one line>` on stderr and return the usage exit code. Every
-    line is redacted: a message may quote a storage URL (Hydra's lexer echoes overrides)."""
+def fail(message: str, fault: bool = False) -> int:
+    """Print `ipu-tune: error: <one line>` on stderr and return the usage exit code (`fault`:
+    the fault code). Every line is redacted: a message may quote a storage URL (Hydra's lexer
+    echoes overrides)."""
     from ipu_tune.storage import redact
 
     text = " ".join(redact(str(message)).split())
@@ -131,7 +132,7 @@ def fail(message: str) -> int:
               "again to resume", file=sys.stderr)
         return EXIT_FAULT
     print("ipu-tune: error: " + printable(text), file=sys.stderr)
-    return EXIT_USAGE
+    return EXIT_FAULT if fault else EXIT_USAGE
 
 
 def aligned_lines(columns: Sequence[str], rows: Sequence[Mapping[str, str]],

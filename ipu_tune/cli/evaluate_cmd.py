@@ -15,10 +15,10 @@ from ipu_tune.case import read_constants
 from ipu_tune.cli._common import TRUST_HELP, fail, print_out
 from ipu_tune.config import (
     EvalConfig,
-    load_config,
     load_unvalidated,
     parse_overrides,
     to_plain_dict,
+    validate,
 )
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import DEFAULT_CONSTANTS
@@ -28,11 +28,23 @@ __all__ = ["apply_overrides", "main"]
 
 def apply_overrides(path: str, overrides: Sequence[str],
                     trust_remote_code: bool = False) -> EvalConfig:
-    """The config of YAML file `path` with Hydra-style `overrides` applied, then checked (a
-    file the overrides complete is not refused for what they change)."""
-    if not overrides:
-        return load_config(path, trust_remote_code=trust_remote_code)
+    """The config of YAML file `path` with Hydra-style `overrides` applied, then the plan of
+    its `plan.from_ipu_config` file (keys overridden here win, as on the tuner's command
+    line), then checked (a file the overrides complete is not refused for what they change)."""
+    cfg = _overridden(path, overrides, trust_remote_code)
+    if not cfg.plan.from_ipu_config:
+        return validate(cfg)
+    from ipu_tune.exports import apply_ipu_config  # with optuna: only when a file is named
+
+    pinned = frozenset(o.key_or_group for o in parse_overrides(overrides))
+    return apply_ipu_config(validate(cfg, check_layout=False), pinned, whole=True)
+
+
+def _overridden(path: str, overrides: Sequence[str], trust_remote_code: bool) -> EvalConfig:
+    """The unchecked config of `path` with `overrides` applied."""
     cfg = load_unvalidated(path, trust_remote_code=trust_remote_code)
+    if not overrides:
+        return cfg
     from omegaconf import OmegaConf
 
     from ipu_tune.knobs import knob
@@ -64,7 +76,8 @@ def apply_overrides(path: str, overrides: Sequence[str],
         OmegaConf.update(plain, key, value, merge=False, force_add=True)
     data = OmegaConf.to_container(plain)
     assert isinstance(data, dict)
-    return load_config({str(k): v for k, v in data.items()}, trust_remote_code=trust_remote_code)
+    return load_unvalidated({str(k): v for k, v in data.items()},
+                            trust_remote_code=trust_remote_code)
 
 
 def main(argv: Sequence[str]) -> int:

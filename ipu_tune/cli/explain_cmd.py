@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +17,7 @@ from ipu_tune.knobs import rate_text
 if TYPE_CHECKING:  # Optuna and the search load only when the command runs
     from ipu_tune.explain import Closest, Explanation
 
-__all__ = ["format_explain", "format_ladder", "format_phases", "format_remedies",
-           "main", "remedy_command"]
+__all__ = ["format_explain", "format_ladder", "format_phases", "format_remedies", "main"]
 
 MB = 1e6
 
@@ -53,15 +51,6 @@ def format_ladder(data: Explanation) -> list[str]:
     return lines
 
 
-def remedy_command(overrides: Sequence[str], argv: Sequence[str] | None) -> str:
-    """The command to paste for a remedy: the user's arguments with the remedy's overrides
-    (replacing any the user gave for the same keys); without them, the overrides to add."""
-    quoted = [shlex.quote(o) for o in overrides]
-    if argv is None:
-        return "add to your command: " + " ".join(quoted)
-    keys = {o.partition("=")[0] for o in overrides}
-    kept = [shlex.quote(a) for a in argv if a.partition("=")[0].lstrip("+~") not in keys]
-    return " ".join(["python -m ipu_tune", *kept, *quoted])
 
 
 # When nothing on this system fits: what is left to change (docs/first-run.md names a system
@@ -79,6 +68,8 @@ _NO_SYSTEM = ("not even with more IPUs of this kind, a pipeline stage per block 
 def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list[str]:
     """What the no-fit summary says: the closest plan, its excess, the remedies checked, each
     with the command that runs it (`argv`: the user's command-line arguments)."""
+    from ipu_tune.explain import remedy_command  # loaded with the explanation it renders
+
     lines = [
         f"closest plan: trial {closest.trial}, peak {closest.peak_memory_bytes / MB:,.0f} MB"
         f" of {closest.memory_limit_bytes / MB:,.0f} MB per IPU (over by "

@@ -133,7 +133,7 @@ def _run_one(command: _Command, cfg: Any) -> None:
         pinned = pinned_keys(task)
         summary = run(_prepared(command, tune_cfg, pinned), pinned)
     except IpuTuneError as exc:
-        sys.exit(fail(str(exc)))
+        sys.exit(fail(str(exc), exc.fault))
     except Exception as exc:  # a full or read-only disk is one line; anything else is a bug
         sys.exit(fail_on_disk_error(exc))
     print(format_summary(summary, list(task)))
@@ -163,7 +163,7 @@ def _run_prepared(prepared: Prepared, argv: Sequence[str]) -> int:
     try:
         summary = run(prepared, prepared.pinned)
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     except Exception as exc:  # a full or read-only disk is one line; anything else is a bug
         return fail_on_disk_error(exc)
     # (SIGINT/SIGTERM arrive as KeyboardInterrupt and are reported by `__main__`: 130/143.)

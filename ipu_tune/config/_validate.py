@@ -269,7 +269,9 @@ def _check_instances(instances: int, hosts: int, replicas: int, check_layout: bo
 
 
 def check_pinned_layout(cfg: EvalConfig, pinned: frozenset[str]) -> None:
-    """The layout checks that still hold when the user pinned splits or replicas for a search."""
+    """The layout checks of a search's starting plan: stages and replicas, set on the command
+    line or not, fit the system (the search starts from them); those the user pinned also
+    divide it."""
     p, n = cfg.plan, cfg.system.num_ipus
     stages = len(p.pipeline.splits) + 1
     splits_pinned = "plan.pipeline.splits" in pinned
@@ -289,3 +291,11 @@ def check_pinned_layout(cfg: EvalConfig, pinned: frozenset[str]) -> None:
             f"must equal pipeline stages ({stages}) x plan.replication_factor "
             f"({p.replication_factor}) = {stages * p.replication_factor}",
         )
+    # Not pinned, the search may change them, but it starts from them: a replica or a stage
+    # more than the IPUs is no plan of this system.
+    if p.replication_factor > n:
+        raise bad_value("plan.replication_factor", p.replication_factor,
+                        f"must be at most system.num_ipus={n} (the starting plan's replicas)")
+    if stages > n:
+        raise bad_value("plan.pipeline.splits", list(p.pipeline.splits),
+                        f"at most {n - 1} splits: {stages} stages on system.num_ipus={n}")

@@ -5,6 +5,7 @@ what the summary and the report show: ladder, where the best plan's step goes by
 sensitivity, remedies); each part is also usable alone.
 """
 
+from ipu_tune.explain._command import remedy_command
 from ipu_tune.explain._ladder import Rank, Step, differing_keys, ladder, rank_by, step_row
 from ipu_tune.explain._phases import phase_shares
 from ipu_tune.explain._remedies import larger_system, override_text, remedies
@@ -39,6 +40,7 @@ __all__ = [
     "phase_shares",
     "rank_by",
     "remedies",
+    "remedy_command",
     "sensitivity",
     "start_label",
     "step_row",

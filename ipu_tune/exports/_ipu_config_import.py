@@ -15,12 +15,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ipu_tune.config import EvalConfig, read_text, unique_keys
+from ipu_tune.config import (
+    EvalConfig,
+    check_pinned_layout,
+    read_text,
+    unique_keys,
+    validate,
+)
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks
 from ipu_tune.models import ModelProfile
 
-__all__ = ["apply_ipu_config", "plan_values_from_ipu_config", "read_ipu_config"]
+__all__ = ["apply_ipu_config", "ipu_config_fields", "plan_values_from_ipu_config",
+           "read_ipu_config"]
 
 T = TypeVar("T", bound=EvalConfig)
 
@@ -89,7 +96,73 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
                                f"(optimum-graphcore 0.7.1): {allowed}")
         if not _matches(value, hint):
             raise IpuTuneError(f"{file}: {key}={value!r}: must be {hint}")
-    return {k: v for k, v in data.items() if k not in _IGNORED}
+        _check_range(file, key, value)
+    checked = {k: v for k, v in data.items() if k not in _IGNORED}
+    for mode in ("train", "infer"):  # optimum checks both modes whichever one runs
+        _check_lengths(file, _managed(checked, mode))
+    return checked
+
+
+# optimum-graphcore 0.7.1's floors (`IPUConfig.attribute_validators`): the value, or each
+# element of a list, at least this. It reads an `ipus_per_replica` of 0 as unset; a file
+# stating 0 IPUs is refused here rather than guessed at.
+_FLOORS = {"layers_per_ipu": -1, "matmul_proportion": 0, "replication_factor": 1,
+           "gradient_accumulation_steps": 1, "ipus_per_replica": 1,
+           "embedding_serialization_factor": 1, "projection_serialization_factor": 1,
+           "device_iterations": 1}  # fmt: skip
+# Poplar's availableMemoryProportion is a share of each tile's memory: at most all of it.
+_CEILINGS = {"matmul_proportion": 1}
+
+
+def _check_range(file: Path, key: str, value: Any) -> None:
+    base = key.removeprefix("inference_")
+    floor, ceiling = _FLOORS.get(base), _CEILINGS.get(base)
+    values = value if isinstance(value, list) else [value]
+    if value is None or (floor is None and ceiling is None):
+        return
+    if any(floor is not None and v < floor for v in values) or any(
+            ceiling is not None and v > ceiling for v in values):
+        what = "every element must be" if isinstance(value, list) else "must be"
+        span = f">= {floor}" if ceiling is None else f"in {floor}..{ceiling}"
+        raise IpuTuneError(f"{file}: {key}={value!r}: {what} {span}")
+
+
+def _managed(data: Mapping[str, Any], mode: str) -> dict[str, tuple[str, Any]]:
+    """`layers_per_ipu`, `ipus_per_replica` and `matmul_proportion` of a `mode` run, each with
+    the field it came from, defaulted as `IPUConfig.__init__` (0.7.1) defaults them."""
+    layers = data.get("layers_per_ipu") or [-1]
+    ipus = data.get("ipus_per_replica") or len(layers)
+    amp = data.get("matmul_proportion", 0.2)
+    out = {"layers_per_ipu": ("layers_per_ipu", layers),
+           "ipus_per_replica": ("ipus_per_replica" if data.get("ipus_per_replica")
+                                else "len(layers_per_ipu)", ipus),
+           "matmul_proportion": ("matmul_proportion", amp)}
+    if mode == "train":
+        return out
+    if data.get("inference_layers_per_ipu"):
+        out["layers_per_ipu"] = ("inference_layers_per_ipu", data["inference_layers_per_ipu"])
+    layers = out["layers_per_ipu"][1]
+    if data.get("inference_ipus_per_replica"):
+        out["ipus_per_replica"] = ("inference_ipus_per_replica",
+                                   data["inference_ipus_per_replica"])
+    elif ipus == len(data.get("layers_per_ipu") or [-1]) or layers != [-1]:
+        out["ipus_per_replica"] = (f"len({out['layers_per_ipu'][0]})", len(layers))
+    if data.get("inference_matmul_proportion"):
+        out["matmul_proportion"] = ("inference_matmul_proportion",
+                                    data["inference_matmul_proportion"])
+    elif isinstance(amp, list) and len(amp) != out["ipus_per_replica"][1]:
+        out["matmul_proportion"] = ("matmul_proportion", 0.2)  # optimum's fallback
+    return out
+
+
+def _check_lengths(file: Path, managed: Mapping[str, tuple[str, Any]]) -> None:
+    """`IPUConfig._validate_ipu_config`: per-IPU lists as long as the IPUs of a replica."""
+    ipus_key, ipus = managed["ipus_per_replica"]
+    for name in ("matmul_proportion", "layers_per_ipu"):
+        key, value = managed[name]
+        if isinstance(value, list) and -1 not in value and len(value) != ipus:
+            raise IpuTuneError(f"{file}: {key}={value!r}: must give one value per IPU, "
+                               f"{ipus} ({ipus_key}={ipus})")
 
 
 def _expand(layers: list[int], n_layers: int, ipus: int) -> list[int]:
@@ -108,11 +181,10 @@ def _expand(layers: list[int], n_layers: int, ipus: int) -> list[int]:
 
 
 def _splits(
-    data: Mapping[str, Any], prefix: str, profile: ModelProfile, file: str
+    managed: Mapping[str, tuple[str, Any]], profile: ModelProfile, file: str
 ) -> tuple[str, ...]:
-    key = f"{prefix}layers_per_ipu"
-    raw = data.get(key, data.get("layers_per_ipu", [-1]))
-    ipus = data.get(f"{prefix}ipus_per_replica") or data.get("ipus_per_replica") or len(raw)
+    key, raw = managed["layers_per_ipu"]
+    ipus = managed["ipus_per_replica"][1]
     is_layer = layer_blocks(profile)
     layer_index = [i for i, flag in enumerate(is_layer) if flag]
     layers = _expand(list(raw), len(layer_index), int(ipus))
@@ -140,14 +212,12 @@ def plan_values_from_ipu_config(
 ) -> dict[str, Any]:
     """The plan knobs (`ExecutionPlan` field names) an IPUConfig sets for a `mode` run."""
     prefix = "" if mode == "train" else "inference_"
-    values: dict[str, Any] = {"splits": _splits(data, prefix, profile, file)}
+    managed = _managed(data, mode)
+    values: dict[str, Any] = {"splits": _splits(managed, profile, file)}
     # optimum-graphcore picks the strategy itself (ipu_configuration.py L615-619):
     # PipelinedExecution to train, ShardedExecution for inference.
     values["schedule"] = "grouped" if mode == "train" else "sharded"
-    amp = data.get(f"{prefix}matmul_proportion")
-    if amp is None and prefix:
-        amp = data.get("matmul_proportion")
-    values["available_memory_proportion"] = _proportion(0.2 if amp is None else amp)
+    values["available_memory_proportion"] = _proportion(managed["matmul_proportion"][1])
     values["replication_factor"] = int(data.get(f"{prefix}replication_factor", 1))
     values["device_iterations"] = int(data.get(f"{prefix}device_iterations", 1))
     # Not an IPUConfig field: optimum-graphcore runs the model in fp16 unless told otherwise
@@ -164,8 +234,24 @@ def plan_values_from_ipu_config(
     return values
 
 
-def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset()) -> T:
-    """`cfg` with the plan of its `plan.from_ipu_config` file (unchanged without one). Keys
+def ipu_config_fields(data: Mapping[str, Any], mode: str) -> dict[str, str]:
+    """Plan key -> the file's field it was read from, for the fields with a bounded knob: an
+    error in the plan then names what the user wrote (`replication_factor=8`), not the key
+    the file set."""
+    prefix = "" if mode == "train" else "inference_"
+    managed = _managed(data, mode)
+    fields = {"plan.available_memory_proportion": managed["matmul_proportion"][0],
+              "plan.pipeline.splits": managed["layers_per_ipu"][0],
+              "plan.replication_factor": f"{prefix}replication_factor",
+              "plan.device_iterations": f"{prefix}device_iterations"}
+    if mode == "train":
+        fields["plan.gradient_accumulation"] = "gradient_accumulation_steps"
+    return fields
+
+
+def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool = False) -> T:
+    """`cfg` with the plan of its `plan.from_ipu_config` file (unchanged without one), checked
+    as a search's starting plan (`whole`: as a plan to evaluate, filling the system). Keys
     the user set on the command line (`pinned`) keep their values."""
     path = cfg.plan.from_ipu_config
     if not path:
@@ -186,4 +272,15 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset()) -> T:
         for part in parents:
             node = getattr(node, part)
         setattr(node, last, list(value) if isinstance(value, tuple) else value)
+    # Checked here, where the file's field of each plan key is known (a value out of the
+    # plan's range, or more replicas or stages than the system's IPUs).
+    try:
+        validate(out, check_layout=whole)
+        check_pinned_layout(out, pinned)
+    except IpuTuneError as exc:
+        text = str(exc)
+        for key, name in ipu_config_fields(data, cfg.workload.mode).items():
+            if text.startswith(f"{key}=") and key not in pinned:
+                raise IpuTuneError(f"{path}: {name} (sets {text})") from None
+        raise
     return out

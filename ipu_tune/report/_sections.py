@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.explain import INVALID_PLAN, Explanation, invalid_start
+from ipu_tune.explain import INVALID_PLAN, Explanation, invalid_start, remedy_command
 from ipu_tune.knobs import rate_text
 from ipu_tune.simulator import SimResult
 
@@ -138,9 +138,9 @@ def explain_section(page: Page, ex: Explanation | None) -> None:
             for r in closest.remedies:
                 verdict = (f"fits, {rate_text(r['throughput'])}" if r["fits"]
                            else f"still does not fit ({r['memory']})")
-                add = " ".join(r.get("overrides", ()))
-                lines.append(f"{r['remedy']}: {verdict}" + (f"; add to your command: {add}"
-                                                             if add else ""))
+                add = list(r.get("overrides", ()))
+                lines.append(f"{r['remedy']}: {verdict}"
+                             + (f"; {remedy_command(add, None)}" if add else ""))
             items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:])
             page.add(f'<div class="note" data-note="no-fit"><p>{html.escape(lines[0])}</p>'
                      f"<p>Remedies, each simulated (what fits with the fewest changes first):</p>"

@@ -14,6 +14,7 @@ from ipu_tune.storage._open import (
     open_storage,
     redact,
     resolve_storage,
+    stale_trials,
 )
 from ipu_tune.storage._results_store import ResultsStore, export_table
 from ipu_tune.storage._results_table import (
@@ -47,5 +48,6 @@ __all__ = [
     "open_table",
     "redact",
     "resolve_storage",
+    "stale_trials",
     "study_dir",
 ]

@@ -23,12 +23,7 @@ from typing import Any
 
 import optuna
 from optuna.exceptions import ExperimentalWarning
-from optuna.storages import (
-    BaseStorage,
-    InMemoryStorage,
-    RDBStorage,
-    RetryHeartbeatStaleTrialCallback,
-)
+from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.errors import IpuTuneError
@@ -47,6 +42,7 @@ __all__ = [
     "open_storage",
     "redact",
     "resolve_storage",
+    "stale_trials",
 ]
 
 DEFAULT_JOURNAL = "ipu_tune.journal"
@@ -259,17 +255,22 @@ def _open_journal(path: Path) -> BaseStorage:
 
 def _rdb_kwargs(url: str) -> dict[str, Any]:
     """Heartbeats on a database server: a worker that dies on another host (no PID to check)
-    stops beating, and after the grace period the next worker fails its trial and retries it."""
+    stops beating, and after the grace period the next worker fails its trial and retries it
+    (`stale_trials`; the tuner fails and retries it as it does a dead worker's trial found by
+    PID, not by Optuna's retry callback, which copies the dead trial's attributes)."""
     if _make_url(url).get_backend_name() == "sqlite":
         return {}  # one machine: dead workers are found by PID (tuner's recovery)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ExperimentalWarning)
-        retry = RetryHeartbeatStaleTrialCallback(max_retry=3)
-    return {
-        "heartbeat_interval": HEARTBEAT_INTERVAL_S,
-        "grace_period": HEARTBEAT_GRACE_S,
-        "heartbeat_stale_trial_callback": retry,
-    }
+    return {"heartbeat_interval": HEARTBEAT_INTERVAL_S, "grace_period": HEARTBEAT_GRACE_S}
+
+
+def stale_trials(storage: BaseStorage, study_name: str) -> list[FrozenTrial]:
+    """The RUNNING trials of `study_name` whose worker stopped beating for longer than the
+    grace period (none on a storage without heartbeats: a journal, SQLite)."""
+    if not isinstance(storage, _BeatingRDBStorage):
+        return []
+    study_id = storage.get_study_id_from_name(study_name)
+    # Optuna's own query of stale trials (what `fail_stale_trials` fails), kept to this module.
+    return [storage.get_trial(i) for i in storage._get_stale_trial_ids(study_id)]
 
 
 class _BeatingRDBStorage(RDBStorage):

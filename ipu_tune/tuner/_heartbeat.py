@@ -2,8 +2,8 @@
 
 `Study.optimize` beats for its trial; ipu-tune's workers ask and tell themselves, so a thread
 does it: it records a heartbeat for every RUNNING trial this worker claimed, and fails the
-stale trials of dead workers on any host (Optuna's `fail_stale_trials`, whose retry callback
-enqueues them again), so live workers pick them up without waiting for the next run.
+stale trials of dead workers on any host and enqueues them again (`fail_stale`), so live
+workers pick them up without waiting for the next run.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import optuna
-from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import TrialState
 
-from ipu_tune.records import TrialRecord
+from ipu_tune.records import TrialRecord, retry_dead_trial
+from ipu_tune.storage import stale_trials
 
 __all__ = ["beating", "fail_stale"]
 
@@ -32,11 +32,12 @@ def _enabled(storage: BaseStorage) -> bool:
     return isinstance(storage, RDBStorage) and storage.get_heartbeat_interval() is not None
 
 
-def fail_stale(study: optuna.Study) -> None:
-    """Fail (and enqueue again) RUNNING trials whose worker stopped beating."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
+def fail_stale(study: optuna.Study, storage: BaseStorage) -> None:
+    """Fail (and enqueue again) RUNNING trials whose worker stopped beating, as a dead
+    worker's trial found by its PID is (`retry_dead_trial`: the same `fail_reason`, the same
+    retry)."""
+    for t in stale_trials(storage, study.study_name):
+        retry_dead_trial(storage, study, t, TrialRecord.of(t).worker or "unrecorded")
 
 
 def _beat(study: optuna.Study, storage: RDBStorage, worker: str, study_id: int) -> None:
@@ -79,7 +80,7 @@ def beating(study: optuna.Study, storage: BaseStorage,
                 _beat(study, storage, worker, study_id)
                 ticks += 1
                 if ticks % 8 == 0:
-                    fail_stale(study)
+                    fail_stale(study, storage)
             except Exception:
                 continue
 

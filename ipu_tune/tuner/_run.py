@@ -150,9 +150,10 @@ def _worker_main(prep: Prepared, name: str, index: int, ran: Any) -> None:
 _FOLLOW_S = 0.25  # while its workers run, this process reads their new trials this often
 
 
-def _run_workers(prep: Prepared, study: optuna.Study) -> int:
+def _run_workers(prep: Prepared, study: optuna.Study) -> tuple[int, list[str]]:
     """`study.workers` processes forked once, after this process prepared the problem; returns
-    how many trials they ran. They stop with this process (signals, or its death).
+    how many trials they ran and how each worker that failed ended (`_ended`). They stop with
+    this process (signals, or its death).
 
     On a journal this process follows the study while they run (each reader replays the
     journal line by line): the results rows and exports after them would otherwise wait for a
@@ -176,11 +177,33 @@ def _run_workers(prep: Prepared, study: optuna.Study) -> int:
                 with contextlib.suppress(Exception):
                     study.get_trials(deepcopy=False)
     interrupts.check()
-    failed = [p.exitcode for p in procs if p.exitcode]
-    if failed:
-        raise IpuTuneError(f"study.workers={prep.cfg.study.workers}: {len(failed)} worker(s) "
-                           f"failed (exit codes {sorted(set(failed))}); see the lines above")
-    return sum(int(c.value) for c in counts)
+    failed = [_ended(i, p.pid, p.exitcode) for i, p in enumerate(procs) if p.exitcode]
+    return sum(int(c.value) for c in counts), failed
+
+
+def _ended(index: int, pid: int | None, code: int | None) -> str:
+    """How a worker that failed ended: killed by a signal (nothing of it printed), or its own
+    error (printed by it, the line above)."""
+    if code is not None and code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    else:
+        how = f"ended with exit code {code} (its error is printed above)"
+    return f"worker {index} (pid {pid}) {how}"
+
+
+def _fault(prep: Prepared, failed: list[str], study: optuna.Study) -> IpuTuneError:
+    """The one line of a run whose workers failed, after its finished trials were stored and
+    exported: a fault (exit 1), which running the same command again resumes."""
+    done, wanted = count_done(study), prep.cfg.study.n_trials
+    kept = (f"all {wanted} trials finished (the other workers ran its trial again), stored "
+            "and exported" if done >= wanted else
+            f"the {done} of {wanted} trials finished are stored and exported; run the same "
+            "command again to resume (it runs the killed worker's trial again)")
+    return IpuTuneError(
+        f"study.workers={prep.cfg.study.workers}: {'; '.join(failed)}; {kept}", fault=True)
 
 
 def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> RunSummary:
@@ -203,16 +226,21 @@ def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> Run
         sync_results(store, study)
         interrupts.check()
         started = time.perf_counter()
+        failed: list[str] = []
         if cfg.study.workers == 1:
             ran = _work(prep, study, storage, store, progress=cfg.study.progress_bar)
         else:
-            ran = _run_workers(prep, study)
+            ran, failed = _run_workers(prep, study)
         trials_s = time.perf_counter() - started
+        if failed:  # its trial is failed now, with its reason, not left RUNNING till a resume
+            recover_stale_trials(study, storage, prep.target.claims)
         sync_results(store, study)
         interrupts.check()  # interrupted: no exports (those on disk stay whole)
         summary = export_study(study, prep.problem, store, cfg, prep.target, ran,
                                tuple(retried))
         interrupts.check()
+        if failed:  # after the exports: what the other workers finished is not lost
+            raise _fault(prep, failed, study)
         return replace(summary, trials_s=trials_s)
     finally:
         store.close()

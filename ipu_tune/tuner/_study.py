@@ -20,7 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ipu_tune.config import TuneConfig, host_servers, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import model_label
-from ipu_tune.records import StudyMeta, TrialRecord, fail_trial, next_worker_slot
+from ipu_tune.records import StudyMeta, TrialRecord, next_worker_slot, retry_dead_trial
 from ipu_tune.search import SearchProblem, make_sampler
 from ipu_tune.simulator import SIMULATOR_VERSION
 from ipu_tune.storage import ClaimLock
@@ -352,7 +352,7 @@ def recover_stale_trials(study: optuna.Study, storage: BaseStorage,
     `storage` is the storage `study` was opened with. Only the worker whose FAIL lands first
     enqueues the retry, so concurrent resumes do not duplicate it.
     """
-    fail_stale(study)  # database servers: trials whose worker (any host) stopped beating
+    fail_stale(study, storage)  # database servers: trials whose worker (any host) stopped beating
     with claims.recovering(study.study_name):
         return _recover(study, storage, claims)
 
@@ -364,14 +364,8 @@ def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> li
         if not _is_stale(t, claims, live):
             continue
         worker = dead.get(t.number) or TrialRecord.of(t).worker or "unrecorded"
-        if not fail_trial(storage, study, t, f"worker died: {worker}"):
-            continue  # another worker failed it first
-        # A journal writes a trial's parameters with its result: a trial killed before then
-        # has none, and an enqueued one still has the plan it was given.
-        params = t.params or t.system_attrs.get("fixed_params")
-        if params:
-            study.enqueue_trial(params, user_attrs=TrialRecord.retry_attrs(t.number))
-        retried.append(t.number)
+        if retry_dead_trial(storage, study, t, worker):  # else another worker failed it first
+            retried.append(t.number)
     return retried
 
 

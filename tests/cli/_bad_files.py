@@ -28,6 +28,12 @@ def write_fixtures(tmp: Path) -> None:
     # safe_load would keep the last of two values silently.
     (tmp / "dup.yaml").write_text('model: {name: resnet50}\nplan:\n  precision: "16.16"\n'
                                   '  precision: "32.32"\n')
+    (tmp / "rf8.json").write_text('{"replication_factor": 8}')
+    (tmp / "amp_list.json").write_text(
+        '{"layers_per_ipu": [-1, -1], "matmul_proportion": [0.05, 1.5]}')
+    (tmp / "exp" / "experiment").mkdir(parents=True, exist_ok=True)
+    (tmp / "exp" / "experiment" / "rf8.yaml").write_text(
+        "# @package _global_\nplan: {replication_factor: 8}\n")
     (tmp / "dup.json").write_text('{"layers_per_ipu": [0, 8], "layers_per_ipu": [8, 0]}')
     (tmp / "own").mkdir()
     (tmp / "own" / "config.json").write_text(
@@ -54,6 +60,8 @@ def write_fixtures(tmp: Path) -> None:
         "samples_per_s: 100}\n")
     (tmp / "rows_empty.yaml").write_text("- {model: {name: resnet18}}\n")
     (tmp / "a_dir.csv").mkdir()
+    (tmp / "passwd_plan.yaml").write_text("model: {name: mnist_cnn}\n"
+                                          "plan: {from_ipu_config: /etc/passwd}\n")
     (tmp / "good.yaml").write_text("model: {name: mnist_cnn, input_shape: [1, 28, 28]}\n")
     con = sqlite3.connect(tmp / "sqlite.journal")
     con.execute("CREATE TABLE t (x)")

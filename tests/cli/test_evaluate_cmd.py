@@ -70,3 +70,19 @@ def test_overrides_complete_a_file_before_it_is_checked(
         main(["evaluate", str(cfg), "plan.replication_factor=4"])
     assert done.value.code == 2
     assert "system.num_ipus=16: must equal" in capsys.readouterr().err
+
+
+def test_the_ipu_config_named_is_applied_and_overrides_win(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan.from_ipu_config` in the file or on the line: its plan is evaluated, as the tuner
+    starts from it (keys given on the line keep their values)."""
+    (tmp_path / "ipu_config.json").write_text('{"replication_factor": 2, "matmul_proportion": 0.3}')
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text(yaml.safe_dump({"model": {"name": "mnist_cnn"}, "system": {"num_ipus": 2},
+                                   "plan": {"from_ipu_config": str(tmp_path)}}))
+    plan = _run(["evaluate", str(cfg)], capsys).splitlines()[1]
+    assert "AMP 0.3," in plan and "replicas 2," in plan and "precision 16.16" in plan
+    plan = _run(["evaluate", str(cfg), "plan.available_memory_proportion=0.5"],
+                capsys).splitlines()[1]
+    assert "AMP 0.5," in plan and "replicas 2," in plan

@@ -186,3 +186,18 @@ def test_when_not_even_more_ipus_fit_the_summary_says_what_is_left() -> None:
     last = format_remedies(closest, ["model=hf"])[-1]
     assert last.startswith("none of these fits: not even with more IPUs of this kind")
     assert "system=pod16" not in last and "a smaller vocabulary" in last
+
+
+@pytest.mark.parametrize("argv", [
+    ["model=mnist_cnn", "study.storage=postgresql://postgres:S3cretPW@127.0.0.1:5432/ipu_tune"],
+    ["model=mnist_cnn", "study.storage=postgresql://u@h/db?password=S3cretPW"],
+    None,
+])
+def test_a_remedy_command_never_shows_the_storage_password(argv: list[str] | None) -> None:
+    from ipu_tune.explain import remedy_command
+
+    text = remedy_command(["workload.micro_batch_size=1",
+                           "study.storage=postgresql://a:S3cretPW@h/db"], argv)
+    assert "S3cretPW" not in text and "***" in text
+    if argv is not None:
+        assert text.startswith("python -m ipu_tune model=mnist_cnn ")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PlanConfig
+from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PlanConfig, SystemConfig
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.exports import (
     IPU_CONFIG_FIELDS,
@@ -155,6 +155,54 @@ def test_bad_ipu_config_is_one_line_naming_key_value_and_rule(
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(("content", "message"), [
+    # Per-IPU values: one per IPU of a replica, each a proportion (not averaged away).
+    ({"layers_per_ipu": [2, 2], "matmul_proportion": [0.1, 0.2, 0.9]},
+     "matmul_proportion=[0.1, 0.2, 0.9]: must give one value per IPU, 2 "
+     "(len(layers_per_ipu)=2)"),
+    ({"layers_per_ipu": [2, 2], "matmul_proportion": [0.05, 1.5]},
+     "matmul_proportion=[0.05, 1.5]: every element must be in 0..1"),
+    ({"inference_matmul_proportion": [0.1, 0.2]},
+     "inference_matmul_proportion=[0.1, 0.2]: must give one value per IPU, 1 "
+     "(len(layers_per_ipu)=1)"),
+    # optimum-graphcore's floors, named by the file's field.
+    ({"ipus_per_replica": 0}, "ipus_per_replica=0: must be >= 1"),
+    ({"ipus_per_replica": -2}, "ipus_per_replica=-2: must be >= 1"),
+    ({"inference_device_iterations": 0}, "inference_device_iterations=0: must be >= 1"),
+    ({"layers_per_ipu": [-2, 4]}, "layers_per_ipu=[-2, 4]: every element must be >= -1"),
+])
+def test_ipu_config_values_are_checked_as_optimum_checks_them(
+    tmp_path: Path, content: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "ipu_config.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(IpuTuneError) as err:
+        read_ipu_config(path)
+    assert str(err.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(("content", "mode", "message"), [
+    ({"replication_factor": 8}, "train",
+     "replication_factor (sets plan.replication_factor=8: must be at most system.num_ipus=4"),
+    ({"inference_replication_factor": 1024}, "infer",
+     "inference_replication_factor (sets plan.replication_factor=1024"),
+    ({"layers_per_ipu": [0] + [3] * 8}, "train", "layers_per_ipu (sets plan.pipeline"),
+    ({"matmul_proportion": 0}, "train",
+     "matmul_proportion (sets plan.available_memory_proportion=0.0: must be in (0, 1]"),
+])
+def test_a_file_plan_the_system_cannot_hold_names_the_file_field(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path, content: dict[str, Any], mode: str,
+    message: str,
+) -> None:
+    (tmp_path / "ipu_config.json").write_text(json.dumps(content))
+    cfg = replace(gpt2[1], plan=PlanConfig(from_ipu_config=str(tmp_path)),
+                  system=SystemConfig(num_ipus=4),
+                  workload=replace(gpt2[1].workload, mode=mode))
+    with pytest.raises(IpuTuneError) as err:
+        apply_ipu_config(cfg)
+    assert str(err.value).startswith(f"{tmp_path}: {message}")
+
+
 def test_layers_that_do_not_add_up_are_refused(gpt2: tuple[ModelProfile, EvalConfig]) -> None:
     with pytest.raises(IpuTuneError, match=r"layers_per_ipu=\[0, 8, 8\]: must place the 24"):
         plan_values_from_ipu_config({"layers_per_ipu": [0, 8, 8]}, gpt2[0], "train")
@@ -273,7 +321,8 @@ def test_an_imported_plan_runs_in_fp16_as_optimum_does_unless_you_set_the_precis
     """IPUConfig has no precision: optimum-graphcore halves the model unless told otherwise
     (IPUTrainingArguments.fp32=False, pipeline(fp16=True)), so that is the plan it runs."""
     (tmp_path / "ipu_config.json").write_text(json.dumps({"layers_per_ipu": [0, 8, 8, 8]}))
-    cfg = replace(gpt2[1], plan=PlanConfig(precision="32.32", from_ipu_config=str(tmp_path)))
+    cfg = replace(gpt2[1], plan=PlanConfig(precision="32.32", from_ipu_config=str(tmp_path)),
+                  system=SystemConfig(num_ipus=4))
     assert apply_ipu_config(cfg).plan.precision == "16.16"
     pinned = frozenset({"plan.precision"})  # given on the command line: kept
     assert apply_ipu_config(cfg, pinned).plan.precision == "32.32"
@@ -286,3 +335,18 @@ def test_auto_masked_positions_are_written_as_the_count_profiled() -> None:
     plan = replace(PLAN, splits=("bert.encoder.layer.1",))
     text = render_run_with_optimum(plan, profile_model(cfg.model), cfg)
     assert "config.max_num_masked_tokens = 56  # model.kwargs.masked_positions" in text
+
+
+def test_a_file_plan_evaluated_whole_names_the_file_field(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path,
+) -> None:
+    """`evaluate` checks the plan as a whole: PopTorch's pipelined minimum is the file's
+    `gradient_accumulation_steps` (its default 1 here), not a key the user never wrote."""
+    (tmp_path / "ipu_config.json").write_text(json.dumps({"layers_per_ipu": [0, 8, 8, 8]}))
+    cfg = replace(gpt2[1], plan=PlanConfig(from_ipu_config=str(tmp_path)),
+                  system=SystemConfig(num_ipus=4))
+    with pytest.raises(IpuTuneError) as err:
+        apply_ipu_config(cfg, whole=True)
+    assert str(err.value).startswith(f"{tmp_path}: gradient_accumulation_steps (sets "
+                                     "plan.gradient_accumulation=1: must be >= 4")
+    assert apply_ipu_config(cfg).plan.gradient_accumulation == 1  # a start: the search raises it

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from sqlalchemy import create_engine, inspect, text
 import ipu_tune
 from ipu_tune.config import EvalConfig, to_plain_dict
 from ipu_tune.knobs import KNOBS
-from ipu_tune.records import TrialRecord, fail_trial, result_payload
+from ipu_tune.records import TrialRecord, fail_trial, result_payload, retry_dead_trial
 from ipu_tune.results import append_trials, sync_results
 from ipu_tune.simulator import SimResult
 from ipu_tune.storage import TABLE_NAME, ResultsStore, StorageTarget, open_storage, resolve_storage
@@ -137,6 +138,31 @@ class TestStoreContract:
         again = self._reload(target, study.study_name).trials[running.number]
         assert again.state == TrialState.FAIL
         assert again.system_attrs.get("fail_reason") == "worker died: test"
+
+    def test_a_dead_workers_trial_is_retried_alike_on_every_storage(
+            self, target: StorageTarget) -> None:
+        """Found by PID (journal, SQLite) or by its stopped heartbeat (PostgreSQL): the dead
+        trial names its worker, and the retry is a clean trial that writes its constraints
+        again without Optuna's "constraint value is ignored" warning."""
+        study, storage = self._study(target)
+        dead = study.ask()
+        dead.suggest_int("x", 0, 10)
+        TrialRecord.tag_worker(dead, "otherhost:7:1")
+        TrialRecord.write_constraints(dead, ["memory"], [-0.5])
+        frozen = study.trials[dead.number]
+        assert retry_dead_trial(storage, study, frozen, "otherhost:7:1")
+        assert not retry_dead_trial(storage, study, frozen, "otherhost:7:1")  # retried once
+        trials = self._reload(target, study.study_name).trials
+        assert trials[dead.number].system_attrs["fail_reason"] == "worker died: otherhost:7:1"
+        retry = study.ask()
+        assert retry.number == len(trials) - 1
+        assert retry.suggest_int("x", 0, 10) == frozen.params["x"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            TrialRecord.write_constraints(retry, ["memory"], [-0.25])
+        study.tell(retry, 1.0)
+        again = TrialRecord.of(self._reload(target, study.study_name).trials[retry.number])
+        assert again.worker is None and again.constraints == [-0.25]
 
     def test_results_rows_once_per_finished_trial(self, target: StorageTarget) -> None:
         study, _ = self._study(target)

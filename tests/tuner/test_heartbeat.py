@@ -97,5 +97,8 @@ def test_a_trial_claimed_and_never_beaten_again_is_failed_after_the_grace_period
         claimed(trial.number)
     # The loop has stopped, as a killed worker's would; its first beat was never taken.
     time.sleep(HEARTBEAT_GRACE_S + 1)
-    fail_stale(study)
+    fail_stale(study, storage)
     assert study.trials[0].state == TrialState.FAIL
+    # As on a journal: the worker named (untagged here), and no plan drawn: nothing to retry.
+    assert study.trials[0].system_attrs["fail_reason"] == "worker died: unrecorded"
+    assert len(study.trials) == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -152,3 +153,42 @@ def test_a_lone_worker_reads_the_study_only_near_its_budget(tmp_path: Path) -> N
         assert work(study, prep.problem, store, prep.target.claims, 40, refine=False) == 0
         assert {t.state for t in read()} <= {TrialState.COMPLETE, TrialState.PRUNED}
         assert len(read()) == 40
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def test_a_killed_worker_is_a_fault_and_the_others_trials_are_kept(tmp_path: Path) -> None:
+    """One worker SIGKILLed: exit 1 (not the bad-input 2), one line naming it and its signal,
+    and what the others finished stored, in the results table and exported, as a normal end."""
+    import signal
+    import time
+
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ipu_tune", "model=resnet50", "system=pod4", "study.name=k",
+         "study.n_trials=300", "study.workers=3", "study.progress_bar=false",
+         f"results_dir={results}"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    journal = results / "ipu_tune.journal"
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not (
+            len(_children(proc.pid)) == 3 and journal.exists() and journal.stat().st_size > 2e4):
+        time.sleep(0.02)
+    victim = _children(proc.pid)[1]
+    os.kill(victim, signal.SIGKILL)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    assert err.strip().count("\n") == 0 and "Traceback" not in err
+    assert re.search(rf"worker \d \(pid {victim}\) was killed by SIGKILL", err), err
+    assert "stored and exported" in err
+    state = study_state(results, "k")
+    assert state["rows"] == sorted(state["complete"])  # type: ignore[type-var]
+    assert not state["running"]  # the killed worker's trial: failed, naming it
+    failed = [t for t in state["study"].trials  # type: ignore[attr-defined]
+              if t.system_attrs.get("fail_reason", "").startswith("worker died")]
+    assert all(f":{victim}:" in t.system_attrs["fail_reason"] for t in failed)
+    assert (results / "k" / "best.yaml").exists() and (results / "k" / "report.html").exists()
