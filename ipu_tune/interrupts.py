@@ -11,6 +11,12 @@ at the next safe point. A second signal ends the process at once (a trial it lea
 failed and retried by the next run). Worker processes get the signal too: from the terminal
 (same process group), forwarded by the parent, or, when the parent is SIGKILLed, from the
 kernel (`PR_SET_PDEATHSIG`).
+
+Writing files (`writing()`, see `ipu_tune.files`), a signal raises `Interrupted` where the
+program is instead of ending the process at once, so the `finally` of the writer removes its
+temporary files; during the few renames that put a set of files in place (`held()`) it waits
+until the last rename, so the set is never mixed. `outcome()` words what the interrupted line
+says was kept (trials for the tuner; whole files for report, export and calibrate).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import ctypes
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from types import FrameType
 
 __all__ = [
@@ -28,11 +35,14 @@ __all__ = [
     "check",
     "defer",
     "exit_code",
+    "held",
     "install",
     "interrupted_line",
+    "outcome",
     "pending",
     "report",
     "worker_process",
+    "writing",
 ]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -54,6 +64,10 @@ class _State:
     worker = False  # a worker process: never escalates on a repeated signal
     pending: int | None = None
     children: list[int] = []  # noqa: RUF012  (worker PIDs the parent forwards signals to)
+    writing = 0  # depth of `writing()`: a signal raises, so temporary files are removed
+    holding = 0  # depth of `held()`: a signal waits for the renames to end
+    held: int | None = None  # the signal that arrived while holding
+    outcome = "finished trials are kept, run the same command again to resume"
 
 
 def exit_code(signum: int) -> int:
@@ -62,8 +76,40 @@ def exit_code(signum: int) -> int:
 
 def interrupted_line(signum: int) -> str:
     name = signal.Signals(signum).name
-    return (f"ipu-tune: interrupted by {name}; finished trials are kept, run the same command "
-            "again to resume")
+    return f"ipu-tune: interrupted by {name}; {_State.outcome}"
+
+
+def outcome(text: str) -> None:
+    """What the interrupted line says is kept and what to do (a command that writes files, not
+    trials, says so: `report`, `export`, `calibrate`)."""
+    _State.outcome = text
+
+
+@contextlib.contextmanager
+def writing() -> Iterator[None]:
+    """Files are being written: a signal raises `Interrupted` here (not `os._exit`), so the
+    writer's `finally` removes its temporary files before the process ends."""
+    _State.writing += 1
+    try:
+        yield
+    finally:
+        _State.writing -= 1
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A short loop of renames that must finish as a whole: a signal waits until it ends, then
+    raises `Interrupted` (only if the loop itself did not raise)."""
+    _State.holding += 1
+    signum: int | None = None
+    try:
+        yield
+    finally:
+        _State.holding -= 1
+        if _State.holding == 0:
+            signum, _State.held = _State.held, None
+    if signum is not None:
+        raise Interrupted(signum)
 
 
 def _exit_now(signum: int) -> None:
@@ -81,10 +127,16 @@ def _forward(signum: int) -> None:
 
 def _handler(signum: int, frame: FrameType | None) -> None:
     del frame
+    if _State.holding:
+        _State.held = _State.held or signum
+        return
     if _State.worker:
         if _State.pending is None:
             _State.pending = signum
         return
+    if _State.writing:
+        _forward(signum)
+        raise Interrupted(signum)
     if not _State.deferred or _State.pending is not None:
         _forward(signal.SIGKILL if _State.pending is not None else signum)
         _exit_now(signum)
