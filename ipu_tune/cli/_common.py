@@ -62,7 +62,7 @@ def disk_error(exc: BaseException) -> str | None:
 
 # A full disk as drivers word it inside a message (SQLite, the OS): exit 1, not 2.
 _FULL_DISK = ("disk i/o error", "database or disk is full", "no space left on device",
-              "disk quota exceeded", "file too large", "read-only file system")
+              "disk quota exceeded", "file too large")
 _TRUST_KEY = "trust_remote_code"
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
@@ -135,8 +135,10 @@ def fail(message: str) -> int:
 
     text = " ".join(redact(str(message)).split())
     if any(s in text.lower() for s in _FULL_DISK):  # wrapped in a message: still a full disk
-        print("ipu-tune: error: " + printable(text) + "; free space and run the same command "
-              "again to resume", file=sys.stderr)
+        # The writer (`ipu_tune.files`) already says what to do: not twice.
+        hint = "" if "free space" in text else ("; free space and run the same command again "
+                                                "to resume")
+        print("ipu-tune: error: " + printable(text) + hint, file=sys.stderr)
         return EXIT_FAULT
     print("ipu-tune: error: " + printable(text), file=sys.stderr)
     return EXIT_USAGE
