@@ -4,11 +4,11 @@ One writer for the exports, the report, `export --output`, `calibrate --output` 
 A target that exists and is not a regular file (a device such as /dev/full, a FIFO, a
 directory, a symlink) is refused in one line and left alone: `os.replace` would swap it for a
 regular file. Data goes to a temporary file `.NAME.XXXXXXXX.tmp` beside the target first; a
-set of files is written as temporaries first and then renamed together, with SIGINT/SIGTERM
-held during the renames (`ipu_tune.interrupts.held`), so a signal or a full disk leaves the old
-set or the new one, never a mix. An interrupted write removes its temporaries (a signal raises
-inside `interrupts.writing()` instead of ending the process); those a SIGKILL leaves are removed
-by the next write of the folder (`remove_stale_temps`).
+set of files is written as temporaries first and then renamed together. SIGINT/SIGTERM are held
+meanwhile (`ipu_tune.interrupts.held`) and stop the write only between two temporaries (which
+are then removed) or after the last rename, so a signal or a full disk leaves the old set or
+the new one, never a mix, and no temporary; those a SIGKILL leaves are removed by the next
+write of a study folder (`remove_stale_temps`).
 """
 
 from __future__ import annotations
@@ -91,19 +91,19 @@ def write_files(files: Mapping[Path, str | bytes], key: str = "output",
         check_target(path, key)
     temps: list[tuple[str, Path]] = []
     current = targets[0][0] if targets else Path()
-    with interrupts.writing():
-        try:
+    try:
+        with interrupts.held():  # a signal stops the write between files, or after the renames
             for current, data in targets:
                 temps.append((_write_temp(current, data), current))
-            with interrupts.held():  # renames only: a signal waits for the last
-                while temps:
-                    os.replace(*temps[0])
-                    temps.pop(0)
-        except OSError as exc:
-            raise _fault(current, exc) from None
-        finally:
-            for tmp, _ in temps:
-                Path(tmp).unlink(missing_ok=True)
+                interrupts.stop_if_held()
+            while temps:
+                os.replace(*temps[0])
+                temps.pop(0)
+    except OSError as exc:
+        raise _fault(current, exc) from None
+    finally:
+        for tmp, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
     return [p for p, _ in targets]
 
 

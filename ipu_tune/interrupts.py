@@ -12,11 +12,11 @@ failed and retried by the next run). Worker processes get the signal too: from t
 (same process group), forwarded by the parent, or, when the parent is SIGKILLed, from the
 kernel (`PR_SET_PDEATHSIG`).
 
-Writing files (`writing()`, see `ipu_tune.files`), a signal raises `Interrupted` where the
-program is instead of ending the process at once, so the `finally` of the writer removes its
-temporary files; during the few renames that put a set of files in place (`held()`) it waits
-until the last rename, so the set is never mixed. `outcome()` words what the interrupted line
-says was kept (trials for the tuner; whole files for report, export and calibrate).
+Writing files (`held()`, see `ipu_tune.files`), a signal does not end the process at once: it
+raises `Interrupted` between two files, so the writer's `finally` removes its temporary files,
+or after the renames that put a set of files in place, so the set is never mixed. `outcome()`
+words what the interrupted line says was kept (trials for the tuner; whole files for report,
+export and calibrate).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ __all__ = [
     "outcome",
     "pending",
     "report",
+    "stop_if_held",
     "worker_process",
-    "writing",
 ]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -64,8 +64,7 @@ class _State:
     worker = False  # a worker process: never escalates on a repeated signal
     pending: int | None = None
     children: list[int] = []  # noqa: RUF012  (worker PIDs the parent forwards signals to)
-    writing = 0  # depth of `writing()`: a signal raises, so temporary files are removed
-    holding = 0  # depth of `held()`: a signal waits for the renames to end
+    holding = 0  # depth of `held()`: a signal waits for a point where files are whole
     held: int | None = None  # the signal that arrived while holding
     outcome = "finished trials are kept, run the same command again to resume"
 
@@ -86,29 +85,29 @@ def outcome(text: str) -> None:
 
 
 @contextlib.contextmanager
-def writing() -> Iterator[None]:
-    """Files are being written: a signal raises `Interrupted` here (not `os._exit`), so the
-    writer's `finally` removes its temporary files before the process ends."""
-    _State.writing += 1
-    try:
-        yield
-    finally:
-        _State.writing -= 1
-
-
-@contextlib.contextmanager
 def held() -> Iterator[None]:
-    """A short loop of renames that must finish as a whole: a signal waits until it ends, then
-    raises `Interrupted` (only if the loop itself did not raise)."""
+    """Files being written: a signal waits for the next `stop_if_held()` (between two files,
+    where the writer's `finally` removes its temporaries) or for the end of the block (after
+    the last rename of a set), then raises `Interrupted`; never in between, where a temporary
+    could be made but not yet known to the writer."""
     _State.holding += 1
-    signum: int | None = None
     try:
         yield
-    finally:
+    except BaseException:
         _State.holding -= 1
-        if _State.holding == 0:
-            signum, _State.held = _State.held, None
+        if not _State.holding:
+            _State.held = None  # the command ends with this error (a fault, or the signal)
+        raise
+    _State.holding -= 1
+    if not _State.holding:
+        stop_if_held()
+
+
+def stop_if_held() -> None:
+    """Raise `Interrupted` for a signal that arrived during `held()`."""
+    signum, _State.held = _State.held, None
     if signum is not None:
+        _forward(signum)
         raise Interrupted(signum)
 
 
@@ -134,9 +133,6 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         if _State.pending is None:
             _State.pending = signum
         return
-    if _State.writing:
-        _forward(signum)
-        raise Interrupted(signum)
     if not _State.deferred or _State.pending is not None:
         _forward(signal.SIGKILL if _State.pending is not None else signum)
         _exit_now(signum)
