@@ -11,6 +11,12 @@ at the next safe point. A second signal ends the process at once (a trial it lea
 failed and retried by the next run). Worker processes get the signal too: from the terminal
 (same process group), forwarded by the parent, or, when the parent is SIGKILLed, from the
 kernel (`PR_SET_PDEATHSIG`).
+
+Writing files (`held()`, see `ipu_tune.files`), a signal does not end the process at once: it
+raises `Interrupted` between two files, so the writer's `finally` removes its temporary files,
+or after the renames that put a set of files in place, so the set is never mixed. `outcome()`
+words what the interrupted line says was kept (trials for the tuner; whole files for report,
+export and calibrate).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import ctypes
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from types import FrameType
 
 __all__ = [
@@ -28,10 +35,13 @@ __all__ = [
     "check",
     "defer",
     "exit_code",
+    "held",
     "install",
     "interrupted_line",
+    "outcome",
     "pending",
     "report",
+    "stop_if_held",
     "worker_process",
 ]
 
@@ -54,6 +64,9 @@ class _State:
     worker = False  # a worker process: never escalates on a repeated signal
     pending: int | None = None
     children: list[int] = []  # noqa: RUF012  (worker PIDs the parent forwards signals to)
+    holding = 0  # depth of `held()`: a signal waits for a point where files are whole
+    held: int | None = None  # the signal that arrived while holding
+    outcome = "finished trials are kept, run the same command again to resume"
 
 
 def exit_code(signum: int) -> int:
@@ -62,8 +75,40 @@ def exit_code(signum: int) -> int:
 
 def interrupted_line(signum: int) -> str:
     name = signal.Signals(signum).name
-    return (f"ipu-tune: interrupted by {name}; finished trials are kept, run the same command "
-            "again to resume")
+    return f"ipu-tune: interrupted by {name}; {_State.outcome}"
+
+
+def outcome(text: str) -> None:
+    """What the interrupted line says is kept and what to do (a command that writes files, not
+    trials, says so: `report`, `export`, `calibrate`)."""
+    _State.outcome = text
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Files being written: a signal waits for the next `stop_if_held()` (between two files,
+    where the writer's `finally` removes its temporaries) or for the end of the block (after
+    the last rename of a set), then raises `Interrupted`; never in between, where a temporary
+    could be made but not yet known to the writer."""
+    _State.holding += 1
+    try:
+        yield
+    except BaseException:
+        _State.holding -= 1
+        if not _State.holding:
+            _State.held = None  # the command ends with this error (a fault, or the signal)
+        raise
+    _State.holding -= 1
+    if not _State.holding:
+        stop_if_held()
+
+
+def stop_if_held() -> None:
+    """Raise `Interrupted` for a signal that arrived during `held()`."""
+    signum, _State.held = _State.held, None
+    if signum is not None:
+        _forward(signum)
+        raise Interrupted(signum)
 
 
 def _exit_now(signum: int) -> None:
@@ -81,6 +126,9 @@ def _forward(signum: int) -> None:
 
 def _handler(signum: int, frame: FrameType | None) -> None:
     del frame
+    if _State.holding:
+        _State.held = _State.held or signum
+        return
     if _State.worker:
         if _State.pending is None:
             _State.pending = signum

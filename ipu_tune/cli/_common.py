@@ -13,6 +13,8 @@ from ipu_tune.errors import IpuTuneError
 __all__ = [
     "EXIT_FAULT",
     "EXIT_USAGE",
+    "OUTPUT_OUTCOME",
+    "REPORT_OUTCOME",
     "TRUST_HELP",
     "aligned_lines",
     "check_target_typed",
@@ -30,6 +32,12 @@ TRUST_HELP = (
     "run the model._target_ named in the file (code chosen by the file's author); without it "
     "such files are refused"
 )
+# What the interrupted line of a command that writes files (not trials) says: the writer
+# (`ipu_tune.files`) leaves each file, and the exports as a set, old or new, never half.
+REPORT_OUTCOME = ("the exports and report.html on disk are whole, all old or all new; run the "
+                  "same command again to rebuild them")
+OUTPUT_OUTCOME = ("--output is unchanged or whole, never half-written; run the same command "
+                  "again to write it")
 # Errors of a full, over-quota or read-only filesystem: a fault of the machine, not a bug.
 _DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 
@@ -54,7 +62,7 @@ def disk_error(exc: BaseException) -> str | None:
 
 # A full disk as drivers word it inside a message (SQLite, the OS): exit 1, not 2.
 _FULL_DISK = ("disk i/o error", "database or disk is full", "no space left on device",
-              "disk quota exceeded")
+              "disk quota exceeded", "file too large")
 _TRUST_KEY = "trust_remote_code"
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
@@ -128,8 +136,10 @@ def fail(message: str, fault: bool = False) -> int:
 
     text = " ".join(redact(str(message)).split())
     if any(s in text.lower() for s in _FULL_DISK):  # wrapped in a message: still a full disk
-        print("ipu-tune: error: " + printable(text) + "; free space and run the same command "
-              "again to resume", file=sys.stderr)
+        # The writer (`ipu_tune.files`) already says what to do: not twice.
+        hint = "" if "free space" in text else ("; free space and run the same command again "
+                                                "to resume")
+        print("ipu-tune: error: " + printable(text) + hint, file=sys.stderr)
         return EXIT_FAULT
     print("ipu-tune: error: " + printable(text), file=sys.stderr)
     return EXIT_FAULT if fault else EXIT_USAGE

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.cli._common import TRUST_HELP, aligned_lines, fail, print_out
+from ipu_tune import interrupts
+from ipu_tune.cli._common import OUTPUT_OUTCOME, TRUST_HELP, aligned_lines, fail, print_out
 from ipu_tune.config import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
@@ -185,8 +186,13 @@ def main(argv: Sequence[str]) -> int:
                         help="objective evaluations per Nelder-Mead round (default 3000)")
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_intermixed_args(list(argv))
+    interrupts.outcome(OUTPUT_OUTCOME)
     try:
         _check_options(args)
+        if args.output:  # refused before the fit, not after minutes of it
+            from ipu_tune.files import check_target
+
+            check_target(Path(args.output), "--output")
         from ipu_tune.calibration import default_points, fit_constants, load_points
 
         points = []
@@ -203,9 +209,9 @@ def main(argv: Sequence[str]) -> int:
         fit = fit_constants(points, names=names, max_evals=args.max_evals)
         text = format_fit(fit)
         if args.output:
-            from ipu_tune.storage import atomic_write
+            from ipu_tune.files import atomic_write
 
-            atomic_write(Path(args.output), text)
+            atomic_write(Path(args.output), text, key="--output")
     except IpuTuneError as exc:
         return fail(str(exc))
     return print_out((text + (f"# written: {args.output}" if args.output else "")).rstrip("\n"))

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.cli._common import TRUST_HELP, fail, print_out, printable
+from ipu_tune import interrupts
+from ipu_tune.cli._common import (
+    OUTPUT_OUTCOME,
+    REPORT_OUTCOME,
+    TRUST_HELP,
+    fail,
+    print_out,
+    printable,
+)
 from ipu_tune.cli._trials_table import column_named, filter_rows, readable_table
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
@@ -213,6 +221,7 @@ def report_main(argv: Sequence[str]) -> int:
     _storage_args(parser)
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
+    interrupts.outcome(REPORT_OUTCOME)
     from ipu_tune.results import sync_results
     from ipu_tune.tuner import export_study
 
@@ -239,6 +248,7 @@ def export_main(argv: Sequence[str]) -> int:
     parser.add_argument("--output", required=True, type=Path, help="FILE.parquet or FILE.csv")
     _storage_args(parser)
     args = parser.parse_args(list(argv))
+    interrupts.outcome(OUTPUT_OUTCOME)
     from ipu_tune.results import sync_results
     from ipu_tune.storage import export_table
 

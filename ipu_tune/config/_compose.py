@@ -12,12 +12,12 @@ give the same config.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from ipu_tune.config._load import omegaconf_error, to_plain_dict, typed
 from ipu_tune.config._schema import TuneConfig
 from ipu_tune.config._trust import trusted_composition
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.files import atomic_write
 
 __all__ = ["compose", "compose_raw", "quick_compose"]
 
@@ -111,14 +112,9 @@ def _has_interpolation(node: Any) -> bool:
 
 
 def _write_cache(path: Path, plain: dict[str, Any]) -> None:
-    try:  # a cache: a folder that cannot be written only costs the next run its speed
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".compose.", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(plain, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    # A cache: a folder that cannot be written only costs the next run its speed.
+    with contextlib.suppress(IpuTuneError, TypeError, ValueError):
+        atomic_write(path, json.dumps(plain), key="compose cache")
 
 
 def _group_composition(groups: list[str], conf_dir: Path, cache: Path) -> dict[str, Any] | None:

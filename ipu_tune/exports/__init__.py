@@ -19,11 +19,18 @@ from ipu_tune.exports._ipu_config_import import (
 from ipu_tune.exports._poprun import poprun_command
 from ipu_tune.exports._registry import EXPORTERS, Exporter
 from ipu_tune.exports._schedules import Schedules, StandIn
-from ipu_tune.exports._write import Exports, render_exports, write_exports
+from ipu_tune.exports._write import (
+    EXPORT_FILE_NAMES,
+    Exports,
+    prepare_exports,
+    render_exports,
+    write_exports,
+)
 
 __all__ = [
     "BEST_YAML",
     "EXPORTERS",
+    "EXPORT_FILE_NAMES",
     "IPU_CONFIG_FIELDS",
     "ExportContext",
     "Exporter",
@@ -36,6 +43,7 @@ __all__ = [
     "export_context",
     "plan_values_from_ipu_config",
     "poprun_command",
+    "prepare_exports",
     "read_ipu_config",
     "render_exports",
     "render_ipu_config",

@@ -169,6 +169,52 @@ def _stage_lines(ctx: ExportContext) -> list[str]:
     return body
 
 
+def _checkpoints(ctx: ExportContext) -> tuple[str, list[str]] | None:
+    """Where PopTorch's program puts its recomputation checkpoints, as (what the names are,
+    torch module names): every block's output (the last block's is the model's) for
+    `every_block`, the block before each split for `checkpoints` with a pipeline. Without a
+    profile, the modules each stage begins at. None when there are no checkpoints."""
+    p = ctx.plan
+    if not _allow_recompute(ctx) or not (
+            p.recompute == "every_block" or (p.recompute == "checkpoints" and ctx.stages > 1)):
+        return None
+    blocks = list(ctx.profile.blocks) if ctx.profile is not None else []
+    if not blocks:
+        return ("the layer just before the one matching each torch module",
+                [module_path(ctx.config, s) for s in p.splits])
+    names = (blocks[:-1] if p.recompute == "every_block" else
+             [blocks[blocks.index(s) - 1] for s in p.splits if s in blocks[1:]])
+    return ("the layer matching each torch module", [module_path(ctx.config, n) for n in names])
+
+
+def _checkpoint_lines(ctx: ExportContext) -> list[str]:
+    """Recomputation checkpoints as the PopTorch and PopART programs place them: the Keras model
+    is the user's, so the program names the layers and gives the call to put after each."""
+    found = _checkpoints(ctx)
+    if found is None:
+        return []
+    what, names = found
+    where = "every block" if ctx.plan.recompute == "every_block" else "every stage boundary"
+    return [
+        "",
+        "",
+        f"# Recomputation {ctx.plan.recompute} ({cite('tf_recompute')}): keep the outputs at"
+        f" {where} and recompute only between them, as the PopTorch program's"
+        " poptorch.recomputationCheckpoint does. Your Keras model's layers are yours: in its"
+        f" call (or functional graph) pass the output of {what} in CHECKPOINT_MODULES through"
+        " checkpoint(x)"
+        + ("." if names else " (no profile was given: of each block of your model)."),
+        "CHECKPOINT_MODULES = [",
+        *(f"    {literal(n)}," for n in names),
+        "]",
+        "",
+        "",
+        "def checkpoint(x):",
+        '    """A recomputation checkpoint on `x`: kept in memory, not recomputed."""',
+        "    return ipu.pipelining_ops.recomputation_checkpoint(x)",
+    ]
+
+
 def _keras_lines(ctx: ExportContext) -> list[str]:
     p = ctx.plan
     body = [
@@ -183,6 +229,7 @@ def _keras_lines(ctx: ExportContext) -> list[str]:
         "def configure_keras_model(model) -> None:",
         '    """Call inside strategy.scope() on your Keras model, before model.compile."""',
         *body,
+        *_checkpoint_lines(ctx),
         "",
         "",
         *knob(

@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ipu_tune.storage import atomic_write
+from ipu_tune.files import write_files
 
 from ._choose import PlanChooser, StoredTrials
 from ._context import ExportContext
 from ._registry import EXPORTERS
 
-__all__ = ["Exports", "render_exports", "write_exports"]
+__all__ = ["EXPORT_FILE_NAMES", "Exports", "prepare_exports", "render_exports", "write_exports"]
+
+# Every file an export may write in a study folder (whose stale temporaries a write removes).
+EXPORT_FILE_NAMES = tuple(e.file_name for e in EXPORTERS if e.file_name is not None)
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,11 @@ class Exports:
     texts: dict[str, str]
     paths: dict[str, Path]
     stand_ins: dict[str, str] = field(default_factory=dict)
+
+    def files(self, out_dir: Path) -> dict[str, Path]:
+        """Exporter name -> the file it writes under `out_dir` (those with a file only)."""
+        return {e.name: out_dir / e.file_name for e in EXPORTERS
+                if e.file_name is not None and e.name in self.texts}
 
 
 def _render(ctx: ExportContext, stored: StoredTrials | None) -> Exports:
@@ -47,12 +55,18 @@ def render_exports(ctx: ExportContext, stored: StoredTrials | None = None) -> di
     return _render(ctx, stored).texts
 
 
+def prepare_exports(ctx: ExportContext, stored: StoredTrials | None = None) -> Exports:
+    """Every export rendered, nothing written (`Exports.files` names where they go): a caller
+    writing more files beside them (the report) writes them as one set
+    (`ipu_tune.files.write_files`)."""
+    return _render(ctx, stored)
+
+
 def write_exports(ctx: ExportContext, out_dir: Path, root: str | Path | None = None,
                   stored: StoredTrials | None = None) -> Exports:
     """Render every export once and write each that has a file under `out_dir` (which must lie
-    under `root` when given: `ipu_tune.storage.atomic_write`)."""
+    under `root` when given), as one set: all or none replaced (`ipu_tune.files.write_files`)."""
     rendered = _render(ctx, stored)
-    texts = rendered.texts
-    paths = {e.name: atomic_write(out_dir / e.file_name, texts[e.name], root)
-             for e in EXPORTERS if e.file_name is not None and e.name in texts}
-    return Exports(texts, paths, rendered.stand_ins)
+    paths = rendered.files(out_dir)
+    write_files({paths[n]: rendered.texts[n] for n in paths}, "export path", root)
+    return Exports(rendered.texts, paths, rendered.stand_ins)

@@ -12,11 +12,11 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.files import atomic_write
 from ipu_tune.models._profile import INPUT_SOURCES, OP_KINDS, BlockProfile, ModelProfile, OpProfile
 
 __all__ = ["load_profile", "profile_path", "save_profile"]
@@ -128,14 +128,8 @@ def save_profile(path: Path, key: str, profile: ModelProfile) -> None:
     body["block_stats"] = [dataclasses.asdict(b) for b in profile.block_stats]
     body["input_shape"] = list(profile.input_shape)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".profile.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump({"key": key, "profile": body}, f, allow_nan=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except (OSError, ValueError):
+        text = json.dumps({"key": key, "profile": body}, allow_nan=False)
+        # Whole or absent; a Ctrl-C removes the temporary (`ipu_tune.files`).
+        atomic_write(path, text, key="profile cache")
+    except (IpuTuneError, ValueError):
         pass

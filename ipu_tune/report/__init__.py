@@ -4,7 +4,7 @@ Building it imports neither plotly nor pandas (its figures are plain Plotly spec
 """
 
 from ipu_tune.report._figures import CATEGORY_COLORS, KIND_COLORS, memory_figure, timeline_figure
-from ipu_tune.report._report import render_report, write_report
+from ipu_tune.report._report import render_report, report_bytes, write_report
 from ipu_tune.report._study_figures import importances_figure, light_study, trials_figure
 from ipu_tune.report._timeline import HOST_LANE, Segment, Timeline, build_timeline
 
@@ -19,6 +19,7 @@ __all__ = [
     "light_study",
     "memory_figure",
     "render_report",
+    "report_bytes",
     "timeline_figure",
     "trials_figure",
     "write_report",

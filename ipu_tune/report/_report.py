@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -24,6 +22,7 @@ from optuna.trial import TrialState
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.explain import Explanation
+from ipu_tune.files import atomic_write
 from ipu_tune.plan import plan_from_config
 from ipu_tune.records import TrialRecord
 from ipu_tune.simulator import SimResult
@@ -48,7 +47,7 @@ if TYPE_CHECKING:  # typing names of Python 3.11 (the package runs on 3.10 too)
 
     import pandas as pd
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["render_report", "report_bytes", "write_report"]
 
 Rows = Sequence[Mapping[str, Any]]
 # Finished trials: COMPLETE (feasible, with values), PRUNED (infeasible: no value).
@@ -221,21 +220,13 @@ def _page(**inputs: Unpack[ReportInputs]) -> list[str | None]:
     return page.segments(title)
 
 
+def report_bytes(**inputs: Unpack[ReportInputs]) -> bytes:
+    """The report as the bytes of report.html (plotly.js inlined), for a caller that writes it
+    with other files as one set (`ipu_tune.files.write_files`)."""
+    return b"".join(plotly_js_bytes() if s is PLOTLY_JS else s.encode("utf-8")
+                    for s in _page(**inputs))
+
+
 def write_report(path: Path, **inputs: Unpack[ReportInputs]) -> Path:
-    """Write the HTML report atomically (temporary file + `os.replace`); returns `path`."""
-    segments = _page(**inputs)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for s in segments:
-                f.write(plotly_js_bytes() if s is PLOTLY_JS else s.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a report is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write the HTML report whole (`ipu_tune.files.atomic_write`); returns `path`."""
+    return atomic_write(Path(path), report_bytes(**inputs), key="report")

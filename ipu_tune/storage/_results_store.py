@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.files import atomic_write
 from ipu_tune.knobs import KNOBS
-from ipu_tune.storage._files import atomic_write
 from ipu_tune.storage._open import redact
 from ipu_tune.storage._results_table import COLUMN_NAMES, ResultsTable, open_table
 
@@ -101,11 +101,12 @@ def export_table(frame: Any, path: Path) -> Path:
 
         buf = io.BytesIO()
         typed_table(frame).to_parquet(buf, index=False)
-        return atomic_write(path, buf.getvalue())
+        return atomic_write(path, buf.getvalue(), key="--output")
     if path.suffix == ".csv":
         table = typed_table(frame)
         for name in _LIST_COLUMNS:
             if name in table.columns:
                 table[name] = table[name].map(lambda v: None if v is None else json.dumps(v))
-        return atomic_write(path, table.to_csv(index=False, date_format="%Y-%m-%dT%H:%M:%S.%f"))
+        return atomic_write(path, table.to_csv(index=False, date_format="%Y-%m-%dT%H:%M:%S.%f"),
+                            key="--output")
     raise IpuTuneError(f"--output={str(path)!r}: allowed suffixes: .parquet, .csv")

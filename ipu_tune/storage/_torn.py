@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.files import atomic_write
 from ipu_tune.storage._journal_lock import FlockLock
 
 __all__ = ["check_journal", "repair_torn_tail"]
@@ -145,7 +146,8 @@ def repair_torn_tail(path: Path, whole: bool = False) -> Path | None:
             cut += offset
             backup = _stamp(path, "bad" if bad else "torn")
             if torn or bad:  # kept before the journal changes: a full disk loses nothing
-                backup.write_bytes(b"".join(line + b"\n" for line in bad) + torn)
+                atomic_write(backup, b"".join(line + b"\n" for line in bad) + torn,
+                             key="journal backup")
             f.seek(cut)
             f.write(write)
             f.truncate()

@@ -21,15 +21,17 @@ from ipu_tune.config import EvalConfig, TuneConfig, check_pinned_layout, load_co
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.explain import Explanation, explain_study
 from ipu_tune.exports import (
+    EXPORT_FILE_NAMES,
     Exports,
     Provenance,
     StoredTrials,
     apply_ipu_config,
     export_context,
-    write_exports,
+    prepare_exports,
 )
+from ipu_tune.files import folder_lock, remove_stale_temps, write_files
 from ipu_tune.records import TrialRecord
-from ipu_tune.report import write_report
+from ipu_tune.report import report_bytes
 from ipu_tune.results import sync_results
 from ipu_tune.search import Convergence, SearchProblem, change_list, convergence
 from ipu_tune.simulator import SimResult
@@ -246,6 +248,14 @@ def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> Run
         store.close()
 
 
+def _write_set(out_dir: Path, files: dict[Path, str | bytes], cfg: TuneConfig) -> None:
+    """The exports and the report as one set: a signal or a full disk leaves the old set or the
+    new one; temporaries a killed export left in the folder go first."""
+    with folder_lock(out_dir):
+        remove_stale_temps(out_dir, (*EXPORT_FILE_NAMES, "report.html"))
+        write_files(files, "export path", cfg.results_dir)
+
+
 def export_study(
     study: optuna.Study,
     problem: SearchProblem,
@@ -265,7 +275,7 @@ def export_study(
                   if best is not None else {})
     best_cfg: EvalConfig | None = None
     best_result: SimResult | None = None
-    written = Exports({}, {})
+    rendered = Exports({}, {})
     if best is not None:
         record = TrialRecord.of(best)
         best_cfg = load_config(dict(record.config))
@@ -274,21 +284,21 @@ def export_study(
         provenance = Provenance.of(study.study_name, best.number, target.display, objectives,
                                    out_dir)
         ctx = export_context(best_cfg, best_result, problem.profile, provenance)
-        written = write_exports(ctx, out_dir, cfg.results_dir, StoredTrials(
+        rendered = prepare_exports(ctx, StoredTrials(
             study.get_trials(deepcopy=False), problem.directions, problem.simulate))
-    exports = dict(written.paths)
     explanation = explain_study(study, problem)
-    exports["report"] = write_report(
-        out_dir / "report.html",
+    report = report_bytes(
         study=study,
         results=store.rows(study.study_name),
         best_config=best_cfg,
         best_result=best_result,
         title=f"ipu-tune: {study.study_name}",
-        snippet=written.texts.get("poptorch"),  # the very text written beside best.yaml
+        snippet=rendered.texts.get("poptorch"),  # the very text written beside best.yaml
         explanation=explanation,
         best_trial=best.number if best is not None else None,
     )
+    exports = {**rendered.files(out_dir), "report": out_dir / "report.html"}
+    _write_set(out_dir, {p: rendered.texts.get(n, report) for n, p in exports.items()}, cfg)
     return RunSummary(
         study_name=study.study_name,
         storage=target.display,
@@ -304,5 +314,5 @@ def export_study(
         objective_names=tuple(problem.objective_names),
         changes=tuple(change_list(best_cfg, problem.codec.user)) if best_cfg is not None else (),
         explanation=explanation,
-        stand_ins=written.stand_ins,
+        stand_ins=rendered.stand_ins,
     )

@@ -75,3 +75,8 @@ def write_fixtures(tmp: Path) -> None:
     os.mkfifo(tmp / "cfifo.db.claims")
     (tmp / "cdev.db.claims").symlink_to("/dev/null")
     (tmp / "config.pickle").write_bytes(b"not read")
+    # --output targets that are not regular files: never replaced by one.
+    os.mkfifo(tmp / "out_fifo.csv")
+    (tmp / "out_link.csv").symlink_to(tmp / "notes.txt")
+    (tmp / "out_link.yaml").symlink_to(tmp / "notes.txt")
+    (tmp / "full.csv").symlink_to("/dev/full")

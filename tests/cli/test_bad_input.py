@@ -267,6 +267,12 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
      "/proc/t.csv"),
     ("export onto a directory", ["export", "s", "--output", "{tmp}/a_dir.csv", "--results-dir",
                                  "{study}"], "a_dir.csv"),
+    ("export onto a FIFO", ["export", "s", "--output", "{tmp}/out_fifo.csv", "--results-dir",
+                            "{study}"], "--output='{tmp}/out_fifo.csv': exists and is a FIFO"),
+    ("export onto a symlink", ["export", "s", "--output", "{tmp}/out_link.csv", "--results-dir",
+                               "{study}"], "out_link.csv': exists and is a symlink"),
+    ("export onto a device's link", ["export", "s", "--output", "{tmp}/full.csv",
+                                      "--results-dir", "{study}"], "full.csv': exists and is a"),
     ("profile unknown model", ["profile", "nope"], "nope"),
     ("profile os.system", ["profile", "--target", "os.system"], "model._target_='os.system'"),
     ("profile getoutput", ["profile", "--target", "subprocess.getoutput"], "subprocess.getoutput"),
@@ -302,6 +308,12 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
                                             "{tmp}/no.yaml"], "no.yaml"),
     ("calibrate output /proc", ["calibrate", "--max-evals", "10", "--output", "/proc/c.yaml"],
      "/proc/c.yaml"),
+    ("calibrate output a device", ["calibrate", "--max-evals", "10", "--output", "/dev/full"],
+     "--output='/dev/full': exists and is a character device"),
+    ("calibrate output a FIFO", ["calibrate", "--max-evals", "10", "--output",
+                                 "{tmp}/fifo.journal"], "exists and is a FIFO"),
+    ("calibrate output a symlink", ["calibrate", "--max-evals", "10", "--output",
+                                    "{tmp}/out_link.yaml"], "exists and is a symlink"),
 ]
 
 

@@ -145,6 +145,7 @@ TF_API: dict[str, str] = {
     f"{_TF}.pipelining_ops.PipelineSchedule.Sequential": "pipelining_ops.py L51",
     f"{_TF}.pipelining_ops.RecomputationMode": "pipelining_ops.py L82",
     f"{_TF}.pipelining_ops.RecomputationMode.Auto": "pipelining_ops.py L82",
+    f"{_TF}.pipelining_ops.recomputation_checkpoint": "pipelining_ops.py L1426",
     # Keras model extensions (functional_extensions.py; same in model_/sequential_extensions.py)
     "keras.Model.set_pipelining_options": "functional_extensions.py L180",
     "keras.Model.set_gradient_accumulation_options": "functional_extensions.py L108",

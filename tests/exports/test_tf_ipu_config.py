@@ -16,7 +16,7 @@ from ipu_tune.simulator import SimConstants
 from ._export_plans import PLANS, host_instances, install_frameworks, make_config, stages
 from ._framework_api import POPDIST_API, TF_API, TF_KWARGS
 from ._recorder import Log, Recorder, run_source
-from ._render import tf_snippet
+from ._render import render, tf_snippet
 from .test_poptorch import configs
 
 CFG = "tensorflow.python.ipu.config.IPUConfig"
@@ -36,6 +36,15 @@ def run_tf(
 def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist: bool) -> None:
     p, training = cfg.plan, cfg.workload.mode == "train"
     n = stages(cfg)
+    recompute = training and p.recompute != "none" and (p.recompute != "auto" or n > 1)
+    # Checkpoints where PopTorch's program puts them: every block, or each stage boundary.
+    checkpoints = recompute and (p.recompute == "every_block"
+                                 or (p.recompute == "checkpoints" and n > 1))
+    assert ("checkpoint" in ns) == checkpoints, p.recompute
+    if checkpoints:
+        assert ns["CHECKPOINT_MODULES"] or n == 1, "no layer named for the checkpoints"
+        ns["checkpoint"](Recorder("x", log))
+        assert len(log.calls(f"{OPS}.recomputation_checkpoint")) == 1
     unknown = sorted(path for path in log.paths() if path not in {**TF_API, **POPDIST_API})
     assert not unknown, f"not in the public API list: {unknown}"
     for path, allowed in TF_KWARGS.items():
@@ -54,7 +63,6 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
         options = log.only_set(f"{CFG}.{kind}.poplar_options")
         assert float(options["availableMemoryProportion"]) == p.available_memory_proportion
         assert options["partialsType"] == partials
-    recompute = training and p.recompute != "none" and (p.recompute != "auto" or n > 1)
     assert log.only_set(f"{CFG}.allow_recompute") == recompute
     assert log.sets(f"{CFG}.io_tiles.num_io_tiles") == ([p.io_tiles] if p.io_tiles else [])
     assert log.only_call(f"{CFG}.configure_ipu_system") == ((), {})
@@ -141,3 +149,18 @@ def test_any_valid_plan_gives_an_ipu_config_with_its_values(
     with monkeypatch.context() as patch:
         log, namespace = run_tf(patch, source, popdist)
         check_tf(cfg, source, log, namespace, popdist)
+
+
+@pytest.mark.parametrize("recompute", ["every_block", "checkpoints"])
+def test_checkpoints_are_where_poptorch_puts_them(
+        recompute: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    bert = PLANS["pipelined-bert"]
+    cfg = make_config({**bert, "plan": {**bert["plan"], "recompute": recompute}})
+    profile = ipu_tune.profile(cfg.model)
+    tf_ns = run_tf(monkeypatch, render("tensorflow", cfg, None, profile), False)[1]
+    torch_source = render("poptorch", cfg, None, profile)
+    listed = torch_source.split("checkpoints = [", 1)[1].split("]", 1)[0]
+    expected = [line.strip().rstrip(",").strip('"') for line in listed.splitlines()
+                if line.strip()]
+    assert tf_ns["CHECKPOINT_MODULES"] == expected
+    assert len(expected) == (len(profile.blocks) - 1 if recompute == "every_block" else 3)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 from ipu_tune.models import clear_memory_cache, profile_model
 from ipu_tune.models._profile_store import load_profile, profile_path
 from ipu_tune.models._profiler import cache_dir, cache_key
+from tests.conftest import REPO
 
 from .conftest import model_cfg
 
@@ -127,3 +131,32 @@ def test_unwritable_cache_still_profiles(tmp_path: Path, monkeypatch) -> None:
     prof = profile_model(model_cfg(name="mnist_cnn", input_shape=[1, 28, 28], num_classes=3))
     assert prof.num_classes == 3
     clear_memory_cache()
+
+
+# `ipu-tune profile` with SIGINT sent to itself at its first rename of a cache file, the moment
+# a Ctrl-C used to end the process with the temporary file left in the cache.
+_CTRL_C_AT_RENAME = """
+import os, signal, sys
+from ipu_tune import interrupts
+interrupts.install()
+from ipu_tune.__main__ import main
+real = os.replace
+def replace(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    return real(*args, **kwargs)
+os.replace = replace
+main(["profile", "mnist_cnn"])
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_a_profile_is_cached_leaves_no_temporary(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "IPU_TUNE_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_AT_RENAME], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    left = [p.relative_to(tmp_path) for p in tmp_path.rglob(".*")]
+    assert left == [], f"temporary files left in the cache: {left}"
+    for cached in tmp_path.rglob("*.json"):  # what was renamed is whole
+        json.loads(cached.read_text())

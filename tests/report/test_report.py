@@ -274,11 +274,11 @@ def test_write_is_atomic(single: Any, tmp_path: Path) -> None:
     write_report(target, study=study, results=frame, best_config=cfg, best_result=result, title="t")
     assert target.read_text().startswith("<!DOCTYPE html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
-    # A failing replace (the target is a directory) leaves no temporary file behind.
+    # A target that is a directory is refused before anything is written, and kept.
     blocked = tmp_path / "blocked"
     blocked.mkdir()
     (blocked / "keep").write_text("x")
-    with pytest.raises(OSError):
+    with pytest.raises(ipu_tune.IpuTuneError, match="exists and is a directory"):
         write_report(
             blocked, study=study, results=frame, best_config=cfg, best_result=result, title="t"
         )

@@ -176,3 +176,39 @@ def test_workers_of_a_sigkilled_command_stop(tmp_path: Path) -> None:
     resumed = _start(results, len(study_state(results, NAME)["complete"]) + 3)  # type: ignore[arg-type]
     assert resumed.wait(timeout=300) == 0
     _consistent(results)
+
+
+# The tuner with SIGTERM sent to itself while it writes its third export's temporary file.
+_SIGTERM_IN_EXPORTS = """
+import os, signal, sys
+from ipu_tune import interrupts
+interrupts.install()
+from ipu_tune.__main__ import main
+import ipu_tune.files as files
+real, calls = files._write_temp, [0]
+def write_temp(*args):
+    calls[0] += 1
+    if calls[0] == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(*args)
+files._write_temp = write_temp
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_exports_are_written_keeps_the_old_set(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    first = _start(results, 3, "model=mnist_cnn")
+    assert first.wait(timeout=300) == 0
+    folder = results / NAME
+    before = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_IN_EXPORTS, f"results_dir={results}",
+         f"study.name={NAME}", "study.n_trials=6", "study.progress_bar=false", "model=mnist_cnn"],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        timeout=300)
+    _one_line(proc.stderr, proc.returncode, 143)
+    after = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    assert after == before, "exports replaced in part, or a temporary file left"
+    _consistent(results)

@@ -1,0 +1,155 @@
+"""Every file ipu-tune writes: whole or not at all, and never onto something that is not a file.
+
+One writer for the exports, the report, `export --output`, `calibrate --output` and the caches.
+A target that exists and is not a regular file (a device such as /dev/full, a FIFO, a
+directory, a symlink) is refused in one line and left alone: `os.replace` would swap it for a
+regular file. Data goes to a temporary file `.NAME.XXXXXXXX.tmp` beside the target first; a
+set of files is written as temporaries first and then renamed together. SIGINT/SIGTERM are held
+meanwhile (`ipu_tune.interrupts.held`) and stop the write only between two temporaries (which
+are then removed) or after the last rename, so a signal or a full disk leaves the old set or
+the new one, never a mix, and no temporary; those a SIGKILL leaves are removed by the next
+write of a study folder (`remove_stale_temps`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import stat
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from ipu_tune import interrupts
+from ipu_tune.errors import IpuTuneError, bad_value
+
+__all__ = ["atomic_write", "check_target", "folder_lock", "remove_stale_temps", "write_files"]
+
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+# mkstemp's 8 random characters; `.tmp` is this writer's suffix, earlier versions wrote none.
+_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}(\.tmp)?")
+_LOCK_TIMEOUT_S = 120.0
+_KINDS = ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    # Resolve both (symlinks, ..) and compare: the only test that a name cannot fool.
+    return path.resolve().is_relative_to(root.resolve())
+
+
+def check_target(path: Path, key: str) -> None:
+    """Refuse, in one line naming `key`, a `path` that exists and is not a regular file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # absent (or unreachable: the write itself says why)
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    raise bad_value(key, str(path), f"exists and is {kind}; allowed: a regular file or a new "
+                    "name (anything else is never replaced)")
+
+
+def _fault(path: Path, exc: OSError) -> IpuTuneError:
+    hint = "; free space and run the same command again" if exc.errno in _DISK_FULL else ""
+    return IpuTuneError(
+        f"{str(path)!r}: cannot be written ({exc.strerror or type(exc).__name__}){hint}")
+
+
+def _write_temp(path: Path, data: bytes) -> str:
+    """A fsync'd temporary beside `path` holding `data`; removed again if this fails."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes owner-only files; exports are for everyone
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def write_files(files: Mapping[Path, str | bytes], key: str = "output",
+                root: str | Path | None = None) -> list[Path]:
+    """Write every file whole, as one set: all temporaries first, then the renames with signals
+    held. With `root`, every path must resolve under it. Refused targets and OSErrors (full
+    disk, read-only place) are one line; nothing is replaced then and no temporary is left."""
+    targets = [(Path(p), d.encode() if isinstance(d, str) else d) for p, d in files.items()]
+    for path, _ in targets:
+        if root is not None and not _inside(path, Path(root)):
+            raise IpuTuneError(
+                f"export path {str(path)!r}: resolves outside results_dir={str(root)!r}")
+        check_target(path, key)
+    temps: list[tuple[str, Path]] = []
+    current = targets[0][0] if targets else Path()
+    try:
+        with interrupts.held():  # a signal stops the write between files, or after the renames
+            for current, data in targets:
+                temps.append((_write_temp(current, data), current))
+                interrupts.stop_if_held()
+            while temps:
+                os.replace(*temps[0])
+                temps.pop(0)
+    except OSError as exc:
+        raise _fault(current, exc) from None
+    finally:
+        for tmp, _ in temps:
+            Path(tmp).unlink(missing_ok=True)
+    return [p for p, _ in targets]
+
+
+def atomic_write(path: Path, text: str | bytes, root: str | Path | None = None,
+                 key: str = "output") -> Path:
+    """Write one file whole (`write_files`); returns `path`."""
+    write_files({Path(path): text}, key, root)
+    return Path(path)
+
+
+def remove_stale_temps(folder: Path, names: Iterable[str]) -> list[Path]:
+    """Remove the temporaries of `names` an interrupted write (a SIGKILL) left in `folder`.
+    Call it holding `folder_lock(folder)`: another process's live temporary is never taken."""
+    wanted = set(names)
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            found = _TEMP.fullmatch(entry.name)
+            if found and found["name"] in wanted and entry.is_file(follow_symlinks=False):
+                Path(entry.path).unlink(missing_ok=True)
+                removed.append(Path(entry.path))
+    return removed
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive `flock` on `folder` (created if missing) while a process writes its files;
+    the kernel drops it with a killed process."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise _fault(folder, exc) from None
+    try:
+        deadline = time.monotonic() + _LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise IpuTuneError(
+                        f"{str(folder)!r}: another ipu-tune process has been writing its files "
+                        f"for {_LOCK_TIMEOUT_S:.0f} s; run the command again when it ends"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)

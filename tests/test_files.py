@@ -1,0 +1,147 @@
+"""The one writer (`ipu_tune.files`): never onto something that is not a regular file, a set of
+files replaced as a whole, no temporary left by a fault or a signal, stale ones removed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.files import atomic_write, folder_lock, remove_stale_temps, write_files
+from tests.conftest import REPO
+
+
+def _targets(tmp: Path) -> dict[str, Path]:
+    (tmp / "notes.txt").write_text("keep me")
+    os.mkfifo(tmp / "fifo")
+    (tmp / "link").symlink_to(tmp / "notes.txt")
+    (tmp / "dangling").symlink_to(tmp / "nowhere")
+    (tmp / "a_dir").mkdir()
+    return {"FIFO": tmp / "fifo", "symlink": tmp / "link", "dangling symlink": tmp / "dangling",
+            "directory": tmp / "a_dir", "character device": Path("/dev/full")}
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "symlink", "dangling symlink", "directory",
+                                  "character device"])
+def test_a_target_that_is_not_a_regular_file_is_refused_and_kept(
+        kind: str, tmp_path: Path) -> None:
+    target = _targets(tmp_path)[kind]
+    before = os.lstat(target)
+    with pytest.raises(IpuTuneError) as info:
+        atomic_write(target, "x", key="--output")
+    message = str(info.value)
+    assert message.startswith(f"--output={str(target)!r}: exists and is a"), message
+    assert "allowed: a regular file" in message and "\n" not in message
+    after = os.lstat(target)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
+    assert (tmp_path / "notes.txt").read_text() == "keep me"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_refused_member_writes_nothing_of_the_set(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("old")
+    os.mkfifo(tmp_path / "b.py")
+    with pytest.raises(IpuTuneError, match=r"b\.py"):
+        write_files({tmp_path / "a.yaml": "new", tmp_path / "b.py": "new"})
+    assert (tmp_path / "a.yaml").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.py"]
+
+
+def test_a_fault_in_the_set_replaces_nothing_and_leaves_no_temporary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {tmp_path / n: "new" for n in ("best.yaml", "a.py", "report.html")}
+    for path in files:
+        path.write_text("old")
+    real, calls = os.fsync, []
+
+    def full_on_the_third(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 3:
+            raise OSError(27, "File too large")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", full_on_the_third)
+    with pytest.raises(IpuTuneError, match=r"report\.html.*File too large.*free space"):
+        write_files(files)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == dict.fromkeys(
+        ("best.yaml", "a.py", "report.html"), "old")
+
+
+def test_an_interrupt_while_writing_leaves_no_temporary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.yaml").write_text("old")
+
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_files({tmp_path / "a.yaml": "new", tmp_path / "b.yaml": "new"})
+    assert [p.name for p in tmp_path.iterdir()] == ["a.yaml"]
+    assert (tmp_path / "a.yaml").read_text() == "old"
+
+
+def test_stale_temporaries_of_the_named_files_only_are_removed(tmp_path: Path) -> None:
+    stale = [".best.yaml.ab12cd_3", ".report.html.x9y8z7w6.tmp", ".popart_options.py.sh3p9976"]
+    kept = ["best.yaml", ".notes.txt.abcdefgh", ".best.yaml.toolong123", ".best.yaml.bak"]
+    for name in stale + kept:
+        (tmp_path / name).write_text("x")
+    with folder_lock(tmp_path):
+        removed = remove_stale_temps(
+            tmp_path, ("best.yaml", "report.html", "popart_options.py"))
+    assert sorted(p.name for p in removed) == sorted(stale)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
+
+
+# A process writing sets of files in a loop, each set all of one version: a signal must leave
+# every file of one version and no temporary.
+_WRITER = """
+import sys
+from pathlib import Path
+from ipu_tune import interrupts
+from ipu_tune.files import write_files
+interrupts.install()
+out = Path(sys.argv[1])
+names = ["best.yaml", "poptorch_options.py", "popart_options.py", "report.html"]
+try:
+    for version in range(1, 1_000_000):
+        write_files({out / n: f"{version}\\n".encode() * 200_000 for n in names})
+        if version == 1:
+            (out / "ready").touch()
+except KeyboardInterrupt as exc:
+    sys.exit(interrupts.report(exc))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_leaves_the_set_whole_and_no_temporary(
+        tmp_path: Path, sig: int, code: int) -> None:
+    for delay in [i * 0.009 for i in range(16)]:  # across the writes and the renames
+        out = tmp_path / f"d{delay}"
+        out.mkdir()
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(out)],
+                                env={**os.environ, "PYTHONPATH": str(REPO)},
+                                stderr=subprocess.PIPE, text=True)
+        end = time.monotonic() + 60
+        while not (out / "ready").exists():
+            assert time.monotonic() < end and proc.poll() is None, proc.stderr
+            time.sleep(0.005)
+        time.sleep(delay)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, err
+        assert "Traceback" not in err and err.count("\n") == 1, err
+        names = sorted(p.name for p in out.iterdir())
+        assert names == ["best.yaml", "popart_options.py", "poptorch_options.py", "ready",
+                         "report.html"], names
+        versions = {(out / n).read_bytes()[:12] for n in names if n != "ready"}
+        assert len(versions) == 1, f"a mixed set: {versions}"
+        assert all(stat.S_ISREG(os.lstat(out / n).st_mode) for n in names)
