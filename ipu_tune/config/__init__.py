@@ -14,6 +14,7 @@ from ipu_tune.config._hydra import (
     CONF_DIR,
     GROUPS,
     SPACES_DIR,
+    check_override_text,
     group_options,
     parse_overrides,
     register,
@@ -53,7 +54,7 @@ from ipu_tune.config._validate import (
     check_pinned_layout,
     validate,
 )
-from ipu_tune.config._yaml import read_text, read_yaml, unique_keys
+from ipu_tune.config._yaml import parse_json, parse_yaml, read_text, read_yaml, unique_keys
 
 if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
     register()
@@ -80,6 +81,7 @@ __all__ = [
     "WorkloadConfig",
     "at_pipeline_minimum",
     "check_name",
+    "check_override_text",
     "check_pinned_layout",
     "check_side_doors",
     "check_trusted",
@@ -90,7 +92,9 @@ __all__ = [
     "load_config",
     "load_unvalidated",
     "omegaconf_error",
+    "parse_json",
     "parse_overrides",
+    "parse_yaml",
     "quick_compose",
     "read_text",
     "read_yaml",

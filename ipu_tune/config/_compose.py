@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config._hydra import CONF_DIR, GROUPS, register
+from ipu_tune.config._hydra import CONF_DIR, GROUPS, check_override_text, register
 from ipu_tune.config._load import omegaconf_error, to_plain_dict, typed
 from ipu_tune.config._schema import TuneConfig
 from ipu_tune.config._trust import trusted_composition
@@ -157,6 +157,7 @@ def _split(argv: Sequence[str]) -> tuple[list[str], list[tuple[list[str], Any]]]
     groups: list[str] = []
     edits: list[tuple[list[str], Any]] = []
     for arg in argv:
+        check_override_text(arg)  # before int(): Python refuses over 4300 digits
         key, eq, text = arg.partition("=")
         if eq and _is_group_choice(key) and _WORD.match(text):
             groups.append(arg)

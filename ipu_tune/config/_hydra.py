@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ipu_tune.config._schema import TuneConfig
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.config._yaml import MAX_YAML_DEPTH
+from ipu_tune.errors import IpuTuneError, bad_value
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
 
-__all__ = ["CONF_DIR", "GROUPS", "SPACES_DIR", "group_options", "parse_overrides", "register"]
+__all__ = [
+    "CONF_DIR",
+    "GROUPS",
+    "SPACES_DIR",
+    "check_override_text",
+    "group_options",
+    "parse_overrides",
+    "register",
+]
 
 _PKG = Path(__file__).resolve().parent.parent
 CONF_DIR = _PKG / "conf"
@@ -35,6 +45,32 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
+# Python refuses to read longer digit strings as an int; Hydra's grammar and OmegaConf recurse
+# once per bracket (RecursionError near 150 levels). Overrides get the limits files have.
+_MAX_DIGITS = 4300
+_LONG_NUMBER = re.compile(f"[0-9]{{{_MAX_DIGITS + 1}}}")
+
+
+def check_override_text(text: str) -> None:
+    """One line for an override no reader of overrides can take: an integer of over 4300
+    digits, or brackets nested deeper than 50 levels (as in files). Checked on the text, before
+    Hydra's grammar, OmegaConf or `int()` see it."""
+    key, _, value = text.partition("=")
+    shown = value if len(value) <= 60 else value[:60] + "..."
+    if _LONG_NUMBER.search(value):
+        raise bad_value(key, shown, f"a number of over {_MAX_DIGITS} digits; allowed: "
+                        f"numbers of at most {_MAX_DIGITS} digits")
+    depth = 0
+    for char in value:
+        if char in "[{(":
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise bad_value(key, shown, f"nested deeper than {MAX_YAML_DEPTH} levels; "
+                                f"allowed: at most {MAX_YAML_DEPTH} levels of [ ] {{ }} ( )")
+        elif char in "]})":
+            depth = max(depth - 1, 0)
+
+
 def parse_overrides(overrides: Sequence[str]) -> list[Override]:
     """Hydra's `Override`s of `overrides`. One its grammar cannot read is named with how to
     quote it (a storage URL's `?password=`, a value with spaces), in one line; the callers'
@@ -45,6 +81,7 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
     parser = OverridesParser.create()
     parsed: list[Override] = []
     for text in overrides:
+        check_override_text(text)
         try:
             parsed += parser.parse_overrides([text])
         except HydraException as exc:

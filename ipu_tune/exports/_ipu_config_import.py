@@ -10,12 +10,11 @@ projections, parallelize kwargs) change nothing ipu-tune simulates and are accep
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ipu_tune.config import EvalConfig, read_text, unique_keys
+from ipu_tune.config import EvalConfig, parse_json, read_text
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks
 from ipu_tune.models import ModelProfile
@@ -73,7 +72,7 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
         file = file / "ipu_config.json"
     text = read_text(file, "ipu_config.json", KEY)
     try:
-        data = json.loads(text, object_pairs_hook=unique_keys)
+        data = parse_json(text)
     except ValueError as exc:
         text = " ".join(str(exc).split())
         raise bad_value(KEY, str(path), f"a readable ipu_config.json ({text})") from None
