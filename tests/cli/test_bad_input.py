@@ -27,6 +27,12 @@ CASES: list[tuple[str, list[str], str]] = [
     ("config dir: unknown key", ["--config-dir", "{tmp}/confdir", "foo.bar=1"], "foo"),
     ("wrong type", ["plan.gradient_accumulation=abc"], "plan.gradient_accumulation"),
     ("unknown key", ["plan.foo=1"], "foo"),
+    # `+`/`++` add keys to Hydra's composition, not to the schema.
+    ("add an unknown top-level key", ["+foo=1"], "foo: unknown key; allowed in the config: model"),
+    ("add an unknown plan key", ["+plan.foo=1"], "plan.foo: unknown key; allowed in plan:"),
+    ("force-add an unknown plan key", ["++plan.foo=1"], "plan.foo: unknown key"),
+    ("add an unknown key in a sweep", ["-m", "+plan.foo=1", "system.num_ipus=2,4"],
+     "plan.foo: unknown key"),
     ("micro-batch zero", ["workload.micro_batch_size=0"], "workload.micro_batch_size"),
     ("io_tiles odd", ["plan.io_tiles=33"], "plan.io_tiles"),
     ("io_tiles below 32", ["plan.io_tiles=30"], "plan.io_tiles"),
