@@ -46,7 +46,12 @@ from ipu_tune.config._schema import (
     WorkloadConfig,
     host_servers,
 )
-from ipu_tune.config._trust import check_side_doors, has_resolver, trusted_composition
+from ipu_tune.config._trust import (
+    check_side_doors,
+    config_dirs,
+    has_resolver,
+    trusted_composition,
+)
 from ipu_tune.config._validate import (
     LIMITS,
     at_pipeline_minimum,
@@ -86,6 +91,7 @@ __all__ = [
     "check_side_doors",
     "check_trusted",
     "compose",
+    "config_dirs",
     "group_options",
     "has_resolver",
     "host_servers",

@@ -54,6 +54,9 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "huge_int.csv").write_text(f"name,samples_per_s,plan.io_tiles\nx,1,{huge}\n")
     (tmp / "deep_objects.json").write_text('{"a":' * 5000 + "1" + "}" * 5000)
     (tmp / "deep_lists.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp / "pwdir" / "experiment").mkdir(parents=True, exist_ok=True)
+    (tmp / "pwdir" / "experiment" / "pw.yaml").write_text(
+        "# @package _global_\nstudy: {storage: 'postgresql://u:SECRETPW@127.0.0.1:1/x'}\n")
     (tmp / "huge_ga.yaml").write_text("plan: {gradient_accumulation: 100000000000000000000}\n")
     (tmp / "many_dims.yaml").write_text("model: {input_shape: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n")
     (tmp / "study_key.yaml").write_text("study: {name: x}\n")

@@ -76,6 +76,12 @@ CASES: list[tuple[str, list[str], str]] = [
     ("results dir not writable", ["results_dir={tmp}/a_file/sub"], "results_dir"),
     ("corrupted database", ["study.storage=sqlite:///{tmp}/corrupt.db"], "corrupt.db"),
     ("sweep with one bad value", ["-m", "plan.io_tiles=0,33"], "plan.io_tiles"),
+    # Hydra saves a sweep's overrides and config in multirun.yaml, unredacted.
+    ("sweep with a password", ["-m", "study.storage=postgresql://u:SECRETPW@127.0.0.1:1/x",
+                               "system.num_ipus=2,4"], "a password in a sweep (-m)"),
+    ("sweep with a password in a config dir", ["-m", "--config-dir", "{tmp}/pwdir",
+                                               "+experiment=pw", "system.num_ipus=2,4"],
+     "pw.yaml': a password in a sweep (-m)"),
     # Names that would escape results_dir or break the exports.
     ("study name dotdot path", ["study.name=../../x"], "study.name='../../x'"),
     ("study name absolute", ["study.name=/abs/path"], "study.name='/abs/path'"),
