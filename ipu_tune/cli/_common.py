@@ -3,10 +3,12 @@ disk-full errors and the trust flag."""
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from typing import NoReturn
 
 from ipu_tune.errors import IpuTuneError
 
@@ -14,6 +16,7 @@ __all__ = [
     "EXIT_FAULT",
     "EXIT_USAGE",
     "TRUST_HELP",
+    "ArgumentParser",
     "aligned_lines",
     "check_target_typed",
     "disk_error",
@@ -132,6 +135,14 @@ def fail(message: str) -> int:
         return EXIT_FAULT
     print("ipu-tune: error: " + printable(text), file=sys.stderr)
     return EXIT_USAGE
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The commands' parser: a bad option is one `ipu-tune: error:` line naming the command,
+    exit 2, as every other bad input (argparse prints its usage over several lines)."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.exit(fail(f"{self.prog}: {message} (see {self.prog} --help)"))
 
 
 def aligned_lines(columns: Sequence[str], rows: Sequence[Mapping[str, str]],

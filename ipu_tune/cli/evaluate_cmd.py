@@ -6,13 +6,12 @@ Overrides are spelled as Hydra spells them (`plan.precision=16.16`, `plan.pipeli
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 
 from ipu_tune._api import evaluate_config
 from ipu_tune.case import read_constants
-from ipu_tune.cli._common import TRUST_HELP, fail, print_out
+from ipu_tune.cli._common import TRUST_HELP, ArgumentParser, fail, print_out
 from ipu_tune.config import (
     EvalConfig,
     load_config,
@@ -68,7 +67,7 @@ def apply_overrides(path: str, overrides: Sequence[str],
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune evaluate",
         description="Simulate one plan (a YAML of the config schema, e.g. an exported best.yaml).",
     )

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ipu_tune.cli._common import ArgumentParser
 from ipu_tune.config import (
     EvalConfig,
     ModelConfig,
@@ -26,8 +27,8 @@ from ipu_tune.models import ZOO, ModelProfile, profile_model
 
 __all__ = ["build_parser", "main", "model_config", "render_table"]
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(
         prog="ipu-tune profile",
         description="Profile a model on the meta device: parameters, FLOPs and activations "
         "per pipeline block (per sample).",

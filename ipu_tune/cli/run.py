@@ -39,6 +39,7 @@ from ipu_tune.config import (
     quick_compose,
     read_text,
     register,
+    split_hydra_args,
     typed,
 )
 from ipu_tune.errors import IpuTuneError
@@ -222,6 +223,9 @@ def _run_hydra(command: _Command) -> int:
 def hydra_main(argv: Sequence[str]) -> int:
     try:
         argv, trusted = split_trust_flag(argv)
+        if any(a.startswith("-") for a in argv):  # flags first: `x=1 -m` is a sweep too
+            flags, overrides = split_hydra_args(argv)
+            argv = [*flags, *overrides]
         check_side_doors(argv, trusted)  # only model._target_ names code; before Hydra runs
         check_sweep_secrets(argv)
         command = _Command(trusted, preflight(argv, trusted))

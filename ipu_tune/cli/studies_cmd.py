@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.cli._common import TRUST_HELP, fail, print_out, printable
+from ipu_tune.cli._common import TRUST_HELP, ArgumentParser, fail, print_out, printable
 from ipu_tune.config import TuneConfig, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord
@@ -44,7 +44,7 @@ def _target(args: argparse.Namespace) -> StorageTarget:
 
 
 def list_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ipu-tune studies", description="List stored studies.")
+    parser = ArgumentParser(prog="ipu-tune studies", description="List stored studies.")
     _storage_args(parser)
     args = parser.parse_args(list(argv))
     try:
@@ -187,7 +187,7 @@ def storage_args(parser: argparse.ArgumentParser) -> None:
 
 
 def report_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune report",
         description="Rebuild best.yaml, the PopTorch snippet and report.html of a stored study.",
     )
@@ -214,7 +214,7 @@ def report_main(argv: Sequence[str]) -> int:
 
 
 def export_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune export", description="Export a study's results table to Parquet or CSV."
     )
     parser.add_argument("study")
@@ -309,7 +309,7 @@ def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
 
 
 def trials_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune trials",
         description="A stored study's finished trials as a table: the best N by the objective, "
                     "or sorted by any column, filtered.",

@@ -18,6 +18,7 @@ from ipu_tune.config._hydra import (
     group_options,
     parse_overrides,
     register,
+    split_hydra_args,
 )
 from ipu_tune.config._load import (
     check_trusted,
@@ -105,6 +106,7 @@ __all__ = [
     "read_text",
     "read_yaml",
     "register",
+    "split_hydra_args",
     "system_preset",
     "to_plain_dict",
     "trusted_composition",

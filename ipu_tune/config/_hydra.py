@@ -22,6 +22,7 @@ __all__ = [
     "group_options",
     "parse_overrides",
     "register",
+    "split_hydra_args",
 ]
 
 _PKG = Path(__file__).resolve().parent.parent
@@ -92,3 +93,53 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
                 f"{text!r}: Hydra's override grammar cannot read it ({why}); allowed: key=value, "
                 f"a value holding = ? [ ] {{ }} , quotes or spaces in quotes: {quoted}") from None
     return parsed
+
+
+_SHELLS = ("bash", "fish", "zsh")
+_COMPLETION = ("install", "uninstall", "query")
+
+
+def split_hydra_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(Hydra's flags, each with its value, and the overrides) of a command line, read as
+    Hydra's own parser reads them: `--cfg job` is a flag and its value, not the override `job`,
+    and a flag after the overrides (`x=1 -m`) is a flag. A flag Hydra does not know, a value
+    it does not take or a missing one is one line."""
+    from hydra._internal.utils import get_args_parser
+
+    actions = get_args_parser()._option_string_actions
+    flags: list[str] = []
+    overrides: list[str] = []
+    rest = list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if not arg.startswith("-"):
+            overrides.append(arg)
+            continue
+        name, eq, value = arg.partition("=")
+        action = actions.get(name)
+        if action is None:
+            raise IpuTuneError(f"{arg}: unknown flag; allowed: ipu-tune --help, Hydra's "
+                               f"{', '.join(sorted(actions))}")
+        flags.append(arg)
+        if eq or action.nargs == 0:
+            pass
+        elif rest and not rest[0].startswith("-") and (action.nargs != "?" or "=" not in rest[0]):
+            value = rest.pop(0)
+            flags.append(value)
+        elif action.nargs != "?":
+            raise IpuTuneError(f"{name}: expects a value ({name} VALUE)")
+        if value and action.choices and value not in action.choices:
+            raise bad_value(name, value, f"allowed: {', '.join(action.choices)}")
+    if {"-sc", "--shell-completion"} & {f.partition("=")[0] for f in flags}:
+        _check_completion(overrides)
+    return flags, overrides
+
+
+def _check_completion(overrides: list[str]) -> None:
+    """Hydra's `--shell-completion` takes one of install=SHELL, uninstall=SHELL, query=SHELL
+    (Hydra raises a bare ValueError otherwise)."""
+    verbs = [o.partition("=") for o in overrides]
+    if len(verbs) != 1 or verbs[0][0] not in _COMPLETION or verbs[0][2] not in _SHELLS:
+        given = repr(" ".join(overrides)) if overrides else "alone"
+        raise IpuTuneError(f"--shell-completion {given}: allowed: one of install=SHELL, "
+                           f"uninstall=SHELL, query=SHELL with SHELL one of {', '.join(_SHELLS)}")

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config._hydra import parse_overrides
+from ipu_tune.config._hydra import parse_overrides, split_hydra_args
 from ipu_tune.config._yaml import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
@@ -140,17 +140,16 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
     """Refuse, before anything is composed or run, every route to code other than
     `model._target_`: on the command line and in every file of a user config folder."""
     dirs = config_dirs(argv)
-    overrides = []
     for arg in argv:
         flag = arg.partition("=")[0]
         if flag in _REFUSED_FLAGS:
             raise IpuTuneError(f"{flag}: refused (it unpickles a file, which can run code)")
-        if arg.startswith("-") or arg in dirs:
-            continue
+    flags, overrides = split_hydra_args(argv) if any(a.startswith("-") for a in argv) else (
+        [], list(argv))
+    for arg in overrides:
         key, _, value = arg.partition("=")
         _check_key(key, value, "")
-        overrides.append(arg)
-    if any(a.startswith("-") for a in argv):
+    if flags:
         # Hydra runs next and would print its own (unredacted) error.
         parse_overrides(overrides)
     for folder in dirs:

@@ -145,6 +145,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ("hydra chdir", ["hydra.job.chdir=true"], "hydra.job.chdir="),
     ("hydra log file", ["hydra/job_logging=default"], "hydra/job_logging='default'"),
     ("results_dir empty", ["results_dir="], "results_dir='': empty"),
+    # Hydra's flags read as Hydra reads them; a bad one is one line, not argparse's usage.
+    ("hydra flag with a bad value", ["--info", "X"], "--info='X': allowed: all, config"),
+    ("hydra flag without its value", ["--cfg"], "--cfg: expects a value"),
+    ("unknown flag", ["--bogus"], "--bogus: unknown flag"),
+    ("shell completion alone", ["--shell-completion"], "--shell-completion alone: allowed"),
+    ("shell completion of a key", ["--shell-completion", "query=model"],
+     "--shell-completion 'query=model': allowed: one of install=SHELL"),
     ("hydra rerun pickle", ["--experimental-rerun", "{tmp}/config.pickle"], "unpickles"),
     ("target outside model", ["+plan._target_=os.system"], "only model._target_"),
     ("target yaml.safe_load", ["model._target_=yaml.safe_load", "+model.kwargs.stream=x"],
@@ -291,6 +298,15 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
      "/proc/t.csv"),
     ("export onto a directory", ["export", "s", "--output", "{tmp}/a_dir.csv", "--results-dir",
                                  "{study}"], "a_dir.csv"),
+    # argparse's errors of the commands: one line naming the command, not its usage.
+    ("studies extra argument", ["studies", "extra"],
+     "ipu-tune studies: unrecognized arguments: extra"),
+    ("trials top not a number", ["trials", "s", "--top", "abc", "--results-dir", "{study}"],
+     "ipu-tune trials: argument --top"),
+    ("export without --output", ["export", "s", "--results-dir", "{study}"],
+     "ipu-tune export: the following arguments are required: --output"),
+    ("profile input shape not a number", ["profile", "resnet18", "--input-shape", "abc"],
+     "ipu-tune profile: argument --input-shape"),
     ("profile unknown model", ["profile", "nope"], "nope"),
     ("profile os.system", ["profile", "--target", "os.system"], "model._target_='os.system'"),
     ("profile getoutput", ["profile", "--target", "subprocess.getoutput"], "subprocess.getoutput"),
@@ -363,7 +379,8 @@ ALL_CASES = CASES + EVAL_CASES + STUDY_CASES
 def test_the_table_covers_every_command() -> None:
     assert len(ALL_CASES) >= 100
     commands = {a[0] for _, a, _ in EVAL_CASES + STUDY_CASES}
-    assert commands == {"evaluate", "studies", "report", "export", "profile", "calibrate"}
+    assert commands == {"evaluate", "studies", "report", "export", "profile", "calibrate",
+                        "trials"}
 
 
 @pytest.mark.parametrize(("case", "args", "expected"), ALL_CASES, ids=[c[0] for c in ALL_CASES])

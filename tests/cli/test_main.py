@@ -138,3 +138,14 @@ def test_seed_ladder_from_the_command_line(tmp_path: Path) -> None:
     })
     assert hand.fits and found.fits
     assert found.throughput > hand.throughput
+
+
+def test_hydra_flags_given_with_a_space_are_flags(tmp_path: Path) -> None:
+    """`--cfg job` prints the config: `job` is the flag's value, not an override."""
+    proc = run_cli(["model=mnist_cnn", "--cfg", "job"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "results_dir: results" in proc.stdout
+    proc = run_cli(["--info", "defaults"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "sampler/tpe" in proc.stdout
+    assert list(tmp_path.iterdir()) == []
