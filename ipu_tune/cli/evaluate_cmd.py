@@ -14,6 +14,7 @@ from ipu_tune.case import read_constants
 from ipu_tune.cli._common import TRUST_HELP, ArgumentParser, fail, print_out
 from ipu_tune.config import (
     EvalConfig,
+    check_sweep,
     load_config,
     load_unvalidated,
     parse_overrides,
@@ -39,6 +40,7 @@ def apply_overrides(path: str, overrides: Sequence[str],
     plain = OmegaConf.create(to_plain_dict(cfg))
     for text, o in zip(overrides, parse_overrides(overrides), strict=True):
         key = o.key_or_group
+        check_sweep(o, text, False, "evaluate")
         if o.is_delete():
             node = plain
             *parents, leaf = key.split(".")

@@ -31,10 +31,11 @@ from ipu_tune.config import (
     GROUPS,
     TuneConfig,
     check_side_doors,
+    check_sweep,
     compose,
     config_dirs,
     group_options,
-    omegaconf_error,
+    hydra_error,
     parse_overrides,
     quick_compose,
     read_text,
@@ -105,6 +106,9 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> list[Prep
         return [prepare(quick, _pinned({a.partition("=")[0] for a in argv}))]
     overrides = [a for a in argv if not a.startswith("-")]
     parsed = parse_overrides(overrides)
+    multirun = bool(_SWEEP_FLAGS & set(argv))
+    for o, raw in zip(parsed, overrides, strict=True):
+        check_sweep(o, raw, multirun)
     _check_groups(parsed)
     choices = [
         [f"{raw.split('=', 1)[0]}={v}" for v in o.sweep_string_iterator()]
@@ -210,13 +214,8 @@ def _run_hydra(command: _Command) -> int:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises them instead of printing them
     try:
         _hydra_app(command)()
-    except OmegaConfBaseException as exc:
-        return fail(str(omegaconf_error(exc)))
-    except HydraException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, OmegaConfBaseException):
-            return fail(str(omegaconf_error(cause)))
-        return fail((str(exc).strip() or type(exc).__name__).splitlines()[0])
+    except (OmegaConfBaseException, HydraException) as exc:
+        return fail(str(hydra_error(exc)))
     return 0
 
 

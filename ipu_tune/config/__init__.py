@@ -9,12 +9,13 @@ ConfigStore); everything inward of the entry points receives these typed objects
 
 import sys
 
-from ipu_tune.config._compose import compose, quick_compose
+from ipu_tune.config._compose import compose, hydra_error, quick_compose
 from ipu_tune.config._hydra import (
     CONF_DIR,
     GROUPS,
     SPACES_DIR,
     check_override_text,
+    check_sweep,
     group_options,
     parse_overrides,
     register,
@@ -90,12 +91,14 @@ __all__ = [
     "check_override_text",
     "check_pinned_layout",
     "check_side_doors",
+    "check_sweep",
     "check_trusted",
     "compose",
     "config_dirs",
     "group_options",
     "has_resolver",
     "host_servers",
+    "hydra_error",
     "load_config",
     "load_unvalidated",
     "omegaconf_error",

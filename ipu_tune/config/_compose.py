@@ -28,7 +28,29 @@ from ipu_tune.config._schema import TuneConfig
 from ipu_tune.config._trust import trusted_composition
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["compose", "compose_raw", "quick_compose"]
+__all__ = ["compose", "compose_raw", "hydra_error", "quick_compose"]
+
+# Hydra's wording of an override it cannot apply -> what to type instead.
+_NO_DEFAULT = re.compile(r"Could not override '([\w/.]+)'\. No match in the defaults list")
+
+
+def hydra_error(exc: Exception) -> IpuTuneError:
+    """One line for an error of Hydra's composition (OmegaConf's, or Hydra's own first line),
+    with what to type instead where Hydra does not say it."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    cause = exc.__cause__
+    if isinstance(exc, OmegaConfBaseException):
+        return omegaconf_error(exc)
+    if isinstance(cause, OmegaConfBaseException):
+        return omegaconf_error(cause)
+    line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    found = _NO_DEFAULT.search(line)
+    if found:
+        group = found.group(1)
+        return IpuTuneError(f"{group}=...: {group} has no default to override; allowed: "
+                            f"+{group}=NAME adds one (e.g. +experiment=seed_mnist)")
+    return IpuTuneError(line)
 
 
 def compose_raw(overrides: list[str], conf_dir: Path = CONF_DIR) -> Any:
@@ -44,13 +66,8 @@ def compose_raw(overrides: list[str], conf_dir: Path = CONF_DIR) -> Any:
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):
             return hydra_compose(config_name="config", overrides=overrides)
-    except OmegaConfBaseException as exc:
-        raise omegaconf_error(exc) from None
-    except HydraException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, OmegaConfBaseException):
-            raise omegaconf_error(cause) from None
-        raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
+    except (OmegaConfBaseException, HydraException) as exc:
+        raise hydra_error(exc) from None
     finally:
         GlobalHydra.instance().clear()
 

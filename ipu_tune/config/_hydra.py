@@ -19,6 +19,7 @@ __all__ = [
     "GROUPS",
     "SPACES_DIR",
     "check_override_text",
+    "check_sweep",
     "group_options",
     "parse_overrides",
     "register",
@@ -143,3 +144,22 @@ def _check_completion(overrides: list[str]) -> None:
         given = repr(" ".join(overrides)) if overrides else "alone"
         raise IpuTuneError(f"--shell-completion {given}: allowed: one of install=SHELL, "
                            f"uninstall=SHELL, query=SHELL with SHELL one of {', '.join(_SHELLS)}")
+
+
+def check_sweep(override: Override, text: str, multirun: bool, command: str = "") -> None:
+    """A sweep (`a,b`, `range()`, `choice()`) only where it runs: under -m of the tuner, with
+    the values Hydra's basic sweeper can list (not `interval()`, which needs a sweeper plugin,
+    nor `glob()`, which Hydra resolves only inside its own sweep); one line, not Hydra's
+    "Ambiguous value" or an OmegaConf validation error."""
+    if not override.is_sweep_override():
+        return
+    quote = f"quote a value holding commas: '{override.key_or_group}=\"a,b\"'"
+    if command:
+        raise IpuTuneError(f"{text!r}: several values are a sweep; {command} takes one value per "
+                           f"key; {quote}")
+    if not multirun:
+        raise IpuTuneError(f"{text!r}: several values are a sweep; allowed: run the sweep with "
+                           f"-m (ipu-tune -m {text}), or {quote}")
+    if override.is_interval_sweep() or type(override.value()).__name__ == "Glob":
+        raise IpuTuneError(f"{text!r}: Hydra's basic sweeper cannot list these values; allowed "
+                           "with -m: a,b,c, choice(a,b), range(start,stop[,step])")

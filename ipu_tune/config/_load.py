@@ -184,6 +184,9 @@ def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "not in" in msg and "Key '" in msg:
         return IpuTuneError(f"{key}: unknown key ({msg})")
+    if "does not support deletion" in msg:  # `~key` of a structured config
+        return IpuTuneError(f"~{key}: deletion is not allowed (every key of the schema has a "
+                            f"value); allowed: {key}=VALUE")
     return IpuTuneError(f"{key}: {msg}" if key else msg)
 
 
