@@ -149,3 +149,12 @@ def test_hydra_flags_given_with_a_space_are_flags(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "sampler/tpe" in proc.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_flag_after_the_overrides_sweeps(tmp_path: Path) -> None:
+    """`x=1,2 -m` is the sweep `-m x=1,2` (argparse stops at the first flag otherwise)."""
+    proc = run_cli(["model=mnist_cnn", "study.n_trials=1", "study.progress_bar=false",
+                    "system.num_ipus=2,4", "-m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "mnist_cnn-mk2x2-throughput" in proc.stdout
+    assert "mnist_cnn-mk2x4-throughput" in proc.stdout
