@@ -121,11 +121,11 @@ def parse_yaml(text: str, name: str) -> Any:
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "")):  # PyYAML 6.0.4 stops at 1000
             raise IpuTuneError(f"{name}: nested deeper than {MAX_YAML_DEPTH} levels") from None
-        if isinstance(exc, yaml.constructor.ConstructorError):
-            raise IpuTuneError(f"{name}: a YAML tag that builds a Python object ("
-                               f"{str(exc.problem)[:80]}); allowed: plain values") from None
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
+        if isinstance(exc, yaml.constructor.ConstructorError):
+            raise IpuTuneError(f"{name}: not valid YAML{where}: a YAML tag that builds a Python "
+                               "object; allowed: plain values") from None
         raise IpuTuneError(f"{name}: not valid YAML{where}") from None
     except RecursionError:
         raise IpuTuneError(f"{name}: nested deeper than {MAX_YAML_DEPTH} levels") from None

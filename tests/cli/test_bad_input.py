@@ -336,7 +336,7 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
      "--kwarg 'foo': not valid YAML"),
     ("profile kwarg builds an object", ["profile", "resnet18", "--kwarg",
                                         "foo=!!python/object/apply:os.system [true]"],
-     "--kwarg 'foo': a YAML tag that builds a Python object"),
+     "a YAML tag that builds a Python object; allowed: plain values"),
     ("calibrate int of 4301 digits", ["calibrate", "{tmp}/huge_int_rows.yaml"], "4300 digits"),
     ("calibrate csv int of 4301 digits", ["calibrate", "{tmp}/huge_int.csv"],
      "calibration CSV column 'plan.io_tiles'"),
