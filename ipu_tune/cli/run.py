@@ -142,8 +142,8 @@ def check_sweep_secrets(argv: Sequence[str]) -> None:
     for text, where in texts:
         shown = redact(text)
         if shown != text:
-            line = next(ln for ln, raw in zip(shown.splitlines(), text.splitlines(), strict=True)
-                        if ln != raw)
+            pairs = zip(shown.splitlines(), text.splitlines(), strict=False)
+            line = next((ln for ln, raw in pairs if ln != raw), shown)
             raise IpuTuneError(
                 f"{line.strip()[:120]}{where}: a password in a sweep (-m) would be saved by "
                 "Hydra in <results_dir>/multirun/multirun.yaml; allowed: the URL without the "
