@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ipu_tune.config import EvalConfig, load_config, read_text
+from ipu_tune.config import EvalConfig, load_config, parse_yaml, read_text, read_yaml
 from ipu_tune.errors import IpuTuneError, bad_value
 
 __all__ = ["POINTS_FILE", "CalibrationPoint", "default_points", "load_points"]
@@ -79,7 +77,7 @@ def _undot(flat: Mapping[str, str]) -> dict[str, Any]:
     for key, cell in flat.items():
         if key is None or cell is None or str(cell).strip() == "":
             continue
-        value = yaml.safe_load(cell)
+        value = parse_yaml(cell, f"calibration CSV column {key.strip()[:80]!r}")
         node = out
         parts = key.strip().split(".")
         for part in parts[:-1]:
@@ -94,14 +92,15 @@ def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[Calibr
     rows: list[Mapping[str, Any]]
     if isinstance(source, str | Path):
         path = Path(source)
-        text = read_text(path, "calibration file")
         if path.suffix.lower() == ".csv":
-            rows = [_undot(r) for r in csv.DictReader(text.splitlines())]
-        else:
+            text = read_text(path, "calibration file")
             try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError:
-                raise IpuTuneError(f"{str(path)!r}: not valid YAML") from None
+                rows = [_undot(r) for r in csv.DictReader(text.splitlines())]
+            except csv.Error as exc:  # e.g. a cell over the csv module's 128 KiB
+                raise IpuTuneError(f"calibration file {str(path)!r}: not a readable CSV "
+                                   f"({exc}); allowed: a CSV with dotted column names") from None
+        else:
+            data = read_yaml(path, "calibration file")
             if isinstance(data, Mapping):
                 data = data.get("points")
             if not isinstance(data, list):

@@ -3,10 +3,12 @@ disk-full errors and the trust flag."""
 
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from typing import NoReturn
 
 from ipu_tune.errors import IpuTuneError
 
@@ -16,6 +18,7 @@ __all__ = [
     "OUTPUT_OUTCOME",
     "REPORT_OUTCOME",
     "TRUST_HELP",
+    "ArgumentParser",
     "aligned_lines",
     "check_target_typed",
     "disk_error",
@@ -143,6 +146,14 @@ def fail(message: str, fault: bool = False) -> int:
         return EXIT_FAULT
     print("ipu-tune: error: " + printable(text), file=sys.stderr)
     return EXIT_FAULT if fault else EXIT_USAGE
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The commands' parser: a bad option is one `ipu-tune: error:` line naming the command,
+    exit 2, as every other bad input (argparse prints its usage over several lines)."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.exit(fail(f"{self.prog}: {message} (see {self.prog} --help)"))
 
 
 def aligned_lines(columns: Sequence[str], rows: Sequence[Mapping[str, str]],

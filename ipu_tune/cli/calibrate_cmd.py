@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune import interrupts
-from ipu_tune.cli._common import OUTPUT_OUTCOME, TRUST_HELP, aligned_lines, fail, print_out
+from ipu_tune.cli._common import (
+    OUTPUT_OUTCOME,
+    TRUST_HELP,
+    ArgumentParser,
+    aligned_lines,
+    fail,
+    print_out,
+)
 from ipu_tune.config import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
@@ -165,7 +172,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune calibrate",
         description="Refit the simulator's free constants to measured runs and print them as YAML.",
     )

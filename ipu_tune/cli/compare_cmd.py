@@ -6,12 +6,11 @@ row shows A, B and a `*` where they differ (for figures, B's change against A in
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from ipu_tune.cli._common import fail, print_out
+from ipu_tune.cli._common import ArgumentParser, fail, print_out
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import shown
 
@@ -127,7 +126,7 @@ def format_compare(d: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune compare",
         description="Simulate two plans (config YAMLs, e.g. best.yaml files) and show them side "
                     "by side: plan, memory by category, time by phase; differences marked.",

@@ -6,15 +6,15 @@ Overrides are spelled as Hydra spells them (`plan.precision=16.16`, `plan.pipeli
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
 
 from ipu_tune._api import evaluate_config
 from ipu_tune.case import read_constants
-from ipu_tune.cli._common import TRUST_HELP, fail, print_out
+from ipu_tune.cli._common import TRUST_HELP, ArgumentParser, fail, print_out
 from ipu_tune.config import (
     EvalConfig,
+    check_sweep,
     load_unvalidated,
     parse_overrides,
     to_plain_dict,
@@ -52,6 +52,7 @@ def _overridden(path: str, overrides: Sequence[str], trust_remote_code: bool) ->
     plain = OmegaConf.create(to_plain_dict(cfg))
     for text, o in zip(overrides, parse_overrides(overrides), strict=True):
         key = o.key_or_group
+        check_sweep(o, text, False, "evaluate")
         if o.is_delete():
             node = plain
             *parents, leaf = key.split(".")
@@ -81,7 +82,7 @@ def _overridden(path: str, overrides: Sequence[str], trust_remote_code: bool) ->
 
 
 def main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune evaluate",
         description="Simulate one plan (a YAML of the config schema, e.g. an exported best.yaml).",
     )

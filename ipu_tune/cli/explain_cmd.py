@@ -5,12 +5,11 @@ Heavy modules (Optuna, the search) are imported inside `main`, so listing comman
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ipu_tune.cli._common import fail, print_out
+from ipu_tune.cli._common import ArgumentParser, fail, print_out
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import rate_text
 
@@ -150,7 +149,7 @@ def format_explain(data: Explanation) -> str:
 def main(argv: Sequence[str]) -> int:
     from ipu_tune.cli.studies_cmd import load_problem, storage_args
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune explain",
         description="The optimisation ladder of a stored study: from your plan to its best, "
                     "one knob at a time, each step simulated.",

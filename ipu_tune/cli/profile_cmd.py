@@ -13,16 +13,22 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
-from ipu_tune.config import EvalConfig, ModelConfig, load_config, typed, with_model_preset
+from ipu_tune.cli._common import ArgumentParser
+from ipu_tune.config import (
+    EvalConfig,
+    ModelConfig,
+    load_config,
+    parse_yaml,
+    typed,
+    with_model_preset,
+)
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import ZOO, ModelProfile, profile_model
 
 __all__ = ["build_parser", "main", "model_config", "render_table"]
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(
         prog="ipu-tune profile",
         description="Profile a model on the meta device: parameters, FLOPs and activations "
         "per pipeline block (per sample).",
@@ -61,7 +67,7 @@ def model_config(args: argparse.Namespace) -> ModelConfig:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise IpuTuneError(f"--kwarg {item!r}: expected KEY=VALUE")
-        kwargs[key] = yaml.safe_load(value)
+        kwargs[key] = parse_yaml(value, f"--kwarg {key[:80]!r}")
     data["kwargs"] = kwargs  # merged onto the preset's own, key by key
     return typed(ModelConfig, with_model_preset({"model": data})["model"])
 

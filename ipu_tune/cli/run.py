@@ -31,12 +31,16 @@ from ipu_tune.config import (
     GROUPS,
     TuneConfig,
     check_side_doors,
+    check_sweep,
     compose,
+    config_dirs,
     group_options,
-    omegaconf_error,
+    hydra_error,
     parse_overrides,
     quick_compose,
+    read_text,
     register,
+    split_hydra_args,
     typed,
 )
 from ipu_tune.errors import IpuTuneError
@@ -46,13 +50,14 @@ from ipu_tune.tuner import Prepared, RunSummary, prepare, run
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
 
-__all__ = ["hydra_main", "pinned_keys", "preflight"]
+__all__ = ["check_sweep_secrets", "hydra_main", "pinned_keys", "preflight"]
 
 # Flags after which Hydra does not run the task (help, printing config, completion).
 _NO_RUN_FLAGS = {"-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-sc",
                  "--shell-completion", "-cp", "--config-path", "-cn", "--config-name",
                  "-cd", "--config-dir", "--resolve", "-p", "--package", "--experimental-rerun"}
 _MAX_SWEEP_CHECKS = 256
+_SWEEP_FLAGS = frozenset({"-m", "--multirun"})
 
 
 @dataclass
@@ -101,6 +106,9 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> list[Prep
         return [prepare(quick, _pinned({a.partition("=")[0] for a in argv}))]
     overrides = [a for a in argv if not a.startswith("-")]
     parsed = parse_overrides(overrides)
+    multirun = bool(_SWEEP_FLAGS & set(argv))
+    for o, raw in zip(parsed, overrides, strict=True):
+        check_sweep(o, raw, multirun)
     _check_groups(parsed)
     choices = [
         [f"{raw.split('=', 1)[0]}={v}" for v in o.sweep_string_iterator()]
@@ -114,6 +122,32 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> list[Prep
         check_target_typed(cfg.model._target_, list(combo), trust_remote_code)
         prepared.append(prepare(cfg, pinned_keys(list(combo))))
     return prepared
+
+
+def check_sweep_secrets(argv: Sequence[str]) -> None:
+    """A sweep's overrides and composed config are saved by Hydra in
+    `<results_dir>/multirun/multirun.yaml`, a record ipu-tune cannot redact: under -m a
+    password in an override or in a file of a `--config-dir` is refused, before Hydra runs."""
+    if not _SWEEP_FLAGS & set(argv):
+        return
+    from pathlib import Path
+
+    from ipu_tune.storage import redact
+
+    dirs = config_dirs(argv)
+    texts = [(a, "") for a in argv if not a.startswith("-") and a not in dirs]
+    for folder in dirs:
+        texts += [(read_text(p, "config file"), f" in {str(p)!r}")
+                  for p in sorted(Path(folder).rglob("*")) if p.suffix in (".yaml", ".yml")]
+    for text, where in texts:
+        shown = redact(text)
+        if shown != text:
+            pairs = zip(shown.splitlines(), text.splitlines(), strict=False)
+            line = next((ln for ln, raw in pairs if ln != raw), shown)
+            raise IpuTuneError(
+                f"{line.strip()[:120]}{where}: a password in a sweep (-m) would be saved by "
+                "Hydra in <results_dir>/multirun/multirun.yaml; allowed: the URL without the "
+                "password, with PGPASSWORD or ~/.pgpass (read by libpq and psycopg)")
 
 
 def _prepared(command: _Command, cfg: TuneConfig, pinned: frozenset[str]) -> Prepared | TuneConfig:
@@ -180,20 +214,19 @@ def _run_hydra(command: _Command) -> int:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises them instead of printing them
     try:
         _hydra_app(command)()
-    except OmegaConfBaseException as exc:
-        return fail(str(omegaconf_error(exc)))
-    except HydraException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, OmegaConfBaseException):
-            return fail(str(omegaconf_error(cause)))
-        return fail((str(exc).strip() or type(exc).__name__).splitlines()[0])
+    except (OmegaConfBaseException, HydraException) as exc:
+        return fail(str(hydra_error(exc)))
     return 0
 
 
 def hydra_main(argv: Sequence[str]) -> int:
     try:
         argv, trusted = split_trust_flag(argv)
+        if any(a.startswith("-") for a in argv):  # flags first: `x=1 -m` is a sweep too
+            flags, overrides = split_hydra_args(argv)
+            argv = [*flags, *overrides]
         check_side_doors(argv, trusted)  # only model._target_ names code; before Hydra runs
+        check_sweep_secrets(argv)
         command = _Command(trusted, preflight(argv, trusted))
     except IpuTuneError as exc:
         return fail(str(exc))

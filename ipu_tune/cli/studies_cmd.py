@@ -15,6 +15,7 @@ from ipu_tune.cli._common import (
     OUTPUT_OUTCOME,
     REPORT_OUTCOME,
     TRUST_HELP,
+    ArgumentParser,
     fail,
     print_out,
     printable,
@@ -55,7 +56,7 @@ def _target(args: argparse.Namespace) -> StorageTarget:
 
 
 def list_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ipu-tune studies", description="List stored studies.")
+    parser = ArgumentParser(prog="ipu-tune studies", description="List stored studies.")
     _storage_args(parser)
     args = parser.parse_args(list(argv))
     try:
@@ -213,7 +214,7 @@ def storage_args(parser: argparse.ArgumentParser) -> None:
 
 
 def report_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune report",
         description="Rebuild best.yaml, the PopTorch snippet and report.html of a stored study.",
     )
@@ -241,7 +242,7 @@ def report_main(argv: Sequence[str]) -> int:
 
 
 def export_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune export", description="Export a study's results table to Parquet or CSV."
     )
     parser.add_argument("study")
@@ -305,7 +306,7 @@ def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
 
 
 def trials_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="ipu-tune trials",
         description="A stored study's finished trials as a table: the best N by the objective, "
                     "or sorted by any column, filtered.",

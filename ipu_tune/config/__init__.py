@@ -9,14 +9,17 @@ ConfigStore); everything inward of the entry points receives these typed objects
 
 import sys
 
-from ipu_tune.config._compose import compose, quick_compose
+from ipu_tune.config._compose import compose, hydra_error, quick_compose
 from ipu_tune.config._hydra import (
     CONF_DIR,
     GROUPS,
     SPACES_DIR,
+    check_override_text,
+    check_sweep,
     group_options,
     parse_overrides,
     register,
+    split_hydra_args,
 )
 from ipu_tune.config._load import (
     check_trusted,
@@ -45,7 +48,12 @@ from ipu_tune.config._schema import (
     WorkloadConfig,
     host_servers,
 )
-from ipu_tune.config._trust import check_side_doors, has_resolver, trusted_composition
+from ipu_tune.config._trust import (
+    check_side_doors,
+    config_dirs,
+    has_resolver,
+    trusted_composition,
+)
 from ipu_tune.config._validate import (
     LIMITS,
     at_pipeline_minimum,
@@ -53,7 +61,7 @@ from ipu_tune.config._validate import (
     check_pinned_layout,
     validate,
 )
-from ipu_tune.config._yaml import read_text, read_yaml, unique_keys
+from ipu_tune.config._yaml import parse_json, parse_yaml, read_text, read_yaml, unique_keys
 
 if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
     register()
@@ -80,21 +88,28 @@ __all__ = [
     "WorkloadConfig",
     "at_pipeline_minimum",
     "check_name",
+    "check_override_text",
     "check_pinned_layout",
     "check_side_doors",
+    "check_sweep",
     "check_trusted",
     "compose",
+    "config_dirs",
     "group_options",
     "has_resolver",
     "host_servers",
+    "hydra_error",
     "load_config",
     "load_unvalidated",
     "omegaconf_error",
+    "parse_json",
     "parse_overrides",
+    "parse_yaml",
     "quick_compose",
     "read_text",
     "read_yaml",
     "register",
+    "split_hydra_args",
     "system_preset",
     "to_plain_dict",
     "trusted_composition",

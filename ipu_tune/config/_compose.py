@@ -22,14 +22,36 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config._hydra import CONF_DIR, GROUPS, register
+from ipu_tune.config._hydra import CONF_DIR, GROUPS, check_override_text, register
 from ipu_tune.config._load import omegaconf_error, to_plain_dict, typed
 from ipu_tune.config._schema import TuneConfig
 from ipu_tune.config._trust import trusted_composition
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.files import atomic_write
 
-__all__ = ["compose", "compose_raw", "quick_compose"]
+__all__ = ["compose", "compose_raw", "hydra_error", "quick_compose"]
+
+# Hydra's wording of an override it cannot apply -> what to type instead.
+_NO_DEFAULT = re.compile(r"Could not override '([\w/.]+)'\. No match in the defaults list")
+
+
+def hydra_error(exc: Exception) -> IpuTuneError:
+    """One line for an error of Hydra's composition (OmegaConf's, or Hydra's own first line),
+    with what to type instead where Hydra does not say it."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    cause = exc.__cause__
+    if isinstance(exc, OmegaConfBaseException):
+        return omegaconf_error(exc)
+    if isinstance(cause, OmegaConfBaseException):
+        return omegaconf_error(cause)
+    line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    found = _NO_DEFAULT.search(line)
+    if found:
+        group = found.group(1)
+        return IpuTuneError(f"{group}=...: {group} has no default to override; allowed: "
+                            f"+{group}=NAME adds one (e.g. +experiment=seed_mnist)")
+    return IpuTuneError(line)
 
 
 def compose_raw(overrides: list[str], conf_dir: Path = CONF_DIR) -> Any:
@@ -45,13 +67,8 @@ def compose_raw(overrides: list[str], conf_dir: Path = CONF_DIR) -> Any:
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):
             return hydra_compose(config_name="config", overrides=overrides)
-    except OmegaConfBaseException as exc:
-        raise omegaconf_error(exc) from None
-    except HydraException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, OmegaConfBaseException):
-            raise omegaconf_error(cause) from None
-        raise IpuTuneError(str(exc).strip().splitlines()[0]) from None
+    except (OmegaConfBaseException, HydraException) as exc:
+        raise hydra_error(exc) from None
     finally:
         GlobalHydra.instance().clear()
 
@@ -153,6 +170,7 @@ def _split(argv: Sequence[str]) -> tuple[list[str], list[tuple[list[str], Any]]]
     groups: list[str] = []
     edits: list[tuple[list[str], Any]] = []
     for arg in argv:
+        check_override_text(arg)  # before int(): Python refuses over 4300 digits
         key, eq, text = arg.partition("=")
         if eq and _is_group_choice(key) and _WORD.match(text):
             groups.append(arg)

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ipu_tune.config._schema import TuneConfig
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.config._yaml import MAX_YAML_DEPTH
+from ipu_tune.errors import IpuTuneError, bad_value
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
 
-__all__ = ["CONF_DIR", "GROUPS", "SPACES_DIR", "group_options", "parse_overrides", "register"]
+__all__ = [
+    "CONF_DIR",
+    "GROUPS",
+    "SPACES_DIR",
+    "check_override_text",
+    "check_sweep",
+    "group_options",
+    "parse_overrides",
+    "register",
+    "split_hydra_args",
+]
 
 _PKG = Path(__file__).resolve().parent.parent
 CONF_DIR = _PKG / "conf"
@@ -35,6 +47,32 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
+# Python refuses to read longer digit strings as an int; Hydra's grammar and OmegaConf recurse
+# once per bracket (RecursionError near 150 levels). Overrides get the limits files have.
+_MAX_DIGITS = 4300
+_LONG_NUMBER = re.compile(f"[0-9]{{{_MAX_DIGITS + 1}}}")
+
+
+def check_override_text(text: str) -> None:
+    """One line for an override no reader of overrides can take: an integer of over 4300
+    digits, or brackets nested deeper than 50 levels (as in files). Checked on the text, before
+    Hydra's grammar, OmegaConf or `int()` see it."""
+    key, _, value = text.partition("=")
+    shown = value if len(value) <= 60 else value[:60] + "..."
+    if _LONG_NUMBER.search(value):
+        raise bad_value(key, shown, f"a number of over {_MAX_DIGITS} digits; allowed: "
+                        f"numbers of at most {_MAX_DIGITS} digits")
+    depth = 0
+    for char in value:
+        if char in "[{(":
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise bad_value(key, shown, f"nested deeper than {MAX_YAML_DEPTH} levels; "
+                                f"allowed: at most {MAX_YAML_DEPTH} levels of [ ] {{ }} ( )")
+        elif char in "]})":
+            depth = max(depth - 1, 0)
+
+
 def parse_overrides(overrides: Sequence[str]) -> list[Override]:
     """Hydra's `Override`s of `overrides`. One its grammar cannot read is named with how to
     quote it (a storage URL's `?password=`, a value with spaces), in one line; the callers'
@@ -45,6 +83,7 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
     parser = OverridesParser.create()
     parsed: list[Override] = []
     for text in overrides:
+        check_override_text(text)
         try:
             parsed += parser.parse_overrides([text])
         except HydraException as exc:
@@ -55,3 +94,72 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
                 f"{text!r}: Hydra's override grammar cannot read it ({why}); allowed: key=value, "
                 f"a value holding = ? [ ] {{ }} , quotes or spaces in quotes: {quoted}") from None
     return parsed
+
+
+_SHELLS = ("bash", "fish", "zsh")
+_COMPLETION = ("install", "uninstall", "query")
+
+
+def split_hydra_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(Hydra's flags, each with its value, and the overrides) of a command line, read as
+    Hydra's own parser reads them: `--cfg job` is a flag and its value, not the override `job`,
+    and a flag after the overrides (`x=1 -m`) is a flag. A flag Hydra does not know, a value
+    it does not take or a missing one is one line."""
+    from hydra._internal.utils import get_args_parser
+
+    actions = get_args_parser()._option_string_actions
+    flags: list[str] = []
+    overrides: list[str] = []
+    rest = list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if not arg.startswith("-"):
+            overrides.append(arg)
+            continue
+        name, eq, value = arg.partition("=")
+        action = actions.get(name)
+        if action is None:
+            raise IpuTuneError(f"{arg}: unknown flag; allowed: ipu-tune --help, Hydra's "
+                               f"{', '.join(sorted(actions))}")
+        flags.append(arg)
+        if eq or action.nargs == 0:
+            pass
+        elif rest and not rest[0].startswith("-") and (action.nargs != "?" or "=" not in rest[0]):
+            value = rest.pop(0)
+            flags.append(value)
+        elif action.nargs != "?":
+            raise IpuTuneError(f"{name}: expects a value ({name} VALUE)")
+        if value and action.choices and value not in action.choices:
+            raise bad_value(name, value, f"allowed: {', '.join(action.choices)}")
+    if {"-sc", "--shell-completion"} & {f.partition("=")[0] for f in flags}:
+        _check_completion(overrides)
+    return flags, overrides
+
+
+def _check_completion(overrides: list[str]) -> None:
+    """Hydra's `--shell-completion` takes one of install=SHELL, uninstall=SHELL, query=SHELL
+    (Hydra raises a bare ValueError otherwise)."""
+    verbs = [o.partition("=") for o in overrides]
+    if len(verbs) != 1 or verbs[0][0] not in _COMPLETION or verbs[0][2] not in _SHELLS:
+        given = repr(" ".join(overrides)) if overrides else "alone"
+        raise IpuTuneError(f"--shell-completion {given}: allowed: one of install=SHELL, "
+                           f"uninstall=SHELL, query=SHELL with SHELL one of {', '.join(_SHELLS)}")
+
+
+def check_sweep(override: Override, text: str, multirun: bool, command: str = "") -> None:
+    """A sweep (`a,b`, `range()`, `choice()`) only where it runs: under -m of the tuner, with
+    the values Hydra's basic sweeper can list (not `interval()`, which needs a sweeper plugin,
+    nor `glob()`, which Hydra resolves only inside its own sweep); one line, not Hydra's
+    "Ambiguous value" or an OmegaConf validation error."""
+    if not override.is_sweep_override():
+        return
+    quote = f"quote a value holding commas: '{override.key_or_group}=\"a,b\"'"
+    if command:
+        raise IpuTuneError(f"{text!r}: several values are a sweep; {command} takes one value per "
+                           f"key; {quote}")
+    if not multirun:
+        raise IpuTuneError(f"{text!r}: several values are a sweep; allowed: run the sweep with "
+                           f"-m (ipu-tune -m {text}), or {quote}")
+    if override.is_interval_sweep() or type(override.value()).__name__ == "Glob":
+        raise IpuTuneError(f"{text!r}: Hydra's basic sweeper cannot list these values; allowed "
+                           "with -m: a,b,c, choice(a,b), range(start,stop[,step])")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from ipu_tune.config._presets import system_preset, with_model_preset
-from ipu_tune.config._schema import EvalConfig
+from ipu_tune.config._schema import EvalConfig, check_known_keys
 from ipu_tune.config._validate import validate
 from ipu_tune.config._yaml import read_yaml
 from ipu_tune.errors import IpuTuneError
@@ -184,6 +184,9 @@ def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "not in" in msg and "Key '" in msg:
         return IpuTuneError(f"{key}: unknown key ({msg})")
+    if "does not support deletion" in msg:  # `~key` of a structured config
+        return IpuTuneError(f"~{key}: deletion is not allowed (every key of the schema has a "
+                            f"value); allowed: {key}=VALUE")
     return IpuTuneError(f"{key}: {msg}" if key else msg)
 
 
@@ -229,6 +232,8 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
 
         reject_interpolation(plain, root)  # a stored/plain config is data: never resolved
     _reject_targets({k: v for k, v in plain.items() if k != "_target_"} if root else plain, root)
+    if plain is not cfg:  # a composition: Hydra's `+`/`++` added keys OmegaConf now takes
+        check_known_keys(schema, plain, root)
     return _omegaconf_typed(schema, cfg)
 
 

@@ -58,6 +58,9 @@ def check_numbers(cfg: Any) -> None:
         if key in _POSITIVE and value <= 0:
             raise bad_value(key, value, "must be > 0")
     results_dir = getattr(cfg, "results_dir", None)
+    if isinstance(results_dir, str) and not results_dir.strip():  # would write into the cwd
+        raise IpuTuneError(f"results_dir={results_dir!r}: empty; allowed: a folder (default "
+                           "results, . for the current one)")
     if isinstance(results_dir, str) and any(ord(c) < 32 or ord(c) == 127 for c in results_dir):
         raise IpuTuneError(f"results_dir={results_dir!r}: control characters (a newline, ...) "
                            "are not allowed in a path")

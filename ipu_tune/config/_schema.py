@@ -7,9 +7,23 @@ every plan knob, and the seed tutorial's model (ResNet-101, CIFAR-10 at 64x64, 1
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field, make_dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional  # noqa: UP035
+from typing import (  # noqa: UP035
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Dict,
+    List,
+    Optional,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
+from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, Knob
 
 # (OmegaConf reads typing generics: `List[int]`, not `list[int]`.)
@@ -241,3 +255,22 @@ class TuneConfig(EvalConfig):
     study: StudyConfig = field(default_factory=StudyConfig)
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
     results_dir: str = "results"
+
+
+def check_known_keys(schema: type, data: Mapping[str, Any], path: str = "") -> None:
+    """Every key of `data` is a field of `schema`, recursively into sections; only fields typed
+    as free mappings (`model.kwargs`, `model.hf.config`, `sampler.params`) take any key. Hydra
+    lets `+key=`/`++key=` and a config folder add keys to a composed config, and OmegaConf then
+    sets them on the dataclass unchecked: a typo would be ignored yet change the fingerprint."""
+    hints = get_type_hints(schema)
+    names = {f.name for f in dataclasses.fields(schema)}
+    for key, value in data.items():
+        full = f"{path}.{key}" if path else str(key)
+        if key not in names:
+            raise IpuTuneError(f"{full}: unknown key; allowed in {path or 'the config'}: "
+                               f"{', '.join(sorted(names))}")
+        hint = hints[str(key)]
+        if get_origin(hint) is Union:
+            hint = next(a for a in get_args(hint) if a is not type(None))
+        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+            check_known_keys(hint, value, full)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config._hydra import parse_overrides
+from ipu_tune.config._hydra import parse_overrides, split_hydra_args
 from ipu_tune.config._yaml import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
@@ -29,14 +29,14 @@ __all__ = [
     "trusted_composition",
 ]
 
-# hydra.* keys that hold plain values (folders, names, a flag); every other one may name code.
-_SAFE_HYDRA_KEYS = frozenset({
-    "hydra.run.dir", "hydra.sweep.dir", "hydra.sweep.subdir", "hydra.output_subdir",
-    "hydra.job.chdir", "hydra.job.name", "hydra.verbose",
-})
-# Hydra's own logging presets (its package's files): choosing one names no code.
+# hydra.* keys that name neither code nor a place to write; every other one may name code
+# (callbacks, launcher, ...) or move Hydra's files out of results_dir (run.dir, sweep.dir,
+# output_subdir, whose .hydra/ copies every override, passwords included; job.chdir moves
+# the relative paths).
+_SAFE_HYDRA_KEYS = frozenset({"hydra.job.name", "hydra.verbose"})
+# Hydra's own logging presets (its package's files) that write no log file: they name no code.
 _SAFE_HYDRA_GROUPS: Mapping[str, frozenset[str]] = {
-    "hydra/job_logging": frozenset({"none", "disabled", "default", "stdout"}),
+    "hydra/job_logging": frozenset({"none", "disabled", "stdout"}),
     "hydra/hydra_logging": frozenset({"none", "disabled", "default"}),
 }
 _DIR_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp")
@@ -47,8 +47,8 @@ _RESOLVER = re.compile(r"\$\{\s*[A-Za-z_][\w.]*\s*:")
 # `_target_:` as a key inside a dict value (`+plan={_target_: os.system}`).
 _TARGET_KEY = re.compile(r"[{,]\s*['\"]?_target_['\"]?\s*:")
 _ALLOWED = ("allowed: model._target_ (a torch.nn.Module or a factory of one), and of Hydra's "
-            "keys only " + ", ".join(sorted(_SAFE_HYDRA_KEYS)) + ", hydra/job_logging, "
-            "hydra/hydra_logging")
+            "keys only " + ", ".join(sorted(_SAFE_HYDRA_KEYS)) + ", hydra/job_logging=none|"
+            "disabled|stdout, hydra/hydra_logging=none|disabled|default")
 
 
 def has_resolver(text: str) -> bool:
@@ -70,8 +70,9 @@ def _check_key(key: str, value: str, where: str) -> None:
                       for p in (group, package, package.removeprefix("_global_.")))
     if names_hydra and group not in _SAFE_HYDRA_KEYS:
         raise IpuTuneError(f"{key}={_show(value)}{where}: Hydra keys that can name code "
-                           f"(callbacks, launcher, sweeper, searchpath, env_set, logging) are "
-                           f"refused; {_ALLOWED}")
+                           f"(callbacks, launcher, sweeper, searchpath, env_set, logging) or "
+                           f"write outside results_dir (run.dir, sweep.dir, output_subdir, "
+                           f"log files) are refused; {_ALLOWED}")
     if group != "model._target_" and ("_target_" in group or _TARGET_KEY.search(value)):
         raise IpuTuneError(f"{key}={_show(value)}{where}: only model._target_ may name code; "
                            f"{_ALLOWED}")
@@ -139,17 +140,16 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
     """Refuse, before anything is composed or run, every route to code other than
     `model._target_`: on the command line and in every file of a user config folder."""
     dirs = config_dirs(argv)
-    overrides = []
     for arg in argv:
         flag = arg.partition("=")[0]
         if flag in _REFUSED_FLAGS:
             raise IpuTuneError(f"{flag}: refused (it unpickles a file, which can run code)")
-        if arg.startswith("-") or arg in dirs:
-            continue
+    flags, overrides = split_hydra_args(argv) if any(a.startswith("-") for a in argv) else (
+        [], list(argv))
+    for arg in overrides:
         key, _, value = arg.partition("=")
         _check_key(key, value, "")
-        overrides.append(arg)
-    if any(a.startswith("-") for a in argv):
+    if flags:
         # Hydra runs next and would print its own (unredacted) error.
         parse_overrides(overrides)
     for folder in dirs:

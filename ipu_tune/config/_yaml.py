@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -11,7 +12,15 @@ import yaml
 
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["MAX_YAML_BYTES", "read_text", "read_yaml", "unique_keys"]
+__all__ = [
+    "MAX_YAML_BYTES",
+    "MAX_YAML_DEPTH",
+    "parse_json",
+    "parse_yaml",
+    "read_text",
+    "read_yaml",
+    "unique_keys",
+]
 
 # Limits of the one YAML reader: config, space and constants files are a few KiB, 5 levels deep,
 # and use no anchors; anything far beyond is an accident or an attack (billion laughs).
@@ -21,7 +30,7 @@ MAX_YAML_NODES = 100_000
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _check_shape(text: str, what: str, path: Path) -> None:
+def _check_shape(text: str, name: str) -> None:
     """Walk the event stream (no recursion, no construction): depth and nodes after alias
     expansion stay within limits, so neither RecursionError nor a billion laughs can follow;
     and no mapping gives a key twice (safe_load would keep the last one silently)."""
@@ -33,8 +42,7 @@ def _check_shape(text: str, what: str, path: Path) -> None:
             keys: set[str] | None = set() if isinstance(event, yaml.MappingStartEvent) else None
             frames.append([event.anchor, 1, keys, 0])
             if len(frames) - 1 > MAX_YAML_DEPTH:
-                raise IpuTuneError(
-                    f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels")
+                raise IpuTuneError(f"{name}: nested deeper than {MAX_YAML_DEPTH} levels")
             continue
         if isinstance(event, yaml.CollectionEndEvent):
             anchor, n = frames.pop()[:2]
@@ -42,7 +50,7 @@ def _check_shape(text: str, what: str, path: Path) -> None:
             anchor, n = None, sizes.get(str(event.anchor), 1)
         elif isinstance(event, yaml.ScalarEvent):
             anchor, n = event.anchor, 1
-            _check_key(frames[-1], event, what, path)
+            _check_key(frames[-1], event, name)
         else:
             continue
         if anchor is not None:
@@ -51,18 +59,18 @@ def _check_shape(text: str, what: str, path: Path) -> None:
         frames[-1][3] += 1
         if frames[-1][1] > MAX_YAML_NODES or sum(f[1] for f in frames) > MAX_YAML_NODES:
             raise IpuTuneError(
-                f"{what} {str(path)!r}: more than {MAX_YAML_NODES} values once aliases are "
-                "expanded; allowed: plain YAML without alias bombs")
+                f"{name}: more than {MAX_YAML_NODES} values once aliases are expanded; "
+                "allowed: plain YAML without alias bombs")
 
 
-def _check_key(parent: list[Any], event: Any, what: str, path: Path) -> None:
+def _check_key(parent: list[Any], event: Any, name: str) -> None:
     """A scalar in a key position of a mapping (an even child) must be new to that mapping."""
     keys = parent[2]
     if keys is None or parent[3] % 2:
         return
     if event.value in keys:
         raise IpuTuneError(
-            f"{what} {str(path)!r}: key {event.value!r} given twice in one mapping (line "
+            f"{name}: key {event.value!r} given twice in one mapping (line "
             f"{event.start_mark.line + 1}); allowed: each key once")
     keys.add(event.value)
 
@@ -94,23 +102,58 @@ def read_text(path: Path, what: str, key: str | None = None) -> str:
 
 
 def read_yaml(path: Path, what: str) -> Any:
-    """Parse a YAML file with `safe_load` (it never constructs objects); one-line errors that
-    name `what` ("config file", "space file") and the path. Refuses files over 1 MiB, binary or
-    non-UTF-8 files, nesting over 50 levels and alias bombs before building anything."""
-    text = read_text(path, what)
+    """Parse a YAML file with `parse_yaml`; one-line errors that name `what` ("config file",
+    "space file") and the path. Refuses files over 1 MiB and binary or non-UTF-8 files too."""
+    return parse_yaml(read_text(path, what), f"{what} {str(path)!r}")
+
+
+# Python refuses to turn longer digit strings into an int (a ValueError deep in a parser).
+_INT_LIMIT = "integer string conversion"
+
+
+def parse_yaml(text: str, name: str) -> Any:
+    """YAML text (a file's, a `--kwarg` value, a CSV cell) as plain data, never constructing
+    objects; one line naming `name` on anything bad: not YAML, nesting over 50 levels, alias
+    bombs, a key twice, an integer over Python's 4300 digits."""
     try:
-        _check_shape(text, what, path)
+        _check_shape(text, name)
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "")):  # PyYAML 6.0.4 stops at 1000
-            raise IpuTuneError(
-                f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels") from None
+            raise IpuTuneError(f"{name}: nested deeper than {MAX_YAML_DEPTH} levels") from None
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise IpuTuneError(f"{what} {str(path)!r}: not valid YAML{where}") from None
+        if isinstance(exc, yaml.constructor.ConstructorError):
+            raise IpuTuneError(f"{name}: not valid YAML{where}: a YAML tag that builds a Python "
+                               "object; allowed: plain values") from None
+        raise IpuTuneError(f"{name}: not valid YAML{where}") from None
     except RecursionError:
-        raise IpuTuneError(
-            f"{what} {str(path)!r}: nested deeper than {MAX_YAML_DEPTH} levels") from None
+        raise IpuTuneError(f"{name}: nested deeper than {MAX_YAML_DEPTH} levels") from None
+    except ValueError as exc:  # IpuTuneError is one too: only Python's own are reworded
+        if isinstance(exc, IpuTuneError) or _INT_LIMIT not in str(exc):
+            raise
+        raise IpuTuneError(f"{name}: an integer of more than 4300 digits; allowed: integers "
+                           "of at most 4300 digits") from None
+
+
+def parse_json(text: str) -> Any:
+    """JSON text as plain data; ValueError (one line) on bad JSON, a key given twice in one
+    object, an integer over 4300 digits or nesting over 50 levels (json's decoder recurses)."""
+    try:
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
+    except ValueError as exc:
+        raise ValueError(" ".join(str(exc).split())) from None
+    stack = [(data, 0)]  # depth checked without recursion: later readers walk it recursively
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_YAML_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_YAML_DEPTH} levels")
+        children = node.values() if isinstance(node, dict) else node if isinstance(
+            node, list) else ()
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return data
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -10,7 +10,6 @@ projections, parallelize kwargs) change nothing ipu-tune simulates and are accep
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,8 +17,8 @@ from typing import Any, TypeVar
 from ipu_tune.config import (
     EvalConfig,
     check_pinned_layout,
+    parse_json,
     read_text,
-    unique_keys,
     validate,
 )
 from ipu_tune.errors import IpuTuneError, bad_value
@@ -80,7 +79,7 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
         file = file / "ipu_config.json"
     text = read_text(file, "ipu_config.json", KEY)
     try:
-        data = json.loads(text, object_pairs_hook=unique_keys)
+        data = parse_json(text)
     except ValueError as exc:
         text = " ".join(str(exc).split())
         raise bad_value(KEY, str(path), f"a readable ipu_config.json ({text})") from None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config import HfConfig, ModelConfig, read_text, unique_keys
+from ipu_tune.config import HfConfig, ModelConfig, parse_json, read_text
 from ipu_tune.errors import bad_value
 
 __all__ = ["DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "config_json_path", "hf_identity",
@@ -127,7 +127,7 @@ def _read_config_file(path_text: str) -> dict[str, Any]:
     path = config_json_path(path_text)
     text = read_text(path, "config.json", "model.hf.config_file")
     try:
-        data = json.loads(text, object_pairs_hook=unique_keys)
+        data = parse_json(text)
     except ValueError as exc:
         raise bad_value("model.hf.config_file", path_text,
                         f"a readable config.json ({_one_line(exc)})") from None  # fmt: skip

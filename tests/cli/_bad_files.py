@@ -52,6 +52,17 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "target.yaml").write_text("model: {_target_: tests.models.factories.tiny_mlp}\n")
     (tmp / "os_system.yaml").write_text(
         f"model: {{_target_: os.system, kwargs: {{command: 'touch {tmp}/sentinel'}}}}\n")
+    # Python refuses to read an int of over 4300 digits; json's decoder recurses per level.
+    huge = "1" * 4301
+    (tmp / "huge_int.yaml").write_text(f"plan: {{gradient_accumulation: {huge}}}\n")
+    (tmp / "huge_int_rows.yaml").write_text(
+        f"- {{model: {{name: mnist_cnn}}, samples_per_s: 1, plan: {{io_tiles: {huge}}}}}\n")
+    (tmp / "huge_int.csv").write_text(f"name,samples_per_s,plan.io_tiles\nx,1,{huge}\n")
+    (tmp / "deep_objects.json").write_text('{"a":' * 5000 + "1" + "}" * 5000)
+    (tmp / "deep_lists.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp / "pwdir" / "experiment").mkdir(parents=True, exist_ok=True)
+    (tmp / "pwdir" / "experiment" / "pw.yaml").write_text(
+        "# @package _global_\nstudy: {storage: 'postgresql://u:SECRETPW@127.0.0.1:1/x'}\n")
     (tmp / "huge_ga.yaml").write_text("plan: {gradient_accumulation: 100000000000000000000}\n")
     (tmp / "many_dims.yaml").write_text("model: {input_shape: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n")
     (tmp / "study_key.yaml").write_text("study: {name: x}\n")

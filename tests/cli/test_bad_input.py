@@ -27,6 +27,12 @@ CASES: list[tuple[str, list[str], str]] = [
     ("config dir: unknown key", ["--config-dir", "{tmp}/confdir", "foo.bar=1"], "foo"),
     ("wrong type", ["plan.gradient_accumulation=abc"], "plan.gradient_accumulation"),
     ("unknown key", ["plan.foo=1"], "foo"),
+    # `+`/`++` add keys to Hydra's composition, not to the schema.
+    ("add an unknown top-level key", ["+foo=1"], "foo: unknown key; allowed in the config: model"),
+    ("add an unknown plan key", ["+plan.foo=1"], "plan.foo: unknown key; allowed in plan:"),
+    ("force-add an unknown plan key", ["++plan.foo=1"], "plan.foo: unknown key"),
+    ("add an unknown key in a sweep", ["-m", "+plan.foo=1", "system.num_ipus=2,4"],
+     "plan.foo: unknown key"),
     ("micro-batch zero", ["workload.micro_batch_size=0"], "workload.micro_batch_size"),
     ("io_tiles odd", ["plan.io_tiles=33"], "plan.io_tiles"),
     ("io_tiles below 32", ["plan.io_tiles=30"], "plan.io_tiles"),
@@ -70,6 +76,20 @@ CASES: list[tuple[str, list[str], str]] = [
     ("results dir not writable", ["results_dir={tmp}/a_file/sub"], "results_dir"),
     ("corrupted database", ["study.storage=sqlite:///{tmp}/corrupt.db"], "corrupt.db"),
     ("sweep with one bad value", ["-m", "plan.io_tiles=0,33"], "plan.io_tiles"),
+    ("several values without -m", ["plan.gradient_accumulation=1,2"],
+     "several values are a sweep; allowed: run the sweep with -m"),
+    ("glob sweep", ["-m", "system=glob(pod*)"], "Hydra's basic sweeper cannot list these values"),
+    ("interval sweep", ["-m", "plan.available_memory_proportion=interval(0.1,0.5)"],
+     "Hydra's basic sweeper cannot list these values"),
+    ("deleting a schema key", ["~plan.gradient_accumulation"],
+     "~plan.gradient_accumulation: deletion is not allowed"),
+    ("experiment without +", ["experiment=seed_mnist"], "allowed: +experiment=NAME"),
+    # Hydra saves a sweep's overrides and config in multirun.yaml, unredacted.
+    ("sweep with a password", ["-m", "study.storage=postgresql://u:SECRETPW@127.0.0.1:1/x",
+                               "system.num_ipus=2,4"], "a password in a sweep (-m)"),
+    ("sweep with a password in a config dir", ["-m", "--config-dir", "{tmp}/pwdir",
+                                               "+experiment=pw", "system.num_ipus=2,4"],
+     "pw.yaml': a password in a sweep (-m)"),
     # Names that would escape results_dir or break the exports.
     ("study name dotdot path", ["study.name=../../x"], "study.name='../../x'"),
     ("study name absolute", ["study.name=/abs/path"], "study.name='/abs/path'"),
@@ -125,6 +145,21 @@ CASES: list[tuple[str, list[str], str]] = [
     ("hydra searchpath", ["hydra.searchpath=[pkg://antigravity]"], "hydra.searchpath"),
     ("hydra logging factory", ["+hydra.job_logging.handlers.h.()=os.system"],
      "hydra.job_logging"),
+    # Hydra's own files stay in results_dir: keys that move them, log files, are refused.
+    ("hydra run dir", ["hydra.run.dir={tmp}/out"], "hydra.run.dir="),
+    ("hydra output subdir", ["+hydra.output_subdir={tmp}/out"], "hydra.output_subdir="),
+    ("hydra sweep dir", ["-m", "hydra.sweep.dir={tmp}/out", "system.num_ipus=2,4"],
+     "hydra.sweep.dir="),
+    ("hydra chdir", ["hydra.job.chdir=true"], "hydra.job.chdir="),
+    ("hydra log file", ["hydra/job_logging=default"], "hydra/job_logging='default'"),
+    ("results_dir empty", ["results_dir="], "results_dir='': empty"),
+    # Hydra's flags read as Hydra reads them; a bad one is one line, not argparse's usage.
+    ("hydra flag with a bad value", ["--info", "X"], "--info='X': allowed: all, config"),
+    ("hydra flag without its value", ["--cfg"], "--cfg: expects a value"),
+    ("unknown flag", ["--bogus"], "--bogus: unknown flag"),
+    ("shell completion alone", ["--shell-completion"], "--shell-completion alone: allowed"),
+    ("shell completion of a key", ["--shell-completion", "query=model"],
+     "--shell-completion 'query=model': allowed: one of install=SHELL"),
     ("hydra rerun pickle", ["--experimental-rerun", "{tmp}/config.pickle"], "unpickles"),
     ("target outside model", ["+plan._target_=os.system"], "only model._target_"),
     ("target yaml.safe_load", ["model._target_=yaml.safe_load", "+model.kwargs.stream=x"],
@@ -196,6 +231,19 @@ CASES: list[tuple[str, list[str], str]] = [
      "'study.storage=postgresql://u@h/db?password=***': Hydra's override grammar cannot read"),
     ("list never closed", ["workload.micro_batch_size=[1,"],
      "'workload.micro_batch_size=[1,': Hydra's override grammar cannot read"),
+    # Beyond what Python's int() and the recursive readers take: one line, not a traceback.
+    ("GA of 4301 digits", ["plan.gradient_accumulation=" + "1" * 4301], "over 4300 digits"),
+    ("space file int of 4301 digits", ["search.space={tmp}/huge_int.yaml"], "4300 digits"),
+    ("kwarg 200 levels deep", ["+model.kwargs.foo=" + "[" * 200 + "]" * 200],
+     "+model.kwargs.foo='[[[["),
+    ("hf config 200 levels deep", ["model=hf", "model.hf.config={n_layer: " + "[" * 200
+                                   + "]" * 200 + "}"], "nested deeper than 50 levels"),
+    ("ipu_config.json 5000 objects deep", ["model=gpt2", "plan.from_ipu_config="
+                                          "{tmp}/deep_objects.json"], "nested deeper than 50"),
+    ("ipu_config.json 100000 lists deep", ["model=gpt2", "plan.from_ipu_config="
+                                          "{tmp}/deep_lists.json"], "nested deeper than 50"),
+    ("config.json 5000 objects deep", ["model=hf", "model.hf.config_file={tmp}/deep_objects.json"],
+     "nested deeper than 50"),
     # Devices and FIFOs where a JSON file belongs: one line, no endless read, no wait.
     ("config.json a device", ["model=hf", "model.hf.config_file=/dev/zero"],
      "model.hf.config_file='/dev/zero': not a regular file"),
@@ -244,6 +292,16 @@ EVAL_CASES: list[tuple[str, list[str], str]] = [
     ("config a FIFO", ["evaluate", "{tmp}/fifo.journal"], "not a regular file"),
     ("override list never closed", ["evaluate", "{tmp}/good.yaml", "plan.io_tiles=[1,"],
      "'plan.io_tiles=[1,': Hydra's override grammar cannot read"),
+    ("config int of 4301 digits", ["evaluate", "{tmp}/huge_int.yaml"], "4300 digits"),
+    ("override int of 4301 digits", ["evaluate", "{tmp}/good.yaml",
+                                     "plan.gradient_accumulation=" + "1" * 4301], "4300 digits"),
+    ("override 200 levels deep", ["evaluate", "{tmp}/good.yaml",
+                                  "+model.kwargs.foo=" + "[" * 200 + "]" * 200], "deeper than 50"),
+    ("constants int of 4301 digits", ["evaluate", "{tmp}/good.yaml", "--constants",
+                                      "{tmp}/huge_int.yaml"], "constants file"),
+    ("override with several values", ["evaluate", "{tmp}/good.yaml",
+                                      "plan.gradient_accumulation=1,2"],
+     "evaluate takes one value per key"),
     ("constants missing", ["evaluate", "{tmp}/good.yaml", "--constants", "{tmp}/no.yaml"],
      "no.yaml"),
     ("constants binary", ["evaluate", "{tmp}/good.yaml", "--constants", "{tmp}/binary.yaml"],
@@ -273,6 +331,15 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
                                "{study}"], "out_link.csv': exists and is a symlink"),
     ("export onto a device's link", ["export", "s", "--output", "{tmp}/full.csv",
                                       "--results-dir", "{study}"], "full.csv': exists and is a"),
+    # argparse's errors of the commands: one line naming the command, not its usage.
+    ("studies extra argument", ["studies", "extra"],
+     "ipu-tune studies: unrecognized arguments: extra"),
+    ("trials top not a number", ["trials", "s", "--top", "abc", "--results-dir", "{study}"],
+     "ipu-tune trials: argument --top"),
+    ("export without --output", ["export", "s", "--results-dir", "{study}"],
+     "ipu-tune export: the following arguments are required: --output"),
+    ("profile input shape not a number", ["profile", "resnet18", "--input-shape", "abc"],
+     "ipu-tune profile: argument --input-shape"),
     ("profile unknown model", ["profile", "nope"], "nope"),
     ("profile os.system", ["profile", "--target", "os.system"], "model._target_='os.system'"),
     ("profile getoutput", ["profile", "--target", "subprocess.getoutput"], "subprocess.getoutput"),
@@ -283,6 +350,18 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
     ("profile huge sequence", ["profile", "bert_base", "--sequence-length", "100000000"],
      "model.sequence_length=100000000"),
     ("profile bad kwarg", ["profile", "resnet18", "--kwarg", "nope"], "--kwarg 'nope'"),
+    ("profile kwarg of 4301 digits", ["profile", "resnet18", "--kwarg", "foo=" + "1" * 4301],
+     "--kwarg 'foo': an integer of more than 4300 digits"),
+    ("profile kwarg 200 levels deep", ["profile", "resnet18", "--kwarg",
+                                       "foo=" + "[" * 200 + "]" * 200], "--kwarg 'foo': nested"),
+    ("profile kwarg not YAML", ["profile", "resnet18", "--kwarg", "foo=[unclosed"],
+     "--kwarg 'foo': not valid YAML"),
+    ("profile kwarg builds an object", ["profile", "resnet18", "--kwarg",
+                                        "foo=!!python/object/apply:os.system [true]"],
+     "a YAML tag that builds a Python object; allowed: plain values"),
+    ("calibrate int of 4301 digits", ["calibrate", "{tmp}/huge_int_rows.yaml"], "4300 digits"),
+    ("calibrate csv int of 4301 digits", ["calibrate", "{tmp}/huge_int.csv"],
+     "calibration CSV column 'plan.io_tiles'"),
     ("profile 2-d image", ["profile", "resnet18", "--input-shape", "3", "64"],
      "model.input_shape=[3, 64]"),
     ("calibrate missing", ["calibrate", "{tmp}/missing.yaml"], "missing.yaml"),
@@ -339,7 +418,8 @@ ALL_CASES = CASES + EVAL_CASES + STUDY_CASES
 def test_the_table_covers_every_command() -> None:
     assert len(ALL_CASES) >= 100
     commands = {a[0] for _, a, _ in EVAL_CASES + STUDY_CASES}
-    assert commands == {"evaluate", "studies", "report", "export", "profile", "calibrate"}
+    assert commands == {"evaluate", "studies", "report", "export", "profile", "calibrate",
+                        "trials"}
 
 
 @pytest.mark.parametrize(("case", "args", "expected"), ALL_CASES, ids=[c[0] for c in ALL_CASES])

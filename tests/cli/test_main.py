@@ -138,3 +138,23 @@ def test_seed_ladder_from_the_command_line(tmp_path: Path) -> None:
     })
     assert hand.fits and found.fits
     assert found.throughput > hand.throughput
+
+
+def test_hydra_flags_given_with_a_space_are_flags(tmp_path: Path) -> None:
+    """`--cfg job` prints the config: `job` is the flag's value, not an override."""
+    proc = run_cli(["model=mnist_cnn", "--cfg", "job"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "results_dir: results" in proc.stdout
+    proc = run_cli(["--info", "defaults"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "sampler/tpe" in proc.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_flag_after_the_overrides_sweeps(tmp_path: Path) -> None:
+    """`x=1,2 -m` is the sweep `-m x=1,2` (argparse stops at the first flag otherwise)."""
+    proc = run_cli(["model=mnist_cnn", "study.n_trials=1", "study.progress_bar=false",
+                    "system.num_ipus=2,4", "-m"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "mnist_cnn-mk2x2-throughput" in proc.stdout
+    assert "mnist_cnn-mk2x4-throughput" in proc.stdout

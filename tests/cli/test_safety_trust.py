@@ -89,6 +89,11 @@ FILES = [
     ("experiment/cb.yaml", "# @package _global_\nhydra: {job: {env_set: {X: 'touch {m}'}}}\n"),
     ("experiment/cb.yaml", "# @package _global_\nplan: {_target_: os.system}\n"),
     ("hydra/callbacks/x.yaml", "x: {_target_: os.system, command: 'touch {m}'}\n"),
+    # Hydra's files written where the folder says, outside results_dir.
+    ("experiment/cb.yaml", "# @package _global_\nhydra: {run: {dir: '{m}'}}\n"),
+    ("experiment/cb.yaml", "# @package _global_\nhydra: {output_subdir: '{m}'}\n"),
+    ("experiment/cb.yaml", "# @package _global_\ndefaults:\n"
+     "  - override /hydra/job_logging: default\n"),
 ]
 
 
