@@ -107,6 +107,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     interrupts.install()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+        _main(args)
+    finally:  # every way out, Hydra's own sys.exit included
+        interrupts.finish()
+
+
+def _main(args: list[str]) -> None:
+    try:
         code = _dispatch(args)
     except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: one line, 130/143
         code = interrupts.report(exc)

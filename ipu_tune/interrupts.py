@@ -35,6 +35,7 @@ __all__ = [
     "check",
     "defer",
     "exit_code",
+    "finish",
     "held",
     "install",
     "interrupted_line",
@@ -176,6 +177,17 @@ def worker_process() -> None:
     if _State.installed and sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def finish() -> None:
+    """The command has written and printed all it will: SIGINT/SIGTERM are ignored for the
+    interpreter's shutdown, where CPython puts its handlers' signals back to the default (a
+    signal there would end the process by the signal, with no line and no exit code of ours;
+    it leaves an ignored one alone). The process ends with its own code: nothing is left to
+    stop. Ignored, not blocked: a mask is per thread, and other threads may still run."""
+    if _State.installed:
+        for sig in _SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def report(exc: KeyboardInterrupt) -> int:

@@ -212,3 +212,14 @@ def test_sigterm_while_the_exports_are_written_keeps_the_old_set(tmp_path: Path)
     after = {p.name: p.stat().st_ino for p in folder.iterdir()}
     assert after == before, "exports replaced in part, or a temporary file left"
     _consistent(results)
+
+
+def test_a_signal_during_the_shutdown_is_no_kill(tmp_path: Path) -> None:
+    """After the command has written and printed everything, a signal cannot end the process
+    by the signal (CPython restores the default handlers while it shuts down): it ends with
+    its own code."""
+    script = ("import os, signal, sys; from ipu_tune import interrupts; interrupts.install(); "
+              "interrupts.finish(); os.kill(os.getpid(), signal.SIGTERM); sys.exit(0)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and not done.stderr
