@@ -9,7 +9,8 @@ mappings; bad rows raise `IpuTuneError` naming the row and key.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,8 @@ def _number(row: str, key: str, value: Any) -> float | None:
         out = float(value)
     except (TypeError, ValueError):
         raise bad_value(f"{row}.{key}", value, "must be a number") from None
-    if not out > 0.0:
-        raise bad_value(f"{row}.{key}", value, "must be positive")
+    if not (out > 0.0 and math.isfinite(out)):  # inf passes "> 0" and would void the fit
+        raise bad_value(f"{row}.{key}", value, "must be a positive, finite number")
     return out
 
 
@@ -86,6 +87,17 @@ def _undot(flat: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def _unique_columns(path: Path, names: Sequence[str]) -> None:
+    """A column named twice would keep its last cell silently (YAML and JSON refuse a key
+    given twice, too)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise IpuTuneError(f"calibration file {str(path)!r}: column {name!r} appears twice; "
+                               "allowed: each column once")
+        seen.add(name)
+
+
 def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[CalibrationPoint]:
     """Rows from a YAML file (a list, or a mapping with `points:`), a CSV with dotted column
     names, or an iterable of mappings."""
@@ -95,7 +107,9 @@ def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[Calibr
         if path.suffix.lower() == ".csv":
             text = read_text(path, "calibration file")
             try:
-                rows = [_undot(r) for r in csv.DictReader(text.splitlines())]
+                reader = csv.DictReader(text.splitlines())
+                _unique_columns(path, reader.fieldnames or [])
+                rows = [_undot(r) for r in reader]
             except csv.Error as exc:  # e.g. a cell over the csv module's 128 KiB
                 raise IpuTuneError(f"calibration file {str(path)!r}: not a readable CSV "
                                    f"({exc}); allowed: a CSV with dotted column names") from None

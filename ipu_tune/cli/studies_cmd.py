@@ -49,9 +49,12 @@ def _storage_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _target(args: argparse.Namespace) -> StorageTarget:
-    target = resolve_storage(args.storage, args.results_dir)
+    target = resolve_storage(args.storage, args.results_dir, ("--storage", "--results-dir"))
     if target.kind == "journal" and not Path(target.location).exists():
-        raise IpuTuneError(f"--storage={target.location!r}: no such study storage")
+        if target.given:
+            raise IpuTuneError(f"--storage={target.location!r}: no such study storage")
+        raise IpuTuneError(f"--results-dir={args.results_dir!r}: no study storage there (no "
+                           f"{Path(target.location).name})")
     return target
 
 
@@ -339,7 +342,7 @@ def trials_main(argv: Sequence[str]) -> int:
         from ipu_tune.search import OBJECTIVES
 
         first = OBJECTIVES[problem.objective_names[0]]
-        if args.sort:
+        if args.sort is not None:  # "" names no column: refused, not ignored
             sort = column_named(df, args.sort, f"--sort={args.sort!r}")
             df = df.sort_values(sort, ascending=args.ascending, kind="stable")
         else:

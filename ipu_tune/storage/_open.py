@@ -77,6 +77,15 @@ class StorageTarget:
     # The results directory, the one folder ipu-tune creates for a journal; any other parent
     # folder must exist (a typo in journal:///... must not create folders anywhere).
     results_dir: str = ""
+    # How the user named the storage and the results folder, for messages: the tuner's
+    # study.storage / results_dir, a stored-study command's --storage / --results-dir.
+    keys: tuple[str, str] = ("study.storage", "results_dir")
+    given: bool = True  # the storage was named (else it is the results folder's journal)
+
+    @property
+    def key(self) -> str:
+        """The option the user set that names this storage."""
+        return self.keys[0] if self.given else self.keys[1]
 
     @property
     def claims(self) -> ClaimLock:
@@ -110,11 +119,13 @@ class StorageTarget:
         return redact(self.location, self.location)
 
 
-def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
+def resolve_storage(storage: str | None, results_dir: str,
+                    keys: tuple[str, str] = ("study.storage", "results_dir")) -> StorageTarget:
     """Journal file for None, a `*.journal`/`*.log` path or `journal:///path`; `memory` for
-    this process only (its results table too: nothing is kept); else a DB URL."""
+    this process only (its results table too: nothing is kept); else a DB URL. `keys`: how
+    the user named the storage and the results folder, for messages."""
     if storage == MEMORY:
-        return StorageTarget("memory", MEMORY, _MEMORY_RESULTS, results_dir)
+        return StorageTarget("memory", MEMORY, _MEMORY_RESULTS, results_dir, keys)
     if storage is None or storage == "":
         path = str(Path(results_dir) / DEFAULT_JOURNAL)
     elif storage.startswith(_JOURNAL_PREFIX):
@@ -126,13 +137,14 @@ def resolve_storage(storage: str | None, results_dir: str) -> StorageTarget:
             url = _make_url(storage)
         except ValueError:
             raise IpuTuneError(
-                f"study.storage={redact(storage, storage)!r}: not a storage URL; allowed: a "
+                f"{keys[0]}={redact(storage, storage)!r}: not a storage URL; allowed: a "
                 "journal file (*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, memory"
             ) from None
         del url  # parsed only to reject what is not a URL
-        return StorageTarget("rdb", storage, storage, results_dir)
+        return StorageTarget("rdb", storage, storage, results_dir, keys)
     results = "sqlite:///" + str(Path(path).with_name("results.db"))
-    return StorageTarget("journal", path, results, results_dir)
+    return StorageTarget("journal", path, results, results_dir, keys,
+                         given=storage is not None and storage != "")
 
 
 def _inside(folder: Path, results_dir: str) -> bool:
@@ -140,14 +152,14 @@ def _inside(folder: Path, results_dir: str) -> bool:
     return folder.resolve().is_relative_to(Path(results_dir).resolve())
 
 
-def _check_journal_parent(path: Path, results_dir: str) -> None:
+def _check_journal_parent(path: Path, results_dir: str, key: str) -> None:
     parent = path.parent
     if parent.is_dir() or not results_dir:
         return
     if _inside(parent, results_dir):
         return
     raise IpuTuneError(
-        f"study.storage={redact(str(path))!r}: folder {str(parent)!r} does not exist; create it "
+        f"{key}={redact(str(path))!r}: folder {str(parent)!r} does not exist; create it "
         f"first, or keep the journal in results_dir={results_dir!r} (created on demand)"
     )
 
@@ -163,14 +175,15 @@ def _make_sqlite_parent(target: StorageTarget) -> None:
         return
     if not target.results_dir or not _inside(parent, target.results_dir):
         raise IpuTuneError(
-            f"study.storage={target.display!r}: folder {str(parent)!r} does not exist; create "
-            f"it first, or put the database in results_dir={target.results_dir!r} (created on "
+            f"{target.key}={target.display!r}: folder {str(parent)!r} does not exist; create "
+            f"it first, or put the database in {target.keys[1]}={target.results_dir!r} (created on "
             "demand)")
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise IpuTuneError(
-            f"results_dir={target.results_dir!r}: cannot be written ({exc.strerror})") from None
+            f"{target.keys[1]}={target.results_dir!r}: cannot be written ({exc.strerror})"
+        ) from None
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -191,14 +204,14 @@ def open_storage(target: StorageTarget) -> BaseStorage:
         return InMemoryStorage()
     if target.kind == "journal":
         path = Path(target.location)
-        _check_journal_parent(path, target.results_dir)
+        _check_journal_parent(path, target.results_dir, target.key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             if not os.access(path.parent, os.W_OK):
                 raise PermissionError(13, "Permission denied")
         except OSError as exc:
             raise IpuTuneError(
-                f"results_dir={str(path.parent)!r}: cannot be written ({exc.strerror})"
+                f"{target.key}={str(path.parent)!r}: cannot be written ({exc.strerror})"
             ) from None
         try:
             return _open_journal(path)
@@ -206,7 +219,7 @@ def open_storage(target: StorageTarget) -> BaseStorage:
             raise
         except Exception as exc:
             raise IpuTuneError(
-                f"study.storage={str(path)!r}: cannot read the journal file "
+                f"{target.key}={str(path)!r}: cannot read the journal file "
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "it is corrupted or not an Optuna journal"
             ) from None
@@ -227,14 +240,18 @@ def open_storage(target: StorageTarget) -> BaseStorage:
 
 
 def _check_sqlite_folder(target: StorageTarget) -> None:
-    """SQLite creates its file but not the folders above it: one line, not a traceback."""
+    """SQLite creates its file but not the folders above it, and a device or folder is no
+    database: one line, not a traceback or a disk error."""
     url = _make_url(target.location)
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
         return
-    parent = Path(str(url.database)).parent
-    if not parent.is_dir():
-        raise IpuTuneError(f"study.storage={target.display!r}: folder {str(parent)!r} does not "
-                           "exist; create it first")
+    file = Path(str(url.database))
+    if not file.parent.is_dir():
+        raise IpuTuneError(f"{target.key}={target.display!r}: folder {str(file.parent)!r} does "
+                           "not exist; create it first")
+    if os.path.lexists(file) and not file.is_file():  # /dev/zero is no disk that is full
+        raise IpuTuneError(f"{target.key}={target.display!r}: not a regular file (a folder, "
+                           "FIFO or device); allowed: a SQLite database file or a new name")
 
 
 def _journal(path: Path) -> BaseStorage:
@@ -314,7 +331,7 @@ def _open_rdb(target: StorageTarget) -> BaseStorage:
                 time.sleep(0.2 * (attempt + 1))
                 continue
             raise IpuTuneError(
-                f"study.storage={target.display!r}: cannot open ({redact(first, target.location)})"
+                f"{target.key}={target.display!r}: cannot open ({redact(first, target.location)})"
             ) from None
     raise AssertionError("unreachable")
 

@@ -70,6 +70,11 @@ def write_fixtures(tmp: Path) -> None:
         "- {model: {_target_: tests.models.factories.tiny_mlp, input_shape: [8]}, "
         "samples_per_s: 100}\n")
     (tmp / "rows_empty.yaml").write_text("- {model: {name: resnet18}}\n")
+    (tmp / "rows_inf.yaml").write_text("- {model: {name: resnet18}, samples_per_s: .inf}\n")
+    (tmp / "rows_inf_weight.yaml").write_text(
+        "- {model: {name: resnet18}, samples_per_s: 100, weight: .inf}\n")
+    (tmp / "column_twice.csv").write_text(
+        "name,model.name,samples_per_s,model.name\nx,resnet18,100,resnet50\n")
     (tmp / "a_dir.csv").mkdir()
     (tmp / "passwd_plan.yaml").write_text("model: {name: mnist_cnn}\n"
                                           "plan: {from_ipu_config: /etc/passwd}\n")

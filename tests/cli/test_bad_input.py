@@ -187,6 +187,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("folder as the claims file", ["study.storage=sqlite:///{tmp}/cdir.db"], "cdir.db.claims"),
     ("fifo as the claims file", ["study.storage=sqlite:///{tmp}/cfifo.db"], "cfifo.db.claims"),
     ("device as the claims file", ["study.storage=sqlite:///{tmp}/cdev.db"], "cdev.db.claims"),
+    ("sqlite on a device", ["study.storage=sqlite:////dev/zero"], "not a regular file"),
+    ("sqlite on a folder", ["study.storage=sqlite:///{tmp}/confdir"], "not a regular file"),
     ("sqlite in a missing folder", ["study.storage=sqlite:///{tmp}/nope/dir/x.db"],
      "does not exist"),
     # Numbers: finite, of their type, rates and limits positive; paths without control chars.
@@ -309,8 +311,14 @@ EVAL_CASES: list[tuple[str, list[str], str]] = [
 ]
 
 STUDY_CASES: list[tuple[str, list[str], str]] = [
-    ("studies no storage", ["studies", "--storage", "{tmp}/none.journal"], "none.journal"),
-    ("studies corrupt db", ["studies", "--storage", "sqlite:///{tmp}/corrupt.db"], "corrupt.db"),
+    ("studies no storage", ["studies", "--storage", "{tmp}/none.journal"],
+     "--storage='{tmp}/none.journal': no such study storage"),
+    ("studies empty results dir", ["studies", "--results-dir", "{tmp}/confdir"],
+     "--results-dir='{tmp}/confdir': no study storage there"),
+    ("studies results dir a device", ["studies", "--results-dir", "/dev/zero"],
+     "--results-dir='/dev/zero'"),
+    ("studies corrupt db", ["studies", "--storage", "sqlite:///{tmp}/corrupt.db"],
+     "--storage='sqlite:///{tmp}/corrupt.db'"),
     ("studies unreachable", ["studies", "--storage", "postgresql://u:pw@127.0.0.1:1/x"],
      "study.storage"),
     ("studies not a url", ["studies", "--storage", "::nope::"], "::nope::"),
@@ -334,6 +342,8 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
     # argparse's errors of the commands: one line naming the command, not its usage.
     ("studies extra argument", ["studies", "extra"],
      "ipu-tune studies: unrecognized arguments: extra"),
+    ("trials sort by nothing", ["trials", "s", "--sort", "", "--results-dir", "{study}"],
+     "--sort='': no column ''"),
     ("trials top not a number", ["trials", "s", "--top", "abc", "--results-dir", "{study}"],
      "ipu-tune trials: argument --top"),
     ("export without --output", ["export", "s", "--results-dir", "{study}"],
@@ -375,6 +385,12 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
     ("calibrate bomb", ["calibrate", "{tmp}/bomb.yaml"], "aliases"),
     ("calibrate key twice", ["calibrate", "{tmp}/dup.yaml"], "key 'precision' given twice"),
     ("calibrate nothing measured", ["calibrate", "{tmp}/rows_empty.yaml"], "nothing measured"),
+    ("calibrate an infinite rate", ["calibrate", "{tmp}/rows_inf.yaml"],
+     "row1.samples_per_s=inf: must be a positive, finite number"),
+    ("calibrate an infinite weight", ["calibrate", "{tmp}/rows_inf_weight.yaml"],
+     "row1.weight=inf: must be a positive, finite number"),
+    ("calibrate csv column twice", ["calibrate", "{tmp}/column_twice.csv"],
+     "column 'model.name' appears twice"),
     ("calibrate max evals", ["calibrate", "--max-evals", "1"], "--max-evals=1"),
     ("calibrate check with a fit option", ["calibrate", "--check", "--fit", "clock_hz"],
      "--fit=clock_hz"),
