@@ -320,7 +320,7 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
     ("studies corrupt db", ["studies", "--storage", "sqlite:///{tmp}/corrupt.db"],
      "--storage='sqlite:///{tmp}/corrupt.db'"),
     ("studies unreachable", ["studies", "--storage", "postgresql://u:pw@127.0.0.1:1/x"],
-     "study.storage"),
+     "--storage='postgresql://u:***@127.0.0.1:1/x': cannot open"),
     ("studies not a url", ["studies", "--storage", "::nope::"], "::nope::"),
     ("report unknown study", ["report", "nope", "--results-dir", "{study}"], "study='nope'"),
     ("report no storage", ["report", "s", "--storage", "{tmp}/none.journal"], "none.journal"),
