@@ -139,23 +139,12 @@ def test_wildcards_expand_as_optimum_does(gpt2: tuple[ModelProfile, EvalConfig])
 
 
 @pytest.mark.parametrize(("content", "message"), [
+    # Keys and types as IPUConfig.__init__ declares them.
     ({"layers_per_ipu": [0, 8], "gradient_accumulation": 8},
      "gradient_accumulation=8: unknown key"),
     ({"layers_per_ipu": [0, 8.5]}, "layers_per_ipu=[0, 8.5]: must be List[int]"),
     ({"replication_factor": True}, "replication_factor=True: must be int"),
     ({"matmul_proportion": "0.2"}, "matmul_proportion='0.2': must be Union[float, List[float]]"),
-])
-def test_bad_ipu_config_is_one_line_naming_key_value_and_rule(
-    tmp_path: Path, content: dict[str, Any], message: str
-) -> None:
-    path = tmp_path / "ipu_config.json"
-    path.write_text(json.dumps(content))
-    with pytest.raises(IpuTuneError) as err:
-        read_ipu_config(path)
-    assert message in str(err.value) and "\n" not in str(err.value)
-
-
-@pytest.mark.parametrize(("content", "message"), [
     # Per-IPU values: one per IPU of a replica, each a proportion (not averaged away).
     ({"layers_per_ipu": [2, 2], "matmul_proportion": [0.1, 0.2, 0.9]},
      "matmul_proportion=[0.1, 0.2, 0.9]: must give one value per IPU, 2 "
@@ -171,14 +160,15 @@ def test_bad_ipu_config_is_one_line_naming_key_value_and_rule(
     ({"inference_device_iterations": 0}, "inference_device_iterations=0: must be >= 1"),
     ({"layers_per_ipu": [-2, 4]}, "layers_per_ipu=[-2, 4]: every element must be >= -1"),
 ])
-def test_ipu_config_values_are_checked_as_optimum_checks_them(
+def test_a_bad_ipu_config_is_one_line_naming_the_file_field_value_and_rule(
     tmp_path: Path, content: dict[str, Any], message: str
 ) -> None:
+    """Keys, types and values are checked as optimum-graphcore checks them."""
     path = tmp_path / "ipu_config.json"
     path.write_text(json.dumps(content))
     with pytest.raises(IpuTuneError) as err:
         read_ipu_config(path)
-    assert str(err.value) == f"{path}: {message}"
+    assert str(err.value).startswith(f"{path}: {message}") and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(("content", "mode", "message"), [
