@@ -109,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         _main(args)
     finally:  # every way out, Hydra's own sys.exit included
-        interrupts.finish()
+        if argv is None:  # the process is this command (a caller of main(argv) lives on)
+            interrupts.finish()
 
 
 def _main(args: list[str]) -> None:

@@ -158,3 +158,17 @@ def test_a_sweep_flag_after_the_overrides_sweeps(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "mnist_cnn-mk2x2-throughput" in proc.stdout
     assert "mnist_cnn-mk2x4-throughput" in proc.stdout
+
+
+def test_main_called_in_process_leaves_the_signals_to_its_caller() -> None:
+    """Only the command's own process ignores SIGINT/SIGTERM for its shutdown: a caller of
+    main(argv) (a test, a script) keeps handling them, and the processes it starts later do
+    not inherit an ignored SIGTERM."""
+    import signal
+
+    from ipu_tune.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
