@@ -27,7 +27,14 @@ from pathlib import Path
 from ipu_tune import interrupts
 from ipu_tune.errors import IpuTuneError, bad_value
 
-__all__ = ["atomic_write", "check_target", "folder_lock", "remove_stale_temps", "write_files"]
+__all__ = [
+    "atomic_write",
+    "check_places",
+    "check_target",
+    "folder_lock",
+    "remove_stale_temps",
+    "write_files",
+]
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # mkstemp's 8 random characters; `.tmp` is this writer's suffix, earlier versions wrote none.
@@ -78,17 +85,24 @@ def _write_temp(path: Path, data: bytes) -> str:
     return tmp
 
 
+def check_places(paths: Iterable[Path], key: str, root: str | Path | None = None) -> None:
+    """Refuse, in one line, a path that resolves outside `root` (when given) or exists and is
+    not a regular file: what `write_files` checks before writing, and a run checks before its
+    trials (a refused export must not wait for a finished search)."""
+    for path in paths:
+        if root is not None and not _inside(path, Path(root)):
+            raise IpuTuneError(
+                f"export path {str(path)!r}: resolves outside results_dir={str(root)!r}")
+        check_target(path, key)
+
+
 def write_files(files: Mapping[Path, str | bytes], key: str = "output",
                 root: str | Path | None = None) -> list[Path]:
     """Write every file whole, as one set: all temporaries first, then the renames with signals
     held. With `root`, every path must resolve under it. Refused targets and OSErrors (full
     disk, read-only place) are one line; nothing is replaced then and no temporary is left."""
     targets = [(Path(p), d.encode() if isinstance(d, str) else d) for p, d in files.items()]
-    for path, _ in targets:
-        if root is not None and not _inside(path, Path(root)):
-            raise IpuTuneError(
-                f"export path {str(path)!r}: resolves outside results_dir={str(root)!r}")
-        check_target(path, key)
+    check_places([path for path, _ in targets], key, root)
     temps: list[tuple[str, Path]] = []
     current = targets[0][0] if targets else Path()
     try:

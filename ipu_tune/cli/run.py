@@ -45,7 +45,7 @@ from ipu_tune.config import (
 )
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import cache_dir
-from ipu_tune.tuner import Prepared, RunSummary, prepare, run
+from ipu_tune.tuner import Prepared, RunSummary, check_shared_studies, prepare, run
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
@@ -121,6 +121,7 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> list[Prep
         cfg = compose(list(combo))
         check_target_typed(cfg.model._target_, list(combo), trust_remote_code)
         prepared.append(prepare(cfg, pinned_keys(list(combo))))
+    check_shared_studies(prepared)
     return prepared
 
 

@@ -1,6 +1,13 @@
 """The tuner: an Optuna study in persistent storage, its workers, and the end-of-run exports."""
 
-from ipu_tune.tuner._run import Prepared, RunSummary, export_study, prepare, run
+from ipu_tune.tuner._run import (
+    Prepared,
+    RunSummary,
+    check_shared_studies,
+    export_study,
+    prepare,
+    run,
+)
 from ipu_tune.tuner._study import (
     default_study_name,
     open_study,
@@ -12,6 +19,7 @@ from ipu_tune.tuner._study import (
 __all__ = [
     "Prepared",
     "RunSummary",
+    "check_shared_studies",
     "default_study_name",
     "export_study",
     "open_study",

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from ipu_tune.exports import (
     export_context,
     prepare_exports,
 )
-from ipu_tune.files import folder_lock, remove_stale_temps, write_files
+from ipu_tune.files import check_places, folder_lock, remove_stale_temps, write_files
 from ipu_tune.records import TrialRecord
 from ipu_tune.report import report_bytes
 from ipu_tune.results import sync_results
@@ -43,11 +44,19 @@ from ipu_tune.storage import (
     study_dir,
 )
 from ipu_tune.tuner._heartbeat import beating
-from ipu_tune.tuner._study import default_study_name, open_study, recover_stale_trials
+from ipu_tune.tuner._study import (
+    default_study_name,
+    metadata,
+    open_study,
+    problem_differences,
+    recover_stale_trials,
+)
 from ipu_tune.tuner._worker import count_done, work
 from ipu_tune.tuner._worker_id import this_worker
 
-__all__ = ["Prepared", "RunSummary", "export_study", "prepare", "run"]
+__all__ = ["Prepared", "RunSummary", "check_shared_studies", "export_study", "prepare", "run"]
+
+REPORT_FILE = "report.html"  # beside the exports, in the study's folder
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,35 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
     # The name an unnamed study gets when its default name is free (see `open_study`).
     name = cfg.study.name or default_study_name(cfg, frozenset(pinned))
     target = resolve_storage(cfg.study.storage, cfg.results_dir)
+    _check_export_places(cfg.results_dir, name, target)
     return Prepared(cfg, frozenset(pinned), name, target, case, problem)
+
+
+def check_shared_studies(runs: Sequence[Prepared]) -> None:
+    """Runs of one command (a sweep) naming the same study in one storage must be the same
+    problem: the second would be refused after the first had run and exported, leaving half
+    a sweep. Checked before any of them runs."""
+    first: dict[tuple[str, str], Prepared] = {}
+    for prep in runs:
+        seen = first.setdefault((prep.target.location, prep.name), prep)
+        diffs = [] if seen is prep else problem_differences(
+            metadata(seen.cfg, seen.problem, seen.pinned),
+            metadata(prep.cfg, prep.problem, prep.pinned))
+        if diffs:
+            raise IpuTuneError(
+                f"study.name={prep.name!r}: the sweep's runs would share one study but are "
+                f"different problems ({'; '.join(diffs[:3])}); allowed: leave study.name unset "
+                "(each run gets a study of its own)")
+
+
+def _check_export_places(results_dir: str, name: str, target: StorageTarget) -> None:
+    """The study's folder and export files as `export_study` will write them, checked before
+    any trial: a folder or file linked outside results_dir, or a device or FIFO in a file's
+    place, is refused now, not after the search."""
+    tag = target.export_tag
+    out_dir = study_dir(results_dir, f"{name}@{tag}" if tag else name)
+    check_places([out_dir / f for f in (*EXPORT_FILE_NAMES, REPORT_FILE)], "export path",
+                 results_dir)
 
 
 def _work(prep: Prepared, study: optuna.Study, storage: BaseStorage, store: ResultsStore,
@@ -252,7 +289,7 @@ def _write_set(out_dir: Path, files: dict[Path, str | bytes], cfg: TuneConfig) -
     """The exports and the report as one set: a signal or a full disk leaves the old set or the
     new one; temporaries a killed export left in the folder go first."""
     with folder_lock(out_dir):
-        remove_stale_temps(out_dir, (*EXPORT_FILE_NAMES, "report.html"))
+        remove_stale_temps(out_dir, (*EXPORT_FILE_NAMES, REPORT_FILE))
         write_files(files, "export path", cfg.results_dir)
 
 
@@ -297,7 +334,7 @@ def export_study(
         explanation=explanation,
         best_trial=best.number if best is not None else None,
     )
-    exports = {**rendered.files(out_dir), "report": out_dir / "report.html"}
+    exports = {**rendered.files(out_dir), "report": out_dir / REPORT_FILE}
     _write_set(out_dir, {p: rendered.texts.get(n, report) for n, p in exports.items()}, cfg)
     return RunSummary(
         study_name=study.study_name,

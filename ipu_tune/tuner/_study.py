@@ -32,6 +32,7 @@ __all__ = [
     "default_study_name",
     "enqueue_warm_start",
     "hashed_study_name",
+    "metadata",
     "open_study",
     "parallel_sampler",
     "problem_differences",
@@ -155,7 +156,7 @@ def hashed_study_name(cfg: TuneConfig, pinned: frozenset[str],
     return f"{_base_name(cfg)}-{_digest(plain)}"
 
 
-def _metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> StudyMeta:
+def metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) -> StudyMeta:
     # The whole config rides along so that reports and exports can be rebuilt later, and the
     # problem's fingerprint is derived from it (with the pins) whenever the study is resumed.
     plain = to_plain_dict(cfg)
@@ -231,7 +232,7 @@ def open_study(
     key = name or default_study_name(cfg, pinned)  # studies do not wait for each other
     lock = claims.recovering(key) if claims is not None else nullcontext()
     with lock:
-        mine = _metadata(cfg, problem, pinned)
+        mine = metadata(cfg, problem, pinned)
         study_name = name or default_study_name(cfg, pinned)
         opened = _open_one(study_name, storage, cfg, problem, mine, workers)
         if isinstance(opened, list):  # another problem under that name

@@ -33,6 +33,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("force-add an unknown plan key", ["++plan.foo=1"], "plan.foo: unknown key"),
     ("add an unknown key in a sweep", ["-m", "+plan.foo=1", "system.num_ipus=2,4"],
      "plan.foo: unknown key"),
+    # Checked before the first run: the second would be refused after the first had run.
+    ("a sweep's runs in one named study", ["-m", "study.name=fixed", "system.num_ipus=2,4"],
+     "study.name='fixed': the sweep's runs would share one study but are different problems"),
     ("micro-batch zero", ["workload.micro_batch_size=0"], "workload.micro_batch_size"),
     ("io_tiles odd", ["plan.io_tiles=33"], "plan.io_tiles"),
     ("io_tiles below 32", ["plan.io_tiles=30"], "plan.io_tiles"),

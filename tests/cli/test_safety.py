@@ -272,3 +272,26 @@ def test_query_password_of_a_working_storage_appears_nowhere(tmp_path: Path) -> 
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert b"s3cret" not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("linked", ["best.yaml", "report.html", "folder"])
+def test_an_export_place_linked_outside_is_refused_before_any_trial(
+        tmp_path: Path, linked: str) -> None:
+    """A study folder or export file linked outside results_dir is refused in one line before
+    the search (the check used to wait for the exports, after every trial had run)."""
+    results, outside = tmp_path / "results", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("mine\n")
+    if linked == "folder":
+        results.mkdir()
+        (results / "s").symlink_to(outside)
+    else:
+        (results / "s").mkdir(parents=True)
+        (results / "s" / linked).symlink_to(outside / "notes.txt")
+    done = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=3",
+                    "study.progress_bar=false", f"results_dir={results}"], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "outside results_dir" in lines[0] or "is a symlink" in lines[0], lines[0]
+    assert not (results / "ipu_tune.journal").exists()  # no study, no trial
+    assert (outside / "notes.txt").read_text() == "mine\n" and len(list(outside.iterdir())) == 1
