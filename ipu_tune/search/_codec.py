@@ -144,6 +144,11 @@ class Codec:
                 raise IpuTuneError(
                     f"{R_PARAM}: none of {list(spec.choices)} divides system.num_ipus={ipus} "
                     f"into at most {n} stages")
+        if is_pinned(_INSTANCES, pinned):  # PopRun splits the replicas evenly among them
+            options = [r for r in options if r % p.host_instances == 0]
+            if not options:
+                raise IpuTuneError(f"{_INSTANCES}={p.host_instances}: divides no replication "
+                                   f"factor of system.num_ipus={ipus} (at most {n} stages)")
         target = self.target_global_batch
         if target is not None:  # a searched micro-batch is drawn among the target's divisors
             drawn = self.knobs.get(_MB)

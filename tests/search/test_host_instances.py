@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from ipu_tune.errors import IpuTuneError
 from ipu_tune.search._codec import fit_instances
 from tests.search._helpers import compose_cfg, make_problem, run_study
 
@@ -50,3 +53,16 @@ def test_warm_start_on_a_pod64_with_more_ipus_than_blocks() -> None:
                                        "workload.micro_batch_size=16"))
     plans = problem.warm_plans()
     assert plans and all(wp.config.plan.replication_factor > 1 for wp in plans)
+
+
+def test_instances_pinned_alone_keep_the_replicas_they_divide() -> None:
+    """`plan.host_instances=4` with the replicas searched: PopRun splits the replicas evenly
+    among the instances, so only replication factors it divides are drawn (the search used to
+    start from 1 replica and refuse the pin)."""
+    cfg = compose_cfg("model=resnet50", "system=pod4", "search=throughput",
+                      "plan.host_instances=4")
+    problem = make_problem(cfg, pinned=frozenset({"plan.host_instances"}))
+    assert problem.codec.r_options == (4,)
+    with pytest.raises(IpuTuneError, match=r"plan\.host_instances=8: divides no replication"):
+        make_problem(compose_cfg("model=resnet50", "system=pod4", "plan.host_instances=8"),
+                     pinned=frozenset({"plan.host_instances"}))
