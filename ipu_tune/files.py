@@ -32,6 +32,7 @@ __all__ = [
     "check_places",
     "check_target",
     "folder_lock",
+    "inside",
     "remove_stale_temps",
     "write_files",
 ]
@@ -45,9 +46,10 @@ _KINDS = ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_IS
           (stat.S_ISSOCK, "a socket"))
 
 
-def _inside(path: Path, root: Path) -> bool:
-    # Resolve both (symlinks, ..) and compare: the only test that a name cannot fool.
-    return path.resolve().is_relative_to(root.resolve())
+def inside(path: str | Path, root: str | Path) -> bool:
+    """Whether `path` is `root` or below it. Both resolved (symlinks, ..) and compared: the
+    only test that a name cannot fool."""
+    return Path(path).resolve().is_relative_to(Path(root).resolve())
 
 
 def check_target(path: Path, key: str) -> None:
@@ -90,7 +92,7 @@ def check_places(paths: Iterable[Path], key: str, root: str | Path | None = None
     not a regular file: what `write_files` checks before writing, and a run checks before its
     trials (a refused export must not wait for a finished search)."""
     for path in paths:
-        if root is not None and not _inside(path, Path(root)):
+        if root is not None and not inside(path, Path(root)):
             raise IpuTuneError(
                 f"export path {str(path)!r}: resolves outside results_dir={str(root)!r}")
         check_target(path, key)

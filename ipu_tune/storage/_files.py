@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ipu_tune.config import check_name
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.files import atomic_write
+from ipu_tune.files import atomic_write, inside
 
 __all__ = ["atomic_write", "study_dir"]
 
@@ -17,6 +17,6 @@ def study_dir(results_dir: str | Path, study_name: str) -> Path:
     check_name("study.name", study_name)
     root = Path(results_dir)
     out = root / study_name
-    if not out.resolve().is_relative_to(root.resolve()):  # symlinks and .. cannot fool it
+    if not inside(out, root):
         raise IpuTuneError(f"study.name={study_name!r}: resolves outside results_dir={str(root)!r}")
     return out

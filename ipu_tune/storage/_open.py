@@ -27,6 +27,7 @@ from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.files import inside
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
@@ -147,16 +148,11 @@ def resolve_storage(storage: str | None, results_dir: str,
                          given=storage is not None and storage != "")
 
 
-def _inside(folder: Path, results_dir: str) -> bool:
-    """Whether `folder` is results_dir or below it (the only folders ipu-tune creates)."""
-    return folder.resolve().is_relative_to(Path(results_dir).resolve())
-
-
 def _check_journal_parent(path: Path, results_dir: str, key: str) -> None:
     parent = path.parent
     if parent.is_dir() or not results_dir:
         return
-    if _inside(parent, results_dir):
+    if inside(parent, results_dir):
         return
     raise IpuTuneError(
         f"{key}={redact(str(path))!r}: folder {str(parent)!r} does not exist; create it "
@@ -173,7 +169,7 @@ def _make_sqlite_parent(target: StorageTarget) -> None:
     parent = Path(str(url.database)).parent
     if parent.is_dir():
         return
-    if not target.results_dir or not _inside(parent, target.results_dir):
+    if not target.results_dir or not inside(parent, target.results_dir):
         raise IpuTuneError(
             f"{target.key}={target.display!r}: folder {str(parent)!r} does not exist; create "
             f"it first, or put the database in {target.keys[1]}={target.results_dir!r} (created on "
