@@ -105,7 +105,7 @@ def _liveness(trace: Trace, n_ops: int) -> tuple[list[int], list[int]]:
 def _op(trace: Trace, j: int, block: int, extra_parameters: int) -> OpProfile:
     """Op `j` of the trace, per sample."""
     r = trace.records[j]
-    mm_flops, m, k, n = r.mm
+    mm_flops, m, k, n, rhs = r.mm
     return OpProfile(
         name=r.name,
         kind=r.kind,
@@ -118,6 +118,7 @@ def _op(trace: Trace, j: int, block: int, extra_parameters: int) -> OpProfile:
         m_per_sample=_per_sample(m) if mm_flops else 0,
         k=k if mm_flops else 0,
         n=n if mm_flops else 0,
+        rhs_per_sample=rhs / BATCH if mm_flops else 0.0,
     )
 
 

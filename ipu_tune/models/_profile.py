@@ -48,6 +48,10 @@ class OpProfile:
     m_per_sample: int = 0
     k: int = 0
     n: int = 0
+    # K x N second operands per sample when they are activations (a batched matmul: attention
+    # multiplies each sample's keys and values, one matrix per head); 0 where the second
+    # operand is a weight that every sample shares (a conv, a Linear).
+    rhs_per_sample: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,9 @@ class OpRecord:
     parameters: int = 0
     output_elements: int = 0
     saved_elements: int = 0
-    # Largest matmul/conv of the op: (flops, m for the whole batch, k, n).
-    mm: tuple[int, int, int, int] = (0, 0, 0, 0)
+    # Largest matmul/conv of the op: (flops, m for the whole batch, k, n, second operands
+    # for the whole batch; `matmul_view`).
+    mm: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     hint: str | None = None  # kind fixed by the leaf module's class
 
 
@@ -138,6 +139,9 @@ class _Tracer:
         self.paused = False  # aten calls of the harness itself (loss targets) are not ops
         self.backward = False
         self.starts: list[int] = []
+
+    def _is_param(self, t: Tensor) -> bool:
+        return _storage_key(t) in self.param_numel
 
     def begin_backward(self) -> None:
         self.backward = True
@@ -220,7 +224,7 @@ class _Tracer:
             rec.kind = kind
         rec.forward_flops += flops
         if kind in ("conv", "matmul") and flops > rec.mm[0]:
-            rec.mm = (flops, *matmul_view(op_name, args, out, flops))
+            rec.mm = (flops, *matmul_view(op_name, args, out, flops, self._is_param))
         read: set[int] = set()
         for t in tree_leaves(args):
             if not isinstance(t, Tensor):

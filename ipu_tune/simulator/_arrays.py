@@ -47,6 +47,9 @@ class ProfileArrays:
     m: np.ndarray
     k: np.ndarray
     n: np.ndarray
+    # Per op: K x N second-operand elements per sample when they are activations (attention's
+    # keys and values), 0 where they are one shared weight (`rhs_elements`).
+    rhs_el: np.ndarray
     # Per-block prefix sums (length blocks + 1).
     params: np.ndarray
     saved_el: np.ndarray
@@ -109,6 +112,7 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         m=np.array([op.m_per_sample for op in ops], dtype=float),
         k=np.array([op.k for op in ops], dtype=float),
         n=np.array([op.n for op in ops], dtype=float),
+        rhs_el=np.array([op.rhs_per_sample * op.k * op.n for op in ops], dtype=float),
         params=_prefix(np.array([b.parameters for b in profile.block_stats], dtype=float)),
         saved_el=_prefix(np.array([b.saved_elements for b in profile.block_stats], dtype=float)),
         param_ops=_prefix(np.bincount(block, weights=has_params.astype(float), minlength=nb)),

@@ -19,7 +19,8 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
   in fp32 at half the AMP rate (seed hands-on: "each time the numerical precision is halved,
   the execution speed of matmul and convolution operations is doubled", citing the AI-Float
   white paper, Table 5.1). o_half / o is the AMP's fill and drain on a tile of o output
-  elements of that pass (forward M x N, data gradient M x K, weight gradient K x N): a fixed
+  elements of that pass (forward M x N, data gradient M x K, weight gradient K x N, or for an
+  activation second operand, attention's keys and values, its B x rhs K x N): a fixed
   latency per output, not sped up by half partials. What keeps half partials from doubling a
   step: that latency (large for the weight gradients of small early layers), the memory-bound
   vertices, the compute-set syncs and the exchange. E and o_half are fitted on float-partials
@@ -28,9 +29,11 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
 - memory-bound kinds (norm, elementwise, pool, softmax, loss, embedding, other): bytes moved
   at the tiles' SRAM bandwidth (IPU datasheets: 47.5 TB/s on Mk2) x an efficiency.
 - each compute set adds a fixed overhead (BSP sync + exchange setup; PopVision execution trace)
-  and conv/matmul weights are exchanged to the tiles once per serial pass.
+  and conv/matmul second operands (weights; in attention, the micro-batch's keys and values)
+  are exchanged to the tiles once per serial pass.
 - available memory proportion (seed guide 4.1; available-memory note): the temporary
-  memory a conv/matmul would use, (M K + K N) x bytes + M N x partials (4 B float, 2 B half),
+  memory a conv/matmul would use, (M K + R) x bytes + M N x partials (4 B float, 2 B half),
+  R its second operand's elements (K N, or B x rhs K N for an activation),
   is capped at
   AMP x T x S_tile; beyond it the op runs in ceil(need / budget) serial passes, each paying its
   compute set and weight exchange: less AMP, more cycles.
@@ -299,9 +302,19 @@ def _backward_flops(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray,
     (the first layer) runs the weight gradient only."""
     m = a.m * b
     per_grad = a.bwd_flops * b / grads
-    wgrad = per_grad * _amp_slowdown(a.k * a.n / tiles, rate, c)
+    wgrad = per_grad * _amp_slowdown(_rhs_elements(a, b) / tiles, rate, c)
     dgrad = per_grad * _amp_slowdown(m * a.k / tiles, rate, c)
     out: np.ndarray = wgrad + np.where(grads > 1, dgrad, 0.0)
+    return out
+
+
+def _rhs_elements(a: ProfileArrays, b: float) -> np.ndarray:
+    """Per op: elements of a conv/matmul's second operand for a micro-batch of `b`: one K x N
+    weight that every sample shares, or each sample's own (attention's keys and values per
+    head), which grow with the micro-batch. The second operand is what the tiles exchange per
+    pass and, in backward, what the "weight" gradient outputs: a Linear's K x N reduced over
+    the batch, an attention's per-sample matrices reduced over nothing."""
+    out: np.ndarray = np.where(a.rhs_el > 0, a.rhs_el * b, a.k * a.n)
     return out
 
 
@@ -315,6 +328,6 @@ def _conv_matmul(
     mm = a.kind_mm
     m = a.m * b
     slow = np.where(mm, _amp_slowdown(m * a.n / tiles, rate, c), 1.0)
-    weight_bytes = a.k * a.n * act_bytes
+    weight_bytes = _rhs_elements(a, b) * act_bytes
     need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
     return slow, weight_bytes, need

@@ -55,26 +55,26 @@ class SimConstants:
     # ---- fitted (calibration/points.yaml; see FITTED) -------------------------------------
     # Fraction of the precision's peak FLOP rate a large convolution/matmul sustains on the AMP
     # units (seed guide 4.6: fp16 halves the cycles of the arithmetic; reference: FP16 peak).
-    matmul_efficiency: float = 0.4872
+    matmul_efficiency: float = 0.4699
     # Output elements per compute tile at which filling and draining the AMP pipeline costs as
     # much as the arithmetic at the FP16.16 rate (a fixed latency per output, whatever the
     # partials type): a tile with little work spends its time there.
     # Each pass has its own outputs: forward M x N, data gradient M x K, weight gradient K x N
     # (few outputs per tile for the small weights of early conv layers).
-    matmul_half_outputs_per_tile: float = 82.34
+    matmul_half_outputs_per_tile: float = 74.73
     # Cycles of one compute set besides its arithmetic: the BSP sync and the exchange setup
     # (PopVision execution trace: Sync / Exchange / OnTileExecute; seed guide 4.8).
-    compute_set_overhead_cycles: float = 2086.0
+    compute_set_overhead_cycles: float = 2005.0
     # Latency of one host-to-IPU stream transfer, exposed when the prefetch depth is 1 (seed
     # guide 4.4.1); the bytes then move at the path's bandwidth (`_host.stream_copy_s`).
-    stream_latency_s: float = 1.483e-04
+    stream_latency_s: float = 1.728e-04
     # Device time of one training call besides its steps: host sync, stream setup, result copy
     # (seed traces: T(GA, DI) = DI x T_step(GA) + T_call; inference: `infer_call_overhead_s`).
-    call_overhead_s: float = 0.02424
+    call_overhead_s: float = 0.02395
     # Host seconds to load and augment one sample on one worker (seed: sync 8-bit I/O rate).
-    preprocess_s_per_sample: float = 0.0001762
+    preprocess_s_per_sample: float = 0.0001761
     # Host dtype conversion + normalisation per input element (seed: sync fp16 vs 8-bit rates).
-    convert_s_per_element: float = 5.102e-08
+    convert_s_per_element: float = 5.101e-08
 
     # ---- read or estimated (not fitted) ---------------------------------------------------
     # Memory-bound vertices (norm, elementwise, pool, softmax) stream from SRAM at this share of

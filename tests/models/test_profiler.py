@@ -89,6 +89,18 @@ def test_matmul_view_reproduces_the_flops(profile_of) -> None:
     assert (stem.m_per_sample, stem.k, stem.n) == (112 * 112, 3 * 7 * 7, 64)
 
 
+def test_attention_second_operands_are_counted_per_sample(profile_of) -> None:
+    """Attention multiplies each sample's queries by its own keys, one K x N matrix per head;
+    a Linear or a conv multiplies every sample by one shared weight (no matrices per sample)."""
+    for name, heads in (("bert_base", 12), ("vit_b_16", 12)):
+        prof = profile_of(**conf(name))
+        mms = [op for op in prof.ops if op.kind in ("conv", "matmul")]
+        own = [op for op in mms if op.rhs_per_sample]
+        assert own and all(op.parameters == 0 and op.rhs_per_sample == heads for op in own)
+        assert all(op.parameters > 0 for op in mms if not op.rhs_per_sample), name
+    assert not any(op.rhs_per_sample for op in profile_of(**conf("resnet50")).ops)
+
+
 def test_saved_elements_follow_autograd(profile_of) -> None:
     prof = profile_of(_target_=TINY_MLP, input_shape=[8], kwargs={"width": 16})
     assert [op.name for op in prof.ops] == ["0", "1", "2", "loss"]

@@ -33,9 +33,11 @@ def ipu_bytes(result: SimResult, ipu: int, *categories: str) -> int:
     return sum(cats[c] for c in categories) if categories else result.memory[ipu].total_bytes
 
 
-def matmul_profile(m: int, k: int, n: int, blocks: int = 1, norm: bool = False) -> ModelProfile:
+def matmul_profile(m: int, k: int, n: int, blocks: int = 1, norm: bool = False,
+                   rhs: float = 0.0) -> ModelProfile:
     """A synthetic chain of `blocks` blocks, each one matmul (m x k by k x n per sample), and
-    optionally a norm on its output: small profiles with exactly known costs."""
+    optionally a norm on its output: small profiles with exactly known costs. `rhs` > 0: the
+    second operand is no weight but `rhs` K x N activations per sample (attention's keys)."""
     from ipu_tune.models import BlockProfile, OpProfile
 
     ops: list[OpProfile] = []
@@ -44,8 +46,9 @@ def matmul_profile(m: int, k: int, n: int, blocks: int = 1, norm: bool = False) 
         first = len(ops)
         ops.append(OpProfile(
             name=f"block{b}.mm", kind="matmul", block=b, forward_flops=2.0 * m * k * n,
-            backward_flops=4.0 * m * k * n, parameters=k * n, output_elements=m * n,
-            saved_elements=m * k, m_per_sample=m, k=k, n=n,
+            backward_flops=4.0 * m * k * n, parameters=0 if rhs else k * n,
+            output_elements=m * n, saved_elements=m * k, m_per_sample=m, k=k, n=n,
+            rhs_per_sample=rhs,
         ))
         if norm:
             ops.append(OpProfile(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ipu_tune.hardware import HostSpec, System, make_system
@@ -58,6 +60,30 @@ def test_large_matmuls_run_closer_to_peak_than_small() -> None:
     peak = 1472 * 128 * 1.33e9 * DEFAULT_CONSTANTS.matmul_efficiency  # the Mk2 FP16.16 peak
     small, large = flops_per_s(64, 64, 64), flops_per_s(8192, 4096, 4096)
     assert small < 0.05 * peak < 0.9 * peak < large <= peak
+
+
+def test_attention_operands_are_each_samples_own() -> None:
+    """A Linear's weight is one K x N matrix that every sample shares: exchanged once per pass,
+    its gradient reduced over the micro-batch into K x N outputs. Attention's keys and values
+    are each sample's own (per head): their bytes grow with the micro-batch, and so do the
+    outputs of their gradient, which then fill the AMP like any other large pass."""
+    heads, seq, dim = 16, 128, 64
+    plan = ExecutionPlan(micro_batch_size=1, precision="16.16", partials="half",
+                         gradient_accumulation=1, optimizer="sgd")
+
+    def costs(rhs: float, batch: int) -> tuple[float, float]:
+        r = simulate(matmul_profile(heads * seq, dim, seq, rhs=rhs), ONE,
+                     replace(plan, micro_batch_size=batch))
+        return r.stages[0].backward_s / batch, r.phases["exchange"]
+
+    shared = {b: costs(0.0, b) for b in (1, 16)}
+    own = {b: costs(float(heads), b) for b in (1, 16)}
+    # The gradient of 16 x 16 keys spreads over the tiles; a shared weight's has 8,192 outputs.
+    assert own[16][0] < 0.5 * shared[16][0]
+    # Exchanged: (16 b - 1) K N more elements than a weight in forward and again in backward,
+    # less the weight gradient's K N partials that only a weight reduces: 2 (16 b - 1) - 1.
+    diff = {b: own[b][1] - shared[b][1] for b in (1, 16)}
+    assert diff[16] / diff[1] == pytest.approx((2 * 255 - 1) / (2 * 15 - 1), rel=1e-6)
 
 
 def test_memory_bound_ops_scale_with_bytes() -> None:
