@@ -85,7 +85,10 @@ def stream_copy_s(
     """Device seconds one micro-batch's stream copy takes: the exposed share of the transfer
     latency (depth 1 exposes it, 2 half, 3 or more hides it) plus the bytes over the narrowest
     bandwidth of the path; prefetched (depth 2 or more), the network leg runs ahead during the
-    previous micro-batch's slot `slot_s` and only its excess shows (seed guide 4.4.1)."""
+    previous micro-batch's slot `slot_s` and only its excess shows (seed guide 4.4.1). With
+    I/O tiles the whole copy already overlaps the slot (`io_overlaps`): the caller passes no
+    slot here, or the same slot would hide the network leg twice and a faster device would
+    expose more of it."""
     exposed = max(0.0, 1.0 - (plan.prefetch_depth - 1) / 2.0)
     pcie = bytes_per_micro_batch / system.ipu.host_link_bytes_per_s
     network = bytes_per_micro_batch / _network_bytes_per_s(system, plan)

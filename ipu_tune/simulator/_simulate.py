@@ -184,8 +184,9 @@ def _call_time(
     di = plan.device_iterations
     # Synthetic data is made on the IPU: no host-device stream (PopTorch enableSyntheticData).
     on_device = profile.input_source == "synthetic"
-    copy_s = 0.0 if on_device else _host.stream_copy_s(mb_in_bytes, system, plan, c, core.slot)
     overlap = _host.io_overlaps(plan)
+    ahead_s = 0.0 if overlap else core.slot
+    copy_s = 0.0 if on_device else _host.stream_copy_s(mb_in_bytes, system, plan, c, ahead_s)
     exposed_copy = max(0.0, copy_s - core.slot) if overlap else copy_s
     ramp = core.ramp if training else core.ramp / di
     host_io = g * exposed_copy

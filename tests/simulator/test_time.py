@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from ipu_tune.hardware import HostSpec, System, make_system
+from ipu_tune.hardware import HOST, HostSpec, System, make_system
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import DEFAULT_CONSTANTS, simulate
-from tests.simulator.helpers import ipu_bytes, matmul_profile, run
+from tests.simulator.helpers import SEED_PLAN, ipu_bytes, matmul_profile, run
 
 ONE = make_system("mk2", 1)
 DEVICE = ("compute", "exchange", "inter_ipu", "pipeline_ramp", "weight_update",
@@ -149,6 +149,25 @@ def test_io_tiles_overlap_transfers_for_one_stage_only(resnet101: ModelProfile,
         assert not piped.extras["io_overlap"]
         assert piped.phases["host_io"] == pytest.approx(
             run(resnet101, mk2x2, schedule=schedule).phases["host_io"])
+
+
+def test_a_faster_device_never_exposes_more_of_an_overlapped_copy(resnet50: ModelProfile) -> None:
+    """With I/O tiles, a micro-batch's copy runs during the previous one's compute: the period
+    is the longer of the two. A network-bound copy prefetched ahead is hidden by that one slot,
+    not twice, so a shorter slot (the Bow's clock) cannot lengthen the step."""
+    slow_network = replace(HOST, network_bytes_per_s=2e8)
+    plan = replace(SEED_PLAN, mode="infer", gradient_accumulation=1, splits=(), io_tiles=64,
+                   prefetch_depth=3, micro_batch_size=32, device_iterations=16,
+                   async_dataloader=True)
+    steps = {}
+    for ipu in ("mk2", "bow"):
+        r = simulate(resnet50, make_system(ipu, 1, host=slow_network), plan)
+        assert r.extras["io_overlap"]
+        slot, copy = r.stages[0].forward_s, r.extras["stream_copy_s"]
+        assert copy > slot  # network-bound: the copy sets the period
+        steps[ipu] = r.phases["compute"] + r.phases["exchange"] + r.phases["host_io"]
+        assert steps[ipu] == pytest.approx(max(slot, copy), rel=1e-6)  # per device step
+    assert steps["bow"] <= steps["mk2"]
 
 
 def test_a_pipeline_copy_moves_at_the_links_joining_two_ipus(resnet101: ModelProfile,
