@@ -223,7 +223,7 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     # multiple of system.hosts, dividing the replicas. Drawn from powers of two (`instances`
     # draw: null in a space file = 1..num_ipus), then fitted to the drawn replicas and servers.
     Knob("plan.host_instances", "host_instances", int, 1, "int", "instances", "instances",
-         "instances", low=1, rule="power_of_two", highlight="changed"),
+         "instances", low=1, high=1024, rule="power_of_two", highlight="changed"),
     # Precision of matmul/conv partial sums (PopTorch setPartialsType).
     Knob("plan.partials", "partials", str, "float", "str8", "partials", "partials",
          "categorical", domain=("float", "half")),

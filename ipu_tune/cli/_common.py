@@ -10,7 +10,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import NoReturn
 
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, shorten
 
 __all__ = [
     "EXIT_FAULT",
@@ -137,14 +137,14 @@ def fail(message: str, fault: bool = False) -> int:
     echoes overrides)."""
     from ipu_tune.storage import redact
 
-    text = " ".join(redact(str(message)).split())
+    text = shorten(printable(" ".join(redact(str(message)).split())))  # redacted, then cut
     if any(s in text.lower() for s in _FULL_DISK):  # wrapped in a message: still a full disk
         # The writer (`ipu_tune.files`) already says what to do: not twice.
         hint = "" if "free space" in text else ("; free space and run the same command again "
                                                 "to resume")
-        print("ipu-tune: error: " + printable(text) + hint, file=sys.stderr)
+        print("ipu-tune: error: " + text + hint, file=sys.stderr)
         return EXIT_FAULT
-    print("ipu-tune: error: " + printable(text), file=sys.stderr)
+    print("ipu-tune: error: " + text, file=sys.stderr)
     return EXIT_FAULT if fault else EXIT_USAGE
 
 

@@ -21,7 +21,7 @@ from ipu_tune.cli._common import (
     printable,
 )
 from ipu_tune.cli._trials_table import column_named, filter_rows, readable_table
-from ipu_tune.config import TuneConfig, typed
+from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord
 from ipu_tune.storage import ResultsStore, StorageTarget, open_storage, resolve_storage
@@ -49,6 +49,8 @@ def _storage_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _target(args: argparse.Namespace) -> StorageTarget:
+    check_path("--results-dir", args.results_dir)  # else the first stat raises ENAMETOOLONG
+    check_storage_path("--storage", args.storage)
     target = resolve_storage(args.storage, args.results_dir, ("--storage", "--results-dir"))
     if target.kind == "journal" and not Path(target.location).exists():
         if target.given:

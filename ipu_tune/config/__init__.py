@@ -25,10 +25,10 @@ from ipu_tune.config._load import (
     check_trusted,
     load_config,
     load_unvalidated,
-    omegaconf_error,
     to_plain_dict,
     typed,
 )
+from ipu_tune.config._messages import omegaconf_error
 from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import (
     GENERATED,
@@ -48,6 +48,7 @@ from ipu_tune.config._schema import (
     WorkloadConfig,
     host_servers,
 )
+from ipu_tune.config._strings import check_path, check_storage_path
 from ipu_tune.config._trust import (
     check_side_doors,
     config_dirs,
@@ -89,8 +90,10 @@ __all__ = [
     "at_pipeline_minimum",
     "check_name",
     "check_override_text",
+    "check_path",
     "check_pinned_layout",
     "check_side_doors",
+    "check_storage_path",
     "check_sweep",
     "check_trusted",
     "compose",

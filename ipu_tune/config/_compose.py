@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config._hydra import CONF_DIR, GROUPS, check_override_text, register
-from ipu_tune.config._load import omegaconf_error, to_plain_dict, typed
+from ipu_tune.config._load import to_plain_dict, typed
+from ipu_tune.config._messages import composition_error, omegaconf_error
 from ipu_tune.config._schema import TuneConfig
 from ipu_tune.config._trust import trusted_composition
 from ipu_tune.errors import IpuTuneError
@@ -45,6 +46,9 @@ def hydra_error(exc: Exception) -> IpuTuneError:
         return omegaconf_error(exc)
     if isinstance(cause, OmegaConfBaseException):
         return omegaconf_error(cause)
+    composing = composition_error(str(exc))
+    if composing is not None:
+        return composing
     line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
     found = _NO_DEFAULT.search(line)
     if found:

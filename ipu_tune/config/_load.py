@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from ipu_tune.config._messages import omegaconf_error
 from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import EvalConfig, check_known_keys
 from ipu_tune.config._validate import validate
@@ -17,7 +18,6 @@ from ipu_tune.errors import IpuTuneError
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
-    from omegaconf.errors import OmegaConfBaseException
 
 # OmegaConf (~0.15 s to import) loads on first use: `evaluate(mapping)` of a valid mapping
 # never needs it.
@@ -176,18 +176,6 @@ def _merge(schema: type[T], data: Mapping[str, Any]) -> T:
             raise _Fallback  # unknown key: OmegaConf's message names it
         kwargs[key] = convert(value)
     return schema(**kwargs)
-
-
-def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
-    """One line from an OmegaConf merge/validation error: the full key, the value, the rule."""
-    key = getattr(exc, "full_key", None) or ""
-    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if "not in" in msg and "Key '" in msg:
-        return IpuTuneError(f"{key}: unknown key ({msg})")
-    if "does not support deletion" in msg:  # `~key` of a structured config
-        return IpuTuneError(f"~{key}: deletion is not allowed (every key of the schema has a "
-                            f"value); allowed: {key}=VALUE")
-    return IpuTuneError(f"{key}: {msg}" if key else msg)
 
 
 def _reject_targets(node: Any, path: str = "") -> None:

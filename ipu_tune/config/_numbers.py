@@ -20,6 +20,12 @@ __all__ = ["check_numbers"]
 
 # Floats that must be > 0 when set (a rate, a time limit); the others must be finite.
 _POSITIVE = frozenset({"study.timeout_s", "system.host.network_bytes_per_s"})
+# Finite floats can still be typos far beyond any machine (1e300 bytes/s is a network of no
+# cost; an hour per sample, no training): the highest each may be.
+# - network_bytes_per_s: 1e13, 10 TB/s, 200 times a 400 Gb/s (50 GB/s) host link;
+# - preprocess_s_per_sample: 3600 s, an hour of host work for one sample.
+_HIGHEST = {"system.host.network_bytes_per_s": 1e13,
+            "model.dataset.preprocess_s_per_sample": 3600.0}
 
 
 def _float_paths(schema: type, prefix: str = "") -> list[str]:
@@ -57,6 +63,8 @@ def check_numbers(cfg: Any) -> None:
             raise bad_value(key, value, "must be a finite number (not inf or nan)")
         if key in _POSITIVE and value <= 0:
             raise bad_value(key, value, "must be > 0")
+        if value > _HIGHEST.get(key, math.inf):
+            raise bad_value(key, value, f"must be <= {_HIGHEST[key]:g}")
     results_dir = getattr(cfg, "results_dir", None)
     if isinstance(results_dir, str) and not results_dir.strip():  # would write into the cwd
         raise IpuTuneError(f"results_dir={results_dir!r}: empty; allowed: a folder (default "

@@ -39,6 +39,14 @@ IPUS = ("mk1", "mk2", "bow", "c600")
 #   or cast), copied to the IPU each step as real data is.
 SYNTHETIC = "synthetic"
 GENERATED = "generated"
+# Every `model.dataset.name`: the datasets of the model presets and the calibration rows, then
+# the two inputs no pipeline makes. A fixed set, because a name is not only a label: a typo of
+# `synthetic` would silently simulate a host pipeline, and `cifar10` picks the normalisation the
+# PopTorch program applies (`ipu_tune.exports`). Data of your own: the name of its kind
+# (`imagenet` for images, `tokens` for token ids), and its cost in `sample_bytes` and
+# `preprocess_s_per_sample`.
+DATASETS = ("cifar10", "imagenet", "mnist", "openwebtext", "squad", "tokens", "wikipedia",
+            SYNTHETIC, GENERATED)
 
 
 class _Section:

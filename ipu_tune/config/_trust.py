@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config._hydra import parse_overrides, split_hydra_args
+from ipu_tune.config._strings import check_path
 from ipu_tune.config._yaml import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
@@ -156,7 +157,11 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
         if folder.startswith("pkg://"):
             raise IpuTuneError(f"--config-dir={_show(folder)}: pkg:// imports a package; "
                                "allowed: a folder")
+        check_path("--config-dir", folder)
         root = Path(folder)
+        if not root.is_dir():  # Hydra's own words name neither the flag nor what it takes
+            raise IpuTuneError(f"--config-dir={_show(folder)}: not a folder; allowed: a folder "
+                               "of config groups (experiment/, model/, system/, ...)")
         files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml"))
         if len(files) > _MAX_FILES:
             raise IpuTuneError(f"--config-dir={_show(folder)}: more than {_MAX_FILES} files")

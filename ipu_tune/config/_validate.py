@@ -9,6 +9,7 @@ from typing import Any
 
 from ipu_tune.config._numbers import check_numbers
 from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
+from ipu_tune.config._strings import check_strings
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.knobs import (
     KNOBS,
@@ -47,6 +48,8 @@ __all__ = [
 # - model.input_shape dims, num_classes, sequence_length: 2**20/2**24/2**20 - far above any
 #   model that fits 1024 IPUs, small enough that byte counts stay int64.
 # - plan.prefetch_depth: 1024 batches; plan.dataloader_workers: 1024 host processes.
+# - plan.host_instances: PopRun instances each hold a replica at least, so 1024 as well.
+# - system.host.cpu_cores: 4096 cores in one host server, several times the largest sold.
 # - study.n_trials: 10**6 trials; study.workers: 256 processes on one machine.
 _OTHER_LIMITS: dict[str, int] = {
     "model.input_shape": 2**20,
@@ -55,6 +58,7 @@ _OTHER_LIMITS: dict[str, int] = {
     "model.dataset.sample_bytes": 2**40,
     "system.num_ipus": 1024,
     "system.hosts": 1024,
+    "system.host.cpu_cores": 4096,
 }
 _TUNE_LIMITS: dict[str, int] = {
     "study.n_trials": 10**6,
@@ -174,6 +178,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     not match the system, since the search chooses stages and replicas.
     """
     check_numbers(cfg)  # inf/nan pass every range check below
+    check_strings(cfg)
     if isinstance(cfg, TuneConfig):
         _check_tune(cfg)
     check_limits(cfg)

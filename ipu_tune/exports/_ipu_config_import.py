@@ -21,7 +21,7 @@ from ipu_tune.config import (
     read_text,
     validate,
 )
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, shown
 from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks
 from ipu_tune.models import ModelProfile
 
@@ -91,10 +91,10 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
         hint = IPU_CONFIG_FIELDS.get(key)
         if hint is None:
             allowed = ", ".join(IPU_CONFIG_FIELDS)
-            raise IpuTuneError(f"{file}: {key}={value!r}: unknown key; IPUConfig's fields "
+            raise IpuTuneError(f"{file}: {key}={shown(value)}: unknown key; IPUConfig's fields "
                                f"(optimum-graphcore 0.7.1): {allowed}")
         if not _matches(value, hint):
-            raise IpuTuneError(f"{file}: {key}={value!r}: must be {hint}")
+            raise IpuTuneError(f"{file}: {key}={shown(value)}: must be {hint}")
         _check_range(file, key, value)
     checked = {k: v for k, v in data.items() if k not in _IGNORED}
     for mode in ("train", "infer"):  # optimum checks both modes whichever one runs
@@ -123,7 +123,7 @@ def _check_range(file: Path, key: str, value: Any) -> None:
             ceiling is not None and v > ceiling for v in values):
         what = "every element must be" if isinstance(value, list) else "must be"
         span = f">= {floor}" if ceiling is None else f"in {floor}..{ceiling}"
-        raise IpuTuneError(f"{file}: {key}={value!r}: {what} {span}")
+        raise IpuTuneError(f"{file}: {key}={shown(value)}: {what} {span}")
 
 
 def _managed(data: Mapping[str, Any], mode: str) -> dict[str, tuple[str, Any]]:
@@ -160,7 +160,7 @@ def _check_lengths(file: Path, managed: Mapping[str, tuple[str, Any]]) -> None:
     for name in ("matmul_proportion", "layers_per_ipu"):
         key, value = managed[name]
         if isinstance(value, list) and -1 not in value and len(value) != ipus:
-            raise IpuTuneError(f"{file}: {key}={value!r}: must give one value per IPU, "
+            raise IpuTuneError(f"{file}: {key}={shown(value)}: must give one value per IPU, "
                                f"{ipus} ({ipus_key}={ipus})")
 
 
@@ -188,10 +188,10 @@ def _splits(
     layer_index = [i for i, flag in enumerate(is_layer) if flag]
     layers = _expand(list(raw), len(layer_index), int(ipus))
     if len(layers) != ipus or sum(layers) != len(layer_index) or min(layers) < 0:
-        raise IpuTuneError(f"{file}: {key}={raw!r}: must place the {len(layer_index)} layers of "
-                           f"{profile.name} on {ipus} IPUs (ipus_per_replica)")  # fmt: skip
+        raise IpuTuneError(f"{file}: {key}={shown(raw)}: must place the {len(layer_index)} "
+                           f"layers of {profile.name} on {ipus} IPUs (ipus_per_replica)")
     if any(n == 0 for n in layers[1:]):
-        raise IpuTuneError(f"{file}: {key}={raw!r}: every IPU after IPU0 needs a layer "
+        raise IpuTuneError(f"{file}: {key}={shown(raw)}: every IPU after IPU0 needs a layer "
                            "(IPU0 may hold the embeddings alone)")  # fmt: skip
     done, splits = 0, []
     for n in layers[:-1]:

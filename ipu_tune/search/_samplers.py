@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -66,7 +67,8 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
                 "sampler.name='cmaes': needs the `cmaes` package (pip install cmaes)"
             ) from None
     cls = SAMPLERS[cfg.name]
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    signature = inspect.signature(cls.__init__).parameters
+    accepted = set(signature) - {"self"}
     kwargs: dict[str, Any] = {"seed": cfg.seed}
     params = dict(cfg.params)
     history = _history(cfg.name, params.pop("history", None))
@@ -75,6 +77,7 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
             allowed = sorted(accepted - {"seed", "constraints_func"})
             raise bad_value(f"sampler.params.{key}", value,
                             f"not a {cls.__name__} argument; allowed: " + ", ".join(allowed))
+        _check_param(key, value, signature[key].default)
         kwargs[key] = value
     if not native_constraints() and "constraints_func" in accepted:
         kwargs["constraints_func"] = user_attr_constraints
@@ -85,6 +88,31 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
         except (TypeError, ValueError) as exc:
             raise IpuTuneError(f"sampler.params: {exc}") from None
     return sampler if history is None else HistoryWindow(sampler, history)
+
+
+_SIZES = frozenset({"n_ei_candidates", "population_size"})
+
+
+def _check_param(key: str, value: Any, default: Any) -> None:
+    """A sampler argument of the kind of its default: Optuna's samplers check few of their
+    arguments when made, and a string where a count belongs ends a later trial in a traceback
+    (`n_startup_trials=abc` fails at the first comparison, after the study was written)."""
+    kind = type(default)
+    if kind is bool:
+        ok, allowed = type(value) is bool, "true or false"
+    elif kind is int:
+        # Sizes Optuna divides by or draws that many of (TPE with no candidate fails at its
+        # first model); CMA-ES's inc_popsize is -1 for "not set".
+        least = 1 if key in _SIZES else min(default, 0)
+        ok, allowed = type(value) is int and value >= least, f"an integer >= {least}"
+    elif kind is float:
+        ok = type(value) in (int, float) and math.isfinite(value) and value >= 0
+        allowed = "a finite number >= 0"
+    else:  # None or a callable by default: Optuna checks what it takes
+        return
+    if not ok:
+        raise bad_value(f"sampler.params.{key}", value, f"allowed: {allowed} (as its default, "
+                                                         f"{default!r})")
 
 
 def _history(name: str, value: Any) -> int | None:

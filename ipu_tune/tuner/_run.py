@@ -111,6 +111,7 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
     case = build_case(cfg)
     check_pinned_layout(cfg, pinned)
     problem = SearchProblem(cfg, case.profile, case.system, pinned=pinned)
+    problem.sampler()  # made (and thrown away) to check sampler.* before the storage exists
     # The name an unnamed study gets when its default name is free (see `open_study`).
     name = cfg.study.name or default_study_name(cfg, frozenset(pinned))
     target = resolve_storage(cfg.study.storage, cfg.results_dir)

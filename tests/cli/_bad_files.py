@@ -79,6 +79,12 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "passwd_plan.yaml").write_text("model: {name: mnist_cnn}\n"
                                           "plan: {from_ipu_config: /etc/passwd}\n")
     (tmp / "good.yaml").write_text("model: {name: mnist_cnn, input_shape: [1, 28, 28]}\n")
+    (tmp / "exp" / "experiment" / "mbs.yaml").write_text(
+        "# @package _global_\nworkload:\n  micro_batch_size: 1e3\n")
+    (tmp / "exp" / "experiment" / "imagenett.yaml").write_text(
+        "# @package _global_\nmodel:\n  dataset:\n    name: imagenett\n")
+    (tmp / "dataset_typo.yaml").write_text("model: {name: mnist_cnn, dataset: {name: imagenett}}\n")
+    (tmp / "long_list.json").write_text('{"layers_per_ipu": [' + ", ".join(["1"] * 50000) + "]}")
     con = sqlite3.connect(tmp / "sqlite.journal")
     con.execute("CREATE TABLE t (x)")
     con.commit()

@@ -261,6 +261,66 @@ CASES: list[tuple[str, list[str], str]] = [
     # A Hub model with its own code: the code beside its config.json is never imported.
     ("config.json of a model with its own code", ["model=hf", "model.hf.config_file={tmp}/own"],
      "model.hf.config_file='{tmp}/own': a config.json whose model_type is a Transformers model"),
+    # Names from a fixed set: a typo is refused, not run as some other dataset.
+    ("dataset name typo", ["model.dataset.name=imagenett"],
+     "model.dataset.name='imagenett': allowed: cifar10, imagenet, mnist"),
+    ("dataset name empty", ["model.dataset.name=''"], "model.dataset.name='': allowed:"),
+    ("dataset name typo in an experiment", ["--config-dir", "{tmp}/exp", "+experiment=imagenett"],
+     "model.dataset.name='imagenett': allowed:"),
+    # An empty optional string is not null: it would start a study of its own doing nothing.
+    ("hf task empty", ["model=hf", "model.hf.model_type=gpt2", "model.hf.task=''"],
+     "model.hf.task='': empty; allowed: a head"),
+    ("ipu_config.json path empty", ["model=gpt2", "plan.from_ipu_config=''"],
+     "plan.from_ipu_config='': empty; allowed:"),
+    ("constants path empty", ["simulator.constants=''"], "simulator.constants='': empty"),
+    ("storage empty", ["study.storage=''"], "study.storage='': empty; allowed: a journal file"),
+    # Paths the file system cannot name: one line, not the first stat's traceback.
+    ("results_dir a URL", ["results_dir=postgresql://u:SECRETPW@h/db"],
+     "results_dir='postgresql://u:***@h/db': a URL; allowed: a folder"),
+    ("results_dir name of 300 bytes", ["results_dir=" + "d" * 300], "a path too long"),
+    ("journal folder of 300 bytes", ["study.storage=journal:///{tmp}/" + "d" * 300 + "/x.journal"],
+     "study.storage='journal:///"),
+    ("ipu_config.json path of 5000 bytes", ["model=gpt2", "plan.from_ipu_config=" + "d" * 5000],
+     "plan.from_ipu_config='dddd"),
+    ("config dir of 5000 bytes", ["--config-dir", "d" * 5000, "+experiment=x"],
+     "--config-dir='dddd"),
+    ("config dir a device", ["--config-dir", "/dev/null", "+experiment=x"],
+     "--config-dir='/dev/null': not a folder; allowed: a folder of config groups"),
+    # Numbers far beyond any machine.
+    ("host cores 10**8", ["system.host.cpu_cores=100000000"],
+     "system.host.cpu_cores=100000000: must be <= 4096"),
+    ("network 1e300 bytes/s", ["system.host.network_bytes_per_s=1e300"],
+     "system.host.network_bytes_per_s=1e+300: must be <= 1e+13"),
+    ("preprocess 1e300 s", ["model.dataset.preprocess_s_per_sample=1e300"],
+     "model.dataset.preprocess_s_per_sample=1e+300: must be <= 3600"),
+    ("instances 2**40", ["plan.host_instances=1099511627776"],
+     "plan.host_instances=1099511627776: must be <= 1024"),
+    # The sampler: checked before the storage is made (the snapshot: nothing written).
+    ("sampler name typo", ["sampler.name=tpee"], "sampler.name='tpee': allowed: tpe"),
+    ("sampler argument not a count", ["sampler.params.n_startup_trials=abc"],
+     "sampler.params.n_startup_trials='abc': allowed: an integer >= 0"),
+    ("sampler without candidates", ["sampler.params.n_ei_candidates=0"],
+     "sampler.params.n_ei_candidates=0: allowed: an integer >= 1"),
+    ("sampler argument not a bool", ["sampler.params.group=2"],
+     "sampler.params.group=2: allowed: true or false"),
+    ("sampler argument the preset lacks", ["sampler=nsga2", "sampler.params.crossover_prob=0.5"],
+     "allowed: +sampler.params.crossover_prob=VALUE adds it"),
+    # Wrong types: the key, the value and the type it takes.
+    ("list where a string goes", ["plan.precision=[16.16]"],
+     "plan.precision='[16.16]': allowed: a string"),
+    ("word where a bool goes", ["plan.offload_optimizer_state=maybe"],
+     "plan.offload_optimizer_state='maybe': allowed: true or false"),
+    ("fraction where an integer goes", ["workload.micro_batch_size=1.5"],
+     "workload.micro_batch_size='1.5': allowed: an integer"),
+    ("string where a list goes", ["plan.pipeline.splits=layer3.8"],
+     "plan.pipeline.splits: a str; allowed: a list"),
+    ("wrong type in an experiment", ["--config-dir", "{tmp}/exp", "+experiment=mbs"],
+     "experiment/mbs: workload.micro_batch_size='1000.0': allowed: an integer"),
+    # Long values: cut in their middle, the message stays one short line.
+    ("model name of 5000 characters", ["model.name=" + "r" * 5000], "characters)...rrrr"),
+    ("ipu_config.json list of 50000 layers", ["model=gpt2",
+                                              "plan.from_ipu_config={tmp}/long_list.json"],
+     "layers_per_ipu=[1, 1, 1"),
 ]
 
 EVAL_CASES: list[tuple[str, list[str], str]] = [
@@ -311,6 +371,10 @@ EVAL_CASES: list[tuple[str, list[str], str]] = [
      "no.yaml"),
     ("constants binary", ["evaluate", "{tmp}/good.yaml", "--constants", "{tmp}/binary.yaml"],
      "binary.yaml"),
+    ("config dataset typo", ["evaluate", "{tmp}/dataset_typo.yaml"],
+     "model.dataset.name='imagenett': allowed:"),
+    ("override dataset typo", ["evaluate", "{tmp}/good.yaml", "model.dataset.name=imagenett"],
+     "model.dataset.name='imagenett': allowed:"),
 ]
 
 STUDY_CASES: list[tuple[str, list[str], str]] = [
@@ -410,6 +474,10 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
      "--output='/dev/full': exists and is a character device"),
     ("calibrate output a FIFO", ["calibrate", "--max-evals", "10", "--output",
                                  "{tmp}/fifo.journal"], "exists and is a FIFO"),
+    ("trials results dir of 5000 bytes", ["trials", "s", "--results-dir", "d" * 5000],
+     "--results-dir='dddd"),
+    ("studies results dir of 5000 bytes", ["studies", "--results-dir", "d" * 5000],
+     "a path too long for the file system"),
     ("calibrate output a symlink", ["calibrate", "--max-evals", "10", "--output",
                                     "{tmp}/out_link.yaml"], "exists and is a symlink"),
 ]
@@ -463,6 +531,7 @@ def test_bad_input_is_one_line(
     assert "Traceback" not in err
     assert "pw@" not in err and "=pw" not in err  # credentials never printed
     assert "SECRET" not in err and "CRET@" not in err
+    assert len(err) < 1500, "a long value is cut, not echoed in full"
     assert _snapshot(tmp_path) == before, "a bad input wrote something"
 
 

@@ -1,0 +1,78 @@
+"""OmegaConf's and Hydra's errors as our one line: the key, the value and what is allowed.
+
+OmegaConf words a wrong type as "Value '1.5' of type 'float' could not be converted to
+Integer" and Hydra wraps it over several lines when a file of a `--config-dir` holds it (the
+first line, all that used to be shown, named neither the key nor the value).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ipu_tune.errors import IpuTuneError
+
+if TYPE_CHECKING:
+    from omegaconf.errors import OmegaConfBaseException
+
+__all__ = ["composition_error", "omegaconf_error"]
+
+_KINDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false"}
+# (pattern of OmegaConf's message, what the key takes); group 1 is the value when there is one.
+_TYPE_ERRORS = (
+    (re.compile(r"Value '(.*)' of type '\w+' could not be converted to (\w+)"), ""),
+    (re.compile(r"Value '(.*)' is not a valid bool"), "true or false"),
+    (re.compile(r"Cannot convert '\w+' to string: '(.*)'"), "a string"),
+    (re.compile(r"Invalid value assigned: (\w+) is not a ListConfig"), "a list, e.g. [a, b]"),
+)
+# Mappings whose keys are the user's: a key their preset does not set is added with `+`.
+_FREE = ("model.kwargs.", "model.hf.config.", "sampler.params.")
+_COMPOSING = re.compile(r"In '([^']+)': \w+ raised while composing config:")
+_FULL_KEY = re.compile(r"^\s*full_key: (\S+)", re.M)
+
+
+def _typed(key: str, msg: str) -> str | None:
+    for pattern, allowed in _TYPE_ERRORS:
+        found = pattern.search(msg)
+        if found is None:
+            continue
+        if not allowed:
+            allowed = _KINDS.get(found.group(2), found.group(2).lower())
+        if "Invalid value assigned" in msg:
+            return f"{key}: a {found.group(1)}; allowed: {allowed}"
+        return f"{key}={found.group(1)!r}: allowed: {allowed}"
+    return None
+
+
+def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
+    """One line from an OmegaConf merge/validation error: the full key, the value, the rule."""
+    key = getattr(exc, "full_key", None) or ""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return IpuTuneError(_message(key, msg))
+
+
+def _message(key: str, msg: str) -> str:
+    if "not in" in msg and "Key '" in msg:
+        if key.startswith(_FREE):
+            return (f"{key}: not set by the preset, so not overridden; allowed: +{key}=VALUE "
+                    "adds it")
+        return f"{key}: unknown key ({msg})"
+    if "does not support deletion" in msg:  # `~key` of a structured config
+        return (f"~{key}: deletion is not allowed (every key of the schema has a value); "
+                f"allowed: {key}=VALUE")
+    typed = _typed(key, msg) if key else None
+    if typed is not None:
+        return typed
+    return f"{key}: {msg}" if key else msg
+
+
+def composition_error(text: str) -> IpuTuneError | None:
+    """Hydra's "In 'experiment/x': ValidationError raised while composing config:" and the
+    lines below it as one line naming the file, the key and the value; None for other text."""
+    found = _COMPOSING.match(text.strip())
+    lines = text.strip().splitlines()
+    if found is None or len(lines) < 2:
+        return None
+    key = _FULL_KEY.search(text)
+    return IpuTuneError(f"{found.group(1)}: " + _message(key.group(1) if key else "",
+                                                         lines[1].strip()))

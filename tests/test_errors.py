@@ -1,0 +1,31 @@
+"""A value echoed in a message is cut in its middle past `MAX_SHOWN` characters."""
+
+from __future__ import annotations
+
+from ipu_tune.errors import MAX_SHOWN, bad_value, shorten, shown
+
+
+def test_a_short_value_is_shown_whole() -> None:
+    assert shown("resnet50") == "'resnet50'"
+    assert str(bad_value("model.name", "nope", "allowed: resnet50")) == (
+        "model.name='nope': allowed: resnet50")
+
+
+def test_a_long_value_keeps_its_start_and_end() -> None:
+    value = "a" * 3000 + "END"
+    text = str(bad_value("model.name", value, "allowed: resnet50"))
+    assert len(text) < 2 * MAX_SHOWN
+    assert text.startswith("model.name='aaaa") and "END'" in text
+    assert "characters)" in text and text.endswith(": allowed: resnet50")
+
+
+def test_a_long_list_is_cut_too() -> None:
+    assert len(shown([1] * 50000)) <= MAX_SHOWN + 30
+
+
+def test_shorten_cuts_long_words_only() -> None:
+    line = "--results-dir='" + "d" * 5000 + "': no study storage there"
+    out = shorten(line)
+    assert out.startswith("--results-dir='ddd") and out.endswith("': no study storage there")
+    assert len(out) < 2 * MAX_SHOWN
+    assert shorten("a b c") == "a b c"
