@@ -35,6 +35,9 @@ def filter_rows(df: Any, spec: str) -> Any:
         raise IpuTuneError(f"--where={spec!r}: expected COLUMN=VALUE (or >, <, >=, <=, !=)")
     series = df[column_named(df, col, f"--where={spec!r}")]
     value: Any = raw
+    if raw.lower() in ("nan", "+nan", "-nan"):  # NaN equals nothing, orders against nothing
+        raise IpuTuneError(f"--where={spec!r}: {raw} is not a number to compare with; "
+                           "allowed: a finite number, or a text value with = or !=")
     try:
         value = float(raw)
         series = series.astype(float)

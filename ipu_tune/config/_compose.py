@@ -22,7 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config._hydra import CONF_DIR, GROUPS, check_override_text, register
+from ipu_tune.config._hydra import (
+    CONF_DIR,
+    GROUPS,
+    check_override_text,
+    parse_overrides,
+    register,
+)
 from ipu_tune.config._load import to_plain_dict, typed
 from ipu_tune.config._messages import composition_error, omegaconf_error
 from ipu_tune.config._schema import TuneConfig
@@ -67,6 +73,7 @@ def compose_raw(overrides: list[str], conf_dir: Path = CONF_DIR) -> Any:
     from omegaconf.errors import OmegaConfBaseException
 
     register()
+    parse_overrides(overrides)  # the checks Hydra's composition would skip (`_hydra`)
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipu_tune.config._schema import TuneConfig
+from ipu_tune.config._schema import TuneConfig, switch_keys
 from ipu_tune.config._yaml import MAX_YAML_DEPTH
 from ipu_tune.errors import IpuTuneError, bad_value
 
@@ -93,7 +93,20 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
             raise IpuTuneError(
                 f"{text!r}: Hydra's override grammar cannot read it ({why}); allowed: key=value, "
                 f"a value holding = ? [ ] {{ }} , quotes or spaces in quotes: {quoted}") from None
+    for o in parsed:
+        _check_switch(o)
     return parsed
+
+
+def _check_switch(o: Override) -> None:
+    """A true/false key given another value on the command line: Hydra's composition would
+    hand it to OmegaConf, which reads 2, "yes" or "on" as true (`check_switches`)."""
+    if o.key_or_group not in switch_keys(TuneConfig) or o.is_delete():
+        return
+    values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
+    for value in values:
+        if value is not None and type(value) is not bool:
+            raise IpuTuneError(f"{o.key_or_group}={value!r}: allowed: true or false")
 
 
 _SHELLS = ("bash", "fish", "zsh")

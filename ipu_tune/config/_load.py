@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get
 
 from ipu_tune.config._messages import omegaconf_error
 from ipu_tune.config._presets import system_preset, with_model_preset
-from ipu_tune.config._schema import EvalConfig, check_known_keys
+from ipu_tune.config._schema import EvalConfig, check_known_keys, check_switches
 from ipu_tune.config._validate import validate
 from ipu_tune.config._yaml import read_yaml
 from ipu_tune.errors import IpuTuneError
@@ -222,6 +222,7 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
     _reject_targets({k: v for k, v in plain.items() if k != "_target_"} if root else plain, root)
     if plain is not cfg:  # a composition: Hydra's `+`/`++` added keys OmegaConf now takes
         check_known_keys(schema, plain, root)
+    check_switches(schema, plain, root)
     return _omegaconf_typed(schema, cfg)
 
 

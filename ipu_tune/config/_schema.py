@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field, make_dataclass
+from functools import cache
 from typing import (  # noqa: UP035
     TYPE_CHECKING,
     Any,
@@ -263,6 +264,45 @@ class TuneConfig(EvalConfig):
     study: StudyConfig = field(default_factory=StudyConfig)
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
     results_dir: str = "results"
+
+
+def _field_hints(schema: type) -> list[tuple[str, Any]]:
+    """(name, type) of each field of a dataclass schema, Optional[X] read as X."""
+    hints = get_type_hints(schema)
+    out = []
+    for f in dataclasses.fields(schema):
+        hint = hints[f.name]
+        if get_origin(hint) is Union:
+            hint = next(a for a in get_args(hint) if a is not type(None))
+        out.append((f.name, hint))
+    return out
+
+
+@cache
+def switch_keys(schema: type) -> frozenset[str]:
+    """Dotted keys of the schema's true/false fields (`plan.eight_bit_io`, `study.resume`)."""
+    out: set[str] = set()
+    for name, hint in _field_hints(schema):
+        if hint is bool:
+            out.add(name)
+        elif dataclasses.is_dataclass(hint):
+            out |= {f"{name}.{key}" for key in switch_keys(hint)}  # type: ignore[arg-type]
+    return frozenset(out)
+
+
+def check_switches(schema: type, data: Any, path: str = "") -> None:
+    """A switch takes true or false. OmegaConf reads 2, 1, "yes" or "on" as true, so a count
+    or a word given for a switch (`plan.eight_bit_io=2`) would turn it on unseen."""
+    if not isinstance(data, Mapping):
+        return
+    for name, hint in _field_hints(schema):
+        value = data.get(name)
+        key = f"{path}.{name}" if path else name
+        if hint is bool and value is not None and type(value) is not bool and not (
+                type(value) is str and "${" in value):
+            raise IpuTuneError(f"{key}={value!r}: allowed: true or false")
+        if dataclasses.is_dataclass(hint):
+            check_switches(hint, value, key)  # type: ignore[arg-type]
 
 
 def check_known_keys(schema: type, data: Mapping[str, Any], path: str = "") -> None:

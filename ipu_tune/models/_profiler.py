@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ipu_tune.config import ModelConfig, read_text
 from ipu_tune.errors import IpuTuneError, bad_value
-from ipu_tune.models._hf_names import config_json_path
+from ipu_tune.models._hf_names import HUB_MODELS, config_json_path
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.models._profile_store import load_profile, profile_path, save_profile
 
@@ -129,9 +129,31 @@ def _quick_key(cfg: ModelConfig) -> Hashable | None:
     return values, types
 
 
+def _check_hf_keys(cfg: ModelConfig) -> None:
+    """`model.hf` describes a Transformers model: with a factory or a zoo model of our own it
+    would be ignored, and a zoo name of the Transformers path is already a model type."""
+    hf = cfg.hf
+    given = [k for k in ("model_type", "config_file", "config", "task")
+             if getattr(hf, k) is not None]
+    if not given or (cfg.name == "hf" and not cfg._target_):
+        return
+    key = given[0]
+    if cfg._target_ or cfg.name not in HUB_MODELS:
+        what = f"model._target_={cfg._target_!r}" if cfg._target_ else f"model.name={cfg.name!r}"
+        raise bad_value(f"model.hf.{key}", getattr(hf, key),
+                        f"only for a Transformers model (model=hf), not with {what}")
+    if key in ("model_type", "config_file"):
+        hub = HUB_MODELS[str(cfg.name)]
+        raise bad_value(f"model.hf.{key}", getattr(hf, key),
+                        f"not with model.name={cfg.name!r}, which is the {hub.model_type} type "
+                        "with published sizes (model.hf.config and model.hf.task change it); "
+                        "another type or file: model=hf")
+
+
 def _check(cfg: ModelConfig) -> None:
     if not cfg.name and not cfg._target_:
         raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
+    _check_hf_keys(cfg)
     if not cfg.input_shape or any(int(d) < 1 for d in cfg.input_shape):
         raise bad_value("model.input_shape", list(cfg.input_shape), "positive integers")
     if cfg.sequence_length is not None and cfg.sequence_length < 1:

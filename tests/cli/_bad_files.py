@@ -20,6 +20,7 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "not_yaml.yaml").write_text("model: {name: [resnet101\nplan: : :\n")
     (tmp / "a_list.yaml").write_text("- 1\n- 2\n")
     (tmp / "bad_knob.yaml").write_text("plan: {io_tiles: 7}\n")
+    (tmp / "switch_count.yaml").write_text("plan: {offload_optimizer_state: 1}\n")
     (tmp / "system_name.yaml").write_text("system: pod99\n")
     (tmp / "system_number.yaml").write_text("system: 16\n")
     (tmp / "hosts_0.yaml").write_text("system: {num_ipus: 4, hosts: 0}\n")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ipu_tune.config import CONF_DIR, compose, quick_compose, to_plain_dict
+from ipu_tune.errors import IpuTuneError
 
 SAME = [
     [],
@@ -18,8 +19,8 @@ SAME = [
      "study.storage=null", "workload.micro_batch_size=32", "plan.pipeline.schedule=sharded"],
     ["plan.gradient_accumulation=-3", "search.warm_start=FALSE", "model.num_classes=0"],
     # values OmegaConf converts for the schema's type: the same conversions either way
-    ["study.name=123", "plan.precision=16", "study.progress_bar=yes", "plan.eight_bit_io=0",
-     "sampler.params.n_startup_trials=5", "system.ipu=MK2"],
+    ["study.name=123", "plan.precision=16", "sampler.params.n_startup_trials=5",
+     "system.ipu=MK2"],
     # group choices by name: Hydra's composition of them, cached, then the values
     ["model=resnet101", "search=throughput"],
     ["model=bert_base", "plan.precision=16.16", "model.sequence_length=64"],
@@ -43,6 +44,8 @@ HYDRA = [
     ["study.name=${results_dir}"],
     ["plan.precision"],
     ["study.workers=true"],  # values the schema refuses: Hydra and OmegaConf word the error
+    ["study.progress_bar=yes"],  # OmegaConf would read these as true and false: refused
+    ["plan.eight_bit_io=0"],
     ["plan.recompute=null"],
     ["model.input_shape=3"],
     ["study.n_trials=1.0"],
@@ -67,6 +70,12 @@ def test_the_quick_composition_is_hydras(overrides: list[str], cache: Path) -> N
 @pytest.mark.parametrize("argv", HYDRA, ids=lambda o: " ".join(o))
 def test_anything_else_is_composed_by_hydra(argv: list[str], cache: Path) -> None:
     assert quick_compose(argv, cache) is None
+
+
+@pytest.mark.parametrize("override", ["study.progress_bar=yes", "plan.eight_bit_io=0"])
+def test_a_switch_given_another_value_is_refused_either_way(override: str, cache: Path) -> None:
+    with pytest.raises(IpuTuneError, match="allowed: true or false"):
+        compose([override])
 
 
 def test_a_changed_conf_is_composed_again(tmp_path: Path, cache: Path) -> None:

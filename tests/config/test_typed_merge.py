@@ -68,7 +68,6 @@ def _mutate(node: Any) -> None:
 # Values OmegaConf converts or refuses: the fast path hands them over, results/errors unchanged.
 HANDED_OVER: list[dict[str, Any]] = [
     {"plan": {"gradient_accumulation": "8"}},  # OmegaConf converts "8" -> 8
-    {"plan": {"offload_optimizer_state": "yes"}},
     {"plan": {"gradient_accumulation": "abc"}},
     {"plan": {"foo": 1}},
     {"plan": {"gradient_accumulation": True}},
@@ -99,6 +98,15 @@ def test_fast_merge_hands_over_to_omegaconf(data: dict[str, Any]) -> None:
 def test_an_interpolation_in_a_plain_mapping_is_refused_not_resolved(value: str) -> None:
     with pytest.raises(IpuTuneError, match=r"^workload\.micro_batch_size=.*never resolved"):
         typed(EvalConfig, {"workload": {"micro_batch_size": value}})
+
+
+@pytest.mark.parametrize("value", ["yes", "on", 1, 2, 0])
+def test_a_switch_takes_true_or_false_only(value: Any) -> None:
+    """OmegaConf reads these as true or false; a switch given a count or a word is refused."""
+    assert _omegaconf_typed(EvalConfig, {"plan": {"offload_optimizer_state": value}})
+    with pytest.raises(IpuTuneError, match=r"^plan\.offload_optimizer_state=.*: allowed: "
+                       r"true or false$"):
+        typed(EvalConfig, {"plan": {"offload_optimizer_state": value}})
 
 
 def test_error_messages_name_the_key() -> None:
