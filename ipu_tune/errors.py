@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ipu_tune._redact import redact
+
 __all__ = ["MAX_SHOWN", "IpuTuneError", "bad_value", "shorten", "shown"]
 
 # A value echoed in a message is cut in its middle past this many characters, so that the
@@ -29,6 +31,11 @@ class IpuTuneError(ValueError):
 
 
 def _cut(text: str) -> str:
+    """`text` cut in its middle past `MAX_SHOWN` characters. Passwords are masked first: a cut
+    through a URL would leave a part of its password that no later redaction recognises."""
+    if len(text) <= MAX_SHOWN:
+        return text
+    text = redact(text)
     if len(text) <= MAX_SHOWN:
         return text
     return f"{text[:150]}...({len(text) - 190} characters)...{text[-40:]}"

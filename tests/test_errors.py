@@ -29,3 +29,12 @@ def test_shorten_cuts_long_words_only() -> None:
     assert out.startswith("--results-dir='ddd") and out.endswith("': no study storage there")
     assert len(out) < 2 * MAX_SHOWN
     assert shorten("a b c") == "a b c"
+
+
+def test_a_password_is_masked_before_a_long_url_is_cut() -> None:
+    """A cut through a URL would leave part of its password, which no later redaction finds:
+    the password is masked first."""
+    url = f"postgresql://{'u' * 300}:topsecretpassword@host/db"
+    message = str(bad_value("study.storage", url, "x"))
+    assert "characters)" in message and len(message) < MAX_SHOWN + 40
+    assert "topsecret" not in message and "password" not in message

@@ -26,12 +26,12 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from ipu_tune._redact import redact
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.files import inside
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
-from ipu_tune.storage._redact import redact
 from ipu_tune.storage._torn import repair_torn_tail
 
 __all__ = [
