@@ -80,7 +80,8 @@ class SimConstants:
     # ---- read or estimated (not fitted) ---------------------------------------------------
     # Memory-bound vertices (norm, elementwise, pool, softmax) stream from SRAM at this share of
     # its read bandwidth (estimate: one 64-bit load per cycle of the 6 workers' 24 B/cycle).
-    # Left free, the fit cannot pin it (loss 0.0024 at 1.0, 0.0030 at 0.33).
+    # Left free, the fit runs it to its bound, 1.0 (loss 0.0038 there, 0.0049 at 0.33):
+    # the SRAM's whole bandwidth, which no vertex streams at; kept at the estimate.
     memory_bound_efficiency: float = 0.33
     # Device time of one inference call besides its steps (estimate, not fitted: no public
     # figure; a few host syncs over PCIe at ~2-5 us each plus the runtime's run call, tens of
