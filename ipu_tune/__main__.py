@@ -103,8 +103,30 @@ def _dispatch(args: list[str]) -> int:
     return code
 
 
+def _one_line_warnings() -> None:
+    """A library's warning (Optuna deprecating a sampler argument) as one line, once. Python
+    shows the library's file and source line, and again each time a filter is changed, as
+    Optuna's calls are wrapped in `warnings.catch_warnings`."""
+    import warnings
+
+    from ipu_tune._redact import redact
+
+    seen: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: object = None, line: str | None = None) -> None:
+        text = redact(" ".join(str(message).split()))
+        if text not in seen:
+            seen.add(text)
+            print(f"ipu-tune: warning: {text} ({category.__name__})", file=sys.stderr)
+
+    warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     interrupts.install()
+    if argv is None:  # the process is this command: its stderr is ours to format
+        _one_line_warnings()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         _main(args)

@@ -3,7 +3,8 @@
 A password may hold `/`, `@`, `!` or `:` (`postgresql://bob:b0b/SECRET@host/db` is a valid
 login): a URL's user part ends at the LAST `@` of the URL, not the first `/`. Text that is no
 URL (a lexer error echoing an override, a URL missing its `://`) is covered by a looser rule:
-`name:anything@` is redacted wherever it appears. No imports: error paths (the messages of `ipu_tune.errors` too) use it freely.
+`name:anything@` is redacted wherever it appears. No imports: error paths (the messages of
+`ipu_tune.errors` too) use it freely.
 """
 
 from __future__ import annotations

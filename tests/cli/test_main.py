@@ -160,6 +160,17 @@ def test_a_sweep_flag_after_the_overrides_sweeps(tmp_path: Path) -> None:
     assert "mnist_cnn-mk2x4-throughput" in proc.stdout
 
 
+def test_a_library_warning_is_one_line_once(tmp_path: Path) -> None:
+    """Optuna deprecates a TPE argument at each sampler built (two per run): Python printed
+    the library's path and source line each time; it is one line, once."""
+    proc = run_cli(["model=mnist_cnn", "study.n_trials=2", "study.progress_bar=false",
+                    "+sampler.params.gamma=5"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ipu-tune: warning: `gamma`"), lines
+    assert lines[0].endswith("(FutureWarning)")
+
+
 def test_main_called_in_process_leaves_the_signals_to_its_caller() -> None:
     """Only the command's own process ignores SIGINT/SIGTERM for its shutdown: a caller of
     main(argv) (a test, a script) keeps handling them, and the processes it starts later do
