@@ -18,8 +18,9 @@ from ipu_tune.models._hf_names import usual_task
 
 def _reference(model_type: str, auto: str) -> int:
     """Transformers' own parameter count of the type's default config under `auto`."""
+    config = transformers.AutoConfig.for_model(model_type)
     with torch.device("meta"):
-        model = getattr(transformers, auto).from_config(transformers.AutoConfig.for_model(model_type))
+        model = getattr(transformers, auto).from_config(config)
     return int(model.num_parameters())
 
 

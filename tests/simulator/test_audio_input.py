@@ -9,8 +9,8 @@ from ipu_tune.config import HfConfig, ModelConfig
 from ipu_tune.hardware import make_system
 from ipu_tune.models import profile_model
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator._host import host_seconds_per_sample, input_bytes_per_sample
 from ipu_tune.simulator._constants import SimConstants
+from ipu_tune.simulator._host import host_seconds_per_sample, input_bytes_per_sample
 
 PLAN = ExecutionPlan(micro_batch_size=1, optimizer="adamw", precision="16.16",
                      gradient_accumulation=8, device_iterations=4)
