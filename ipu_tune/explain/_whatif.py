@@ -43,10 +43,10 @@ def _neighbours(k: Knob, v: Any) -> list[Any]:
     return []
 
 
-def _moot(k: Knob, cfg: EvalConfig, tokens: bool) -> bool:
+def _moot(k: Knob, cfg: EvalConfig, pixels: bool) -> bool:
     training = cfg.workload.mode == "train"
     return (not k.change or k.draw in ("splits", "replicas", "")
-            or (k.training_only and not training) or (k.image_only and tokens)
+            or (k.training_only and not training) or (k.image_only and not pixels)
             or (k.condition == "pipelined" and not cfg.plan.pipeline.splits)
             or (k.condition == "replicated" and cfg.plan.replication_factor < 2))
 
@@ -75,10 +75,10 @@ def sensitivity(problem: SearchProblem, cfg: EvalConfig) -> list[dict[str, Any]]
     Also each pipeline cut one block earlier and later, and the replicas doubled and halved
     on the same IPUs (with the stages halved or doubled), when the plan rules allow them."""
     base = problem.evaluate(cfg)
-    tokens = problem.profile.input_kind == "tokens"
+    pixels = problem.profile.input_kind == "image"  # 8-bit I/O: pixels only, not audio
     rows: list[dict[str, Any]] = []
     for k in KNOBS:
-        if _moot(k, cfg, tokens):
+        if _moot(k, cfg, pixels):
             continue
         v = get_key(cfg, k.key)
         for new in _neighbours(k, v):

@@ -29,7 +29,7 @@ from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import bad_value
-from ipu_tune.models import HUB_MODELS, TASKS, ModelProfile
+from ipu_tune.models import AUDIO_TASKS, HUB_MODELS, TASKS, ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
 from ._model_source import masked_count
@@ -81,10 +81,29 @@ def layer_blocks(profile: ModelProfile) -> list[bool]:
     return [i > 0 and bool(_LAYER.search(name)) for i, name in enumerate(profile.blocks)]
 
 
+# A wav2vec2-family CTC model's front end as `PipelinedWav2Vec2ForCTC.parallelize()` (and
+# HuBERT's) counts it: each conv layer of the feature encoder and the positional conv embedding
+# are entries of `layers_per_ipu`, as is the CTC head (`lm_head`) after the encoder layers.
+_CONV_LAYER = re.compile(r"\.feature_extractor\.conv_layers\.(\d+)\.")
+
+
+def _ctc_entries(profile: ModelProfile) -> tuple[int, int]:
+    """(entries before the first encoder layer, entries after the last) that optimum-graphcore's
+    wav2vec2-family CTC model adds to its layers (0, 0 for other models)."""
+    convs = {m.group(1) for o in profile.ops if (m := _CONV_LAYER.search(o.name))}
+    if not convs or not any(o.name.endswith("lm_head") for o in profile.ops):
+        return 0, 0
+    return len(convs) + any(".pos_conv_embed." in o.name for o in profile.ops), 1
+
+
 def _layers_per_ipu(plan: ExecutionPlan, profile: ModelProfile) -> list[int]:
     is_layer = layer_blocks(profile)
     starts = [0, *(profile.block_index(s) for s in plan.splits), len(is_layer)]
-    return [sum(is_layer[lo:hi]) for lo, hi in itertools.pairwise(starts)]
+    layers = [sum(is_layer[lo:hi]) for lo, hi in itertools.pairwise(starts)]
+    front, head = _ctc_entries(profile)
+    layers[0] += front
+    layers[-1] += head
+    return layers
 
 
 def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, Any]:
@@ -126,7 +145,16 @@ _PIPELINE_TASKS = {
     "question-answering": "question-answering",
     "image-classification": "image-classification",
     "seq2seq-lm": "text2text-generation",
+    # optimum/graphcore/pipelines/__init__.py SUPPORTED_TASKS: CTC and speech-seq2seq models
+    # both transcribe through "automatic-speech-recognition".
+    "ctc": "automatic-speech-recognition",
+    "speech-seq2seq": "automatic-speech-recognition",
+    "audio-classification": "audio-classification",
 }
+# Characters of a CTC stand-in transcript per second of audio (read speech runs at about 15),
+# well under the encoder's 50 frames per second that CTC needs at least one of per character.
+_CTC_CHARACTERS_PER_SECOND = 16
+_AUDIO_RATE = 16_000  # samples per second of a waveform model's input
 
 
 def _source(cfg: EvalConfig) -> tuple[str, str, str, dict[str, Any]]:
@@ -172,6 +200,8 @@ def _data_lines(task: str, profile: ModelProfile, plan: ExecutionPlan) -> list[s
     if task == "image-classification":
         c, h, w = profile.input_shape
         sample = f"{{'pixel_values': torch.randn({c}, {h}, {w}), 'labels': 0}}"
+    elif task in AUDIO_TASKS:
+        sample = _audio_sample(task, profile)
     else:
         ids = f"torch.randint(config.vocab_size, ({profile.input_shape[0]},))"
         if task == "question-answering":  # the answer span's first and last token
@@ -186,14 +216,41 @@ def _data_lines(task: str, profile: ModelProfile, plan: ExecutionPlan) -> list[s
     ]
 
 
+def _audio_sample(task: str, profile: ModelProfile) -> str:
+    """One stand-in sample of an audio model: its main input (a waveform's samples or
+    features, as profiled) and its labels: a class, a CTC transcript of character ids (no
+    blank, id 0), or a speech-seq2seq model's decoder tokens."""
+    shape = ", ".join(str(d) for d in profile.input_shape)
+    audio = f"model.main_input_name: torch.randn({shape})"
+    if task == "audio-classification":
+        return f"{{{audio}, 'labels': 0}}"
+    if task == "ctc":
+        chars = max(1, profile.input_elements * _CTC_CHARACTERS_PER_SECOND // _AUDIO_RATE)
+        return f"{{{audio}, 'labels': torch.randint(1, config.vocab_size, ({chars},))}}"
+    tokens = profile.decoder_length
+    return f"{{{audio}, 'labels': torch.randint(config.vocab_size, ({tokens},))}}"
+
+
 def _generation_note(task: str, profile: ModelProfile) -> list[str]:
     """What the simulated rate of a generating head is: one forward pass over the sequence
     (scoring, or a prompt's prefill), not the token-by-token decoding the pipeline runs."""
+    if task == "speech-seq2seq":
+        return [f"# Simulated: one forward pass of the encoder and of {profile.decoder_length} "
+                "decoder tokens per sample. Transcribing runs the decoder once per new token,",
+                "# at a rate ipu-tune did not simulate."]
     if task not in ("causal-lm", "seq2seq-lm"):
         return []
     return [f"# Simulated: one forward pass over {profile.input_shape[0]} tokens per sample "
             "(scoring, or a prompt's prefill). Generating runs a pass per new token,",
             "# at a rate ipu-tune did not simulate."]
+
+
+def _processor_note(task: str) -> str:
+    if task in AUDIO_TASKS:
+        return ("# The pipeline needs a feature extractor (and a tokenizer to transcribe): pass"
+                " feature_extractor=... and tokenizer=... for a model built from a config.")
+    return ("# The pipeline needs a tokenizer or image processor: pass tokenizer=... for a"
+            " model built from a config.")
 
 
 def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig,
@@ -232,8 +289,7 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
     else:
         body = [
             *_generation_note(task, profile),
-            "# The pipeline needs a tokenizer or image processor: pass tokenizer=... for a"
-            " model built from a config.",
+            _processor_note(task),
             f"pipe = pipeline({_PIPELINE_TASKS[task]!r}, model=model, ipu_config=ipu_config,"
             f" fp16={not fp32})",
         ]

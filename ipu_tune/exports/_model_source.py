@@ -260,9 +260,11 @@ def model_lines(cfg: EvalConfig, profile: ModelProfile | None) -> list[str]:
         ]
     hf = _hf_parts(cfg)
     if hf is not None:
+        first = ("feature encoder" if profile is not None and profile.input_kind == "audio"
+                 else "input embeddings")
         out = [
             f"# Hugging Face Transformers' {hf[0]} built from the configuration ipu-tune"
-            " profiled (blocks: the input embeddings, then the model's own layer list)."
+            f" profiled (blocks: the {first}, then the model's own layer list)."
             " Random weights: use .from_pretrained(...) for trained ones.",
             f"model = {hf[0]}.from_config({hf[1]})",
         ]

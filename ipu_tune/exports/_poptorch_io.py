@@ -23,8 +23,9 @@ _FP16_ADAM = (
 def loss_family(cfg: EvalConfig) -> str:
     """The loss the model's family trains with: causal-lm (shifted labels), masked-lm (one
     label per position, Hugging Face output), question-answering (the answer span's start and
-    end position), classification (one label per sample), feature-extraction (a base model's
-    features under a stand-in loss: the user's objective goes there)."""
+    end position), classification (one label per sample, audio classification too),
+    feature-extraction (a base model's features under a stand-in loss: the user's objective
+    goes there), ctc (CTC over the encoder's frames), speech-seq2seq (the decoder's tokens)."""
     if zoo_name(cfg) in ("bert_base", "bert_large"):
         return "masked-lm"
     from ipu_tune.models import hf_identity, hf_source
@@ -33,7 +34,8 @@ def loss_family(cfg: EvalConfig) -> str:
     if source is None:
         return "classification"
     task = hf_identity(source)[1]
-    if task in ("causal-lm", "masked-lm", "question-answering", "feature-extraction"):
+    if task in ("causal-lm", "masked-lm", "question-answering", "feature-extraction", "ctc",
+                "speech-seq2seq"):
         return task
     return "seq2seq-lm" if task == "seq2seq-lm" else "hf-classification"
 
@@ -46,10 +48,22 @@ _STATS = {
 }
 
 
-def _is_image(cfg: EvalConfig, profile: ModelProfile | None) -> bool:
+def _input_kind(cfg: EvalConfig, profile: ModelProfile | None) -> str:
     if profile is not None:
-        return profile.input_kind == "image"
-    return cfg.model.sequence_length is None
+        return profile.input_kind
+    return "image" if cfg.model.sequence_length is None else "tokens"
+
+
+def _audio_overlap() -> list[str]:
+    """The input wrapper of an audio model whose input stream overlaps compute (I/O tiles)."""
+    return ["", "", "class IpuInput(torch.nn.Module):",
+            '    """What happens to the input on the IPU before the model."""', "",
+            "    def __init__(self, model: torch.nn.Module) -> None:",
+            "        super().__init__()", "        self.model = model", "",
+            "    def forward(self, audio: torch.Tensor) -> torch.Tensor:",
+            "        audio = poptorch.set_overlap_for_input("
+            "audio, poptorch.OverlapMode.OverlapDeviceIterationLoop)",
+            "        return self.model(audio)", "", "", "model = IpuInput(model)"]
 
 
 def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]:
@@ -108,11 +122,22 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
         logits = "self.model(x)"
         span = ["        start, end = labels[:, 0], labels[:, 1]  # the answer span's tokens"]
         loss = "self.criterion(out.start_logits, start) + self.criterion(out.end_logits, end)"
+    elif family == "ctc":  # CTC over the encoder's frames; labels: character ids, 0 is blank
+        span = ["        log_probs = out.float().log_softmax(-1).transpose(0, 1)  # frames first",
+                "        frames = torch.full((out.shape[0],), out.shape[1], dtype=torch.int32)",
+                "        chars = torch.full((out.shape[0],), labels.shape[1], dtype=torch.int32)"]
+        loss = "self.criterion(log_probs, labels, frames, chars)"
+    elif family == "speech-seq2seq":  # Transformers shifts the labels into the decoder's input
+        logits = "self.model(x, labels=labels)"
+        span = ["        out, loss = out.logits, out.loss  # cross-entropy over the tokens"]
+        loss = "loss"
     elif family == "feature-extraction":  # no head: the features, and your objective on them
         logits = "self.model(x).last_hidden_state"
         loss = "out.float().pow(2).mean()  # a stand-in: your objective on the features"
     else:
         loss = "self.criterion(out, labels)"
+    criterion = ("torch.nn.CTCLoss(zero_infinity=True)" if family == "ctc"
+                 else "torch.nn.CrossEntropyLoss()")
     return [
         "",
         "",
@@ -131,7 +156,7 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
         f"        return out, {loss}",
         "",
         "",
-        "model = ModelWithLoss(model, torch.nn.CrossEntropyLoss())",
+        f"model = ModelWithLoss(model, {criterion})",
     ]
 
 
@@ -141,9 +166,10 @@ def input_lines(
     """Input dtype, the on-IPU input wrapper, the loss wrapper, the model cast, the loader."""
     plan = ctx.plan
     cfg = ctx.config
-    image = _is_image(cfg, ctx.profile)
-    # Token ids stay integers whatever the precision; only pixels follow it.
-    in_dtype = "torch.int32" if not image else (
+    kind = _input_kind(cfg, ctx.profile)
+    image = kind == "image"
+    # Token ids stay integers whatever the precision; pixels and audio follow it.
+    in_dtype = "torch.int32" if kind == "tokens" else (
         "torch.float16" if plan.input_fp16 else "torch.float32")
     model_dtype = "half" if plan.model_fp16 else "float"
     eight_bit = plan.eight_bit_io and image
@@ -154,9 +180,12 @@ def input_lines(
         f"# 8-bit I/O: {plan.eight_bit_io}. " + ctx.facts.io_sentence(eight_bit),
     ]
     if plan.eight_bit_io and not image:
-        out.append("# (8-bit I/O applies to image pixels; this model reads token ids.)")
+        what = "token ids" if kind == "tokens" else "audio samples or features"
+        out.append(f"# (8-bit I/O applies to image pixels; this model reads {what}.)")
     if eight_bit or (overlap and image):
         out += _input_wrapper(cfg, eight_bit, overlap)
+    elif overlap and kind == "audio":
+        out += _audio_overlap()
     if plan.training:
         out += _loss_wrapper(cfg)
     out.append(f"model = model.{model_dtype}()")
@@ -164,7 +193,8 @@ def input_lines(
     host = (
         "PILToTensor only (uint8, no ConvertImageDtype/Normalize)"
         if eight_bit
-        else (f"tensors of {in_dtype}" if image else "token ids (torch.int32)")
+        else (f"tensors of {in_dtype}" if image else "token ids (torch.int32)"
+              if kind == "tokens" else _audio_host(ctx.profile, in_dtype))
     )
     return [
         *out,
@@ -187,6 +217,15 @@ def input_lines(
         f"        mode=poptorch.DataLoaderMode.{mode},",
         "    )",
     ]
+
+
+def _audio_host(profile: ModelProfile | None, in_dtype: str) -> str:
+    """What the dataset of an audio model yields per sample (its shape as profiled)."""
+    shape = list(profile.input_shape) if profile is not None else []
+    what = "waveforms" if len(shape) == 1 else "features"
+    tokens = profile.decoder_length if profile is not None else 0
+    labels = f", with {tokens} label tokens" if tokens else ""
+    return f"{what} of shape {shape} as {in_dtype}{labels}"
 
 
 def _packing_lines(per_pack: float) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 from ipu_tune.models._masked import masked_positions
 from ipu_tune.models._profile import (
     DEFAULT_SEQUENCE_LENGTH,
+    INPUT_KINDS,
     INPUT_SOURCES,
     OP_KINDS,
     BlockProfile,
@@ -36,6 +37,7 @@ _LAZY = {
     "DEFAULT_TASKS": "ipu_tune.models._hf_names",
     "HUB_MODELS": "ipu_tune.models._hf_names",
     "TASKS": "ipu_tune.models._hf_names",
+    "AUDIO_TASKS": "ipu_tune.models._hf_names",
     "hf_identity": "ipu_tune.models._hf_names",
     "hf_overrides": "ipu_tune.models._hf_names",
     "model_label": "ipu_tune.models._hf_names",
@@ -50,9 +52,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ipu_tune.models' has no attribute {name!r}")
 
 __all__ = [
+    "AUDIO_TASKS",
     "DEFAULT_SEQUENCE_LENGTH",
     "DEFAULT_TASKS",
     "HUB_MODELS",
+    "INPUT_KINDS",
     "INPUT_SOURCES",
     "OP_KINDS",
     "PROFILE_FORMAT",

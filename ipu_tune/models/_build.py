@@ -69,8 +69,11 @@ def _hf_compute(cfg: ModelConfig) -> ModelProfile:
 
     with transformers_on_meta():  # configured, built and traced quietly, no value read
         model, input_kind, shape, example = _hf_inputs(cfg)
-        # Token ids and the attention mask as int32; uint8 pixels.
-        default_bytes = 4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)
+        # Token ids and the attention mask as int32; uint8 pixels; audio as stored, fp32, with
+        # a speech-seq2seq model's decoder ids (int32).
+        decoder = int(getattr(model, "decoder_length", 0))
+        default_bytes = (4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)
+                         if input_kind == "image" else 4 * (math.prod(shape) + decoder))
         return _profile(cfg, model, input_kind, shape, example, default_bytes)
 
 
@@ -146,9 +149,13 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
         torch_version=str(torch.__version__),  # a plain str: unpickling needs no torch
         input_source=source,
         sequences_per_pack=float(ds.sequences_per_pack),
+        decoder_length=int(getattr(model, "decoder_length", 0)),
     )
     head = getattr(model, "head_on_first_stage", None)
-    return fold_head(profile, head) if isinstance(head, str) else profile
+    if not isinstance(head, str):
+        return profile
+    into = getattr(model, "head_block", None)  # Whisper's: decoder layer 0's block
+    return fold_head(profile, head, profile.blocks.index(into) if into in profile.blocks else 0)
 
 
 def _check_packing(per_pack: float, input_kind: str, input_shape: tuple[int, ...]) -> None:
@@ -156,7 +163,8 @@ def _check_packing(per_pack: float, input_kind: str, input_shape: tuple[int, ...
     and at most one sequence per token."""
     key = "model.dataset.sequences_per_pack"
     if per_pack != 1.0 and input_kind != "tokens":
-        raise bad_value(key, per_pack, "packs hold token sequences: 1.0 for a model of images")
+        raise bad_value(key, per_pack, "packs hold token sequences: 1.0 for a model of "
+                        f"{'images' if input_kind == 'image' else 'audio'}")
     if input_kind == "tokens" and per_pack > input_shape[0]:
         raise bad_value(key, per_pack,
                         f"at most the sequence length ({input_shape[0]}): one sequence per token")

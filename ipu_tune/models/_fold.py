@@ -6,7 +6,9 @@ on IPU0 beside the embeddings (`PipelinedBertForPreTraining.parallelize`,
 optimum-graphcore 0.7.1: ``BeginBlock(self.cls / self.lm_head, ..., ipu_id=0)``): the weight is
 stored once, and the last stage sends its hidden states back to IPU0. Stages are runs of
 consecutive blocks, so the head's ops are moved into block 0 of the profile (op order inside a
-block only matters for the sums and peaks computed here).
+block only matters for the sums and peaks computed here). Whisper's tied projection runs with the
+decoder's embeddings instead, on the IPU of decoder layer 0
+(`PipelinedWhisperForConditionalGeneration.parallelize`: `ipu_id=decoder_embedding_ipu`): `into`.
 """
 
 from __future__ import annotations
@@ -38,19 +40,20 @@ def _totals(block: BlockProfile, ops: list[OpProfile], first: int, output_elemen
     )
 
 
-def fold_head(profile: ModelProfile, head: str) -> ModelProfile:
-    """`profile` with the ops of module `head` (and the loss) moved into block 0."""
+def fold_head(profile: ModelProfile, head: str, into: int = 0) -> ModelProfile:
+    """`profile` with the ops of module `head` (and the loss) moved into block `into` from the
+    blocks after it."""
     stats = profile.block_stats
-    if len(stats) < 2:
+    if len(stats) < into + 2:
         return profile
-    moved = [o for o in profile.ops if o.block > 0 and _is_head(o, head)]
+    moved = [o for o in profile.ops if o.block > into and _is_head(o, head)]
     if not moved:
         return profile
     last = len(stats) - 1
     per_block: list[list[OpProfile]] = [[] for _ in stats]
     for op in profile.ops:
-        if op.block > 0 and _is_head(op, head):
-            per_block[0].append(replace(op, block=0))
+        if op.block > into and _is_head(op, head):
+            per_block[into].append(replace(op, block=into))
         else:
             per_block[op.block].append(op)
     # What the last block now sends on: the output of its last op that stays (the final
@@ -60,7 +63,7 @@ def fold_head(profile: ModelProfile, head: str) -> ModelProfile:
     new_stats = []
     first = 0
     for b, block in enumerate(stats):
-        live = max(block.max_live_elements, head_live) if b == 0 else block.max_live_elements
+        live = max(block.max_live_elements, head_live) if b == into else block.max_live_elements
         out = tail if b == last else block.output_elements
         new_stats.append(_totals(block, per_block[b], first, out, live))
         first += len(per_block[b])

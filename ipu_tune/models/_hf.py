@@ -25,8 +25,10 @@ from torch import nn
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._hf_audio import audio_model
 from ipu_tune.models._hf_meta import skip_padding_warning
 from ipu_tune.models._hf_names import (
+    AUDIO_TASKS,
     DEFAULT_TASKS,
     TASKS,
     _one_line,
@@ -236,12 +238,12 @@ def _first_block(model: nn.Module, first_layers: str) -> str | None:
 
 def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     """(runner, input kind, per-sample input shape) of `cfg.hf`; call under the meta device
-    (and `transformers_on_meta`)."""
+    (and `transformers_on_meta`). Audio heads: `_hf_audio`."""
     import transformers
 
     config = hf_config(cfg)
     task = hf_task(cfg, config.model_type, getattr(config, "architectures", None))
-    if task in ("sequence-classification", "image-classification"):
+    if task in ("sequence-classification", "image-classification", "audio-classification"):
         if not {"num_labels", "id2label"} & set(hf_overrides(cfg)):
             config.num_labels = cfg.num_classes
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
@@ -260,6 +262,9 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
                         f"({_one_line(exc)})") from None  # fmt: skip
     skip_padding_warning(model)
     lists = _layer_lists(model, config)
+    if task in AUDIO_TASKS:
+        _masked_positions(cfg, task, None, 0)  # refuses model.kwargs
+        return audio_model(cfg, config, model, lists, task)
     layers = _with_inner_layers(model, [f"{p}.{i}" for p in lists
                                         for i in range(len(model.get_submodule(p)))])
     first = _first_block(model, lists[0] if lists else "")

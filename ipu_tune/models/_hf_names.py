@@ -13,8 +13,9 @@ from typing import Any
 from ipu_tune.config import HfConfig, ModelConfig, parse_json, read_text
 from ipu_tune.errors import bad_value
 
-__all__ = ["DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "config_json_path", "hf_identity",
-           "hf_overrides", "hf_source", "hf_task", "model_label", "usual_task"]  # fmt: skip
+__all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "config_json_path",
+           "hf_identity", "hf_overrides", "hf_source", "hf_task", "model_label",
+           "usual_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -27,7 +28,14 @@ TASKS: Mapping[str, str] = {
     # No head: the base model's features (a tower such as CLIP's vision model, or DINOv2),
     # trained under a stand-in loss on its output; a model of one input only (ids or pixels).
     "feature-extraction": "AutoModel",
+    # Audio heads (ipu_tune/models/_hf_audio.py): speech recognition by CTC (wav2vec2, HuBERT),
+    # audio classification, and speech recognition by an encoder-decoder (Whisper).
+    "ctc": "AutoModelForCTC",
+    "audio-classification": "AutoModelForAudioClassification",
+    "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
 }
+# The heads of models that read audio (their input kind is "audio").
+AUDIO_TASKS = ("ctc", "audio-classification", "speech-seq2seq")
 # The head a model type is usually pre-trained with, when `model.hf.task` is not given.
 DEFAULT_TASKS: Mapping[str, str] = {
     "bert": "masked-lm", "roberta": "masked-lm", "distilbert": "masked-lm",
@@ -47,23 +55,38 @@ _TASK_MAPPINGS = (
     ("sequence-classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
     ("question-answering", "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES"),
 )
-# Model types that read audio: their usual head (speech recognition, audio classification)
-# is none of TASKS, so they have no default (Whisper's decoder alone is a causal LM).
-_AUDIO_MAPPINGS = ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "MODEL_FOR_CTC_MAPPING_NAMES",
-                   "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES")  # fmt: skip
+# Model types that read audio, and their usual head in this order: an encoder-decoder's speech
+# recognition (Whisper, Speech2Text), else CTC (wav2vec2, HuBERT), else audio classification
+# (AST). Looked up before `_TASK_MAPPINGS`: Whisper's decoder alone is also a causal LM.
+_AUDIO_MAPPINGS = (
+    ("speech-seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
+    ("ctc", "MODEL_FOR_CTC_MAPPING_NAMES"),
+    ("audio-classification", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"),
+)
+
+
+def _audio_task(model_type: str) -> str | None:
+    """The usual head of a model type that reads audio (`_AUDIO_MAPPINGS`), else None."""
+    if model_type in DEFAULT_TASKS:  # text and vision types: no Transformers import
+        return None
+    from transformers.models.auto import modeling_auto
+
+    return next((task for task, name in _AUDIO_MAPPINGS
+                 if model_type in getattr(modeling_auto, name, {})), None)  # fmt: skip
 
 
 def usual_task(model_type: str) -> str | None:
-    """The head `model_type` is usually run with: DEFAULT_TASKS, else the first task of
-    `_TASK_MAPPINGS` Transformers has a class for, else its base model's features if it has
-    one (None for audio models and types with no model class). Imports Transformers only for a
-    type DEFAULT_TASKS does not name."""
+    """The head `model_type` is usually run with: DEFAULT_TASKS, else an audio model's
+    (`_AUDIO_MAPPINGS`), else the first task of `_TASK_MAPPINGS` Transformers has a class for,
+    else its base model's features if it has one (None for types with no model class). Imports
+    Transformers only for a type DEFAULT_TASKS does not name."""
     if model_type in DEFAULT_TASKS:
         return DEFAULT_TASKS[model_type]
+    audio = _audio_task(model_type)
+    if audio is not None:
+        return audio
     from transformers.models.auto import modeling_auto
 
-    if any(model_type in getattr(modeling_auto, name, {}) for name in _AUDIO_MAPPINGS):
-        return None
     task = next((task for task, name in _TASK_MAPPINGS
                  if model_type in getattr(modeling_auto, name, {})), None)  # fmt: skip
     if task is None and model_type in modeling_auto.MODEL_MAPPING_NAMES:
@@ -170,6 +193,17 @@ _ARCHITECTURE_TASKS = (
     ("ForConditionalGeneration", "seq2seq-lm"),
     ("Model", "feature-extraction"),  # a base model saved as one (BertModel, CLIPVisionModel)
 )
+# The same for a model type that reads audio (its main input is a waveform or features): its
+# ForSequenceClassification classifies audio, its ForConditionalGeneration transcribes speech
+# (a text model's is seq2seq-lm). Others (Wav2Vec2ForPreTraining) build the type's usual head.
+_AUDIO_ARCHITECTURE_TASKS = (
+    ("ForCTC", "ctc"),
+    ("ForAudioClassification", "audio-classification"),
+    ("ForSequenceClassification", "audio-classification"),
+    ("ForConditionalGeneration", "speech-seq2seq"),
+    ("ForSpeechToText", "speech-seq2seq"),
+    ("Model", "feature-extraction"),
+)
 
 
 def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str:
@@ -178,11 +212,12 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
     task = cfg.hf.task
     if task is None and isinstance(architectures, list) and architectures:
         name = str(architectures[0])
-        task = next((t for end, t in _ARCHITECTURE_TASKS if name.endswith(end)), None)
+        ends = _AUDIO_ARCHITECTURE_TASKS if _audio_task(model_type) else _ARCHITECTURE_TASKS
+        task = next((t for end, t in ends if name.endswith(end)), None)
     task = task or usual_task(model_type)
     if task is None:
         raise bad_value("model.hf.task", None, f"one of {', '.join(TASKS)}: {model_type} has no "
-                        "usual head among them (an audio model, or none in Transformers); "
+                        "usual head among them (no model class in Transformers' auto classes); "
                         "name the head to build")  # fmt: skip
     if task not in TASKS:
         raise bad_value("model.hf.task", task, f"one of {', '.join(TASKS)}")

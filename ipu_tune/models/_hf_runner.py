@@ -30,9 +30,13 @@ class HfRunner(nn.Module):
     # The blocks are found in the model, not declared by its author: the profiler orders them
     # as they run (SegFormer's per-stage lists interleave) and drops any that never runs.
     pipeline_blocks_strict = False
+    # The block a tied head is charged to (None: the first); Whisper's runs with decoder layer 0.
+    head_block: str | None = None
+    # Decoder token ids per sample of a speech-seq2seq model (0: none), beside its audio input.
+    decoder_length = 0
 
     def __init__(self, model: nn.Module, call: Callable[[nn.Module, Tensor], Any],
-                 blocks: list[str], head: str | None, tower_input: str | None = None) -> None:
+                 blocks: list[Any], head: str | None, tower_input: str | None = None) -> None:
         super().__init__()
         object.__setattr__(self, "hf_model", model)  # not a child: no "hf_model." prefix
         self._modules = model._modules

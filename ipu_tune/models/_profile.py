@@ -9,12 +9,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_SEQUENCE_LENGTH", "INPUT_SOURCES", "OP_KINDS", "BlockProfile", "ModelProfile",
-           "OpProfile"]
+__all__ = ["DEFAULT_SEQUENCE_LENGTH", "INPUT_KINDS", "INPUT_SOURCES", "OP_KINDS", "BlockProfile",
+           "ModelProfile", "OpProfile"]
 
 # A token model's sequence length when the config gives none: BERT pre-training phase 1
 # (Devlin et al. 2019, appendix A.2).
 DEFAULT_SEQUENCE_LENGTH = 128
+
+# What a model reads (`ModelProfile.input_kind`): "image", pixels (8-bit I/O applies);
+# "tokens", integer ids; "audio", floats (a waveform's samples or spectrogram features), streamed
+# in the model's precision like pixels without 8-bit I/O.
+INPUT_KINDS = ("image", "tokens", "audio")
 
 # Where a model's input comes from (`ModelProfile.input_source`).
 INPUT_SOURCES = ("dataset", "generated", "synthetic")
@@ -75,7 +80,7 @@ class ModelProfile:
     name: str
     input_shape: tuple[int, ...]
     num_classes: int
-    input_kind: str  # "image" (pixels; 8-bit I/O applies) or "tokens" (integer ids)
+    input_kind: str  # one of INPUT_KINDS
     ops: tuple[OpProfile, ...]
     block_stats: tuple[BlockProfile, ...]
     # The host side of the input: bytes of one stored sample and, when the dataset config says,
@@ -91,6 +96,8 @@ class ModelProfile:
     # al. 2021) takes packs of this many sequences on average; 1.0 otherwise. Every cost above is
     # per input (per pack); the simulator counts samples/s in sequences.
     sequences_per_pack: float = 1.0
+    # Decoder token ids per sample beside an audio input (a speech-seq2seq model's); 0: none.
+    decoder_length: int = 0
 
     @property
     def parameters(self) -> int:

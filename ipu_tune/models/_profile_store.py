@@ -17,12 +17,18 @@ from typing import Any
 
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.files import atomic_write
-from ipu_tune.models._profile import INPUT_SOURCES, OP_KINDS, BlockProfile, ModelProfile, OpProfile
+from ipu_tune.models._profile import (
+    INPUT_KINDS,
+    INPUT_SOURCES,
+    OP_KINDS,
+    BlockProfile,
+    ModelProfile,
+    OpProfile,
+)
 
 __all__ = ["load_profile", "profile_path", "save_profile"]
 
 _MAX_BYTES = 256 << 20  # BERT-Large's profile is ~2 MB; far beyond is not ours
-_INPUT_KINDS = ("image", "tokens")
 
 
 class _Bad(Exception):
@@ -87,7 +93,7 @@ def _profile(data: Any) -> ModelProfile:
     kind = _str(data.get("input_kind"))
     pre = data.get("preprocess_s_per_sample")
     source = data.get("input_source")
-    if kind not in _INPUT_KINDS or not shape or any(d < 1 for d in shape):
+    if kind not in INPUT_KINDS or not shape or any(d < 1 for d in shape):
         raise _Bad("input kind or shape")
     if source not in INPUT_SOURCES:
         raise _Bad("input source")
@@ -99,7 +105,7 @@ def _profile(data: Any) -> ModelProfile:
         input_kind=kind, ops=ops, block_stats=blocks, sample_bytes=_int(data.get("sample_bytes")),
         preprocess_s_per_sample=None if pre is None else _float(pre),
         torch_version=_str(data.get("torch_version")), input_source=str(source),
-        sequences_per_pack=per_pack)
+        sequences_per_pack=per_pack, decoder_length=_int(data.get("decoder_length")))
 
 
 def _list(value: Any) -> list[Any]:

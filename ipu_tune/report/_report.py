@@ -81,7 +81,8 @@ def _records(results: Rows | pd.DataFrame) -> list[dict[str, Any]]:
 def _section(cfg: EvalConfig, name: str, tokens: bool) -> dict[str, Any]:
     d = asdict(getattr(cfg, name))
     if name == "model" and tokens:
-        d.pop("input_shape", None)  # image-only: a token model's input is its sequence length
+        # image-only: a token or audio model's input comes from its sequence length or config
+        d.pop("input_shape", None)
     return d
 
 
@@ -204,7 +205,7 @@ def _page(**inputs: Unpack[ReportInputs]) -> list[str | None]:
     page.add(summary_table(study, results, best_result, explanation, best_trial))
     explain_section(page, explanation)
     _best_plan(page, best_config, best_result,
-               tokens=explanation is not None and explanation.input_kind == "tokens")
+               tokens=explanation is not None and explanation.input_kind != "image")
 
     _search_figures(page, study, results,
                     explanation.objectives if explanation is not None else (), best_trial)

@@ -51,10 +51,15 @@ __all__ = [
 
 def input_bytes_per_sample(profile: ModelProfile, plan: ExecutionPlan) -> float:
     """Bytes one sample occupies on the host-to-IPU stream."""
-    if profile.input_kind != "image":
+    if profile.input_kind == "tokens":
         # Every input tensor of a sample as stored (ids, masks, segment ids: int32), the
         # dataset's `sample_bytes`; the ids alone when a profile has none.
         return float(profile.sample_bytes) or 4.0 * profile.input_elements
+    if profile.input_kind == "audio":
+        # Samples or features in the stream's float type (no 8-bit form: they are not bytes),
+        # and a speech-seq2seq model's decoder ids (int32).
+        per_element = 2.0 if plan.input_fp16 else 4.0
+        return per_element * profile.input_elements + 4.0 * profile.decoder_length
     if plan.eight_bit_io:
         return 1.0 * profile.input_elements  # uint8 pixels; normalised on the IPU
     return (2.0 if plan.input_fp16 else 4.0) * profile.input_elements
@@ -118,7 +123,8 @@ def host_seconds_per_sample(
     profile: ModelProfile, system: System, plan: ExecutionPlan, c: SimConstants
 ) -> float:
     """Host time of one sample on one worker: load/augment, then dtype conversion and
-    normalisation unless 8-bit I/O moves them onto the IPU (seed hands-on "8-bit I/O"); none
+    normalisation unless 8-bit I/O moves them onto the IPU (seed hands-on "8-bit I/O"; audio
+    samples and features are converted always); none
     for an input no data pipeline makes (generated in the stream's type, or synthetic)."""
     if profile.input_source != "dataset":
         return 0.0
@@ -128,7 +134,8 @@ def host_seconds_per_sample(
     if pre is None:
         pre = c.preprocess_s_per_sample
     convert = 0.0
-    if profile.input_kind == "image" and not plan.eight_bit_io:
+    # Floats converted on the host: pixels without 8-bit I/O, and audio, which has none.
+    if (profile.input_kind == "image" and not plan.eight_bit_io) or profile.input_kind == "audio":
         per_el = system.host.convert_s_per_element
         convert = (c.convert_s_per_element if per_el is None else per_el) * profile.input_elements
     return pre + convert
