@@ -55,15 +55,17 @@ def _input_kind(cfg: EvalConfig, profile: ModelProfile | None) -> str:
 
 
 def _audio_overlap() -> list[str]:
-    """The input wrapper of an audio model whose input stream overlaps compute (I/O tiles)."""
+    """The input wrapper of an audio model whose input stream overlaps compute (I/O tiles). A
+    speech-seq2seq model also takes its decoder's tokens (`labels` to train, `decoder_input_ids`
+    to infer): they pass through to it."""
     return ["", "", "class IpuInput(torch.nn.Module):",
             '    """What happens to the input on the IPU before the model."""', "",
             "    def __init__(self, model: torch.nn.Module) -> None:",
             "        super().__init__()", "        self.model = model", "",
-            "    def forward(self, audio: torch.Tensor) -> torch.Tensor:",
+            "    def forward(self, audio, **decoder):",
             "        audio = poptorch.set_overlap_for_input("
             "audio, poptorch.OverlapMode.OverlapDeviceIterationLoop)",
-            "        return self.model(audio)", "", "", "model = IpuInput(model)"]
+            "        return self.model(audio, **decoder)", "", "", "model = IpuInput(model)"]
 
 
 def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]:
@@ -186,6 +188,9 @@ def input_lines(
         out += _input_wrapper(cfg, eight_bit, overlap)
     elif overlap and kind == "audio":
         out += _audio_overlap()
+    if not plan.training and loss_family(cfg) == "speech-seq2seq":
+        out.append("# Call it with the decoder's input tokens as simulated: "
+                   "poptorch_model(features, decoder_input_ids=ids).")
     if plan.training:
         out += _loss_wrapper(cfg)
     out.append(f"model = model.{model_dtype}()")
@@ -194,7 +199,7 @@ def input_lines(
         "PILToTensor only (uint8, no ConvertImageDtype/Normalize)"
         if eight_bit
         else (f"tensors of {in_dtype}" if image else "token ids (torch.int32)"
-              if kind == "tokens" else _audio_host(ctx.profile, in_dtype))
+              if kind == "tokens" else _audio_host(ctx.profile, in_dtype, plan.training))
     )
     return [
         *out,
@@ -219,12 +224,13 @@ def input_lines(
     ]
 
 
-def _audio_host(profile: ModelProfile | None, in_dtype: str) -> str:
+def _audio_host(profile: ModelProfile | None, in_dtype: str, training: bool) -> str:
     """What the dataset of an audio model yields per sample (its shape as profiled)."""
     shape = list(profile.input_shape) if profile is not None else []
     what = "waveforms" if len(shape) == 1 else "features"
     tokens = profile.decoder_length if profile is not None else 0
-    labels = f", with {tokens} label tokens" if tokens else ""
+    role = "label tokens" if training else "decoder input tokens"
+    labels = f", with {tokens} {role}" if tokens else ""
     return f"{what} of shape {shape} as {in_dtype}{labels}"
 
 

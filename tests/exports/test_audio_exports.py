@@ -104,3 +104,38 @@ def test_ctc_program_trains_a_real_wav2vec2_under_ctc_loss(
     assert out.shape == (3, 159, 32) and torch.isfinite(loss)  # 1600 samples: 159 frames
     loss.backward()
     assert model.model.lm_head.weight.grad is not None
+
+
+# A Whisper small enough to run on the CPU: 8 mel bins, 32 frames, one layer each side.
+TINY_WHISPER = {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1,
+                "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+                "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "num_mel_bins": 8,
+                "max_source_positions": 16, "max_target_positions": 16, "vocab_size": 100,
+                "pad_token_id": 1, "bos_token_id": 2, "eos_token_id": 3,
+                "decoder_start_token_id": 2}
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_an_overlapped_whisper_program_takes_its_decoder_tokens(
+    monkeypatch: pytest.MonkeyPatch, mode: str,
+) -> None:
+    """With I/O tiles the input wrapper overlaps the features' stream; the decoder's tokens
+    (labels to train, decoder_input_ids to infer) pass through it to Transformers' model."""
+    cfg = _cfg(HfConfig(model_type="whisper", config=TINY_WHISPER), [], precision="32.32")
+    cfg = replace(cfg, workload=replace(cfg.workload, mode=mode, micro_batch_size=2),
+                  plan=replace(cfg.plan, io_tiles=32, gradient_accumulation=1))
+    source = poptorch_snippet(cfg, None, profile_model(cfg.model))
+    assert "poptorch.OverlapMode.OverlapDeviceIterationLoop" in source
+    log = Log()
+    install(monkeypatch, log, "poptorch", "popdist.poptorch")
+    log.returns["poptorch.set_overlap_for_input"] = lambda tensor, _mode: tensor
+    model = run_source(source, "poptorch_options.py")["model"]
+    features = torch.randn(2, 8, 32)
+    tokens = torch.randint(0, 100, (2, 16))
+    if mode == "train":
+        out, loss = model(features, tokens)
+        assert torch.isfinite(loss)
+    else:
+        assert "decoder input tokens" in source and "decoder_input_ids=ids" in source
+        out = model(features, decoder_input_ids=tokens)
+    assert out.logits.shape == (2, 16, 100) if mode == "infer" else out.shape == (2, 16, 100)
