@@ -195,7 +195,7 @@ _ARCHITECTURE_TASKS = (
 )
 # The same for a model type that reads audio (its main input is a waveform or features): its
 # ForSequenceClassification classifies audio, its ForConditionalGeneration transcribes speech
-# (a text model's is seq2seq-lm). Others (Wav2Vec2ForPreTraining) build the type's usual head.
+# (a text model's is seq2seq-lm). Others (Wav2Vec2ForPreTraining) are refused: name the task.
 _AUDIO_ARCHITECTURE_TASKS = (
     ("ForCTC", "ctc"),
     ("ForAudioClassification", "audio-classification"),
@@ -214,6 +214,12 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
         name = str(architectures[0])
         ends = _AUDIO_ARCHITECTURE_TASKS if _audio_task(model_type) else _ARCHITECTURE_TASKS
         task = next((t for end, t in ends if name.endswith(end)), None)
+        if task is None:  # another head than the file's would be profiled, unseen
+            usual = usual_task(model_type)
+            hint = f" ({model_type}'s usual head is {usual})" if usual else ""
+            raise bad_value("model.hf.task", None, f"the config.json was saved from {name}, a "
+                            f"head ipu-tune does not build; name one of {', '.join(TASKS)}"
+                            f"{hint}")
     task = task or usual_task(model_type)
     if task is None:
         raise bad_value("model.hf.task", None, f"one of {', '.join(TASKS)}: {model_type} has no "

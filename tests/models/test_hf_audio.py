@@ -80,7 +80,6 @@ def test_an_audio_type_gets_its_usual_head(model_type: str, task: str) -> None:
 @pytest.mark.parametrize(("model_type", "architecture", "task"), [
     ("wav2vec2", "Wav2Vec2ForCTC", "ctc"),
     ("wav2vec2", "Wav2Vec2ForSequenceClassification", "audio-classification"),
-    ("wav2vec2", "Wav2Vec2ForPreTraining", "ctc"),  # no such task: the usual head
     ("whisper", "WhisperForConditionalGeneration", "speech-seq2seq"),
     ("whisper", "WhisperForAudioClassification", "audio-classification"),
     ("bart", "BartForConditionalGeneration", "seq2seq-lm"),  # a text model's is seq2seq-lm
@@ -93,6 +92,24 @@ def test_a_config_files_architecture_names_the_head_by_what_the_type_reads(
         {"model_type": model_type, "architectures": [architecture]}))
     model = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path)))
     assert hf_identity(model)[1] == task
+
+
+@pytest.mark.parametrize(("model_type", "architecture", "usual"), [
+    ("wav2vec2", "Wav2Vec2ForPreTraining", "ctc"),
+    ("bert", "BertForTokenClassification", "masked-lm"),
+])
+def test_a_head_the_tool_does_not_build_is_named_not_replaced(
+    tmp_path: Path, model_type: str, architecture: str, usual: str,
+) -> None:
+    """Another head than the file's would be profiled unseen: the user names the task."""
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"model_type": model_type, "architectures": [architecture]}))
+    model = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path)))
+    with pytest.raises(IpuTuneError, match=rf"saved from {architecture}, a head ipu-tune does "
+                       rf"not build; name one of .*\({model_type}'s usual head is {usual}\)"):
+        hf_identity(model)
+    named = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path), task=usual))
+    assert hf_identity(named)[1] == usual
 
 
 def test_audio_classification_and_speech2text_profile(profile_of: Any) -> None:
