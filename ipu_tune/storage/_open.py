@@ -10,9 +10,11 @@ process only (a quick look; never resumed). Which to use when: docs/storage-choi
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Sequence
@@ -32,7 +34,7 @@ from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBack
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._redact import redact
-from ipu_tune.storage._torn import repair_torn_tail
+from ipu_tune.storage._torn import check_journal, repair_torn_tail
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -191,8 +193,31 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     return {}
 
 
-def open_storage(target: StorageTarget) -> BaseStorage:
-    """Open (creating when new) the storage; one-line `IpuTuneError` on any failure."""
+def _writable(folder: Path) -> bool:
+    """Whether files can be made in `folder` (False on a read-only file system too)."""
+    return os.access(folder, os.W_OK)
+
+
+def _cannot_write(target: StorageTarget, folder: Path) -> IpuTuneError:
+    """One line for a storage folder that cannot be written: the errno it would get (a
+    read-only file system, permissions), a fault of the machine (exit 1), not bad input."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            why = "Permission denied"
+    except OSError as exc:
+        why = exc.strerror or "Permission denied"
+    return IpuTuneError(f"{target.key}={str(folder)!r}: cannot be written ({why}); make it "
+                        "writable, or choose another folder", fault=True)
+
+
+def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
+    """Open (creating when new) the storage; one-line `IpuTuneError` on any failure.
+
+    `read_only`: the caller only reads (listing, explaining, exporting a study); a journal in a
+    folder that cannot be written (a read-only mount, an archive) is read as it is, without
+    the repair of a torn tail, which reading does not need."""
+    if read_only and target.kind == "journal" and not _writable(Path(target.location).parent):
+        return _read_journal(Path(target.location), target)
     if target.kind == "memory":
         print("ipu-tune: study.storage=memory: the study lives in this process only and cannot "
               "be resumed (exports are still written); leave study.storage unset to keep it",
@@ -203,12 +228,15 @@ def open_storage(target: StorageTarget) -> BaseStorage:
         _check_journal_parent(path, target.results_dir, target.key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if not os.access(path.parent, os.W_OK):
-                raise PermissionError(13, "Permission denied")
         except OSError as exc:
+            # A file where a folder belongs is the input's fault; a read-only disk is not.
+            bad = exc.errno in (errno.ENOTDIR, errno.EEXIST)
             raise IpuTuneError(
                 f"{target.key}={str(path.parent)!r}: cannot be written ({exc.strerror})"
-            ) from None
+                + ("; allowed: a folder" if bad else "; make it writable, or choose another "
+                   "folder"), fault=not bad) from None
+        if not _writable(path.parent):
+            raise _cannot_write(target, path.parent)
         try:
             return _open_journal(path)
         except IpuTuneError:
@@ -248,6 +276,20 @@ def _check_sqlite_folder(target: StorageTarget) -> None:
     if os.path.lexists(file) and not file.is_file():  # /dev/zero is no disk that is full
         raise IpuTuneError(f"{target.key}={target.display!r}: not a regular file (a folder, "
                            "FIFO or device); allowed: a SQLite database file or a new name")
+
+
+def _read_journal(path: Path, target: StorageTarget) -> BaseStorage:
+    """A journal in a folder that cannot be written, opened only to be read."""
+    check_journal(path)
+    if not path.is_file():
+        raise IpuTuneError(f"{target.key}={str(path)!r}: no such journal")
+    try:
+        return _journal(path)
+    except Exception as exc:
+        raise IpuTuneError(
+            f"{target.key}={str(path)!r}: cannot read the journal file ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}), and its folder cannot be "
+            "written to repair it; copy the journal to a writable folder") from None
 
 
 def _journal(path: Path) -> BaseStorage:

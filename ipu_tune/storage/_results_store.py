@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import DISK_HINT, IpuTuneError, disk_fault
 from ipu_tune.files import atomic_write
 from ipu_tune.knobs import KNOBS
 from ipu_tune.storage._open import redact
@@ -37,9 +37,17 @@ class ResultsStore:
             ) from None
 
     def insert(self, rows: list[dict[str, Any]]) -> None:
-        """Insert rows in one statement; rows already there (same study and trial) stay."""
-        if rows:
+        """Insert rows in one statement; rows already there (same study and trial) stay. A
+        full or read-only disk is one line naming the table's database (SQLite names none)."""
+        if not rows:
+            return
+        try:
             self._table.insert(rows)
+        except Exception as exc:
+            found = disk_fault(exc, repr(redact(self.url)))
+            if found is None:
+                raise
+            raise IpuTuneError(f"{found}; {DISK_HINT}", fault=True) from None
 
     def trial_numbers(self, study_name: str) -> list[int]:
         return self._table.trial_numbers(study_name)
