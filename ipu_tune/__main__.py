@@ -123,7 +123,7 @@ def _main(args: list[str]) -> None:
         # stdout must not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
-    except OSError as exc:  # a full or read-only disk outside the commands' own handling
+    except Exception as exc:  # a full disk or a lost server outside the commands' handling
         from ipu_tune.cli import fail_on_disk_error
 
         code = fail_on_disk_error(exc)

@@ -1,8 +1,9 @@
 """The one exception type users see.
 
-User errors (bad config, unknown model, unreachable storage) raise `IpuTuneError` with a
+User errors (bad config, unknown model, a file that is no storage) raise `IpuTuneError` with a
 one-line message naming the key, the value and what is allowed; faults of a run (a worker
-killed) raise it with `fault=True`. Internal invariants use
+killed, a full or read-only disk, a database server that does not answer) raise it with
+`fault=True`. Internal invariants use
 `assert`; they are bugs, not user errors.
 """
 
@@ -10,8 +11,17 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 
-__all__ = ["DISK_HINT", "IpuTuneError", "bad_value", "disk_fault", "one_line"]
+__all__ = [
+    "DISK_HINT",
+    "UNREACHABLE",
+    "IpuTuneError",
+    "bad_value",
+    "disk_fault",
+    "one_line",
+    "server_fault",
+]
 
 # Errors of a full, over-quota or read-only filesystem, or a file-size limit: a fault of the
 # machine, not a bug and not bad input.
@@ -21,6 +31,11 @@ _DISK_TEXTS = ("database or disk is full", "disk i/o error", "no space left on d
                "disk quota exceeded", "file too large", "read-only file system",
                "readonly database")
 DISK_HINT = "free space (or make it writable) and run the same command again to resume"
+# A database server that does not answer (down, no route, no name service), as drivers word it.
+UNREACHABLE = ("connection refused", "timeout expired", "timed out", "could not translate host",
+               "failed to resolve host", "no route to host", "network is unreachable",
+               "server closed the connection", "could not connect", "connection reset",
+               "terminating connection", "connection already closed")
 
 
 class IpuTuneError(ValueError):
@@ -61,8 +76,26 @@ def one_line(exc: BaseException) -> str:
     (`disk_fault`), else the error's type and first line."""
     if isinstance(exc, IpuTuneError):
         return str(exc)
-    found = disk_fault(exc)
+    found = disk_fault(exc) or server_fault(exc)
     if found is not None:
         return found
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def server_fault(exc: BaseException) -> str | None:
+    """`the database server stopped answering (WHY)` for a lost or refused connection anywhere
+    in `exc`'s chain (SQLAlchemy wraps the driver's error), else None. Credentials in the
+    driver's words are the caller's to redact (`ipu_tune.storage.redact`)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        lines = str(cur).strip().splitlines()
+        first = lines[0] if lines else ""
+        if type(cur).__name__ == "OperationalError" and any(
+                s in first.lower() for s in UNREACHABLE):
+            why = re.sub(r"^\([\w.]+\)\s*", "", first)  # SQLAlchemy's "(driver.Error) "
+            return f"the database server stopped answering ({why})"
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
+    return None

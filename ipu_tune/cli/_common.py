@@ -9,7 +9,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import NoReturn
 
-from ipu_tune.errors import DISK_HINT, IpuTuneError, disk_fault
+from ipu_tune.errors import DISK_HINT, IpuTuneError, disk_fault, server_fault
 
 __all__ = [
     "EXIT_FAULT",
@@ -89,11 +89,18 @@ def check_target_typed(target: str | None, overrides: Sequence[str], trusted: bo
 
 
 def fail_on_disk_error(exc: BaseException) -> int:
-    """Call inside `except`: one line and exit 1 for a full/read-only disk, else re-raise."""
+    """Call inside `except`: one line and exit 1 for a full/read-only disk or a database server
+    that stopped answering (faults of the machine, not bugs), else re-raise."""
+    from ipu_tune.storage import redact
+
     message = disk_error(exc)
+    server = server_fault(exc) if message is None else None
+    if server is not None:
+        message = (f"{redact(server)}; the finished trials are stored; run the same command "
+                   "again once the server answers, to resume")
     if message is None:
         raise exc
-    print("ipu-tune: error: " + message, file=sys.stderr)
+    print("ipu-tune: error: " + printable(" ".join(message.split())), file=sys.stderr)
     return EXIT_FAULT
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import UNREACHABLE, IpuTuneError
 from ipu_tune.files import inside
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._claims import ClaimLock
@@ -368,14 +369,25 @@ def _open_rdb(target: StorageTarget) -> BaseStorage:
             if racing and attempt < _SCHEMA_RACE_ATTEMPTS - 1:
                 time.sleep(0.2 * (attempt + 1))
                 continue
+            down = _make_url(target.location).get_backend_name() != "sqlite" and any(
+                s in first.lower() for s in UNREACHABLE)
             raise IpuTuneError(
                 f"{target.key}={target.display!r}: cannot open ({redact(first, target.location)})"
-            ) from None
+                + ("; run the same command again once the server is reachable" if down else ""),
+                fault=down) from None
     raise AssertionError("unreachable")
+
+
+def _not_fallback(record: logging.LogRecord) -> bool:
+    """Drop Optuna's warning that a trials query failed and it falls back to a slower one: its
+    query (SQL over several lines) fails when the server dies, which the command's one line
+    reports; the other cause, too many trials for one IN list, is recovered from silently."""
+    return "Falling back to a slower alternative" not in record.getMessage()
 
 
 def _silence() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("optuna.storages._rdb.storage").addFilter(_not_fallback)
 
 
 _silence()
