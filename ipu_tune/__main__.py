@@ -88,8 +88,16 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+# Commands that only read (a study, a plan, a model): their interrupted line says so, not that
+# "finished trials are kept" (the caches they fill are written whole or not at all).
+_READING = frozenset({"evaluate", "profile", "studies", "explain", "trials", "compare"})
+
+
 def _dispatch(args: list[str]) -> int:
     if args and args[0] in _COMMANDS:
+        if args[0] in _READING:
+            interrupts.outcome("the command only reads, nothing of it is left half-done; run "
+                               "it again")
         return _command(args[0])(args[1:])
     if args and args[0] in ("-h", "--help"):
         print(usage())
