@@ -126,6 +126,34 @@ def test_a_read_only_results_dir_is_read_and_refused_for_writing(
             p.name for p in (stored / "s").iterdir())
 
 
+def test_a_sqlite_study_in_a_read_only_folder_is_read_and_refused_for_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: reading it said `claim lock ...: cannot be opened (Read-only file system);
+    allowed: a regular file (remove what is there)`, exit 2 (its lock file could not be made,
+    and SQLite opens a WAL database in a read-only folder only as immutable)."""
+    db = tmp_path / "db"
+    db.mkdir()
+    first = run_cli(["model=mnist_cnn", "study.name=q", "study.n_trials=3",
+                     "study.progress_bar=false", f"study.storage=sqlite:///{db / 'st.db'}"],
+                    cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    with _read_only(db, tmp_path / "ro") as ro:
+        url = f"sqlite:///{ro / 'st.db'}"
+        for command in (["studies"], ["trials", "q"]):
+            code, err = _exit([*command, "--storage", url], capsys)
+            assert code == 0 and err == "", (command, err)
+        out = tmp_path / "q.csv"
+        assert _exit(["export", "q", "--storage", url, "--output", str(out)], capsys)[0] == 0
+        assert len(out.read_text().splitlines()) == 1 + 3
+        tune = run_cli(["model=mnist_cnn", "study.name=q", "study.n_trials=5",
+                        "study.progress_bar=false", f"study.storage={url}"], cwd=tmp_path)
+        assert tune.returncode == 1, tune.stderr
+        assert tune.stderr.strip() == (
+            f"ipu-tune: error: study.storage={url!r}: folder {str(ro)!r}: cannot be written "
+            "(Read-only file system); make it writable, or choose another folder")
+
+
 def test_report_of_a_stored_target_needs_the_trust_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
