@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import optuna
@@ -205,13 +206,18 @@ def _not_stored(study: optuna.Study, storage: BaseStorage | None, trial: optuna.
 
 
 def _run_trial(study: optuna.Study, problem: SearchProblem, trial: optuna.Trial,
-               claims: ClaimLock, n_trials: int, refine: bool) -> _Finished | None:
+               claims: ClaimLock, n_trials: int, refine: bool,
+               not_stored: Callable[[Exception], None]) -> _Finished | None:
     """Simulate, record and tell one trial; the finished trial and its plan as written (None:
-    not finished)."""
-    outcome = problem.run_trial(trial)  # also records the constraints on the trial
-    plan = TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
-                                  result_payload(outcome.result, whole=outcome.feasible))
-    frozen = tell_outcome(study, trial, outcome)
+    not finished). An error before the trial is told goes to `not_stored` first."""
+    try:
+        outcome = problem.run_trial(trial)  # also records the constraints on the trial
+        plan = TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
+                                      result_payload(outcome.result, whole=outcome.feasible))
+        frozen = tell_outcome(study, trial, outcome)
+    except Exception as exc:  # a full disk, a lost server: said, not left as a dead worker's
+        not_stored(exc)
+        raise
     if frozen.state not in _DONE:  # rows are for finished trials only
         return None
     if refine and problem.refiner() is not None:  # random and brute force do not refine
@@ -238,12 +244,10 @@ def work(
 ) -> int:
     """Run trials until the study holds `n_trials` finished ones; return how many ran here.
 
-    `refine`: this worker also runs the local search after its trials (`refine_study`). One
-    worker per command does: the others keep sampling while it climbs, instead of waiting
-    for the study-wide lock to climb again from the same trials. `claimed(number)`: called
-    for each trial claimed on a database server, before its tag (its first heartbeat).
-    `storage`: the study's, where a trial this worker cannot finish is failed with the error
-    (`_not_stored`).
+    `refine`: this worker also runs the local search (`refine_study`); one worker per command
+    does, the others keep sampling meanwhile. `claimed(number)`: called for each trial claimed
+    on a database server, before its tag (its first heartbeat). `storage`: the study's, where
+    a trial this worker cannot store is failed with the error (`_not_stored`).
     """
     started = time.monotonic()
     worker = this_worker()
@@ -264,11 +268,8 @@ def work(
             slots.own += 1
             if _surplus(study, trial, n_trials):
                 break
-            try:
-                finished = _run_trial(study, problem, trial, claims, n_trials, refine)
-            except Exception as exc:
-                _not_stored(study, storage, trial, running, worker, exc)
-                raise
+            finished = _run_trial(study, problem, trial, claims, n_trials, refine,
+                                  partial(_not_stored, study, storage, trial, running, worker))
             if finished is not None:
                 rows.append(finished)
             if rows and time.monotonic() - last_flush >= _FLUSH_S:
