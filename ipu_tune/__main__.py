@@ -88,8 +88,16 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+# Commands that only read (a study, a plan, a model): their interrupted line says so, not that
+# "finished trials are kept" (the caches they fill are written whole or not at all).
+_READING = frozenset({"evaluate", "profile", "studies", "explain", "trials", "compare"})
+
+
 def _dispatch(args: list[str]) -> int:
     if args and args[0] in _COMMANDS:
+        if args[0] in _READING:
+            interrupts.outcome("the command only reads, nothing of it is left half-done; run "
+                               "it again")
         return _command(args[0])(args[1:])
     if args and args[0] in ("-h", "--help"):
         print(usage())
@@ -145,7 +153,7 @@ def _main(args: list[str]) -> None:
         # stdout must not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
-    except OSError as exc:  # a full or read-only disk outside the commands' own handling
+    except Exception as exc:  # a full disk or a lost server outside the commands' handling
         from ipu_tune.cli import fail_on_disk_error
 
         code = fail_on_disk_error(exc)

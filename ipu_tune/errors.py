@@ -1,24 +1,52 @@
 """The one exception type users see.
 
-User errors (bad config, unknown model, unreachable storage) raise `IpuTuneError` with a
+User errors (bad config, unknown model, a file that is no storage) raise `IpuTuneError` with a
 one-line message naming the key, the value and what is allowed; faults of a run (a worker
-killed) raise it with `fault=True`. Internal invariants use
+killed, a full or read-only disk, a database server that does not answer) raise it with
+`fault=True`. Internal invariants use
 `assert`; they are bugs, not user errors.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 
 from ipu_tune._redact import redact
 
-__all__ = ["MAX_SHOWN", "IpuTuneError", "bad_value", "shorten", "shown"]
+__all__ = [
+    "DISK_HINT",
+    "MAX_SHOWN",
+    "UNREACHABLE",
+    "IpuTuneError",
+    "bad_value",
+    "disk_fault",
+    "one_line",
+    "server_fault",
+    "shorten",
+    "shown",
+]
 
 # A value echoed in a message is cut in its middle past this many characters, so that the
 # message stays one readable line whatever was given (a path of 5,000 characters, a list of
 # 50,000 layers); its start and end stay, the two parts a typo is usually found in.
 MAX_SHOWN = 200
 _LONG_WORD = re.compile(rf"\S{{{MAX_SHOWN + 1},}}")
+
+# Errors of a full, over-quota or read-only filesystem, or a file-size limit: a fault of the
+# machine, not a bug and not bad input.
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
+# The same as drivers word it inside a message (SQLite, SQLAlchemy, the OS).
+_DISK_TEXTS = ("database or disk is full", "disk i/o error", "no space left on device",
+               "disk quota exceeded", "file too large", "read-only file system",
+               "readonly database")
+DISK_HINT = "free space (or make it writable) and run the same command again to resume"
+# A database server that does not answer (down, no route, no name service), as drivers word it.
+UNREACHABLE = ("connection refused", "timeout expired", "timed out", "could not translate host",
+               "failed to resolve host", "no route to host", "network is unreachable",
+               "server closed the connection", "could not connect", "connection reset",
+               "terminating connection", "connection already closed")
 
 
 class IpuTuneError(ValueError):
@@ -55,3 +83,52 @@ def shorten(text: str) -> str:
 def bad_value(key: str, value: object, allowed: str) -> IpuTuneError:
     """Build the canonical message: ``key=value: allowed`` (a long value cut, `shown`)."""
     return IpuTuneError(f"{key}={shown(value)}: {allowed}")
+
+
+def disk_fault(exc: BaseException, what: str = "the results database") -> str | None:
+    """`disk error writing PATH: WHY` for a full or read-only disk anywhere in `exc`'s chain,
+    else None. A driver (SQLite, SQLAlchemy) words it in a message without a path: `what` is
+    written then."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and cur.errno in _DISK_ERRNOS:
+            where = f" writing {str(cur.filename)!r}" if cur.filename else ""
+            return f"disk error{where}: {os.strerror(cur.errno)}"
+        text = " ".join(str(cur).split())
+        found = next((t for t in _DISK_TEXTS if t in text.lower()), None)
+        if found is not None:
+            return f"disk error writing {what}: {found}"
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
+    return None
+
+
+def one_line(exc: BaseException) -> str:
+    """What went wrong, in one line: an `IpuTuneError`'s message, a full or read-only disk
+    (`disk_fault`), else the error's type and first line."""
+    if isinstance(exc, IpuTuneError):
+        return str(exc)
+    found = disk_fault(exc) or server_fault(exc)
+    if found is not None:
+        return found
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def server_fault(exc: BaseException) -> str | None:
+    """`the database server stopped answering (WHY)` for a lost or refused connection anywhere
+    in `exc`'s chain (SQLAlchemy wraps the driver's error), else None. Credentials in the
+    driver's words are the caller's to redact (`ipu_tune.storage.redact`)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        lines = str(cur).strip().splitlines()
+        first = lines[0] if lines else ""
+        if type(cur).__name__ == "OperationalError" and any(
+                s in first.lower() for s in UNREACHABLE):
+            why = re.sub(r"^\([\w.]+\)\s*", "", first)  # SQLAlchemy's "(driver.Error) "
+            return f"the database server stopped answering ({why})"
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
+    return None

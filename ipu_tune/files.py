@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_BAD_PLACE = {errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ENOENT}
 # mkstemp's 8 random characters; `.tmp` is this writer's suffix, earlier versions wrote none.
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}(\.tmp)?")
 _LOCK_TIMEOUT_S = 120.0
@@ -65,10 +66,15 @@ def check_target(path: Path, key: str) -> None:
                     "name (anything else is never replaced)")
 
 
-def _fault(path: Path, exc: OSError) -> IpuTuneError:
-    hint = "; free space and run the same command again" if exc.errno in _DISK_FULL else ""
-    return IpuTuneError(
-        f"{str(path)!r}: cannot be written ({exc.strerror or type(exc).__name__}){hint}")
+def _fault(path: Path, exc: OSError, key: str) -> IpuTuneError:
+    """One line naming `key` and the file. A place that cannot hold a file (a file where a
+    folder belongs) is bad input; a full, read-only or forbidden disk is a fault (exit 1)."""
+    bad = exc.errno in _BAD_PLACE
+    hint = ("; allowed: a file in a folder that holds files" if bad
+            else "; free space and run the same command again" if exc.errno in _DISK_FULL
+            else "; make it writable, or choose another place")
+    return IpuTuneError(f"{key}={str(path)!r}: cannot be written "
+                        f"({exc.strerror or type(exc).__name__}){hint}", fault=not bad)
 
 
 def _write_temp(path: Path, data: bytes) -> str:
@@ -116,7 +122,7 @@ def write_files(files: Mapping[Path, str | bytes], key: str = "output",
                 os.replace(*temps[0])
                 temps.pop(0)
     except OSError as exc:
-        raise _fault(current, exc) from None
+        raise _fault(current, exc, key) from None
     finally:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)
@@ -145,14 +151,14 @@ def remove_stale_temps(folder: Path, names: Iterable[str]) -> list[Path]:
 
 
 @contextlib.contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
+def folder_lock(folder: Path, key: str = "export folder") -> Iterator[None]:
     """An exclusive `flock` on `folder` (created if missing) while a process writes its files;
     the kernel drops it with a killed process."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        raise _fault(folder, exc) from None
+        raise _fault(folder, exc, key) from None
     try:
         deadline = time.monotonic() + _LOCK_TIMEOUT_S
         while True:

@@ -8,15 +8,15 @@ can always be rebuilt from the study):
   `ipu_tune.storage.ClaimLock.running_file`);
 - ``plan``: one attribute (one storage write) holding ``config``, the full plan it stands for
   (plain dict of the config schema), and ``result``, the simulated figures the results row
-  needs and, for a feasible plan, the whole result the exports need, as one JSON text:
-  Optuna deep-copies a trial on every `tell` and every copied read, and a text is copied by
-  reference (as a nested dict, that copy was the largest item in a profile of the trial loop;
-  `benchmarks/tuner_overhead.py`); it is parsed when read (a nested dict is read alike);
+  needs and, for a feasible plan, the whole result the exports need, as one JSON text (Optuna
+  deep-copies trials; a text is copied by reference, a nested dict was the largest cost of the
+  trial loop: `benchmarks/tuner_overhead.py`); parsed when read (a nested dict is read alike);
 - ``constraints``: one value per constraint, <= 0 feasible, on Optuna < 5 (native on the trial
   since Optuna 5, `Trial.set_constraint`, and only there: one write per trial fewer);
 - ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
 - ``surplus``: claimed past `study.n_trials` by a racing worker (failed at once);
-- ``retry_of``: the number of the dead worker's trial it repeats;
+- ``retry_of``, ``retries``: the number of the dead worker's trial it repeats, and how many
+  times its plan has been retried (at most `MAX_RETRIES`);
 - ``origin``: where an enqueued plan came from (``local search from trial 12``).
 
 The study carries ``ipu_tune`` (`StudyMeta`): its model, system, search, objectives, pins and
@@ -42,6 +42,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ipu_tune.simulator import SIMULATOR_VERSION, IpuMemory, SimResult, StageTime
 
 __all__ = [
+    "MAX_RETRIES",
     "STUDY_META_KEY",
     "StudyMeta",
     "TrialRecord",
@@ -64,6 +65,7 @@ _REASON = "infeasible_reason"
 _CHANGES = "changes"
 _SURPLUS = "surplus"
 _RETRY_OF = "retry_of"
+_RETRIES = "retries"
 _ORIGIN = "origin"
 _FAIL_REASON = "fail_reason"  # Optuna's own system attribute for failed trials
 _DETAIL = "detail"  # inside ``result``: the whole SimResult, for the exports
@@ -86,10 +88,8 @@ def _finite(value: Any) -> Any:
 
 def result_payload(result: SimResult, whole: bool = True) -> dict[str, Any]:
     """What a trial keeps of its simulated result: the row's figures and the simulator version;
-    with `whole`, the whole result too (``detail``), so the exports need not simulate the best
-    plan again. The tuner keeps it for feasible plans only: only those can be exported, and the
-    row's figures already say why a plan failed (its memory per IPU, the reason); 2.3 of the
-    3.5 KB of a trial's plan attribute, the size of each storage write."""
+    with `whole`, the whole result (``detail``) the exports read. The tuner keeps it for
+    feasible plans only (the only ones exported; 2.3 of the 3.5 KB of a trial's plan)."""
     d = result.to_dict()
     out: dict[str, Any] = {k: d.get(k) for k in _ROW_FIGURES}
     out["simulator_version"] = SIMULATOR_VERSION
@@ -153,6 +153,7 @@ class TrialRecord:
     changes: int | None = None
     surplus: bool = False
     retry_of: int | None = None
+    retries: int = 0  # times its plan was retried after its worker died (0: a first attempt)
     origin: str = ""
 
     @classmethod
@@ -162,7 +163,7 @@ class TrialRecord:
         a = trial.user_attrs
         worker = a.get(_WORKER)
         changes = a.get(_CHANGES)
-        retry = a.get(_RETRY_OF)
+        retry, retries = a.get(_RETRY_OF), a.get(_RETRIES)
         every = _constraint_values(trial)
         if plan is None:
             plan = a.get(_PLAN)
@@ -176,6 +177,8 @@ class TrialRecord:
             changes=int(changes) if isinstance(changes, int) else None,
             surplus=bool(a.get(_SURPLUS, False)),
             retry_of=int(retry) if isinstance(retry, int) else None,
+            # A retry stored before the count existed is its plan's first.
+            retries=retries if isinstance(retries, int) else int(isinstance(retry, int)),
             origin=str(a.get(_ORIGIN) or ""),
         )
 
@@ -249,9 +252,10 @@ class TrialRecord:
         return plan
 
     @staticmethod
-    def retry_attrs(number: int) -> dict[str, Any]:
-        """User attributes of the trial enqueued to repeat trial `number`."""
-        return {_RETRY_OF: number}
+    def retry_attrs(number: int, retries: int = 1) -> dict[str, Any]:
+        """User attributes of the trial enqueued to repeat trial `number` (`retries`: its
+        plan's retries, this one included)."""
+        return {_RETRY_OF: number, _RETRIES: retries}
 
     @staticmethod
     def origin_attrs(label: str) -> dict[str, Any]:
@@ -268,39 +272,28 @@ def _stored_constraints(trial: FrozenTrial) -> list[float] | None:
     """One value per constraint, in the problem's order, as ipu-tune stored them: native on
     Optuna >= 5 (written in that order), the user attribute before (None: not stored)."""
     stored = trial.user_attrs.get(_CONSTRAINTS)
-    if isinstance(stored, list | tuple):
-        return [float(c) for c in stored]
     native = getattr(trial, "constraints", None)
-    if isinstance(native, dict) and native:
-        return [float(v) for v in native.values()]
-    return None
+    if not isinstance(stored, list | tuple):
+        stored = list(native.values()) if isinstance(native, dict) and native else None
+    return None if stored is None else [float(c) for c in stored]
 
 
 def _constraint_values(trial: FrozenTrial) -> list[float] | None:
-    values: list[float] = []
-    found = False
-    native = getattr(trial, "constraints", None)
-    if isinstance(native, dict) and native:
-        values += [float(v) for v in native.values()]
-        found = True
-    old = trial.system_attrs.get(_CONSTRAINTS)  # Optuna < 5 samplers' constraints_func
-    if isinstance(old, list | tuple):
-        values += [float(v) for v in old]
-        found = True
-    attr = trial.user_attrs.get(_CONSTRAINTS)
-    if isinstance(attr, list | tuple):
-        values += [float(v) for v in attr]
-        found = True
-    return values if found else None
+    # Native (Optuna >= 5), then Optuna < 5 samplers' `constraints_func`, then ours.
+    found = [stored for stored in (getattr(trial, "constraints", None),
+                                   trial.system_attrs.get(_CONSTRAINTS),
+                                   trial.user_attrs.get(_CONSTRAINTS))
+             if (isinstance(stored, dict) and stored) or isinstance(stored, list | tuple)]
+    if not found:
+        return None
+    return [float(v) for stored in found
+            for v in (stored.values() if isinstance(stored, dict) else stored)]
 
 
 def fail_trial(storage: optuna.storages.BaseStorage, study: optuna.Study, trial: FrozenTrial,
                reason: str) -> bool:
-    """Mark a RUNNING trial of a dead worker FAILED through the storage's public API.
-
-    `storage` is the one the study was opened with. Returns False when another process
-    finished or failed the trial first.
-    """
+    """Mark a RUNNING trial of a dead worker FAILED through the public API of `storage` (the
+    study's); False when another process finished or failed it first."""
     trial_id = storage.get_trial_id_from_study_id_trial_number(
         storage.get_study_id_from_name(study.study_name), trial.number)
     try:
@@ -311,21 +304,33 @@ def fail_trial(storage: optuna.storages.BaseStorage, study: optuna.Study, trial:
     return True
 
 
+# A plan whose worker dies each time it runs (killed for its memory) would be retried for ever;
+# after this many retries it is not enqueued again (Optuna's `RetryFailedTrialCallback` cap).
+MAX_RETRIES = 2
+
+
 def retry_dead_trial(storage: optuna.storages.BaseStorage, study: optuna.Study,
-                     trial: FrozenTrial, worker: str) -> bool:
-    """Fail the RUNNING trial of dead `worker` (`fail_reason` "worker died: WORKER") and
-    enqueue its plan again, on every storage alike, however the death was found (a PID on this
-    machine, a heartbeat that stopped on a database server). The retry carries only its
-    origin: not the dead trial's attributes, whose constraints the retry writes again (Optuna
+                     trial: FrozenTrial, worker: str, cause: str = "") -> bool:
+    """Fail the RUNNING trial of dead `worker` and enqueue its plan again, on every storage
+    alike, however the death was found (a PID here, a stopped heartbeat on a server).
+    `fail_reason`: "worker died: WORKER", or `cause` when the worker said why it stopped (a
+    full disk); a plan retried `MAX_RETRIES` times is not enqueued again, and its reason says
+    so. The retry carries only its origin and count, not the dead trial's attributes (Optuna
     warns when a constraint is set twice). False when another process failed or finished the
     trial first (it enqueued the retry)."""
-    if not fail_trial(storage, study, trial, f"worker died: {worker}"):
-        return False
     # A journal writes a trial's parameters with its result: a trial killed before then has
     # none, and an enqueued one still has the plan it was given.
     params = trial.params or trial.system_attrs.get("fixed_params")
-    if params:
-        study.enqueue_trial(params, user_attrs=TrialRecord.retry_attrs(trial.number))
+    retries = TrialRecord.of(trial).retries
+    reason = cause or f"worker died: {worker}"
+    if params and retries >= MAX_RETRIES:
+        reason += (f"; not retried: its plan was retried {retries} times already (at most "
+                   f"{MAX_RETRIES})")
+    if not fail_trial(storage, study, trial, reason):
+        return False
+    if params and retries < MAX_RETRIES:
+        study.enqueue_trial(params, user_attrs=TrialRecord.retry_attrs(trial.number,
+                                                                       retries + 1))
     return True
 
 
@@ -388,9 +393,7 @@ def _version_of(study: optuna.Study | Any, raw: Mapping[str, Any]) -> str | None
 
 def next_worker_slot(study: optuna.Study) -> int:
     """This worker's index among the study's workers (0 for the first), counted on the study.
-
-    Call under the storage's study-wide lock (`ClaimLock.recovering`): read, then increment.
-    """
+    Call under the storage's study-wide lock (`ClaimLock.recovering`): read, then increment."""
     slot = study.user_attrs.get(_WORKER_SLOTS, 0)
     slot = slot if isinstance(slot, int) else 0
     study.set_user_attr(_WORKER_SLOTS, slot + 1)

@@ -4,13 +4,12 @@ disk-full errors and the trust flag."""
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import NoReturn
 
-from ipu_tune.errors import IpuTuneError, shorten
+from ipu_tune.errors import DISK_HINT, IpuTuneError, disk_fault, server_fault, shorten
 
 __all__ = [
     "EXIT_FAULT",
@@ -41,31 +40,18 @@ REPORT_OUTCOME = ("the exports and report.html on disk are whole, all old or all
                   "same command again to rebuild them")
 OUTPUT_OUTCOME = ("--output is unchanged or whole, never half-written; run the same command "
                   "again to write it")
-# Errors of a full, over-quota or read-only filesystem: a fault of the machine, not a bug.
-_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 
 
 def disk_error(exc: BaseException) -> str | None:
-    """One line for an OSError of a full/read-only disk (also wrapped by SQLAlchemy), else None."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, OSError) and cur.errno in _DISK_ERRNOS:
-            where = f" writing {cur.filename!r}" if cur.filename else ""
-            return (f"disk error{where}: {os.strerror(cur.errno)}; free space (or make it "
-                    "writable) and run the same command again to resume")
-        text = str(cur).lower()
-        if "database or disk is full" in text or "disk i/o error" in text:
-            return ("disk error writing the results database: database or disk is full; free "
-                    "space and run the same command again to resume")
-        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
-    return None
+    """One line for a full/read-only disk anywhere in `exc` (also wrapped by SQLAlchemy), else
+    None."""
+    found = disk_fault(exc)
+    return None if found is None else f"{found}; {DISK_HINT}"
 
 
 # A full disk as drivers word it inside a message (SQLite, the OS): exit 1, not 2.
 _FULL_DISK = ("disk i/o error", "database or disk is full", "no space left on device",
-              "disk quota exceeded", "file too large")
+              "disk quota exceeded", "file too large", "read-only file system")
 _TRUST_KEY = "trust_remote_code"
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
@@ -103,11 +89,18 @@ def check_target_typed(target: str | None, overrides: Sequence[str], trusted: bo
 
 
 def fail_on_disk_error(exc: BaseException) -> int:
-    """Call inside `except`: one line and exit 1 for a full/read-only disk, else re-raise."""
+    """Call inside `except`: one line and exit 1 for a full/read-only disk or a database server
+    that stopped answering (faults of the machine, not bugs), else re-raise."""
+    from ipu_tune.storage import redact
+
     message = disk_error(exc)
+    server = server_fault(exc) if message is None else None
+    if server is not None:
+        message = (f"{redact(server)}; the finished trials are stored; run the same command "
+                   "again once the server answers, to resume")
     if message is None:
         raise exc
-    print("ipu-tune: error: " + message, file=sys.stderr)
+    print("ipu-tune: error: " + printable(" ".join(message.split())), file=sys.stderr)
     return EXIT_FAULT
 
 
@@ -140,8 +133,7 @@ def fail(message: str, fault: bool = False) -> int:
     text = shorten(printable(" ".join(redact(str(message)).split())))  # redacted, then cut
     if any(s in text.lower() for s in _FULL_DISK):  # wrapped in a message: still a full disk
         # The writer (`ipu_tune.files`) already says what to do: not twice.
-        hint = "" if "free space" in text else ("; free space and run the same command again "
-                                                "to resume")
+        hint = "" if "free space" in text or "writable" in text else f"; {DISK_HINT}"
         print("ipu-tune: error: " + text + hint, file=sys.stderr)
         return EXIT_FAULT
     print("ipu-tune: error: " + text, file=sys.stderr)

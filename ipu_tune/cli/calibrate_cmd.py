@@ -220,5 +220,5 @@ def main(argv: Sequence[str]) -> int:
 
             atomic_write(Path(args.output), text, key="--output")
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     return print_out((text + (f"# written: {args.output}" if args.output else "")).rstrip("\n"))

@@ -138,5 +138,5 @@ def main(argv: Sequence[str]) -> int:
     try:
         data = compare(args.a, args.b)
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     return print_out(json.dumps(data, indent=2) if args.json else format_compare(data))

@@ -108,7 +108,7 @@ def main(argv: Sequence[str]) -> int:
                                        "--constants" if args.constants else key[:-1])
         result = evaluate_config(cfg, constants)
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     if args.json:
         return print_out(json.dumps(result.to_dict(), indent=2))
     from ipu_tune.cli.evaluate_format import format_result

@@ -166,5 +166,5 @@ def main(argv: Sequence[str]) -> int:
         study, _, _, problem = load_problem(args)
         data = explain_study(study, problem, with_sensitivity=not args.no_sensitivity)
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     return print_out(json.dumps(data.to_json(), indent=2) if args.json else format_explain(data))

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ipu_tune.cli._common import ArgumentParser
+from ipu_tune.cli._common import ArgumentParser, fail
 from ipu_tune.config import (
     EvalConfig,
     ModelConfig,
@@ -116,8 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_config(EvalConfig(model=mc))  # the config's range and LIMITS checks of model.*
         prof = profile_model(mc)
     except IpuTuneError as exc:
-        print(f"ipu-tune: error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc), exc.fault)
     if args.json:
         data = prof.to_dict()
         data["backward_flops"] = prof.backward_flops

@@ -230,7 +230,7 @@ def hydra_main(argv: Sequence[str]) -> int:
         check_sweep_secrets(argv)
         command = _Command(trusted, preflight(argv, trusted))
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     if _composed_once(command.prepared, argv):
         return _run_prepared(command.prepared[0], argv)
     sys.argv = [sys.argv[0], *argv]

@@ -65,10 +65,10 @@ def list_main(argv: Sequence[str]) -> int:
     _storage_args(parser)
     args = parser.parse_args(list(argv))
     try:
-        storage = open_storage(_target(args))
+        storage = open_storage(_target(args), read_only=True)
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     from ipu_tune.search import OBJECTIVES, best_trial
 
     metas = [StudyMeta.of(s) for s in summaries]
@@ -160,7 +160,7 @@ def _short(value: Any) -> str:
 
 def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneConfig]:
     target = _target(args)
-    storage = open_storage(target)
+    storage = open_storage(target, read_only=True)  # report writes its exports, not the study
     try:
         study = optuna.load_study(study_name=args.study, storage=storage)
     except KeyError:
@@ -228,19 +228,17 @@ def report_main(argv: Sequence[str]) -> int:
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_args(list(argv))
     interrupts.outcome(REPORT_OUTCOME)
-    from ipu_tune.results import sync_results
     from ipu_tune.tuner import export_study
 
     try:
         study, target, cfg, problem = load_problem(args)
-        store = ResultsStore(target.results_url)
+        store = _synced_store(target.results_url, study)
         try:
-            sync_results(store, study)
             summary = export_study(study, problem, store, cfg, target)
         finally:
             store.close()
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     for label, path in summary.exports.items():
         print(f"{label}: {path}")
     return 0
@@ -255,21 +253,42 @@ def export_main(argv: Sequence[str]) -> int:
     _storage_args(parser)
     args = parser.parse_args(list(argv))
     interrupts.outcome(OUTPUT_OUTCOME)
-    from ipu_tune.results import sync_results
     from ipu_tune.storage import export_table
 
     try:
         study, target, _ = _load(args)
-        store: ResultsStore = ResultsStore(target.results_url)
+        store = _synced_store(target.results_url, study)
         try:
-            sync_results(store, study)
             path = export_table(store.frame(study.study_name), args.output)
         finally:
             store.close()
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     print(f"table: {path}")
     return 0
+
+
+def _synced_store(url: str, study: optuna.Study) -> ResultsStore:
+    """The results table holding every finished trial of `study`. A table that cannot be
+    written (a read-only results folder) is read as a copy in memory: the rows are made from
+    the study, which the table only copies (`ipu_tune.results`)."""
+    from ipu_tune.errors import disk_fault
+    from ipu_tune.results import sync_results
+
+    store: ResultsStore | None = None
+    try:
+        store = ResultsStore(url)
+        sync_results(store, study)
+        return store
+    except Exception as exc:
+        if store is not None:
+            store.close()
+        # Opening SQLite's WAL in a read-only folder says "unable to open database file".
+        if disk_fault(exc) is None and "unable to open database file" not in str(exc):
+            raise
+    store = ResultsStore("sqlite:///:memory:")
+    sync_results(store, study)
+    return store
 
 
 def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
@@ -352,7 +371,7 @@ def trials_main(argv: Sequence[str]) -> int:
             df = df.sort_values(["feasible", first.axis()],
                                 ascending=[False, first.direction == "minimize"], kind="stable")
     except IpuTuneError as exc:
-        return fail(str(exc))
+        return fail(str(exc), exc.fault)
     df = df.head(args.top)
     if args.csv:
         return print_out(df.to_csv(index=False).rstrip("\n"))

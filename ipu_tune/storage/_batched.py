@@ -18,9 +18,11 @@ Crash ordering (what a kill at any point leaves behind):
 3. The result (`set_trial_state_values` to a finished state): every parameter, attribute and
    the state in one `write` of several lines, then one fsync; `tell` returns after the fsync.
    A kill before the write leaves case 2; after it, the whole trial (the kernel finishes a
-   write it accepted). A machine crash during the write can tear it: the journal then ends in
-   complete lines of the trial without its state (a RUNNING trial recovery fails and retries
-   with its parameters) or a torn line (cut by `repair_torn_tail`).
+   write it accepted). A full disk or a file-size limit during the write cuts what it wrote
+   and fails the call: case 2 again, and no torn record. A machine crash during the write
+   can tear it: the journal then ends in complete lines of the trial without its state (a
+   RUNNING trial recovery fails and retries with its parameters) or a torn line (cut by
+   `repair_torn_tail`).
 
 The lock covers the append, not the disk wait (`BatchingJournalBackend.append_logs`): two
 workers' fsyncs overlap, and whichever returns first has made every append before it durable.
@@ -30,6 +32,7 @@ it back, and then every later append too (a later fsync covers it).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -104,21 +107,39 @@ class BatchingJournalBackend(JournalFileBackend):
 
     def _append(self, logs: list[dict[str, Any]], durable: bool) -> None:
         data = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs).encode()
-        fd = os.open(self._file_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        try:
+            fd = os.open(self._file_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except OSError as exc:  # read-only, removed: the error names the journal
+            raise OSError(exc.errno, exc.strerror, self._file_path) from None
         try:
             self._lock.acquire()
             try:
-                view = memoryview(data)
-                while view:  # a regular file takes it whole unless the disk is full
-                    view = view[os.write(fd, view):]
+                self._write_whole(fd, data)
             finally:
                 self._lock.release()
             if durable:
                 # Outside the lock: the next worker appends while this one waits for the disk.
                 os.fsync(fd)
                 self.fsyncs += 1
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._file_path) from None
         finally:
             os.close(fd)
+
+    @staticmethod
+    def _write_whole(fd: int, data: bytes) -> None:
+        """Append `data` whole or not at all (call holding the lock): a full disk or a file-size
+        limit mid-write cuts the part written, which would otherwise be a torn record that the
+        next append, of any worker, fuses with into a bad line in the middle of the journal."""
+        start = os.fstat(fd).st_size
+        view = memoryview(data)
+        try:
+            while view:  # a regular file takes it whole unless the disk is full
+                view = view[os.write(fd, view):]
+        except OSError:
+            with contextlib.suppress(OSError):  # shrinking a file needs no space
+                os.ftruncate(fd, start)
+            raise
 
 
 _Op = Callable[[], None]

@@ -81,10 +81,12 @@ class ClaimLock:
         assert self.path is not None
         return RunningFile(self.path + ".running", worker)
 
-    def held(self, study: str | None = None) -> tuple[dict[int, str], dict[int, str]]:
+    def held(self, study: str | None = None
+             ) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
         """(trial number -> worker) of study `study` held by this machine's live workers, and
-        by dead ones (a local storage; call under `recovering`). Trial numbers restart in each
-        study of a storage: a record of another study is not ours."""
+        (trial number -> (worker, cause)) by dead ones (`held_trials`; a local storage; call
+        under `recovering`). Trial numbers restart in each study of a storage: a record of
+        another study is not ours."""
         assert self.path is not None
         return held_trials(self.path + ".running", study)
 

@@ -10,6 +10,7 @@ Local file systems only (for NFS use Optuna's own locks or PostgreSQL).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -50,6 +51,9 @@ def lock_fd(path: str, what: str, timeout_s: float = LOCK_TIMEOUT_S) -> int:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT):
+            raise IpuTuneError(f"{what} {path!r}: cannot be made ({exc.strerror}); make its "
+                               "folder writable, or choose another folder", fault=True) from None
         raise IpuTuneError(f"{what} {path!r}: cannot be opened ({exc.strerror}); allowed: a "
                            "regular file (remove what is there)") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -10,29 +10,37 @@ process only (a quick look; never resumed). Which to use when: docs/storage-choi
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import logging
 import os
 import sys
+import tempfile
 import time
 import warnings
-from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import optuna
 from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
-from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune._redact import redact
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import UNREACHABLE, IpuTuneError
 from ipu_tune.files import inside
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
+from ipu_tune.storage._beating import (
+    HEARTBEAT_GRACE_S,
+    HEARTBEAT_INTERVAL_S,
+    BeatingRDBStorage,
+    stale_trials,
+)
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
-from ipu_tune.storage._torn import repair_torn_tail
+from ipu_tune.storage._torn import check_journal, repair_torn_tail
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -52,10 +60,6 @@ _MEMORY_RESULTS = "sqlite:///:memory:"
 _JOURNAL_PREFIX = "journal:///"
 _SCHEMA_RACE_ATTEMPTS = 6
 _SCHEMA_RACES = ("already exists", "duplicate key", "UNIQUE constraint")
-# A worker on a database server records a heartbeat this often; a RUNNING trial without one for
-# the grace period belongs to a dead worker (any host). Optuna's own mechanism.
-HEARTBEAT_INTERVAL_S = 2
-HEARTBEAT_GRACE_S = 10
 
 
 def _make_url(text: str) -> Any:
@@ -177,9 +181,7 @@ def _make_sqlite_parent(target: StorageTarget) -> None:
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise IpuTuneError(
-            f"{target.keys[1]}={target.results_dir!r}: cannot be written ({exc.strerror})"
-        ) from None
+        raise _folder_fault(target.keys[1], target.results_dir, exc) from None
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -191,8 +193,60 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     return {}
 
 
-def open_storage(target: StorageTarget) -> BaseStorage:
-    """Open (creating when new) the storage; one-line `IpuTuneError` on any failure."""
+def _folder_fault(key: str, folder: str, exc: OSError) -> IpuTuneError:
+    """A storage folder that cannot be made: a file where a folder belongs is the input's
+    fault (exit 2); a full or read-only disk is the machine's (exit 1)."""
+    bad = exc.errno in (errno.ENOTDIR, errno.EEXIST)
+    hint = ("allowed: a folder" if bad else "free space and run the same command again"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
+            "make it writable, or choose another folder")
+    return IpuTuneError(f"{key}={folder!r}: cannot be written ({exc.strerror}); {hint}",
+                        fault=not bad)
+
+
+def _folder_of(target: StorageTarget) -> Path:
+    """The folder of a storage file (a journal or SQLite); '.' for a server (writable)."""
+    if target.kind == "journal":
+        return Path(target.location).parent
+    if target.kind == "rdb":
+        url = _make_url(target.location)
+        if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+            return Path(str(url.database)).parent
+    return Path(".")
+
+
+def _writable(folder: Path) -> bool:
+    """Whether files can be made in `folder` (False on a read-only file system too)."""
+    return os.access(folder, os.W_OK)
+
+
+def _cannot_write(target: StorageTarget, folder: Path) -> IpuTuneError:
+    """One line for a storage folder that cannot be written: the errno it would get (a
+    read-only file system, permissions), a fault of the machine (exit 1), not bad input."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            why = "Permission denied"
+    except OSError as exc:
+        why = exc.strerror or "Permission denied"
+    what = (f"{target.key}={str(folder)!r}" if target.kind == "journal" and not target.given
+            else f"{target.key}={target.display!r}: folder {str(folder)!r}")
+    return IpuTuneError(f"{what}: cannot be written ({why}); make it writable, or choose "
+                        "another folder", fault=True)
+
+
+def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
+    """Open (creating when new) the storage; one-line `IpuTuneError` on any failure.
+
+    `read_only`: the caller only reads (listing, explaining, exporting a study); a journal or
+    SQLite file in a folder that cannot be written (a read-only mount, an archive) is read as
+    it is, without the repair of a torn tail or the lock files, which reading does not need."""
+    if read_only and not _writable(_folder_of(target)):
+        if target.kind == "journal":
+            return _read_journal(Path(target.location), target)
+        # No lock file can be made, none is needed to read; SQLite opens a database in WAL
+        # mode in a read-only folder only as immutable (it cannot make its -shm file).
+        file = quote(str(_make_url(target.location).database))
+        return _open_rdb(target, f"sqlite:///file:{file}?immutable=1&uri=true")
     if target.kind == "memory":
         print("ipu-tune: study.storage=memory: the study lives in this process only and cannot "
               "be resumed (exports are still written); leave study.storage unset to keep it",
@@ -203,12 +257,10 @@ def open_storage(target: StorageTarget) -> BaseStorage:
         _check_journal_parent(path, target.results_dir, target.key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if not os.access(path.parent, os.W_OK):
-                raise PermissionError(13, "Permission denied")
         except OSError as exc:
-            raise IpuTuneError(
-                f"{target.key}={str(path.parent)!r}: cannot be written ({exc.strerror})"
-            ) from None
+            raise _folder_fault(target.key, str(path.parent), exc) from None
+        if not _writable(path.parent):
+            raise _cannot_write(target, path.parent)
         try:
             return _open_journal(path)
         except IpuTuneError:
@@ -220,6 +272,8 @@ def open_storage(target: StorageTarget) -> BaseStorage:
                 "it is corrupted or not an Optuna journal"
             ) from None
     _make_sqlite_parent(target)
+    if not _writable(_folder_of(target)):  # before a lock file is made beside it
+        raise _cannot_write(target, _folder_of(target))
     # Workers starting together on a new SQLite file would race to create Optuna's schema
     # ("UNIQUE constraint failed: alembic_version"): one at a time under the file's lock.
     _check_sqlite_folder(target)
@@ -250,6 +304,20 @@ def _check_sqlite_folder(target: StorageTarget) -> None:
                            "FIFO or device); allowed: a SQLite database file or a new name")
 
 
+def _read_journal(path: Path, target: StorageTarget) -> BaseStorage:
+    """A journal in a folder that cannot be written, opened only to be read."""
+    check_journal(path)
+    if not path.is_file():
+        raise IpuTuneError(f"{target.key}={str(path)!r}: no such journal")
+    try:
+        return _journal(path)
+    except Exception as exc:
+        raise IpuTuneError(
+            f"{target.key}={str(path)!r}: cannot read the journal file ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}), and its folder cannot be "
+            "written to repair it; copy the journal to a writable folder") from None
+
+
 def _journal(path: Path) -> BaseStorage:
     return BatchedJournalStorage(BatchingJournalBackend(str(path), FlockLock(str(path))))
 
@@ -276,47 +344,16 @@ def _rdb_kwargs(url: str) -> dict[str, Any]:
     return {"heartbeat_interval": HEARTBEAT_INTERVAL_S, "grace_period": HEARTBEAT_GRACE_S}
 
 
-def stale_trials(storage: BaseStorage, study_name: str) -> list[FrozenTrial]:
-    """The RUNNING trials of `study_name` whose worker stopped beating for longer than the
-    grace period (none on a storage without heartbeats: a journal, SQLite)."""
-    if not isinstance(storage, _BeatingRDBStorage):
-        return []
-    study_id = storage.get_study_id_from_name(study_name)
-    # Optuna's own query of stale trials (what `fail_stale_trials` fails), kept to this module.
-    return [storage.get_trial(i) for i in storage._get_stale_trial_ids(study_id)]
-
-
-class _BeatingRDBStorage(RDBStorage):
-    """An RDB storage whose trials beat from the moment they run.
-
-    Optuna ignores a RUNNING trial that never beat; a worker killed before its heartbeat
-    thread's first beat would leave it RUNNING forever. So the claim itself (a new trial, or
-    an enqueued one taken) records the first heartbeat.
-    """
-
-    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
-        trial_id = super().create_new_trial(study_id, template_trial)
-        if template_trial is None or template_trial.state == TrialState.RUNNING:
-            self.record_heartbeat(trial_id)
-        return trial_id
-
-    def set_trial_state_values(self, trial_id: int, state: TrialState,
-                               values: Sequence[float] | None = None) -> bool:
-        taken = super().set_trial_state_values(trial_id, state, values)
-        if taken and state == TrialState.RUNNING:
-            self.record_heartbeat(trial_id)
-        return taken
-
-
-def _open_rdb(target: StorageTarget) -> BaseStorage:
+def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
+    """`url`: the one to connect to, when not the target's own (a read-only SQLite file)."""
     for attempt in range(_SCHEMA_RACE_ATTEMPTS):
         try:
             with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
                 warnings.simplefilter("ignore", ExperimentalWarning)
                 kwargs = _rdb_kwargs(target.location)
-                cls = _BeatingRDBStorage if kwargs else RDBStorage
-                return cls(target.location, engine_kwargs=_engine_kwargs(target.location),
-                           **kwargs)
+                cls = BeatingRDBStorage if kwargs else RDBStorage
+                return cls(url or target.location,
+                           engine_kwargs=_engine_kwargs(target.location), **kwargs)
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             first = detail[0] if detail else type(exc).__name__
@@ -326,14 +363,25 @@ def _open_rdb(target: StorageTarget) -> BaseStorage:
             if racing and attempt < _SCHEMA_RACE_ATTEMPTS - 1:
                 time.sleep(0.2 * (attempt + 1))
                 continue
+            down = _make_url(target.location).get_backend_name() != "sqlite" and any(
+                s in first.lower() for s in UNREACHABLE)
             raise IpuTuneError(
                 f"{target.key}={target.display!r}: cannot open ({redact(first, target.location)})"
-            ) from None
+                + ("; run the same command again once the server is reachable" if down else ""),
+                fault=down) from None
     raise AssertionError("unreachable")
+
+
+def _not_fallback(record: logging.LogRecord) -> bool:
+    """Drop Optuna's warning that a trials query failed and it falls back to a slower one: its
+    query (SQL over several lines) fails when the server dies, which the command's one line
+    reports; the other cause, too many trials for one IN list, is recovered from silently."""
+    return "Falling back to a slower alternative" not in record.getMessage()
 
 
 def _silence() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("optuna.storages._rdb.storage").addFilter(_not_fallback)
 
 
 _silence()

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import sqlite3
+import stat
+import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import DISK_HINT, IpuTuneError, disk_fault
 from ipu_tune.files import atomic_write
 from ipu_tune.knobs import KNOBS
 from ipu_tune.storage._open import redact
-from ipu_tune.storage._results_table import COLUMN_NAMES, ResultsTable, open_table
+from ipu_tune.storage._results_table import COLUMN_NAMES, ResultsTable, open_table, sqlite_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,18 +35,31 @@ class ResultsStore:
     def __init__(self, url: str) -> None:
         self.url = url
         try:
-            self._table: ResultsTable = open_table(url)
+            try:
+                self._table: ResultsTable = open_table(url)
+            except sqlite3.DatabaseError as exc:
+                if "file is not a database" not in str(exc) or not _set_aside(url):
+                    raise
+                self._table = open_table(url)  # a new table; `sync_results` refills it
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             raise IpuTuneError(
                 f"results store {redact(url)!r}: cannot open "
-                f"({detail[0] if detail else type(exc).__name__})"
-            ) from None
+                f"({detail[0] if detail else type(exc).__name__})",
+                fault=disk_fault(exc) is not None) from None
 
     def insert(self, rows: list[dict[str, Any]]) -> None:
-        """Insert rows in one statement; rows already there (same study and trial) stay."""
-        if rows:
+        """Insert rows in one statement; rows already there (same study and trial) stay. A
+        full or read-only disk is one line naming the table's database (SQLite names none)."""
+        if not rows:
+            return
+        try:
             self._table.insert(rows)
+        except Exception as exc:
+            found = disk_fault(exc, repr(redact(self.url)))
+            if found is None:
+                raise
+            raise IpuTuneError(f"{found}; {DISK_HINT}", fault=True) from None
 
     def trial_numbers(self, study_name: str) -> list[int]:
         return self._table.trial_numbers(study_name)
@@ -62,6 +82,39 @@ class ResultsStore:
 
     def close(self) -> None:
         self._table.close()
+
+
+def _set_aside(url: str) -> bool:
+    """Move a results file that is no SQLite database (overwritten, truncated in its header)
+    aside as `<file>.bad-<UTC time>-<pid>`, with one line on stderr: the table is a copy of the
+    studies, rebuilt from them, so a corrupt copy must not stop a run. Under a `flock` of the
+    file, once: a process that comes second finds it moved (False when it cannot be moved)."""
+    path = sqlite_path(url)
+    if path is None:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return True  # moved by another process since: open the new one
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not os.path.exists(path) or not os.path.samestat(os.fstat(fd), os.stat(path)):
+            return True  # another process moved it while this one waited
+        aside = f"{path}.bad-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+        try:
+            os.rename(path, aside)
+        except OSError:
+            return False  # a read-only folder: the line names the file
+        for suffix in ("-wal", "-shm", "-journal"):  # of the old file; useless to a new one
+            with contextlib.suppress(OSError):
+                os.rename(path + suffix, aside + suffix)
+    finally:
+        os.close(fd)
+    print(f"ipu-tune: results table {path!r} is not a SQLite database; moved it to {aside!r}; "
+          "its rows are rebuilt from the studies", file=sys.stderr)
+    return True
 
 
 # Store columns held as JSON text (lists) and ISO 8601 text (times) in the SQL table.

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from sqlalchemy import Table
     from sqlalchemy.engine import Engine
 
-__all__ = ["COLUMN_NAMES", "PLAN_COLUMNS", "TABLE_NAME", "ResultsTable", "open_table"]
+__all__ = [
+    "COLUMN_NAMES", "PLAN_COLUMNS", "TABLE_NAME", "ResultsTable", "open_table", "sqlite_path",
+]
 
 TABLE_NAME = "ipu_tune_results"
 
@@ -116,7 +118,7 @@ def _sa_table() -> Table:
     )
 
 
-def _sqlite_path(url: str) -> str | None:
+def sqlite_path(url: str) -> str | None:
     """The file of a plain `sqlite:///FILE` URL (stdlib sqlite3 serves it); None for any other
     URL (a driver, options, in-memory), which SQLAlchemy serves."""
     prefix = "sqlite:///"
@@ -307,5 +309,5 @@ class _RdbTable(ResultsTable):
 def open_table(url: str) -> ResultsTable:
     """A plain `sqlite:///FILE` through the standard library's sqlite3, any other URL through
     SQLAlchemy (so a journal run does not import SQLAlchemy, ~0.4 s)."""
-    path = _sqlite_path(url)
+    path = sqlite_path(url)
     return _SqliteTable(path) if path is not None else _RdbTable(url)

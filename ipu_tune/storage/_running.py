@@ -46,25 +46,42 @@ class RunningFile:
             os.close(fd)
             raise
         self._fd: int | None = fd
+        self._held: tuple[int, str] | None = None
+        self._keep = False  # `stopped`: the record stays for the recovery
 
-    def hold(self, number: int, study: str = "") -> None:
-        """This worker now runs trial `number` of `study` (it ran no other since it asked)."""
+    def hold(self, number: int, study: str = "", cause: str = "") -> None:
+        """This worker now runs trial `number` of `study` (it ran no other since it asked);
+        `cause`: why it stopped in that trial without storing it (`stopped`)."""
         assert self._fd is not None
-        data = f"{number}\n{study}\n{self._worker}\n".encode()
+        self._held = (number, study)
+        data = f"{number}\n{study}\n{self._worker}\n{cause}".encode()[:_MAX_RECORD_BYTES]
         os.pwrite(self._fd, data, 0)
         os.ftruncate(self._fd, len(data))
+
+    def stopped(self, cause: str) -> None:
+        """The worker stops in its trial on an error it could not store (a full disk): the
+        record keeps `cause` and outlives the worker, so the recovery fails the trial with it,
+        not as a worker that died. Rewritten within the file's first block: a full disk takes
+        it."""
+        if self._fd is None or self._held is None:
+            return
+        with suppress(OSError):
+            self.hold(*self._held, cause=" ".join(cause.split()))
+            self._keep = True
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            with suppress(FileNotFoundError):
-                os.unlink(self.path)
+            if not self._keep:
+                with suppress(FileNotFoundError):
+                    os.unlink(self.path)
             os.close(fd)  # drops the lock
 
 
 def _read(path: str) -> tuple[bool, str] | None:
     """(held by a live process, text) of one record; None for anything that is not a regular
-    file (a FIFO would block a plain open, a folder cannot be locked): not ours, skipped."""
+    file (a FIFO would block a plain open, a folder cannot be locked): not ours, skipped.
+    A dead record is removed by the caller once it knows it is of the study recovered."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
@@ -77,40 +94,46 @@ def _read(path: str) -> tuple[bool, str] | None:
             alive = False
         except BlockingIOError:
             alive = True
-        text = os.read(fd, _MAX_RECORD_BYTES).decode(errors="replace")
-        if not alive:
-            with suppress(FileNotFoundError):
-                os.unlink(path)
-        return alive, text
+        return alive, os.read(fd, _MAX_RECORD_BYTES).decode(errors="replace")
     finally:
         os.close(fd)
 
 
-def _parse(text: str) -> tuple[int, str, str] | None:
-    """(number, study, worker) of a record; `number worker` of earlier versions has study ''."""
-    lines = text.split("\n")
+def _parse(text: str) -> tuple[int, str, str, str] | None:
+    """(number, study, worker, cause) of a record; `number worker` of earlier versions has
+    study '' and no cause."""
+    lines = text.split("\n", 3)
     if len(lines) >= 3 and lines[0].isdigit():
-        return int(lines[0]), lines[1], lines[2]
+        return int(lines[0]), lines[1], lines[2], (lines[3] if len(lines) > 3 else "").strip()
     number, _, worker = text.strip().partition(" ")
-    return (int(number), "", worker) if number.isdigit() else None
+    return (int(number), "", worker, "") if number.isdigit() else None
 
 
 def held_trials(directory: str, study: str | None = None
-                ) -> tuple[dict[int, str], dict[int, str]]:
-    """(trial number -> worker) of `study` named by live workers' files, and by dead workers'
-    files, which are removed. Call under the claim lock. With `study` None, every record."""
+                ) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
+    """(trial number -> worker) of `study` named by live workers' files, and (trial number ->
+    (worker, cause)) by dead workers' files, which are removed (a worker that stopped on an
+    error it could not store gave its `cause`; a killed one none). Call under the claim lock.
+    With `study` None, every record; another study's dead records stay for its recovery."""
     live: dict[int, str] = {}
-    dead: dict[int, str] = {}
+    dead: dict[int, tuple[str, str]] = {}
     try:
         names = os.listdir(directory)
     except OSError:  # missing, or a file where the folder belongs (RunningFile says so)
         return live, dead
     for name in names:
-        found = _read(os.path.join(directory, name))
+        path = os.path.join(directory, name)
+        found = _read(path)
         record = _parse(found[1]) if found is not None else None
         if found is None or record is None:
             continue
-        number, owner, worker = record
-        if study is None or owner in (study, ""):
-            (live if found[0] else dead)[number] = worker
+        number, owner, worker, cause = record
+        if study is not None and owner not in (study, ""):
+            continue
+        if found[0]:
+            live[number] = worker
+        else:
+            dead[number] = (worker, cause)
+            with suppress(FileNotFoundError):
+                os.unlink(path)
     return live, dead

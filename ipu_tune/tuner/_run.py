@@ -19,7 +19,7 @@ from optuna.storages import BaseStorage
 from ipu_tune import interrupts
 from ipu_tune.case import Case, build_case
 from ipu_tune.config import EvalConfig, TuneConfig, check_pinned_layout, load_config, validate
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import DISK_HINT, IpuTuneError, one_line
 from ipu_tune.explain import Explanation, explain_study
 from ipu_tune.exports import (
     EXPORT_FILE_NAMES,
@@ -153,13 +153,15 @@ def _work(prep: Prepared, study: optuna.Study, storage: BaseStorage, store: Resu
     with beating(study, storage, this_worker()) as claimed:
         return work(study, prep.problem, store, prep.target.claims, cfg.study.n_trials,
                     cfg.study.timeout_s, progress=progress,
-                    on_trial=lambda _number: interrupts.check(), refine=refine, claimed=claimed)
+                    on_trial=lambda _number: interrupts.check(), refine=refine, claimed=claimed,
+                    storage=storage)
 
 
-def _worker_main(prep: Prepared, name: str, index: int, ran: Any) -> None:
+def _worker_main(prep: Prepared, name: str, index: int, ran: Any, said: Any) -> None:
     """A forked worker: the problem is the parent's (profile, space, warm plans, caches); only
     the storage is its own (a journal's writer id or a database connection must not be shared
-    between processes)."""
+    between processes). An error is not printed here but handed to the parent in `said`: the
+    command ends with one line naming each worker that stopped and why."""
     interrupts.worker_process()
     if os.getppid() == 1:  # the parent died before the line above took effect
         os._exit(0)
@@ -179,13 +181,15 @@ def _worker_main(prep: Prepared, name: str, index: int, ran: Any) -> None:
     except KeyboardInterrupt as exc:
         code = interrupts.exit_code(exc.signum if isinstance(exc, interrupts.Interrupted)
                                     else signal.SIGINT)
-    except IpuTuneError as exc:
-        print(f"ipu-tune: error: {exc}", file=sys.stderr)
+    except Exception as exc:  # a full disk, a lost connection: one line, by the parent
+        said.value = one_line(exc).encode(errors="replace")[: _SAID_BYTES - 1]
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
+
+_SAID_BYTES = 1024  # a worker's error for the parent's line
 
 _FOLLOW_S = 0.25  # while its workers run, this process reads their new trials this often
 
@@ -203,8 +207,9 @@ def _run_workers(prep: Prepared, study: optuna.Study) -> tuple[int, list[str]]:
     follow = prep.target.kind == "journal"
     ctx = multiprocessing.get_context("fork")
     counts = [ctx.Value("q", 0) for _ in range(prep.cfg.study.workers)]
-    procs = [ctx.Process(target=_worker_main, args=(prep, name, i, counts[i]), daemon=True)
-             for i in range(prep.cfg.study.workers)]
+    said: list[Any] = [ctx.Array("c", _SAID_BYTES) for _ in range(prep.cfg.study.workers)]
+    procs = [ctx.Process(target=_worker_main, args=(prep, name, i, counts[i], said[i]),
+                         daemon=True) for i in range(prep.cfg.study.workers)]
     for p in procs:
         p.start()
         assert p.pid is not None
@@ -217,20 +222,20 @@ def _run_workers(prep: Prepared, study: optuna.Study) -> tuple[int, list[str]]:
                 with contextlib.suppress(Exception):
                     study.get_trials(deepcopy=False)
     interrupts.check()
-    failed = [_ended(i, p.pid, p.exitcode) for i, p in enumerate(procs) if p.exitcode]
+    failed = [_ended(i, p.pid, p.exitcode, said[i].value.decode(errors="replace"))
+              for i, p in enumerate(procs) if p.exitcode]
     return sum(int(c.value) for c in counts), failed
 
 
-def _ended(index: int, pid: int | None, code: int | None) -> str:
-    """How a worker that failed ended: killed by a signal (nothing of it printed), or its own
-    error (printed by it, the line above)."""
+def _ended(index: int, pid: int | None, code: int | None, said: str = "") -> str:
+    """How a worker that failed ended: killed by a signal, or stopped by the error it said."""
     if code is not None and code < 0:
         try:
             how = f"was killed by {signal.Signals(-code).name}"
         except ValueError:
             how = f"was killed by signal {-code}"
     else:
-        how = f"ended with exit code {code} (its error is printed above)"
+        how = f"stopped: {said}" if said else f"ended with exit code {code}"
     return f"worker {index} (pid {pid}) {how}"
 
 
@@ -238,10 +243,12 @@ def _fault(prep: Prepared, failed: list[str], study: optuna.Study) -> IpuTuneErr
     """The one line of a run whose workers failed, after its finished trials were stored and
     exported: a fault (exit 1), which running the same command again resumes."""
     done, wanted = count_done(study), prep.cfg.study.n_trials
+    again = (DISK_HINT if any("disk error" in f for f in failed)
+             else "run the same command again to resume")
     kept = (f"all {wanted} trials finished (the other workers ran its trial again), stored "
             "and exported" if done >= wanted else
-            f"the {done} of {wanted} trials finished are stored and exported; run the same "
-            "command again to resume (it runs the killed worker's trial again)")
+            f"the {done} of {wanted} trials finished are stored and exported; {again} (it "
+            "runs the stopped worker's trial again)")
     return IpuTuneError(
         f"study.workers={prep.cfg.study.workers}: {'; '.join(failed)}; {kept}", fault=True)
 

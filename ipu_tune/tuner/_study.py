@@ -364,9 +364,13 @@ def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> li
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if not _is_stale(t, claims, live):
             continue
-        worker = dead.get(t.number) or TrialRecord.of(t).worker or "unrecorded"
-        if retry_dead_trial(storage, study, t, worker):  # else another worker failed it first
-            retried.append(t.number)
+        worker, cause = dead.get(t.number) or (TrialRecord.of(t).worker or "", "")
+        if not worker and claims.local:
+            # No record at all: its worker closed its file, so it was not killed; it ended on
+            # an error before storing the trial (the error its command printed).
+            cause = "not stored: its worker ended on an error before storing it"
+        if retry_dead_trial(storage, study, t, worker or "unrecorded", cause):
+            retried.append(t.number)  # else another worker failed it first
     return retried
 
 

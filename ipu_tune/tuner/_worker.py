@@ -24,20 +24,23 @@ rank after ask only for a trial numbered past the budget (its rank is at most it
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import optuna
+from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from ipu_tune.config import to_plain_dict
-from ipu_tune.errors import IpuTuneError
-from ipu_tune.records import TrialRecord, result_payload
+from ipu_tune.errors import IpuTuneError, one_line
+from ipu_tune.records import TrialRecord, result_payload, retry_dead_trial
 from ipu_tune.results import append_trials
 from ipu_tune.search import SearchProblem, refine_study, tell_outcome
 from ipu_tune.storage import ClaimLock, ResultsStore, RunningFile
@@ -179,14 +182,42 @@ def _surplus(study: optuna.Study, trial: optuna.Trial, n_trials: int) -> bool:
     return False
 
 
+def _not_stored(study: optuna.Study, storage: BaseStorage | None, trial: optuna.Trial,
+                running: RunningFile | None, worker: str, exc: Exception) -> None:
+    """The trial this worker runs was not stored (a full disk, a lost connection, a bug): fail
+    it now with the error, not as a worker that died, and enqueue its plan again. When the
+    storage takes no write either (a full disk), the worker's running file keeps the error for
+    the recovery of the next run (`RunningFile.stopped`)."""
+    cause = f"not stored: {one_line(exc)} (worker {worker})"
+    try:
+        stored = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                  if t.number == trial.number]
+        if not stored:
+            return  # told before the error (in the local search after it): nothing lost
+        # A journal keeps a trial's parameters for its result: the trial object still has them.
+        frozen = copy.copy(stored[0])
+        frozen.params = stored[0].params or trial.params
+        if storage is None:
+            raise RuntimeError("no storage to fail it in")
+        retry_dead_trial(storage, study, frozen, worker, cause)
+    except Exception:  # no write possible (a full disk): the running file keeps the cause
+        if running is not None:
+            running.stopped(cause)
+
+
 def _run_trial(study: optuna.Study, problem: SearchProblem, trial: optuna.Trial,
-               claims: ClaimLock, n_trials: int, refine: bool) -> _Finished | None:
+               claims: ClaimLock, n_trials: int, refine: bool,
+               not_stored: Callable[[Exception], None]) -> _Finished | None:
     """Simulate, record and tell one trial; the finished trial and its plan as written (None:
-    not finished)."""
-    outcome = problem.run_trial(trial)  # also records the constraints on the trial
-    plan = TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
-                                  result_payload(outcome.result, whole=outcome.feasible))
-    frozen = tell_outcome(study, trial, outcome)
+    not finished). An error before the trial is told goes to `not_stored` first."""
+    try:
+        outcome = problem.run_trial(trial)  # also records the constraints on the trial
+        plan = TrialRecord.write_plan(trial, to_plain_dict(outcome.config),
+                                      result_payload(outcome.result, whole=outcome.feasible))
+        frozen = tell_outcome(study, trial, outcome)
+    except Exception as exc:  # a full disk, a lost server: said, not left as a dead worker's
+        not_stored(exc)
+        raise
     if frozen.state not in _DONE:  # rows are for finished trials only
         return None
     if refine and problem.refiner() is not None:  # random and brute force do not refine
@@ -209,13 +240,14 @@ def work(
     on_trial: Callable[[int], None] | None = None,
     refine: bool = True,
     claimed: Callable[[int], None] = lambda _number: None,
+    storage: BaseStorage | None = None,
 ) -> int:
     """Run trials until the study holds `n_trials` finished ones; return how many ran here.
 
-    `refine`: this worker also runs the local search after its trials (`refine_study`). One
-    worker per command does: the others keep sampling while it climbs, instead of waiting
-    for the study-wide lock to climb again from the same trials. `claimed(number)`: called
-    for each trial claimed on a database server, before its tag (its first heartbeat).
+    `refine`: this worker also runs the local search (`refine_study`); one worker per command
+    does, the others keep sampling meanwhile. `claimed(number)`: called for each trial claimed
+    on a database server, before its tag (its first heartbeat). `storage`: the study's, where
+    a trial this worker cannot store is failed with the error (`_not_stored`).
     """
     started = time.monotonic()
     worker = this_worker()
@@ -236,7 +268,8 @@ def work(
             slots.own += 1
             if _surplus(study, trial, n_trials):
                 break
-            finished = _run_trial(study, problem, trial, claims, n_trials, refine)
+            finished = _run_trial(study, problem, trial, claims, n_trials, refine,
+                                  partial(_not_stored, study, storage, trial, running, worker))
             if finished is not None:
                 rows.append(finished)
             if rows and time.monotonic() - last_flush >= _FLUSH_S:

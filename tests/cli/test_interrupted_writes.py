@@ -126,3 +126,17 @@ def test_signal_line_of_the_table_export(stored: Path) -> None:
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.startswith("ipu-tune: interrupted by SIGINT; --output is unchanged")
     assert not [p for p in stored.iterdir() if "t.csv" in p.name]
+
+
+@pytest.mark.slow
+def test_signal_line_of_a_command_that_only_reads(stored: Path) -> None:
+    """Ctrl-C during `trials` said "finished trials are kept, run the same command again to
+    resume", as if it had been tuning."""
+    script = _SCRIPT.replace('["report", "s", "--results-dir", sys.argv[3]]',
+                             '["trials", "s", "--results-dir", sys.argv[3]]')
+    proc = subprocess.run([sys.executable, "-c", script, "stat", "1", str(stored)],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == ("ipu-tune: interrupted by SIGINT; the command only reads, nothing "
+                           "of it is left half-done; run it again\n"), proc.stderr

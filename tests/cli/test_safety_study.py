@@ -13,6 +13,7 @@ import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
+import ipu_tune
 from ipu_tune.__main__ import main
 from tests.conftest import run_cli
 
@@ -73,7 +74,84 @@ def test_export_output_read_only_place_is_one_line(
         out = str(ro / "t.csv")
         code, err = _exit(["export", "s", "--output", out, "--results-dir", str(stored)],
                           capsys)
-        assert code == 2 and out in err and "Read-only" in err
+        # A read-only disk is a fault of the machine (exit 1), not bad input (2).
+        assert code == 1 and f"--output={out!r}" in err and "Read-only" in err
+
+
+@contextmanager
+def _read_only(source: Path, where: Path) -> Iterator[Path]:
+    """`source` seen read-only at `where` (a read-only bind mount, as an archive or a shared
+    results folder mounted read-only)."""
+    where.mkdir(parents=True)
+    if subprocess.run(["mount", "--bind", str(source), str(where)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (needs root)")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(where)], check=True)
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def test_a_read_only_results_dir_is_read_and_refused_for_writing(
+    stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: every command on a read-only results folder ended with `--results-dir=...:
+    cannot be written (Permission denied)` and exit 2, the ones that only read included."""
+    with _read_only(stored, tmp_path / "ro") as ro:
+        results = ["--results-dir", str(ro)]
+        for command in (["studies"], ["trials", "s", "--top", "2"],
+                        ["explain", "s", "--no-sensitivity"]):
+            code, err = _exit([*command, *results], capsys)
+            assert code == 0 and err == "", (command, err)
+        out = tmp_path / "t.csv"
+        assert _exit(["export", "s", "--output", str(out), *results], capsys)[0] == 0
+        assert len(out.read_text().splitlines()) == 1 + 3  # every trial, from the study
+        writes = {("report", "s"): f"export path={str(ro / 's' / 'best.yaml')!r}",
+                  ("export", "s", "--output", str(ro / "t.csv")):
+                      f"--output={str(ro / 't.csv')!r}"}
+        for command, named in writes.items():
+            code, err = _exit([*command, *results], capsys)
+            assert code == 1 and named in err and "(Read-only file system)" in err, err
+        points = Path(ipu_tune.__file__).parent / "calibration" / "points.yaml"
+        code, err = _exit(["calibrate", str(points), "--output", str(ro / "c.yaml")], capsys)
+        assert code == 1 and f"--output={str(ro / 'c.yaml')!r}" in err, err
+        tune = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=5",
+                        "study.progress_bar=false", f"results_dir={ro}"], cwd=tmp_path)
+        assert tune.returncode == 1, tune.stderr
+        assert tune.stderr.strip() == (
+            f"ipu-tune: error: results_dir={str(ro)!r}: cannot be written (Read-only file "
+            "system); make it writable, or choose another folder")
+        assert sorted(p.name for p in (ro / "s").iterdir()) == sorted(
+            p.name for p in (stored / "s").iterdir())
+
+
+def test_a_sqlite_study_in_a_read_only_folder_is_read_and_refused_for_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: reading it said `claim lock ...: cannot be opened (Read-only file system);
+    allowed: a regular file (remove what is there)`, exit 2 (its lock file could not be made,
+    and SQLite opens a WAL database in a read-only folder only as immutable)."""
+    db = tmp_path / "db"
+    db.mkdir()
+    first = run_cli(["model=mnist_cnn", "study.name=q", "study.n_trials=3",
+                     "study.progress_bar=false", f"study.storage=sqlite:///{db / 'st.db'}"],
+                    cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    with _read_only(db, tmp_path / "ro") as ro:
+        url = f"sqlite:///{ro / 'st.db'}"
+        for command in (["studies"], ["trials", "q"]):
+            code, err = _exit([*command, "--storage", url], capsys)
+            assert code == 0 and err == "", (command, err)
+        out = tmp_path / "q.csv"
+        assert _exit(["export", "q", "--storage", url, "--output", str(out)], capsys)[0] == 0
+        assert len(out.read_text().splitlines()) == 1 + 3
+        tune = run_cli(["model=mnist_cnn", "study.name=q", "study.n_trials=5",
+                        "study.progress_bar=false", f"study.storage={url}"], cwd=tmp_path)
+        assert tune.returncode == 1, tune.stderr
+        assert tune.stderr.strip() == (
+            f"ipu-tune: error: study.storage={url!r}: folder {str(ro)!r}: cannot be written "
+            "(Read-only file system); make it writable, or choose another folder")
 
 
 def test_report_of_a_stored_target_needs_the_trust_flag(

@@ -109,3 +109,31 @@ def test_memory_storage_with_two_workers_is_one_line(tmp_path: Path) -> None:
     lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
     assert lines[-1].startswith("ipu-tune: error: study.workers=2: study.storage=memory")
     assert "Traceback" not in done.stderr
+
+
+def test_a_full_disk_mid_append_leaves_no_torn_record(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Half of a trial's append written, then ENOSPC: the half is cut (the next append of any
+    worker would fuse with it into a bad line in the middle), and the error names the file."""
+    import errno
+    import os
+
+    study, journal, _ = _study(tmp_path)
+    trial = study.ask()
+    trial.suggest_float("x", 0, 1)
+    before = journal.read_bytes()
+    real = os.write
+
+    def half_then_full(fd: int, data: bytes) -> int:
+        real(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError) as raised:
+        study.tell(trial, 0.5)
+    monkeypatch.setattr(os, "write", real)
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(journal)
+    assert journal.read_bytes() == before
+    again = optuna.load_study(study_name="b", storage=open_storage(
+        resolve_storage(None, str(tmp_path))))
+    assert [t.state for t in again.trials] == [TrialState.RUNNING]

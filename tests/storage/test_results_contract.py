@@ -23,7 +23,13 @@ from sqlalchemy import create_engine, inspect, text
 import ipu_tune
 from ipu_tune.config import EvalConfig, to_plain_dict
 from ipu_tune.knobs import KNOBS
-from ipu_tune.records import TrialRecord, fail_trial, result_payload, retry_dead_trial
+from ipu_tune.records import (
+    MAX_RETRIES,
+    TrialRecord,
+    fail_trial,
+    result_payload,
+    retry_dead_trial,
+)
 from ipu_tune.results import append_trials, sync_results
 from ipu_tune.simulator import SimResult
 from ipu_tune.storage import TABLE_NAME, ResultsStore, StorageTarget, open_storage, resolve_storage
@@ -163,6 +169,44 @@ class TestStoreContract:
         study.tell(retry, 1.0)
         again = TrialRecord.of(self._reload(target, study.study_name).trials[retry.number])
         assert again.worker is None and again.constraints == [-0.25]
+
+    def test_a_plan_whose_worker_dies_every_time_is_retried_at_most_max_retries(
+            self, target: StorageTarget) -> None:
+        """A plan that kills its worker each time (found by PID or by a stopped heartbeat) is
+        not retried for ever: `MAX_RETRIES` retries, then its trial fails for good, saying so,
+        and nothing is left waiting (before, every death enqueued it again)."""
+        study, storage = self._study(target)
+        dead = study.ask()
+        plan = dead.suggest_int("x", 0, 10)
+        for attempt in range(MAX_RETRIES + 1):
+            frozen = study.trials[dead.number]
+            assert frozen.params == {"x": plan}
+            assert TrialRecord.of(frozen).retries == attempt
+            assert retry_dead_trial(storage, study, frozen, f"otherhost:{attempt}:1")
+            waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            if attempt < MAX_RETRIES:
+                assert len(waiting) == 1
+                dead = study.ask()  # the retry, killed again
+                assert dead.suggest_int("x", 0, 10) == plan
+            else:
+                assert waiting == []
+        trials = self._reload(target, study.study_name).trials
+        assert [t.state for t in trials] == [TrialState.FAIL] * (MAX_RETRIES + 1)
+        assert [TrialRecord.of(t).retry_of for t in trials] == [None, *range(MAX_RETRIES)]
+        assert trials[-1].system_attrs["fail_reason"] == (
+            f"worker died: otherhost:{MAX_RETRIES}:1; not retried: its plan was retried "
+            f"{MAX_RETRIES} times already (at most {MAX_RETRIES})")
+        assert study.ask().number == len(trials)  # a new plan takes its place in the budget
+
+    def test_a_worker_that_says_why_it_stopped_is_not_called_dead(
+            self, target: StorageTarget) -> None:
+        study, storage = self._study(target)
+        trial = study.ask()
+        trial.suggest_int("x", 0, 10)
+        cause = "not stored: disk full"
+        assert retry_dead_trial(storage, study, study.trials[0], "host:1:1", cause)
+        again = self._reload(target, study.study_name).trials[0]
+        assert again.system_attrs["fail_reason"] == cause
 
     def test_results_rows_once_per_finished_trial(self, target: StorageTarget) -> None:
         study, _ = self._study(target)

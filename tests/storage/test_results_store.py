@@ -48,6 +48,25 @@ def test_sync_inserts_one_row_per_finished_trial_once(tmp_path: Path) -> None:
         assert name in df.columns
 
 
+def test_a_results_file_that_is_no_database_is_set_aside_and_rebuilt(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The table is a copy of the studies: a corrupt copy (overwritten, its header lost) is
+    moved aside with one line and refilled from the study, not a refusal of every command
+    (before: `results store ...: cannot open (file is not a database)`, exit 2)."""
+    db = tmp_path / "results.db"
+    db.write_bytes(b"not a database, not a SQLite header" * 50)
+    store = ResultsStore(f"sqlite:///{db}")
+    try:
+        assert sync_results(store, _study_with_attrs(3)) == 3
+        assert list(store.frame("s")["trial_number"]) == [0, 1, 2]
+    finally:
+        store.close()
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("results.db.bad-")]
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b"not a database")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"moved it to {str(aside[0])!r}" in err, err
+
+
 def test_running_trials_get_no_row(tmp_path: Path) -> None:
     store = ResultsStore(f"sqlite:///{tmp_path / 'r.db'}")
     study = _study_with_attrs(2)

@@ -1,0 +1,86 @@
+"""A full disk in the trial loop, with one worker or several: one line naming the journal and
+the error, exit 1, no traceback and no torn record; the trial it could not store is failed on
+resume as not stored because of the full disk (not as a worker that died), and the resume
+reaches the total."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from tests.conftest import REPO, run_cli
+from tests.tuner._inspect import study_state
+
+# The tuner with a disk that fills at the N-th write to the journal: half of that write lands,
+# then ENOSPC, as the kernel does on a full disk; every later journal write fails at once.
+_SCRIPT = """
+import errno, os, sys
+from ipu_tune import interrupts
+interrupts.install()
+from ipu_tune.__main__ import main
+at, calls, real = int(sys.argv[1]), [0], os.write
+def write(fd, data):
+    try:
+        journal = os.readlink(f"/proc/self/fd/{fd}").endswith(".journal")
+    except OSError:
+        journal = False
+    if journal:
+        calls[0] += 1
+        if calls[0] == at and len(data) > 1:
+            real(fd, bytes(data[: len(data) // 2]))
+        if calls[0] >= at:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return real(fd, data)
+os.write = write
+main(sys.argv[2:])
+"""
+
+NAME = "full"
+
+
+def _args(results: Path, n_trials: int, workers: int = 1) -> list[str]:
+    return ["model=mnist_cnn", f"results_dir={results}", f"study.name={NAME}",
+            f"study.n_trials={n_trials}", "study.progress_bar=false", f"study.workers={workers}"]
+
+
+def _on_a_disk_that_fills(results: Path, at: int, workers: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _SCRIPT, str(at), *_args(results, 40, workers)],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_trial_lost_to_a_full_disk_says_so(tmp_path: Path, workers: int) -> None:
+    results = tmp_path / "results"
+    full = _on_a_disk_that_fills(results, 30, workers)
+    assert full.returncode == 1, full.stderr
+    assert "Traceback" not in full.stderr and full.stderr.count("\n") == 1, full.stderr
+    line = full.stderr.strip()
+    journal = results / "ipu_tune.journal"
+    assert f"disk error writing {str(journal)!r}: {os.strerror(errno.ENOSPC)}" in line, line
+    assert "free space" in line and "killed" not in line, line
+    if workers > 1:  # the workers' errors, in the command's one line
+        assert line.startswith("ipu-tune: error: study.workers=2: worker "), line
+        assert "stopped: disk error writing" in line, line
+    assert journal.read_bytes().endswith(b"\n")  # the half-written record was cut
+    finished = study_state(results, NAME)["complete"]
+    resumed = run_cli(_args(results, len(finished) + 3), cwd=tmp_path)  # type: ignore[arg-type]
+    assert resumed.returncode == 0, resumed.stderr
+    assert "torn" not in resumed.stderr, resumed.stderr
+    state = study_state(results, NAME)
+    assert finished <= state["complete"]  # type: ignore[operator]
+    assert len(state["complete"]) == len(finished) + 3  # type: ignore[arg-type]
+    failed = [t.system_attrs.get("fail_reason", "")
+              for t in state["study"].get_trials(  # type: ignore[attr-defined]
+                  deepcopy=False, states=(TrialState.FAIL,)) if not t.user_attrs.get("surplus")]
+    assert failed, "the trial the full disk stopped should be failed"
+    for reason in failed:
+        assert reason.startswith(f"not stored: disk error writing {str(journal)!r}: "
+                                 f"{os.strerror(errno.ENOSPC)} (worker "), failed
