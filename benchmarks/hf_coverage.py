@@ -37,6 +37,7 @@ _REASONS = (
     ("Transformers cannot build it", "Transformers cannot build it"),
     ("cannot run on the meta device", "cannot run forward and backward on the meta device"),
     ("reads another input", "a model of one input"),
+    ("reads another input", "an audio model ipu-tune can feed"),
 )
 
 

@@ -248,6 +248,10 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
             config.num_labels = cfg.num_classes
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             config.pad_token_id = getattr(config, "eos_token_id", 0) or 0  # GPT-2 has none
+    if task == "ctc" and getattr(config, "vocab_size", 0) is None:
+        # A CTC head over characters: Wav2Vec2Config's default, 32 (Transformers' own CTC
+        # fine-tuning vocabulary size); the Wav2Vec2-BERT and Conformer configs leave it unset.
+        config.vocab_size = 32
     auto = getattr(transformers, TASKS[task])
     if config.architectures is None:
         # The auto classes read the list to choose among a task's classes (DeiT has two image

@@ -143,3 +143,12 @@ def test_bad_audio_settings_end_in_one_line_naming_the_key(
         profile_of(name="hf", **fields)
     text = str(err.value)
     assert text.startswith(message) and "\n" not in text
+
+
+def test_a_ctc_head_with_no_vocabulary_gets_wav2vec2s_characters(profile_of: Any) -> None:
+    """Wav2Vec2-Conformer's config leaves the CTC vocabulary unset (Transformers refuses to
+    build the head then): it gets Wav2Vec2Config's 32 characters, and profiles."""
+    conformer = profile_of(name="hf", hf={"model_type": "wav2vec2-conformer"})
+    assert conformer.input_kind == "audio" and conformer.input_shape == (320000,)
+    head = next(op for op in conformer.ops if op.name == "lm_head")
+    assert head.n == 32
