@@ -252,6 +252,19 @@ def test_gpt2_zoo_sizes_have_the_published_parameter_counts(profile_of: Any) -> 
     # Transformers 5.23 cannot build Ministral from its config class's defaults (rope None).
     ({"hf": {"model_type": "ministral"}},
      "model.hf.model_type='ministral': Transformers cannot build it on the meta device"),
+    # Audio models.
+    ({"hf": {"model_type": "wav2vec2"}, "sequence_length": 100},
+     "model.sequence_length=100: at least 400 samples"),
+    ({"hf": {"model_type": "whisper"}, "sequence_length": 1000},
+     "model.sequence_length=1000: at most 448 decoder tokens (max_target_positions"),
+    ({"hf": {"model_type": "audio-spectrogram-transformer"}, "sequence_length": 500},
+     "model.sequence_length=500: unset or 1024"),
+    ({"hf": {"model_type": "wav2vec2", "task": "masked-lm"}}, "model.hf.task='masked-lm'"),
+    ({"hf": {"model_type": "bert", "task": "ctc"}}, "model.hf.task='ctc': a head bert has"),
+    ({"hf": {"model_type": "wav2vec2"}, "kwargs": {"masked_positions": 20}},
+     "model.kwargs.masked_positions=20"),
+    ({"hf": {"model_type": "wav2vec2"}, "dataset": {"sequences_per_pack": 2.0}},
+     "model.dataset.sequences_per_pack=2.0: packs hold token sequences: 1.0 for a model of audio"),
 ])
 def test_bad_hf_settings_end_in_one_line_naming_the_key(
     profile_of: Any, fields: dict[str, Any], message: str

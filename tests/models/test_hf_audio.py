@@ -122,29 +122,6 @@ def test_audio_classification_and_speech2text_profile(profile_of: Any) -> None:
     assert s2t.blocks[0] == "model.encoder.conv"
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"hf": {"model_type": "wav2vec2"}, "sequence_length": 100},
-     "model.sequence_length=100: at least 400 samples"),
-    ({"hf": {"model_type": "whisper"}, "sequence_length": 1000},
-     "model.sequence_length=1000: at most 448 decoder tokens (max_target_positions"),
-    ({"hf": {"model_type": "audio-spectrogram-transformer"}, "sequence_length": 500},
-     "model.sequence_length=500: unset or 1024"),
-    ({"hf": {"model_type": "wav2vec2", "task": "masked-lm"}}, "model.hf.task='masked-lm'"),
-    ({"hf": {"model_type": "bert", "task": "ctc"}}, "model.hf.task='ctc': a head bert has"),
-    ({"hf": {"model_type": "wav2vec2"}, "kwargs": {"masked_positions": 20}},
-     "model.kwargs.masked_positions=20"),
-    ({"hf": {"model_type": "wav2vec2"}, "dataset": {"sequences_per_pack": 2.0}},
-     "model.dataset.sequences_per_pack=2.0: packs hold token sequences: 1.0 for a model of audio"),
-])
-def test_bad_audio_settings_end_in_one_line_naming_the_key(
-    profile_of: Any, fields: dict[str, Any], message: str
-) -> None:
-    with pytest.raises(IpuTuneError) as err:
-        profile_of(name="hf", **fields)
-    text = str(err.value)
-    assert text.startswith(message) and "\n" not in text
-
-
 def test_a_ctc_head_with_no_vocabulary_gets_wav2vec2s_characters(profile_of: Any) -> None:
     """Wav2Vec2-Conformer's config leaves the CTC vocabulary unset (Transformers refuses to
     build the head then): it gets Wav2Vec2Config's 32 characters, and profiles."""
