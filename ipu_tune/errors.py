@@ -16,12 +16,12 @@ import re
 from ipu_tune._redact import redact
 
 __all__ = [
-    "DISK_HINT",
     "MAX_SHOWN",
     "UNREACHABLE",
     "IpuTuneError",
     "bad_value",
     "disk_fault",
+    "disk_hint",
     "one_line",
     "server_fault",
     "shorten",
@@ -41,7 +41,7 @@ _DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 _DISK_TEXTS = ("database or disk is full", "disk i/o error", "no space left on device",
                "disk quota exceeded", "file too large", "read-only file system",
                "readonly database")
-DISK_HINT = "free space (or make it writable) and run the same command again to resume"
+_RESUME = "and run the same command again to resume"
 # A database server that does not answer (down, no route, no name service), as drivers word it.
 UNREACHABLE = ("connection refused", "timeout expired", "timed out", "could not translate host",
                "failed to resolve host", "no route to host", "network is unreachable",
@@ -78,6 +78,16 @@ def shorten(text: str) -> str:
     """`text` with every run of more than `MAX_SHOWN` non-blank characters cut in its middle
     (the printed line of any message: a long path or override is one such run)."""
     return _LONG_WORD.sub(lambda m: _cut(m.group(0)), text)
+
+
+def disk_hint(fault: str) -> str:
+    """What to do about the disk fault `fault` (a `disk_fault` line, or the text holding one)."""
+    low = fault.lower()
+    if "file too large" in low:
+        return f"raise the file-size limit (ulimit -f) {_RESUME}"
+    if "read-only" in low or "readonly" in low:
+        return f"make it writable {_RESUME}"
+    return f"free space (or make it writable) {_RESUME}"
 
 
 def bad_value(key: str, value: object, allowed: str) -> IpuTuneError:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ipu_tune import interrupts
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, disk_hint
 
 __all__ = [
     "atomic_write",
@@ -71,7 +71,7 @@ def _fault(path: Path, exc: OSError, key: str) -> IpuTuneError:
     folder belongs) is bad input; a full, read-only or forbidden disk is a fault (exit 1)."""
     bad = exc.errno in _BAD_PLACE
     hint = ("; allowed: a file in a folder that holds files" if bad
-            else "; free space and run the same command again" if exc.errno in _DISK_FULL
+            else f"; {disk_hint(exc.strerror or '')}" if exc.errno in _DISK_FULL
             else "; make it writable, or choose another place")
     return IpuTuneError(f"{key}={str(path)!r}: cannot be written "
                         f"({exc.strerror or type(exc).__name__}){hint}", fault=not bad)

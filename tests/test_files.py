@@ -68,7 +68,8 @@ def test_a_fault_in_the_set_replaces_nothing_and_leaves_no_temporary(
         real(fd)
 
     monkeypatch.setattr(os, "fsync", full_on_the_third)
-    with pytest.raises(IpuTuneError, match=r"report\.html.*File too large.*free space"):
+    with pytest.raises(IpuTuneError,
+                       match=r"report\.html.*File too large.*raise the file-size limit"):
         write_files(files)
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == dict.fromkeys(
         ("best.yaml", "a.py", "report.html"), "old")

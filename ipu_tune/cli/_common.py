@@ -9,7 +9,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import NoReturn
 
-from ipu_tune.errors import DISK_HINT, IpuTuneError, disk_fault, server_fault, shorten
+from ipu_tune.errors import IpuTuneError, disk_fault, disk_hint, server_fault, shorten
 
 __all__ = [
     "EXIT_FAULT",
@@ -46,7 +46,7 @@ def disk_error(exc: BaseException) -> str | None:
     """One line for a full/read-only disk anywhere in `exc` (also wrapped by SQLAlchemy), else
     None."""
     found = disk_fault(exc)
-    return None if found is None else f"{found}; {DISK_HINT}"
+    return None if found is None else f"{found}; {disk_hint(found)}"
 
 
 # A full disk as drivers word it inside a message (SQLite, the OS): exit 1, not 2.
@@ -133,7 +133,8 @@ def fail(message: str, fault: bool = False) -> int:
     text = shorten(printable(" ".join(redact(str(message)).split())))  # redacted, then cut
     if any(s in text.lower() for s in _FULL_DISK):  # wrapped in a message: still a full disk
         # The writer (`ipu_tune.files`) already says what to do: not twice.
-        hint = "" if "free space" in text or "writable" in text else f"; {DISK_HINT}"
+        said = ("free space", "writable", "ulimit")
+        hint = "" if any(s in text for s in said) else f"; {disk_hint(text)}"
         print("ipu-tune: error: " + text + hint, file=sys.stderr)
         return EXIT_FAULT
     print("ipu-tune: error: " + text, file=sys.stderr)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ipu_tune.errors import DISK_HINT, IpuTuneError, disk_fault
+from ipu_tune.errors import IpuTuneError, disk_fault, disk_hint
 from ipu_tune.files import atomic_write
 from ipu_tune.knobs import KNOBS
 from ipu_tune.storage._open import redact
@@ -59,7 +59,7 @@ class ResultsStore:
             found = disk_fault(exc, repr(redact(self.url)))
             if found is None:
                 raise
-            raise IpuTuneError(f"{found}; {DISK_HINT}", fault=True) from None
+            raise IpuTuneError(f"{found}; {disk_hint(found)}", fault=True) from None
 
     def trial_numbers(self, study_name: str) -> list[int]:
         return self._table.trial_numbers(study_name)

@@ -19,7 +19,7 @@ from optuna.storages import BaseStorage
 from ipu_tune import interrupts
 from ipu_tune.case import Case, build_case
 from ipu_tune.config import EvalConfig, TuneConfig, check_pinned_layout, load_config, validate
-from ipu_tune.errors import DISK_HINT, IpuTuneError, one_line
+from ipu_tune.errors import IpuTuneError, disk_hint, one_line
 from ipu_tune.explain import Explanation, explain_study
 from ipu_tune.exports import (
     EXPORT_FILE_NAMES,
@@ -243,8 +243,8 @@ def _fault(prep: Prepared, failed: list[str], study: optuna.Study) -> IpuTuneErr
     """The one line of a run whose workers failed, after its finished trials were stored and
     exported: a fault (exit 1), which running the same command again resumes."""
     done, wanted = count_done(study), prep.cfg.study.n_trials
-    again = (DISK_HINT if any("disk error" in f for f in failed)
-             else "run the same command again to resume")
+    disk = next((f for f in failed if "disk error" in f), None)
+    again = disk_hint(disk) if disk else "run the same command again to resume"
     kept = (f"all {wanted} trials finished (the other workers ran its trial again), stored "
             "and exported" if done >= wanted else
             f"the {done} of {wanted} trials finished are stored and exported; {again} (it "
