@@ -114,7 +114,7 @@ def main() -> None:
         chosen = profiled[::step][:args.search]
         searched = Counter(_search_outcome(t, Path(tmp) / "results") for t in chosen)
     record.add("model types tried", len(types), "types", note="transformers.CONFIG_MAPPING")
-    for outcome in ("profiled", *(f"refused: {name}" for name, _ in _REASONS), "refused: other",
+    for outcome in ("profiled", *(f"refused: {name}" for name in dict(_REASONS)), "refused: other",
                     "crashed", "timed out"):
         target = "0" if outcome in ("crashed", "timed out") else None
         record.add(f"profiles: {outcome}", counts.get(outcome, 0), "types", target=target)
