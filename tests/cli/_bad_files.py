@@ -82,6 +82,9 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "good.yaml").write_text("model: {name: mnist_cnn, input_shape: [1, 28, 28]}\n")
     (tmp / "exp" / "experiment" / "mbs.yaml").write_text(
         "# @package _global_\nworkload:\n  micro_batch_size: 1e3\n")
+    (tmp / "switch" / "experiment").mkdir(parents=True, exist_ok=True)
+    (tmp / "switch" / "experiment" / "count.yaml").write_text(
+        "# @package _global_\nplan:\n  eight_bit_io: 2\n")
     (tmp / "exp" / "experiment" / "imagenett.yaml").write_text(
         "# @package _global_\nmodel:\n  dataset:\n    name: imagenett\n")
     (tmp / "dataset_typo.yaml").write_text("model: {name: mnist_cnn, dataset: {name: imagenett}}\n")
