@@ -22,6 +22,7 @@ __all__ = [
     "bad_value",
     "disk_fault",
     "disk_hint",
+    "mentions_disk_fault",
     "one_line",
     "server_fault",
     "shorten",
@@ -78,6 +79,13 @@ def shorten(text: str) -> str:
     """`text` with every run of more than `MAX_SHOWN` non-blank characters cut in its middle
     (the printed line of any message: a long path or override is one such run)."""
     return _LONG_WORD.sub(lambda m: _cut(m.group(0)), text)
+
+
+def mentions_disk_fault(text: str) -> bool:
+    """Whether a message words a full or read-only disk as the drivers and the OS do (a fault
+    wrapped in another error's text)."""
+    low = text.lower()
+    return any(t in low for t in _DISK_TEXTS)
 
 
 def disk_hint(fault: str) -> str:

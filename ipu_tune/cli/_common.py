@@ -9,7 +9,14 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import NoReturn
 
-from ipu_tune.errors import IpuTuneError, disk_fault, disk_hint, server_fault, shorten
+from ipu_tune.errors import (
+    IpuTuneError,
+    disk_fault,
+    disk_hint,
+    mentions_disk_fault,
+    server_fault,
+    shorten,
+)
 
 __all__ = [
     "EXIT_FAULT",
@@ -49,9 +56,6 @@ def disk_error(exc: BaseException) -> str | None:
     return None if found is None else f"{found}; {disk_hint(found)}"
 
 
-# A full disk as drivers word it inside a message (SQLite, the OS): exit 1, not 2.
-_FULL_DISK = ("disk i/o error", "database or disk is full", "no space left on device",
-              "disk quota exceeded", "file too large", "read-only file system")
 _TRUST_KEY = "trust_remote_code"
 _TRUE = ("true", "yes", "1")
 _FALSE = ("false", "no", "0")
@@ -131,7 +135,7 @@ def fail(message: str, fault: bool = False) -> int:
     from ipu_tune.storage import redact
 
     text = shorten(printable(" ".join(redact(str(message)).split())))  # redacted, then cut
-    if any(s in text.lower() for s in _FULL_DISK):  # wrapped in a message: still a full disk
+    if mentions_disk_fault(text):  # wrapped in a message: still a full disk
         # The writer (`ipu_tune.files`) already says what to do: not twice.
         said = ("free space", "writable", "ulimit")
         hint = "" if any(s in text for s in said) else f"; {disk_hint(text)}"

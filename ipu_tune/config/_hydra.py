@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipu_tune.config._schema import TuneConfig, switch_keys
+from ipu_tune.config._schema import TuneConfig, check_switch, switch_keys
 from ipu_tune.config._yaml import MAX_YAML_DEPTH
 from ipu_tune.errors import IpuTuneError, bad_value
 
@@ -105,8 +105,7 @@ def _check_switch(o: Override) -> None:
         return
     values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
     for value in values:
-        if value is not None and type(value) is not bool:
-            raise IpuTuneError(f"{o.key_or_group}={value!r}: allowed: true or false")
+        check_switch(o.key_or_group, value)
 
 
 _SHELLS = ("bash", "fish", "zsh")

@@ -290,17 +290,24 @@ def switch_keys(schema: type) -> frozenset[str]:
     return frozenset(out)
 
 
+def check_switch(key: str, value: Any) -> None:
+    """A switch takes true or false (or an interpolation OmegaConf resolves). OmegaConf reads
+    2, 1, "yes" or "on" as true, so a count or a word given for a switch (`plan.eight_bit_io=2`)
+    would turn it on unseen."""
+    if value is not None and type(value) is not bool and not (
+            type(value) is str and "${" in value):
+        raise IpuTuneError(f"{key}={value!r}: allowed: true or false")
+
+
 def check_switches(schema: type, data: Any, path: str = "") -> None:
-    """A switch takes true or false. OmegaConf reads 2, 1, "yes" or "on" as true, so a count
-    or a word given for a switch (`plan.eight_bit_io=2`) would turn it on unseen."""
+    """`check_switch` of every switch of `schema` that the mapping `data` sets."""
     if not isinstance(data, Mapping):
         return
     for name, hint in _field_hints(schema):
         value = data.get(name)
         key = f"{path}.{name}" if path else name
-        if hint is bool and value is not None and type(value) is not bool and not (
-                type(value) is str and "${" in value):
-            raise IpuTuneError(f"{key}={value!r}: allowed: true or false")
+        if hint is bool:
+            check_switch(key, value)
         if dataclasses.is_dataclass(hint):
             check_switches(hint, value, key)  # type: ignore[arg-type]
 

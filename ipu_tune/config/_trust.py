@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config._hydra import parse_overrides, split_hydra_args
-from ipu_tune.config._schema import TuneConfig, switch_keys
+from ipu_tune.config._schema import TuneConfig, check_switch, switch_keys
 from ipu_tune.config._strings import check_path
 from ipu_tune.config._yaml import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
@@ -155,9 +155,11 @@ def _check_switches(data: Mapping[str, Any], prefix: tuple[str, ...], name: str)
     switches = switch_keys(TuneConfig)
     for keys, value in _walk(data, ()):
         key = ".".join((*prefix, *keys))
-        if key in switches and value is not None and type(value) is not bool and not (
-                isinstance(value, str) and "${" in value):
-            raise IpuTuneError(f"{name}: {key}={value!r}: allowed: true or false")
+        if key in switches:
+            try:
+                check_switch(key, value)
+            except IpuTuneError as exc:
+                raise IpuTuneError(f"{name}: {exc}") from None
 
 
 def check_side_doors(argv: Sequence[str], trusted: bool) -> None:

@@ -29,7 +29,7 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 
 from ipu_tune._redact import redact
-from ipu_tune.errors import UNREACHABLE, IpuTuneError
+from ipu_tune.errors import UNREACHABLE, IpuTuneError, disk_hint
 from ipu_tune.files import inside
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._beating import (
@@ -197,7 +197,7 @@ def _folder_fault(key: str, folder: str, exc: OSError) -> IpuTuneError:
     """A storage folder that cannot be made: a file where a folder belongs is the input's
     fault (exit 2); a full or read-only disk is the machine's (exit 1)."""
     bad = exc.errno in (errno.ENOTDIR, errno.EEXIST)
-    hint = ("allowed: a folder" if bad else "free space and run the same command again"
+    hint = ("allowed: a folder" if bad else disk_hint(exc.strerror or "")
             if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
             "make it writable, or choose another folder")
     return IpuTuneError(f"{key}={folder!r}: cannot be written ({exc.strerror}); {hint}",
