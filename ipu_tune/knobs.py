@@ -15,6 +15,7 @@ This module imports nothing of ipu_tune: every layer may read it.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -81,7 +82,7 @@ class Knob:
 
     key: str  # dotted config key, e.g. plan.precision
     field: str  # ExecutionPlan field name
-    type: type  # python type of one value (tuple: a list of block names)
+    type: type  # python type of one value (tuple: a list of `item`s)
     default: Any
     sql: str  # one of SQL_TYPES
     header: str  # column header of the results and report tables ("" = not shown)
@@ -106,6 +107,8 @@ class Knob:
     # When the search draws it: "" always, "pipelined" with >= 2 stages, "replicated" with
     # >= 2 replicas (moot otherwise).
     condition: str = ""
+    item: builtins.type = str  # a list knob's item type (block names: str)
+    quiet: bool = False  # plan lines leave it out at its default
 
     @property
     def column(self) -> str:
@@ -146,6 +149,10 @@ def checker(k: Knob) -> Callable[[Any], str | None]:
         low, upper = k.low, k.high if k.high is not None else float("inf")
         outside = f"must be in ({low:g}, {upper:g}]"
         return lambda value: None if low < value <= upper else outside
+    if k.type is tuple and k.item is float:
+        low, upper = k.low, k.high if k.high is not None else float("inf")
+        each = f"each value must be in ({low:g}, {upper:g}]"
+        return lambda values: None if all(low < v <= upper for v in values) else each
     if k.domain is not None and k.type is str:
         domain, allowed = k.domain, "allowed: " + ", ".join(k.domain)
         return lambda value: None if value in domain else allowed
@@ -204,6 +211,13 @@ PLAN_KNOBS: tuple[Knob, ...] = (
          training_only=True, highlight="always"),
     Knob("plan.available_memory_proportion", "available_memory_proportion", float, 0.6,
          "float", "AMP", "AMP", "float", low=0.0, high=1.0),
+    # One proportion per IPU of a replica, as Graphcore's configs give them (PopTorch
+    # setAvailableMemoryProportion({"IPU0": ...}), optimum's `matmul_proportion` list); empty:
+    # `available_memory_proportion` on every IPU. Fixed, never drawn: a search that draws the
+    # proportion, or a stage count other than the list's, runs one proportion on every IPU.
+    Knob("plan.available_memory_proportion_per_ipu", "available_memory_proportion_per_ipu",
+         tuple, (), "json", "", "AMP per IPU", "", low=0.0, high=1.0, highlight="changed",
+         item=float, quiet=True),
     Knob("plan.offload_optimizer_state", "offload_optimizer_state", bool, False, "bool",
          "offload opt.", "offload", "categorical", domain=_BOOL, training_only=True),
     Knob("plan.replicated_tensor_sharding", "replicated_tensor_sharding", bool, False, "bool",
@@ -273,7 +287,16 @@ def rate_text(samples_per_s: float) -> str:
 
 def describe(cfg: Any) -> str:
     """The plan line of a config (run summary, `evaluate`): every labelled knob, in order."""
-    return ", ".join(f"{k.label} {k.text(get_key(cfg, k.key))}" for k in KNOBS if k.label)
+    shown_knobs = []
+    for k in KNOBS:
+        value = get_key(cfg, k.key)
+        if k.label and not (k.quiet and _at_default(k, value)):
+            shown_knobs.append(f"{k.label} {k.text(value)}")
+    return ", ".join(shown_knobs)
+
+
+def _at_default(k: Knob, value: Any) -> bool:
+    return (tuple(value) if k.type is tuple else value) == k.default
 
 
 def shown(value: Any) -> str:

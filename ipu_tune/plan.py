@@ -48,6 +48,18 @@ class _Plan:
         return self.precision.split(".")[1] == "16"
 
     @property
+    def stage_memory_proportions(self) -> tuple[float, ...]:
+        """The available memory proportion of each stage's IPU: the per-IPU list, else the one
+        proportion on every IPU."""
+        per_ipu, stages = self.available_memory_proportion_per_ipu, self.stages
+        if not per_ipu:
+            return (self.available_memory_proportion,) * stages
+        if len(per_ipu) != stages:
+            raise bad_value(knob_by_field("available_memory_proportion_per_ipu").key,
+                            list(per_ipu), f"one value per IPU of a replica ({stages})")
+        return tuple(per_ipu)
+
+    @property
     def samples_per_step(self) -> int:
         """Samples per weight update across all replicas (the global batch)."""
         return self.micro_batch_size * self.gradient_accumulation * self.replication_factor
@@ -59,7 +71,7 @@ class _Plan:
 
 
 def _field_type(k: Knob) -> Any:
-    return tuple[str, ...] if k.type is tuple else k.type  # a tuple of block names
+    return tuple[k.item, ...] if k.type is tuple else k.type  # type: ignore[name-defined]
 
 
 if TYPE_CHECKING:

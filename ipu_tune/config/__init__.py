@@ -57,6 +57,7 @@ from ipu_tune.config._trust import (
 )
 from ipu_tune.config._validate import (
     LIMITS,
+    at_one_proportion_if_moved,
     at_pipeline_minimum,
     check_name,
     check_pinned_layout,
@@ -87,6 +88,7 @@ __all__ = [
     "SystemConfig",
     "TuneConfig",
     "WorkloadConfig",
+    "at_one_proportion_if_moved",
     "at_pipeline_minimum",
     "check_name",
     "check_override_text",

@@ -65,7 +65,7 @@ class _Section:
 
 
 def _hint(k: Knob) -> Any:
-    return List[str] if k.type is tuple else k.type  # noqa: UP006  (a list of block names)
+    return List[k.item] if k.type is tuple else k.type  # type: ignore[name-defined]  # noqa: UP006
 
 
 def _knob_field(k: Knob) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from operator import attrgetter
 from typing import Any
 
@@ -28,6 +28,7 @@ from ipu_tune.knobs import (
 __all__ = [
     "LIMITS",
     "NAME_MAX_CHARS",
+    "at_one_proportion_if_moved",
     "at_pipeline_minimum",
     "check_limits",
     "check_name",
@@ -213,6 +214,7 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     _check_instances(p.host_instances, s.servers, p.replication_factor, check_layout)
     if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")
+    _check_per_ipu(p.available_memory_proportion_per_ipu, len(p.pipeline.splits) + 1)
     if p.replicated_tensor_sharding and p.replication_factor < 2:
         raise bad_value(
             "plan.replicated_tensor_sharding", True, "needs plan.replication_factor >= 2"
@@ -225,6 +227,13 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     if check_layout:
         _check_layout(cfg)
     return cfg
+
+
+def _check_per_ipu(per_ipu: list[float], stages: int) -> None:
+    if per_ipu and len(per_ipu) != stages:
+        raise bad_value("plan.available_memory_proportion_per_ipu", list(per_ipu),
+                        f"one value per IPU of a replica ({stages}, the pipeline stages), or []"
+                        " for plan.available_memory_proportion on every IPU")
 
 
 def _check_layout(cfg: EvalConfig) -> None:
@@ -304,3 +313,20 @@ def check_pinned_layout(cfg: EvalConfig, pinned: frozenset[str]) -> None:
     if stages > n:
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits),
                         f"at most {n - 1} splits: {stages} stages on system.num_ipus={n}")
+
+
+_AMP = "plan.available_memory_proportion"
+_AMP_PER_IPU = "plan.available_memory_proportion_per_ipu"
+
+
+def at_one_proportion_if_moved(cfg: EvalConfig, changed: Collection[str]) -> EvalConfig:
+    """`cfg`, changed in place: its per-IPU available memory proportions dropped (so
+    `plan.available_memory_proportion` runs on every IPU) when they no longer describe its
+    plan: the one proportion is among the `changed` keys, or the list's length is no longer
+    the stage count. The search, the what-ifs and the remedies move plans this way."""
+    plan = cfg.plan
+    stages = len(plan.pipeline.splits) + 1
+    per_ipu = plan.available_memory_proportion_per_ipu
+    if per_ipu and (_AMP in changed or len(per_ipu) != stages):
+        plan.available_memory_proportion_per_ipu = []
+    return cfg

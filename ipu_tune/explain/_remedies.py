@@ -18,9 +18,16 @@ from typing import Any
 
 from ipu_tune import interrupts
 from ipu_tune.case import build_case, simulate_case
-from ipu_tune.config import LIMITS, EvalConfig, at_pipeline_minimum, to_plain_dict, validate
+from ipu_tune.config import (
+    LIMITS,
+    EvalConfig,
+    at_one_proportion_if_moved,
+    at_pipeline_minimum,
+    to_plain_dict,
+    validate,
+)
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, get_key, set_key
+from ipu_tune.knobs import KNOBS, get_key, set_key, shown
 from ipu_tune.plan import plan_from_config
 from ipu_tune.search import (
     SearchProblem,
@@ -46,7 +53,7 @@ def _with(cfg: EvalConfig, changes: dict[str, Any]) -> EvalConfig:
     out = copy.deepcopy(cfg)
     for key, value in changes.items():
         set_key(out, key, value)
-    return out
+    return at_one_proportion_if_moved(out, changes)
 
 
 def override_text(key: str, value: Any) -> str:
@@ -94,9 +101,11 @@ def _savers(cfg: EvalConfig, training: bool) -> list[tuple[str, dict[str, Any]]]
     out: list[tuple[str, dict[str, Any]]] = []
     if p.precision != "16.16":
         out.append((f"precision {p.precision} -> 16.16", {"plan.precision": "16.16"}))
-    if p.available_memory_proportion > _LOWEST_AMP + 1e-9:
-        out.append((f"available memory proportion {p.available_memory_proportion:g} -> "
-                    f"{_LOWEST_AMP:g}", {"plan.available_memory_proportion": _LOWEST_AMP}))
+    amps = list(p.available_memory_proportion_per_ipu) or [p.available_memory_proportion]
+    if max(amps) > _LOWEST_AMP + 1e-9:  # on every IPU (`_with` drops a per-IPU list)
+        out.append((f"available memory proportion {shown(amps[0] if len(amps) == 1 else amps)}"
+                    f" -> {_LOWEST_AMP:g}",
+                    {"plan.available_memory_proportion": _LOWEST_AMP}))
     if training:
         now = _RECOMPUTE.index(p.recompute)
         effective = max(now, _RECOMPUTE.index("checkpoints")) if p.pipeline.splits else now

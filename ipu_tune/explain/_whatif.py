@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ipu_tune.config import EvalConfig, at_pipeline_minimum
+from ipu_tune.config import EvalConfig, at_one_proportion_if_moved, at_pipeline_minimum
 from ipu_tune.knobs import KNOBS, Knob, get_key, set_key
 from ipu_tune.search import SearchProblem, TrialOutcome, even_split
 
@@ -21,9 +21,10 @@ _AMP_STEP = 0.1  # one step of the available memory proportion (seed guide 5.4 u
 
 def _with(cfg: EvalConfig, **changes: Any) -> EvalConfig:
     out = copy.deepcopy(cfg)
-    for key, value in changes.items():
-        set_key(out, key.replace("__", "."), value)
-    return out
+    keys = [key.replace("__", ".") for key in changes]
+    for key, value in zip(keys, changes.values(), strict=True):
+        set_key(out, key, value)
+    return at_one_proportion_if_moved(out, keys)
 
 
 def _neighbours(k: Knob, v: Any) -> list[Any]:

@@ -109,7 +109,7 @@ def _layers_per_ipu(plan: ExecutionPlan, profile: ModelProfile) -> list[int]:
 def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, Any]:
     """The IPUConfig fields of `plan` (training or `inference_*` fields by its mode)."""
     layers = _layers_per_ipu(plan, profile)
-    amp = [round(float(plan.available_memory_proportion), 4)] * plan.stages
+    amp = [round(float(a), 4) for a in plan.stage_memory_proportions]
     prefix = "" if plan.training else "inference_"
     values: dict[str, Any] = {
         f"{prefix}layers_per_ipu": layers,

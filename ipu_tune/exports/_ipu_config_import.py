@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from ipu_tune.config import (
     EvalConfig,
+    at_one_proportion_if_moved,
     check_pinned_layout,
     parse_json,
     read_text,
@@ -200,10 +201,13 @@ def _splits(
     return tuple(splits)
 
 
-def _proportion(value: Any) -> float:
-    # One proportion per plan: the mean of per-IPU values (equal values give that value back).
-    values = value if isinstance(value, list) else [value]
-    return round(sum(float(v) for v in values) / max(1, len(values)), 4)
+def _proportions(value: Any) -> tuple[float, tuple[float, ...]]:
+    """The plan's one proportion and its per-IPU list: different per-IPU values are kept per
+    IPU, the one proportion their mean (where a search draws one for every IPU); equal values,
+    or one value, are the one proportion alone."""
+    values = [float(v) for v in value] if isinstance(value, list) else [float(value)]
+    mean = round(sum(values) / max(1, len(values)), 4)
+    return mean, (tuple(values) if len(set(values)) > 1 else ())
 
 
 def plan_values_from_ipu_config(
@@ -216,7 +220,8 @@ def plan_values_from_ipu_config(
     # optimum-graphcore picks the strategy itself (ipu_configuration.py L615-619):
     # PipelinedExecution to train, ShardedExecution for inference.
     values["schedule"] = "grouped" if mode == "train" else "sharded"
-    values["available_memory_proportion"] = _proportion(managed["matmul_proportion"][1])
+    (values["available_memory_proportion"],
+     values["available_memory_proportion_per_ipu"]) = _proportions(managed["matmul_proportion"][1])
     values["replication_factor"] = int(data.get(f"{prefix}replication_factor", 1))
     values["device_iterations"] = int(data.get(f"{prefix}device_iterations", 1))
     # Not an IPUConfig field: optimum-graphcore runs the model in fp16 unless told otherwise
@@ -240,6 +245,7 @@ def ipu_config_fields(data: Mapping[str, Any], mode: str) -> dict[str, str]:
     prefix = "" if mode == "train" else "inference_"
     managed = _managed(data, mode)
     fields = {"plan.available_memory_proportion": managed["matmul_proportion"][0],
+              "plan.available_memory_proportion_per_ipu": managed["matmul_proportion"][0],
               "plan.pipeline.splits": managed["layers_per_ipu"][0],
               "plan.replication_factor": f"{prefix}replication_factor",
               "plan.device_iterations": f"{prefix}device_iterations"}
@@ -271,6 +277,7 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
         for part in parents:
             node = getattr(node, part)
         setattr(node, last, list(value) if isinstance(value, tuple) else value)
+    at_one_proportion_if_moved(out, pinned)  # a pinned proportion or stage count wins
     # Checked here, where the file's field of each plan key is known (a value out of the
     # plan's range, or more replicas or stages than the system's IPUs).
     try:

@@ -155,15 +155,24 @@ def _training_lines(ctx: ExportContext) -> list[str]:
 
 def _memory_lines(ctx: ExportContext) -> list[str]:
     p = ctx.plan
-    amp = f"{p.available_memory_proportion:g}"
+    amps = p.stage_memory_proportions
+    uniform = len(set(amps)) == 1
+    amp = f"{amps[0] if uniform else p.available_memory_proportion:g}"
     return [
         *knob(
-            f"Available memory proportion {amp} for every conv and matmul ({cite('amp')}); option"
-            f" values are strings. {ctx.facts.category_sentence('temporaries')}",
+            f"Available memory proportion {amp} for every conv and matmul"
+            f"{'' if uniform else ' that names no IPU of its own (below)'} ({cite('amp')});"
+            f" option values are strings. {ctx.facts.category_sentence('temporaries')}",
             f'opts.convolutionOptions = {{"availableMemoryProportion": "{amp}",'
             f' "partialsType": "{p.partials}"}}',
             f'opts.matmulOptions = {{"availableMemoryProportion": "{amp}"}}',
         ),
+        *([] if uniform else [
+            f"# Each IPU's own proportion: call builder.setAvailableMemoryProportion(output,"
+            " AVAILABLE_MEMORY_PROPORTION_PER_IPU[ipu]) on the output of each conv and matmul"
+            f" you build under builder.virtualGraph(ipu) ({cite('amp')}).",
+            f"AVAILABLE_MEMORY_PROPORTION_PER_IPU = {literal(list(amps))}",
+        ]),
         *knob(
             f"Partials {p.partials} for matmuls (and convolutions above) ({cite('partials')}).",
             f'opts.partialsTypeMatMuls = "{p.partials}"',

@@ -217,12 +217,15 @@ def _recompute_lines(
 
 def _memory_lines(ctx: ExportContext) -> list[str]:
     p = ctx.plan
-    proportions = {f"IPU{i}": p.available_memory_proportion for i in range(ctx.stages)}
+    amps = p.stage_memory_proportions
+    proportions = {f"IPU{i}": amp for i, amp in enumerate(amps)}
+    where = (f"{amps[0]:g} on every IPU" if len(set(amps)) == 1
+             else f"{literal(list(amps))} on IPU0..IPU{len(amps) - 1}")
     torch_type = "torch.half" if p.partials == "half" else "torch.float"
     return [
         *knob(
-            f"Available memory proportion {p.available_memory_proportion} on every IPU of a"
-            f" replica: the share of tile memory conv/matmul temporaries may take ({cite('amp')})."
+            f"Available memory proportion {where} of a replica: the share of tile memory"
+            f" conv/matmul temporaries may take ({cite('amp')})."
             f" {ctx.facts.category_sentence('temporaries')}",
             f"opts.setAvailableMemoryProportion({literal(proportions)})",
         ),

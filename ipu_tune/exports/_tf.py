@@ -37,8 +37,9 @@ def _allow_recompute(ctx: ExportContext) -> bool:
 def _system_lines(ctx: ExportContext) -> list[str]:
     facts = ctx.facts
     p = ctx.plan
-    amp = f"{p.available_memory_proportion:g}"
-    options = f'{{"availableMemoryProportion": "{amp}", "partialsType": "{p.partials}"}}'
+    amps = p.stage_memory_proportions
+    amp = f"{amps[0] if len(set(amps)) == 1 else p.available_memory_proportion:g}"
+    options = _poplar_options(amp, p.partials)
     ipus = ctx.stages * p.replication_factor
     select = knob(
         f"{ipus} IPUs: {ctx.stages} per replica x {p.replication_factor} replicas; Keras"
@@ -61,7 +62,8 @@ def _system_lines(ctx: ExportContext) -> list[str]:
         *select,
         *knob(
             f"Available memory proportion {amp} and partials {p.partials} for every matmul and"
-            f" convolution ({cite('amp')}; {cite('partials')}); values are strings."
+            f" convolution{'' if len(set(amps)) == 1 else ' outside the pipeline stages'}"
+            f" ({cite('amp')}; {cite('partials')}); values are strings."
             f" {facts.category_sentence('temporaries')}",
             f"cfg.matmuls.poplar_options = {options}",
             f"cfg.convolutions.poplar_options = {options}",
@@ -107,6 +109,38 @@ def _all_reduce_lines(ctx: ExportContext) -> list[str]:
     )
 
 
+def _poplar_options(amp: str, partials: str) -> str:
+    return f'{{"availableMemoryProportion": "{amp}", "partialsType": "{partials}"}}'
+
+
+def _stage_options_lines(ctx: ExportContext) -> list[str]:
+    """Each stage's own available memory proportion, when the IPUs' differ: a
+    PipelineStageOptions per stage for its forward (and backward) pass."""
+    p = ctx.plan
+    amps = p.stage_memory_proportions
+    if len(set(amps)) == 1:
+        return []
+    return [
+        f"    # Available memory proportion {literal(list(amps))} per pipeline stage (IPU), each"
+        f" stage's matmuls and convolutions ({cite('amp')}; {cite('tf_pipeline')}).",
+        "    stage_options = [",
+        "        ipu.pipelining_ops.PipelineStageOptions(convolution_options=o, matmul_options=o)",
+        "        for o in (",
+        *(f"            {_poplar_options(f'{a:g}', p.partials)}," for a in amps),
+        "        )",
+        "    ]",
+    ]
+
+
+def _stage_options_args(ctx: ExportContext) -> list[str]:
+    if not _stage_options_lines(ctx):
+        return []
+    args = ["forward_propagation_stages_poplar_options=stage_options"]
+    if ctx.plan.training:
+        args.append("backward_propagation_stages_poplar_options=stage_options")
+    return args
+
+
 def _pipeline_args(ctx: ExportContext) -> list[str]:
     p = ctx.plan
     args = [
@@ -146,16 +180,19 @@ def _stage_lines(ctx: ExportContext) -> list[str]:
                 f" ({cite('tf_ga')}); optimizer state offload {p.offload_optimizer_state}"
                 f" ({cite('tf_offload')}) and sharding {p.replicated_tensor_sharding}"
                 f" ({cite('tf_rts')}). {facts.ga_sentence()}",
+                *_stage_options_lines(ctx),
                 "    model.set_pipelining_options("
-                + ", ".join(_pipeline_args(ctx) + _state_args(ctx))
+                + ", ".join(_pipeline_args(ctx) + _state_args(ctx) + _stage_options_args(ctx))
                 + ")",
             ]
         else:
-            body.append(
+            body += [
+                *_stage_options_lines(ctx),
                 "    model.set_pipelining_options("
                 f"device_mapping={literal(list(range(ctx.stages)))}, pipeline_schedule="
-                f"ipu.pipelining_ops.PipelineSchedule.{_SCHEDULES[p.schedule]})"
-            )
+                f"ipu.pipelining_ops.PipelineSchedule.{_SCHEDULES[p.schedule]}"
+                + "".join(", " + a for a in _stage_options_args(ctx)) + ")",
+            ]
     elif p.training and (p.gradient_accumulation > 1 or p.offload_optimizer_state
                          or p.replicated_tensor_sharding):  # fmt: skip
         body += [

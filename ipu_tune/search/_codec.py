@@ -24,7 +24,12 @@ from typing import Any
 
 import optuna
 
-from ipu_tune.config import EvalConfig, TuneConfig, at_pipeline_minimum
+from ipu_tune.config import (
+    EvalConfig,
+    TuneConfig,
+    at_one_proportion_if_moved,
+    at_pipeline_minimum,
+)
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, set_key
 from ipu_tune.models import ModelProfile
@@ -334,7 +339,7 @@ class Codec:
                         f"{cfg.workload.micro_batch_size} x {r} replicas; nearest plan has "
                         f"gradient accumulation {ga}")
             cfg.plan.gradient_accumulation = ga
-        return Decoded(at_pipeline_minimum(cfg), note)
+        return Decoded(at_pipeline_minimum(at_one_proportion_if_moved(cfg, params)), note)
 
     # -- config -> params ------------------------------------------------------------------
     @staticmethod

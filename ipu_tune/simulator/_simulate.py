@@ -48,10 +48,11 @@ def simulate(
     shapes = stage_shapes(profile, plan)
     pm = plan_memory(plan, system, c)  # the plan's derived facts, read once
     training = pm.training
-    costs = block_costs(
-        profile, system.ipu, plan.micro_batch_size, pm.model_fp16,
-        plan.available_memory_proportion, pm.compute_tiles, training, c, plan.partials == "half",
-    )
+    # Each stage's IPU at its own available memory proportion (one cost table per value).
+    by_amp = {amp: block_costs(profile, system.ipu, plan.micro_batch_size, pm.model_fp16, amp,
+                               pm.compute_tiles, training, c, plan.partials == "half")
+              for amp in set(plan.stage_memory_proportions)}
+    costs = [by_amp[amp] for amp in plan.stage_memory_proportions]
     mb_in_bytes = _host.input_bytes_per_sample(profile, plan) * plan.micro_batch_size
     parts, memory, times, fits = _stages(shapes, costs, system, pm, c, mb_in_bytes)
     core = pipeline_step(parts, plan.schedule,
@@ -102,24 +103,25 @@ def _stage_time(x: StageShape, p: StageParts) -> StageTime:
 
 
 def _stages(
-    shapes: tuple[StageShape, ...], costs: BlockCosts, system: System, pm: PlanMemory,
+    shapes: tuple[StageShape, ...], costs: list[BlockCosts], system: System, pm: PlanMemory,
     c: SimConstants, mb_in_bytes: float,
 ) -> tuple[list[StageParts], list[IpuMemory], list[StageTime], bool]:
-    """Each stage's passes of one micro-batch, its IPU's memory, its reported times, and
-    whether every IPU fits."""
+    """Each stage's passes of one micro-batch (`costs[s]`: the block costs at its IPU's
+    available memory proportion), its IPU's memory, its reported times, and whether every IPU
+    fits."""
     ipu, clock = system.ipu, system.ipu.clock_hz
     training, recompute = pm.training, pm.recompute != "none"
     wb, b = pm.wb, pm.b
     link_bw = link_hop_bytes_per_s(c)  # to the next IPU, as a ring hop
     sync_s = c.sync_latency_s
     limit, tile_limit = ipu.sram_bytes, ipu.sram_bytes_per_tile
-    fc, fx, fs = costs.fwd_compute, costs.fwd_exchange, costs.fwd_sets
-    bc, bx, bs = costs.bwd_compute, costs.bwd_exchange, costs.bwd_sets
-    temp = costs.temp_block
     parts, memory, times = [], [], []
     fits = True
     for x in shapes:
         s, lo, hi, h0, h1 = x.stage, x.lo, x.hi, x.head_lo, x.head_hi
+        k = costs[s]
+        fc, fx, fs, temp = k.fwd_compute, k.fwd_exchange, k.fwd_sets, k.temp_block
+        bc, bx, bs = k.bwd_compute, k.bwd_exchange, k.bwd_sets
         # Its blocks [lo, hi) and the tied head [h0, h1) it may also run (`_stages`).
         f_comp = (fc[hi] - fc[lo] + fc[h1] - fc[h0]) / clock
         f_exch = (fx[hi] - fx[lo] + fx[h1] - fx[h0]) / clock
@@ -238,7 +240,7 @@ def _bottleneck(fits: bool, plan: ExecutionPlan, call: CallTime,
 
 def _extras(
     system: System, plan: ExecutionPlan, pm: PlanMemory,
-    parts: list[StageParts], costs: BlockCosts,
+    parts: list[StageParts], costs: list[BlockCosts],
     update: UpdateTimes, call: CallTime, samples_per_call: float,
 ) -> dict[str, Any]:
     n = pm.stages
@@ -257,7 +259,7 @@ def _extras(
                          else [0] * n),
         "stage_slot_s": ([p.forward + p.backward for p in parts] if training  # StageParts.slot
                          else [p.forward for p in parts]),
-        "amp_max_passes": costs.max_passes,
+        "amp_max_passes": max(k.max_passes for k in costs),
         "rts_gather_s": update.rts_gather_s,
         "all_reduce_terms": dict(update.terms),  # seconds by _collectives.ALL_REDUCE_TERMS
         "io_call_s": call.io_call_s,

@@ -45,6 +45,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ("schedule", ["plan.pipeline.schedule=zigzag"], "plan.pipeline.schedule"),
     ("recompute", ["plan.recompute=always"], "plan.recompute"),
     ("amp above 1", ["plan.available_memory_proportion=1.5"], "available_memory_proportion"),
+    ("amp per IPU above 1", ["plan.available_memory_proportion_per_ipu=[0.2,1.5]"],
+     "plan.available_memory_proportion_per_ipu=[0.2, 1.5]: each value must be in (0, 1]"),
+    ("amp per IPU not a number", ["plan.available_memory_proportion_per_ipu=[0.2,abc]"],
+     "plan.available_memory_proportion_per_ipu"),
+    ("amp per IPU for other stages", ["plan.available_memory_proportion_per_ipu=[0.2,0.3,0.4]"],
+     "plan.available_memory_proportion_per_ipu=[0.2, 0.3, 0.4]: one value per IPU of a replica"
+     " (1, the pipeline stages)"),
     ("prefetch zero", ["plan.prefetch_depth=0"], "plan.prefetch_depth"),
     ("optimizer", ["workload.optimizer=adagrad"], "workload.optimizer"),
     ("mode", ["workload.mode=serve"], "workload.mode"),

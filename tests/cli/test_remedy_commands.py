@@ -201,3 +201,23 @@ def test_a_remedy_command_never_shows_the_storage_password(argv: list[str] | Non
     assert "S3cretPW" not in text and "***" in text
     if argv is not None:
         assert text.startswith("python -m ipu_tune model=mnist_cnn ")
+
+
+def test_a_lower_proportion_on_a_plan_with_one_per_ipu_replaces_them_all() -> None:
+    """The remedy runs its proportion on every IPU: its overrides drop the per-IPU values,
+    which would otherwise still win over it."""
+    from ipu_tune.config import compose
+    from ipu_tune.explain import remedies
+    from ipu_tune.tuner import prepare
+
+    cfg = compose(["+experiment=seed_resnet101", "workload.micro_batch_size=1024",
+                   "plan.precision=16.16", "plan.available_memory_proportion_per_ipu=[0.3,0.6]"])
+    problem = prepare(cfg).problem
+    rows = [r for r in remedies(problem, problem.codec.user)
+            if r["remedy"].startswith("available memory proportion")]
+    assert len(rows) == 1
+    assert rows[0]["remedy"].startswith("available memory proportion [0.3, 0.6] -> 0.1")
+    assert set(rows[0]["overrides"]) == {"plan.available_memory_proportion=0.1",
+                                         "plan.available_memory_proportion_per_ipu=[]"}
+    result = ipu_tune.evaluate(rows[0]["config"])
+    assert result.throughput == pytest.approx(rows[0]["throughput"])

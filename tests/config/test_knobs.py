@@ -139,6 +139,7 @@ def test_run_summary_names_every_labelled_knob_with_its_value() -> None:
     cfg.plan.pipeline.splits = ["layer3.8"]
     cfg.plan.host_instances = 2
     cfg.plan.partials = "half"
+    cfg.plan.available_memory_proportion_per_ipu = [0.2, 0.4]
     result = ipu_tune.evaluate_config(cfg)
     text = format_summary(RunSummary("s", "j", 1, 1, (), 0, cfg, result))
     plan_line = next(line for line in text.splitlines() if line.startswith("plan: "))
@@ -147,3 +148,11 @@ def test_run_summary_names_every_labelled_knob_with_its_value() -> None:
             assert f"{k.label} " in plan_line, k.key
     assert "splits ['layer3.8']" in plan_line and "instances 2" in plan_line
     assert "partials half" in plan_line and "AMP 0.6" in plan_line
+    assert "AMP per IPU [0.2, 0.4]" in plan_line
+
+
+def test_a_quiet_knob_is_left_out_of_plan_lines_at_its_default() -> None:
+    from ipu_tune.knobs import describe
+
+    line = describe(EvalConfig())
+    assert "AMP 0.6" in line and "AMP per IPU" not in line

@@ -75,6 +75,20 @@ def stages(cfg: EvalConfig) -> int:
     return len(cfg.plan.pipeline.splits) + 1
 
 
+def stage_amps(cfg: EvalConfig) -> list[float]:
+    """Each IPU's available memory proportion, as the plan states it (not through the
+    `ExecutionPlan` property the exports use)."""
+    per_ipu = list(cfg.plan.available_memory_proportion_per_ipu)
+    return per_ipu or [cfg.plan.available_memory_proportion] * stages(cfg)
+
+
+def outside_amp(cfg: EvalConfig) -> float:
+    """The proportion a program sets for every conv and matmul: each IPU's when they are
+    equal, else the plan's one proportion, for ops outside the stages."""
+    amps = stage_amps(cfg)
+    return amps[0] if len(set(amps)) == 1 else cfg.plan.available_memory_proportion
+
+
 def _torchvision_model(name: str) -> Any:
     def build(**kwargs: Any) -> nn.Module:
         size = kwargs.pop("image_size", 224)

@@ -143,6 +143,7 @@ TF_API: dict[str, str] = {
     f"{_TF}.pipelining_ops.PipelineSchedule.Grouped": "pipelining_ops.py L51",
     f"{_TF}.pipelining_ops.PipelineSchedule.Interleaved": "pipelining_ops.py L51",
     f"{_TF}.pipelining_ops.PipelineSchedule.Sequential": "pipelining_ops.py L51",
+    f"{_TF}.pipelining_ops.PipelineStageOptions": "pipelining_ops.py L346",
     f"{_TF}.pipelining_ops.RecomputationMode": "pipelining_ops.py L82",
     f"{_TF}.pipelining_ops.RecomputationMode.Auto": "pipelining_ops.py L82",
     f"{_TF}.pipelining_ops.recomputation_checkpoint": "pipelining_ops.py L1426",
@@ -156,8 +157,10 @@ TF_KWARGS: dict[str, set[str]] = {
     "keras.Model.set_pipelining_options": {
         "gradient_accumulation_steps_per_replica", "device_mapping", "pipeline_schedule",
         "recomputation_mode", "offload_weight_update_variables",
-        "replicated_optimizer_state_sharding",
+        "replicated_optimizer_state_sharding", "forward_propagation_stages_poplar_options",
+        "backward_propagation_stages_poplar_options",
     },
+    f"{_TF}.pipelining_ops.PipelineStageOptions": {"convolution_options", "matmul_options"},
     "keras.Model.set_gradient_accumulation_options": {
         "gradient_accumulation_steps_per_replica", "offload_weight_update_variables",
         "replicated_optimizer_state_sharding",

@@ -25,7 +25,7 @@ from ipu_tune.exports import (
 )
 from ipu_tune.exports._ipu_config import _PIPELINE_TASKS
 from ipu_tune.models import TASKS, ModelProfile, profile_model
-from ipu_tune.plan import ExecutionPlan
+from ipu_tune.plan import ExecutionPlan, plan_from_config
 from tests.conftest import REPO
 
 WHEEL_DIR = REPO / ".cache" / "optimum-graphcore"
@@ -340,3 +340,29 @@ def test_a_file_plan_evaluated_whole_names_the_file_field(
     assert str(err.value).startswith(f"{tmp_path}: gradient_accumulation_steps (sets "
                                      "plan.gradient_accumulation=1: must be >= 4")
     assert apply_ipu_config(cfg).plan.gradient_accumulation == 1  # a start: the search raises it
+
+
+def test_proportions_that_differ_per_ipu_are_kept_per_ipu(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path
+) -> None:
+    """Graphcore's configs may give IPU0 (the embedding's) its own proportion: the plan keeps
+    each IPU's, and writes them back; equal values are the one proportion."""
+    def imported(amp: list[float], pinned: frozenset[str] = frozenset()) -> EvalConfig:
+        (tmp_path / "ipu_config.json").write_text(json.dumps(
+            {"layers_per_ipu": [0, 8, 8, 8], "matmul_proportion": amp}))
+        cfg = replace(gpt2[1], plan=PlanConfig(from_ipu_config=str(tmp_path)),
+                      system=SystemConfig(num_ipus=4))
+        return apply_ipu_config(cfg, pinned)
+
+    cfg = imported([0.15, 0.25, 0.25, 0.25])
+    assert cfg.plan.available_memory_proportion_per_ipu == [0.15, 0.25, 0.25, 0.25]
+    assert cfg.plan.available_memory_proportion == 0.225  # what a search draws around
+    data = json.loads(render_ipu_config(plan_from_config(cfg), gpt2[0], cfg))
+    assert data["matmul_proportion"] == [0.15, 0.25, 0.25, 0.25]
+    equal = imported([0.25] * 4).plan
+    assert equal.available_memory_proportion_per_ipu == []
+    assert equal.available_memory_proportion == 0.25
+    # The one proportion given on the command line runs on every IPU.
+    pinned = imported([0.15, 0.25, 0.25, 0.25], frozenset({"plan.available_memory_proportion"}))
+    assert pinned.plan.available_memory_proportion_per_ipu == []
+    assert pinned.plan.available_memory_proportion == gpt2[1].plan.available_memory_proportion

@@ -13,7 +13,15 @@ import ipu_tune
 from ipu_tune.config import EvalConfig
 from ipu_tune.exports._model_source import module_path
 
-from ._export_plans import PLANS, host_instances, install_frameworks, make_config, stages
+from ._export_plans import (
+    PLANS,
+    host_instances,
+    install_frameworks,
+    make_config,
+    outside_amp,
+    stage_amps,
+    stages,
+)
 from ._framework_api import POPART_API, POPDIST_API
 from ._recorder import Log, run_source
 from ._render import popart_snippet
@@ -65,10 +73,12 @@ def check_popart(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], pop
     else:
         assert not log.sets(f"{S}.accumulationFactor") and not log.sets(f"{S}.autoRecomputation")
     amp = log.only_set(f"{S}.convolutionOptions")
-    assert float(amp["availableMemoryProportion"]) == p.available_memory_proportion
+    assert float(amp["availableMemoryProportion"]) == outside_amp(cfg)
     assert float(log.only_set(f"{S}.matmulOptions")["availableMemoryProportion"]) == (
-        p.available_memory_proportion
-    )
+        outside_amp(cfg))
+    amps = stage_amps(cfg)
+    assert ns.get("AVAILABLE_MEMORY_PROPORTION_PER_IPU") == (
+        None if len(set(amps)) == 1 else amps)
     partials = p.partials
     assert log.only_set(f"{S}.partialsTypeMatMuls") == partials == amp["partialsType"]
     assert log.only_set(f"{S}.defaultBufferingDepth") == p.prefetch_depth

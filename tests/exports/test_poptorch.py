@@ -20,7 +20,14 @@ from ipu_tune.errors import IpuTuneError
 from ipu_tune.exports._model_source import module_access, module_path
 from ipu_tune.models import ModelProfile
 
-from ._export_plans import PLANS, host_instances, install_frameworks, make_config, stages
+from ._export_plans import (
+    PLANS,
+    host_instances,
+    install_frameworks,
+    make_config,
+    stage_amps,
+    stages,
+)
 from ._framework_api import MODEL_API, POPART_PASS_THROUGH_KEYS, POPDIST_API, POPTORCH_API
 from ._recorder import Log, run_source
 from ._render import poptorch_snippet
@@ -86,7 +93,7 @@ def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) ->
     accumulation = log.calls("poptorch.Options.Training.gradientAccumulation")
     assert accumulation == ([((p.gradient_accumulation,), {})] if training else [])
     amp = log.only_call("poptorch.Options.setAvailableMemoryProportion")[0][0]
-    assert amp == {f"IPU{i}": p.available_memory_proportion for i in range(n_stages)}
+    assert amp == {f"IPU{i}": a for i, a in enumerate(stage_amps(cfg))}
     partials = p.partials
     expected_type = torch.half if partials == "half" else torch.float
     assert log.only_call("poptorch.Options.Precision.setPartialsType")[0] == (expected_type,)
@@ -279,6 +286,8 @@ def configs(draw: st.DrawFn) -> EvalConfig:
         "recompute": draw(st.sampled_from(["auto", "none", "checkpoints", "every_block"])),
         "partials": draw(st.sampled_from(["float", "half"])),
         "available_memory_proportion": draw(st.sampled_from([0.05, 0.25, 0.6, 1.0])),
+        "available_memory_proportion_per_ipu": draw(st.sampled_from(
+            [[], [0.15, *[0.25] * (n_stages - 1)], [0.3] * n_stages])),
         "offload_optimizer_state": draw(st.booleans()),
         "replicated_tensor_sharding": replicas > 1 and draw(st.booleans()),
         "prefetch_depth": draw(st.integers(1, 8)),

@@ -13,7 +13,15 @@ import ipu_tune
 from ipu_tune.config import EvalConfig
 from ipu_tune.simulator import SimConstants
 
-from ._export_plans import PLANS, host_instances, install_frameworks, make_config, stages
+from ._export_plans import (
+    PLANS,
+    host_instances,
+    install_frameworks,
+    make_config,
+    outside_amp,
+    stage_amps,
+    stages,
+)
 from ._framework_api import POPDIST_API, TF_API, TF_KWARGS
 from ._recorder import Log, Recorder, run_source
 from ._render import render, tf_snippet
@@ -61,8 +69,9 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
     partials = p.partials
     for kind in ("matmuls", "convolutions"):
         options = log.only_set(f"{CFG}.{kind}.poplar_options")
-        assert float(options["availableMemoryProportion"]) == p.available_memory_proportion
+        assert float(options["availableMemoryProportion"]) == outside_amp(cfg)
         assert options["partialsType"] == partials
+    _check_stage_options(cfg, log)
     assert log.only_set(f"{CFG}.allow_recompute") == recompute
     assert log.sets(f"{CFG}.io_tiles.num_io_tiles") == ([p.io_tiles] if p.io_tiles else [])
     assert log.only_call(f"{CFG}.configure_ipu_system") == ((), {})
@@ -97,6 +106,21 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
     assert ns["STEPS_PER_EXECUTION"] % accumulation == 0
     assert ns["MICRO_BATCH_SIZE"] == cfg.workload.micro_batch_size
     assert max(len(line) for line in source.splitlines()) <= 99
+
+
+def _check_stage_options(cfg: EvalConfig, log: Log) -> None:
+    """Different proportions per IPU: each pipeline stage's forward (and backward) options."""
+    amps = stage_amps(cfg)
+    made = log.calls(f"{OPS}.PipelineStageOptions")
+    if len(set(amps)) == 1:
+        assert not made
+        return
+    assert [float(kw["matmul_options"]["availableMemoryProportion"]) for _, kw in made] == amps
+    assert all(kw["convolution_options"] == kw["matmul_options"] for _, kw in made)
+    (_, kwargs) = log.only_call("keras.Model.set_pipelining_options")
+    assert len(kwargs["forward_propagation_stages_poplar_options"]) == len(amps)
+    training = cfg.workload.mode == "train"
+    assert ("backward_propagation_stages_poplar_options" in kwargs) == training
 
 
 @pytest.mark.parametrize("name", list(PLANS))
