@@ -67,8 +67,13 @@ class RefSpace:
         self.values: dict[str, list[Any]] = {}
         self.cond: dict[str, list[Any]] = {}
         self.structural: set[str] = set()
+        mode = self.base.workload.mode
         for key, spec in (data.get("knobs") or {}).items():
             k = knob(key)
+            if isinstance(spec, dict) and "modes" in spec:  # searched in these modes only
+                if mode not in spec["modes"]:
+                    continue
+                spec = {name: v for name, v in spec.items() if name != "modes"} or None
             if key in pinned or (k.training_only and not self.training) or (
                     k.image_only and self.profile.input_kind != "image"):
                 continue
