@@ -276,20 +276,28 @@ def test_bad_hf_settings_end_in_one_line_naming_the_key(
 
 
 @pytest.mark.slow
-def test_24_layer_transformer_profiles_cold_under_10_s_and_is_cached(tmp_path: Path) -> None:
+def test_a_24_layer_transformer_profiled_once_is_read_from_the_disk_cache(tmp_path: Path) -> None:
+    """A second process reads the profile the first wrote (how long each takes is measured by
+    benchmarks/profile_speed.py, not here)."""
     script = (
-        "import time; t = time.perf_counter()\n"
         "from ipu_tune.config import ModelConfig, HfConfig\n"
         "from ipu_tune.models import profile_model\n"
         "hf = HfConfig(model_type='gpt2', config={'n_embd': 1024, 'n_layer': 24, 'n_head': 16})\n"
-        "profile_model(ModelConfig(name='hf', hf=hf, sequence_length=1024))\n"
-        "print(time.perf_counter() - t)\n"
+        "p = profile_model(ModelConfig(name='hf', hf=hf, sequence_length=1024))\n"
+        "print(len(p.ops), sum(o.forward_flops for o in p.ops))\n"
     )
     env = {**os.environ, "IPU_TUNE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
-    times = [float(subprocess.run([sys.executable, "-c", script], env=env, check=True,
-                                  capture_output=True, text=True).stdout) for _ in range(2)]
-    assert times[0] < 10.0, times
-    assert times[1] < times[0] / 2  # the second process reads the disk cache
+
+    def profiled() -> tuple[str, dict[str, int]]:
+        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        files = {str(f): f.stat().st_mtime_ns for f in tmp_path.rglob("*") if f.is_file()}
+        return out, files
+
+    first, written = profiled()
+    assert written  # the first process wrote its profile
+    second, after = profiled()
+    assert second == first and after == written  # read back, nothing traced or written again
 
 
 def test_a_position_limit_of_minus_one_is_no_limit() -> None:
