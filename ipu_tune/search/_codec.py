@@ -24,12 +24,7 @@ from typing import Any
 
 import optuna
 
-from ipu_tune.config import (
-    EvalConfig,
-    TuneConfig,
-    at_one_proportion_if_moved,
-    at_pipeline_minimum,
-)
+from ipu_tune.config import EvalConfig, TuneConfig, at_one_proportion_if_moved, at_pipeline_minimum
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, get_key, set_key
 from ipu_tune.models import ModelProfile
