@@ -14,7 +14,7 @@ from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import EvalConfig, check_known_keys, check_switches
 from ipu_tune.config._validate import validate
 from ipu_tune.config._yaml import read_yaml
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, bad_value
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -237,7 +237,26 @@ def _omegaconf_typed(schema: type[T], cfg: Any) -> T:
     except OmegaConfBaseException as exc:
         raise omegaconf_error(exc) from None
     assert isinstance(obj, schema)
+    _check_list_items(obj, "model" if schema.__name__ == "ModelConfig" else "")
     return obj
+
+
+_SCALAR_ITEMS = (int, float, str, bool)
+
+
+def _check_list_items(obj: Any, path: str) -> None:
+    """OmegaConf's merge takes a list or a mapping as an item of a typed list (`[[0.1]]` for a
+    `List[float]`); such a value is refused here, naming its key."""
+    hints = get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value, key = getattr(obj, f.name), f"{path}.{f.name}" if path else f.name
+        if dataclasses.is_dataclass(value):
+            _check_list_items(value, key)
+            continue
+        args = get_args(hints[f.name]) if isinstance(value, list) else ()
+        item = args[0] if len(args) == 1 else None
+        if item in _SCALAR_ITEMS and any(isinstance(v, list | dict) for v in value):
+            raise bad_value(key, value, f"allowed: a list of {item.__name__} values")
 
 
 def _read_yaml(path: Path) -> Mapping[str, Any]:

@@ -49,6 +49,15 @@ CASES: list[tuple[str, list[str], str]] = [
      "plan.available_memory_proportion_per_ipu=[0.2, 1.5]: each value must be in (0, 1]"),
     ("amp per IPU not a number", ["plan.available_memory_proportion_per_ipu=[0.2,abc]"],
      "plan.available_memory_proportion_per_ipu"),
+    # OmegaConf's merge takes a container as an item of a typed list.
+    ("a list in a list of names", ["plan.pipeline.splits=[[layer3.8]]"],
+     "plan.pipeline.splits=[['layer3.8']]: allowed: a list of str values"),
+    ("a list in a list of numbers", ["model.input_shape=[[3],64,64]"],
+     "model.input_shape=[[3], 64, 64]: allowed: a list of int values"),
+    ("a mapping in a list of numbers", ["plan.available_memory_proportion_per_ipu=[{a: 1}]"],
+     "plan.available_memory_proportion_per_ipu=[{'a': 1}]: allowed: a list of float values"),
+    ("a list in the objectives", ["search.objectives=[[throughput]]"],
+     "search.objectives=[['throughput']]: allowed: a list of str values"),
     ("amp per IPU for other stages", ["plan.available_memory_proportion_per_ipu=[0.2,0.3,0.4]"],
      "plan.available_memory_proportion_per_ipu=[0.2, 0.3, 0.4]: one value per IPU of a replica"
      " (1, the pipeline stages)"),
