@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipu_tune.config._schema import TuneConfig, check_switch, switch_keys
+from ipu_tune.config._schema import TuneConfig, check_switch, loose_switches, switch_keys
 from ipu_tune.config._yaml import MAX_YAML_DEPTH
 from ipu_tune.errors import IpuTuneError, bad_value
 
@@ -40,7 +40,8 @@ def register() -> None:
     it on import when Hydra is already imported)."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name="tune_schema", node=TuneConfig)
+    # The schema with its switches untyped: `typed` checks them on the composed config.
+    ConfigStore.instance().store(name="tune_schema", node=loose_switches(TuneConfig))
 
 
 def group_options(group: str) -> list[str]:
