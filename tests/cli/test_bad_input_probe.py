@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ipu_tune.__main__ import main
+from ipu_tune.cli._trials_table import readable_table
 from tests.conftest import run_cli
 
 _MODELS = "allowed: one option by name, one of bert_base"
@@ -54,6 +55,22 @@ CASES: list[tuple[str, list[str], str]] = [
      "plan.pipeline.splits=[['a']]: allowed: a list of str values"),
     ("a list in the objectives of an experiment", ["--config-dir", "{tmp}", "+experiment=obj"],
      "search.objectives=[['throughput']]: allowed: a list of str values"),
+    # An empty --storage or --results-dir read as the default storage.
+    ("empty storage", ["studies", "--storage", ""], "--storage='': empty; allowed: a journal"),
+    ("empty storage of trials", ["trials", "s", "--results-dir", "{study}", "--storage", ""],
+     "--storage='': empty; allowed:"),
+    ("empty results dir", ["studies", "--results-dir", ""], "--results-dir='': empty; allowed:"),
+    # `--fit ''` read as every constant.
+    ("calibrate fit of no name", ["calibrate", "--fit", ""],
+     "--fit='': names no constant; allowed: comma-separated names of matmul_efficiency"),
+    ("calibrate fit of commas", ["calibrate", "--fit", ",,"], "--fit=',,': names no constant"),
+    ("calibrate check with an empty fit", ["calibrate", "--check", "--fit", ""],
+     "--fit=: a fit option; --check refits nothing"),
+    # An infinite bound kept no row (nan was refused already).
+    ("where above inf", ["trials", "s", "--results-dir", "{study}", "--where", "samples/s>inf"],
+     "--where='samples/s>inf': inf is not a finite number; allowed: a finite number"),
+    ("where below -1e999", ["trials", "s", "--results-dir", "{study}", "--where",
+                            "throughput<-1e999"], "-1e999 is not a finite number"),
 ]
 
 
@@ -104,3 +121,33 @@ def test_a_group_null_in_a_real_process(tmp_path: Path) -> None:
     assert proc.stderr.startswith("ipu-tune: error: system=null: allowed: one option by name")
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_no_matching_trial_is_one_line(stored_study: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: pandas' `Empty DataFrame`, `Columns: [...]` (every column) and `Index: []`."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["trials", "s", "--results-dir", str(stored_study), "--where", "samples/s>1e300"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == (
+        "no trials to show: none finished, or none matches --where / --fits")
+
+
+def test_an_empty_table_reads_as_a_line() -> None:
+    import pandas as pd
+
+    assert readable_table(pd.DataFrame({"trial": []})).startswith("no trials to show")
+
+
+@pytest.mark.parametrize("flag", [["--cfg", "job"], ["--info", "config"], ["-c", "all"]])
+def test_hydra_printing_the_config_redacts_a_password(
+        flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: `storage: postgresql://u:SECRETPW@...` printed as composed."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*flag, "study.storage=postgresql://u:SECRETPW@127.0.0.1:1/x"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "storage: postgresql://u:***@127.0.0.1:1/x" in out
+    assert "SECRETPW" not in out
