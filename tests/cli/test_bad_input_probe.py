@@ -13,6 +13,8 @@ from ipu_tune.cli._trials_table import readable_table
 from tests.conftest import run_cli
 
 _MODELS = "allowed: one option by name, one of bert_base"
+_IN_MEMORY = ("an in-memory SQLite database (no file); allowed: sqlite:///FILE, or memory for a "
+              "study of this process only")
 
 # (id, arguments, text the one-line message must contain). `{tmp}`: the test's folder,
 # `{study}`: the results folder of a stored study `s`.
@@ -66,6 +68,16 @@ CASES: list[tuple[str, list[str], str]] = [
     ("calibrate fit of commas", ["calibrate", "--fit", ",,"], "--fit=',,': names no constant"),
     ("calibrate check with an empty fit", ["calibrate", "--check", "--fit", ""],
      "--fit=: a fit option; --check refits nothing"),
+    # An in-memory SQLite database: a study lost at exit (one per worker), listed empty.
+    ("sqlite without a file", ["model=mnist_cnn", "study.n_trials=1",
+                               "study.storage=sqlite:///"], f"study.storage='sqlite:///': "
+                                                            f"{_IN_MEMORY}"),
+    ("sqlite in memory", ["model=mnist_cnn", "study.n_trials=1",
+                          "study.storage=sqlite:///:memory:"], _IN_MEMORY),
+    ("sqlite with no path", ["model=mnist_cnn", "study.n_trials=1", "study.storage=sqlite://"],
+     _IN_MEMORY),
+    ("studies of sqlite in memory", ["studies", "--storage", "sqlite:///:memory:"],
+     f"--storage='sqlite:///:memory:': {_IN_MEMORY}"),
     # An infinite bound kept no row (nan was refused already).
     ("where above inf", ["trials", "s", "--results-dir", "{study}", "--where", "samples/s>inf"],
      "--where='samples/s>inf': inf is not a finite number; allowed: a finite number"),
