@@ -3,6 +3,7 @@ shows them."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ipu_tune.errors import IpuTuneError
@@ -44,6 +45,9 @@ def filter_rows(df: Any, spec: str) -> Any:
     except (TypeError, ValueError):
         series = series.astype(str).str.lower()
         value = raw.lower()
+    if isinstance(value, float) and not math.isfinite(value):  # inf, 1e999: compared with
+        raise IpuTuneError(f"--where={spec!r}: {raw} is not a finite number; allowed: a "  # no row
+                           "finite number, or a text value with = or !=")
     if op in ("=", "!="):
         mask = series == value
         return df[mask if op == "=" else ~mask]
@@ -58,7 +62,10 @@ _ALWAYS = 6  # trial, objective, fits, feasible, peak memory, bottleneck: always
 
 def readable_table(df: Any) -> str:
     """A trials table a terminal shows whole: columns equal in every row are said once above
-    it, empty cells are `-` (not None or NaN), booleans yes/no."""
+    it, empty cells are `-` (not None or NaN), booleans yes/no; no rows: a line saying so
+    (not pandas' `Empty DataFrame` with every column name)."""
+    if df.empty:
+        return "no trials to show: none finished, or none matches --where / --fits"
     def cell(v: Any, number: str) -> str:
         if v is None or v == "" or (isinstance(v, float) and v != v):
             return "-"

@@ -156,11 +156,25 @@ def _check(points: Sequence[Any], constants_file: str | None, as_json: bool) -> 
     return _check_text(predictions, label)
 
 
+def _fit_names(text: str | None) -> list[str] | None:
+    """The constants `--fit` names (None: the flag left out, all of them). `--fit ''` names
+    none: refused, not read as all of them."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        from ipu_tune.simulator import FITTED
+
+        raise IpuTuneError(f"--fit={text!r}: names no constant; allowed: comma-separated names "
+                           f"of {', '.join(FITTED)}, or no --fit to refit them all")
+    return names
+
+
 def _check_options(args: argparse.Namespace) -> None:
     """--check refits nothing, so the fit's options have nothing to act on."""
     if args.check:
         for option, given in (("--fit", args.fit), ("--output", args.output)):
-            if given:
+            if given is not None:
                 raise IpuTuneError(f"{option}={given}: a fit option; --check refits nothing "
                                    "(allowed with --check: FILES, --defaults, --constants, "
                                    "--json)")
@@ -180,7 +194,7 @@ def main(argv: Sequence[str]) -> int:
                         "(default: the package's own calibration points)")
     parser.add_argument("--defaults", action="store_true",
                         help="also fit the package's own calibration points")
-    parser.add_argument("--fit", default="", help="comma-separated constants to refit "
+    parser.add_argument("--fit", default=None, help="comma-separated constants to refit "
                         "(default: all fitted constants)")
     parser.add_argument("--output", help="also write the constants YAML to this file")
     parser.add_argument("--check", action="store_true",
@@ -209,7 +223,7 @@ def main(argv: Sequence[str]) -> int:
             points.extend(default_points())
         if args.check:
             return print_out(_check(points, args.constants, args.json))
-        names = [n.strip() for n in args.fit.split(",") if n.strip()] or None
+        names = _fit_names(args.fit)
         _check_enough(len(points), names)
         if args.max_evals < 10:
             raise IpuTuneError(f"--max-evals={args.max_evals}: must be >= 10")

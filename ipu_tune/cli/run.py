@@ -11,10 +11,12 @@ from a cached composition and runs without Hydra; anything else goes through `@h
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +58,9 @@ __all__ = ["check_sweep_secrets", "hydra_main", "pinned_keys", "preflight"]
 _NO_RUN_FLAGS = {"-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-sc",
                  "--shell-completion", "-cp", "--config-path", "-cn", "--config-name",
                  "-cd", "--config-dir", "--resolve", "-p", "--package", "--experimental-rerun"}
+# Flags after which Hydra prints the composed config or its sources (redacted: `_redacted_stdout`).
+_PRINT_FLAGS = frozenset({"-c", "--cfg", "-i", "--info", "-h", "--help", "--hydra-help", "-p",
+                          "--package", "--resolve"})
 _MAX_SWEEP_CHECKS = 256
 _SWEEP_FLAGS = frozenset({"-m", "--multirun"})
 
@@ -206,7 +211,7 @@ def _run_prepared(prepared: Prepared, argv: Sequence[str]) -> int:
     return 0
 
 
-def _run_hydra(command: _Command) -> int:
+def _run_hydra(command: _Command, printing: bool) -> int:
     """The Hydra app; Hydra's own errors (composing with --config-dir, which the preflight
     leaves to Hydra) as one line and the usage exit code, not Hydra's lines and exit 1."""
     from hydra.errors import HydraException
@@ -214,10 +219,29 @@ def _run_hydra(command: _Command) -> int:
 
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises them instead of printing them
     try:
-        _hydra_app(command)()
+        with _redacted_stdout(printing):
+            _hydra_app(command)()
     except (OmegaConfBaseException, HydraException) as exc:
         return fail(str(hydra_error(exc)))
     return 0
+
+
+@contextlib.contextmanager
+def _redacted_stdout(printing: bool) -> Iterator[None]:
+    """What Hydra prints for `--cfg`, `--info`, `--help` (the composed config, a storage URL's
+    password included) with every credential redacted, as every line of ipu-tune is; a run
+    (`printing` false) prints its own, already redacted."""
+    if not printing:
+        yield
+        return
+    from ipu_tune.storage import redact
+
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            yield
+    finally:
+        sys.stdout.write(redact(out.getvalue()))
 
 
 def hydra_main(argv: Sequence[str]) -> int:
@@ -235,7 +259,7 @@ def hydra_main(argv: Sequence[str]) -> int:
         return _run_prepared(command.prepared[0], argv)
     sys.argv = [sys.argv[0], *argv]
     register()
-    code = _run_hydra(command)
+    code = _run_hydra(command, bool(_PRINT_FLAGS & {a.partition("=")[0] for a in argv}))
     if code:
         return code
     if {"-m", "--multirun"} & set(argv) and command.summaries:

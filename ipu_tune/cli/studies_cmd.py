@@ -48,8 +48,18 @@ def _storage_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results-dir", default="results", help="default: results")
 
 
+_NOT_EMPTY = {
+    "--storage": "a journal file, sqlite:///FILE, postgresql://USER@HOST/DB or memory; leave "
+                 "the flag out for <results-dir>/ipu_tune.journal",
+    "--results-dir": "a folder holding ipu_tune.journal; leave the flag out for results",
+}
+
+
 def _target(args: argparse.Namespace) -> StorageTarget:
     check_path("--results-dir", args.results_dir)  # else the first stat raises ENAMETOOLONG
+    for flag, value in (("--storage", args.storage), ("--results-dir", args.results_dir)):
+        if value is not None and not value.strip():  # else it read as the default
+            raise IpuTuneError(f"{flag}={value!r}: empty; allowed: {_NOT_EMPTY[flag]}")
     check_storage_path("--storage", args.storage)
     target = resolve_storage(args.storage, args.results_dir, ("--storage", "--results-dir"))
     if target.kind == "journal" and not Path(target.location).exists():

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ipu_tune.config._schema import TuneConfig, check_switch, switch_keys
+from ipu_tune.config._schema import TuneConfig, check_switch, loose_switches, switch_keys
 from ipu_tune.config._yaml import MAX_YAML_DEPTH
 from ipu_tune.errors import IpuTuneError, bad_value
 
@@ -24,6 +26,7 @@ __all__ = [
     "parse_overrides",
     "register",
     "split_hydra_args",
+    "sweep_values",
 ]
 
 _PKG = Path(__file__).resolve().parent.parent
@@ -40,7 +43,8 @@ def register() -> None:
     it on import when Hydra is already imported)."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name="tune_schema", node=TuneConfig)
+    # The schema with its switches untyped: `typed` checks them on the composed config.
+    ConfigStore.instance().store(name="tune_schema", node=loose_switches(TuneConfig))
 
 
 def group_options(group: str) -> list[str]:
@@ -93,19 +97,63 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
             raise IpuTuneError(
                 f"{text!r}: Hydra's override grammar cannot read it ({why}); allowed: key=value, "
                 f"a value holding = ? [ ] {{ }} , quotes or spaces in quotes: {quoted}") from None
-    for o in parsed:
-        _check_switch(o)
+    for o, text in zip(parsed, overrides, strict=True):
+        if not o.key_or_group:  # `=1`: Hydra reads a group of no name (a bare ValueError)
+            raise IpuTuneError(f"{text!r}: no key before =; allowed: key=value")
+        if o.is_delete():
+            continue
+        values = sweep_values(o, text)
+        if o.key_or_group in switch_keys(TuneConfig):
+            for value in values:  # OmegaConf would read 2, "yes" or "on" as true
+                check_switch(o.key_or_group, value)
+        if o.key_or_group in GROUPS:
+            _check_group_value(o.key_or_group, values)
     return parsed
 
 
-def _check_switch(o: Override) -> None:
-    """A true/false key given another value on the command line: Hydra's composition would
-    hand it to OmegaConf, which reads 2, "yes" or "on" as true (`check_switches`)."""
-    if o.key_or_group not in switch_keys(TuneConfig) or o.is_delete():
-        return
-    values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
+def _check_group_value(group: str, values: list[Any]) -> None:
+    """A config group's option is a name: Hydra raises a bare ValueError (a traceback) on
+    `model=null`, and reads `model=[a,b]` as two options of one group."""
     for value in values:
-        check_switch(o.key_or_group, value)
+        if not isinstance(value, str):
+            shown = "null" if value is None else str(value)
+            raise IpuTuneError(f"{group}={shown}: allowed: one option by name, one of "
+                               f"{', '.join(group_options(group))}")
+
+
+MAX_SWEEP_VALUES = 1000
+_SWEEP_FORMS = "a,b,c, choice(a,b), range(start,stop[,step])"
+
+
+def sweep_values(o: Override, text: str) -> list[Any]:
+    """The values of override `o` (`text` as typed): its one value, or each of a sweep's. One
+    line, not a traceback, for what Hydra cannot list: `glob()` and `interval()` (which need
+    its sweeper), a range with step 0 (Python's ValueError), one of no value, and more than
+    `MAX_SWEEP_VALUES` (listing `range(0,10**12)` would never end)."""
+    from hydra.errors import HydraException
+
+    if not o.is_sweep_override():
+        return [o.value()]
+    value: Any = o.value()
+    if o.is_interval_sweep() or type(value).__name__ == "Glob":
+        raise IpuTuneError(f"{text!r}: Hydra's basic sweeper cannot list these values; "
+                           f"allowed: {_SWEEP_FORMS}")
+    if o.is_range_sweep():
+        if not value.step:
+            raise IpuTuneError(f"{text!r}: a range of step 0; allowed: a step other than 0")
+        count = math.ceil((value.stop - value.start) / value.step)
+        if count > MAX_SWEEP_VALUES:
+            raise IpuTuneError(f"{text!r}: {count} values; allowed: at most "
+                               f"{MAX_SWEEP_VALUES} values in one sweep")
+    try:
+        values = list(itertools.islice(o.sweep_iterator(), MAX_SWEEP_VALUES + 1))
+    except (HydraException, ValueError) as exc:
+        raise IpuTuneError(f"{text!r}: {str(exc).splitlines()[0]}; allowed: {_SWEEP_FORMS}"
+                           ) from None
+    if not values or len(values) > MAX_SWEEP_VALUES:
+        raise IpuTuneError(f"{text!r}: {len(values) or 'no'} values; allowed: 1 to "
+                           f"{MAX_SWEEP_VALUES} values, {_SWEEP_FORMS}")
+    return values
 
 
 _SHELLS = ("bash", "fish", "zsh")

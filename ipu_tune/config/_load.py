@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get
 
 from ipu_tune.config._messages import omegaconf_error
 from ipu_tune.config._presets import system_preset, with_model_preset
-from ipu_tune.config._schema import EvalConfig, check_known_keys, check_switches
+from ipu_tune.config._schema import (
+    EvalConfig,
+    check_known_keys,
+    check_resolved_switches,
+    check_switches,
+)
 from ipu_tune.config._validate import validate
 from ipu_tune.config._yaml import read_yaml
 from ipu_tune.errors import IpuTuneError, bad_value
@@ -223,7 +228,11 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
     if plain is not cfg:  # a composition: Hydra's `+`/`++` added keys OmegaConf now takes
         check_known_keys(schema, plain, root)
     check_switches(schema, plain, root)
-    return _omegaconf_typed(schema, cfg)
+    if plain is not cfg:
+        check_resolved_switches(schema, plain, root)
+    # A composition's plain containers: it was composed against `loose_switches(schema)`,
+    # which OmegaConf does not merge into `schema`.
+    return _omegaconf_typed(schema, plain if plain is not cfg else cfg)
 
 
 def _omegaconf_typed(schema: type[T], cfg: Any) -> T:

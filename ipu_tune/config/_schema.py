@@ -8,7 +8,7 @@ every plan knob, and the seed tutorial's model (ResNet-101, CIFAR-10 at 64x64, 1
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, make_dataclass
 from functools import cache
 from typing import (  # noqa: UP035
@@ -290,6 +290,32 @@ def switch_keys(schema: type) -> frozenset[str]:
     return frozenset(out)
 
 
+@cache
+def loose_switches(schema: type) -> type:
+    """`schema` with every switch typed Any: the node Hydra composes against (`register`).
+
+    Against the schema itself, Hydra's composition hands each file's value to OmegaConf, which
+    reads 2, 1, "yes" or "on" as true before the tool sees it (in a file a `defaults:` list pulls
+    in, at any depth). Composed against this, the value reaches `typed` as written, which checks
+    every switch once (`check_switches`) and then types the config against `schema`."""
+    hints = get_type_hints(schema)
+    specs: list[tuple[str, Any, Any]] = []
+    for f in dataclasses.fields(schema):
+        hint = hints[f.name]
+        base = next((a for a in get_args(hint) if a is not type(None)), hint) if get_origin(
+            hint) is Union else hint
+        if base is bool:
+            specs.append((f.name, Any, field(default=f.default)))
+        elif dataclasses.is_dataclass(base):
+            sub = loose_switches(base)  # type: ignore[arg-type]
+            specs.append((f.name, sub, field(default_factory=sub)))
+        elif f.default_factory is not dataclasses.MISSING:
+            specs.append((f.name, hint, field(default_factory=f.default_factory)))
+        else:
+            specs.append((f.name, hint, field(default=f.default)))
+    return make_dataclass(schema.__name__, specs, namespace={"__module__": __name__})
+
+
 def check_switch(key: str, value: Any) -> None:
     """A switch takes true or false (or an interpolation OmegaConf resolves). OmegaConf reads
     2, 1, "yes" or "on" as true, so a count or a word given for a switch (`plan.eight_bit_io=2`)
@@ -299,17 +325,43 @@ def check_switch(key: str, value: Any) -> None:
         raise IpuTuneError(f"{key}={value!r}: allowed: true or false")
 
 
-def check_switches(schema: type, data: Any, path: str = "") -> None:
-    """`check_switch` of every switch of `schema` that the mapping `data` sets."""
+def switch_values(schema: type, data: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every switch of `schema` that the mapping `data` holds."""
     if not isinstance(data, Mapping):
         return
     for name, hint in _field_hints(schema):
-        value = data.get(name)
         key = f"{path}.{name}" if path else name
-        if hint is bool:
-            check_switch(key, value)
+        if hint is bool and name in data:
+            yield key, data[name]
         if dataclasses.is_dataclass(hint):
-            check_switches(hint, value, key)  # type: ignore[arg-type]
+            yield from switch_values(hint, data.get(name), key)  # type: ignore[arg-type]
+
+
+def check_switches(schema: type, data: Any, path: str = "") -> None:
+    """`check_switch` of every switch of `schema` that the mapping `data` sets."""
+    for key, value in switch_values(schema, data, path):
+        check_switch(key, value)
+
+
+def check_resolved_switches(schema: type, plain: Mapping[str, Any], root: str) -> None:
+    """A switch set by an interpolation (`plan.eight_bit_io='${study.n_trials}'`) takes true or
+    false once resolved too: OmegaConf would read the 100 it resolves to as true."""
+    if not any(type(v) is str for _, v in switch_values(schema, plain, root)):
+        return
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        resolved = OmegaConf.to_container(OmegaConf.create(dict(plain)), resolve=True)
+    except OmegaConfBaseException:
+        return  # OmegaConf words it when it types the config
+    written = dict(switch_values(schema, plain, root))
+    for key, value in switch_values(schema, resolved, root):
+        try:
+            check_switch(key, value)
+        except IpuTuneError:
+            raise IpuTuneError(f"{key}={written.get(key)!r} (resolves to {value!r}): allowed: "
+                               "true or false") from None
 
 
 def check_known_keys(schema: type, data: Mapping[str, Any], path: str = "") -> None:

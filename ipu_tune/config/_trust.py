@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config._hydra import parse_overrides, split_hydra_args
-from ipu_tune.config._schema import TuneConfig, check_switch, switch_keys
 from ipu_tune.config._strings import check_path
 from ipu_tune.config._yaml import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
@@ -111,7 +110,7 @@ def _check_defaults(entries: Any, where: str) -> None:
             _check_key(name.lstrip("/"), str(value), where)
 
 
-def _check_file(path: Path, root: Path, trusted: bool, chosen: frozenset[str]) -> None:
+def _check_file(path: Path, root: Path, trusted: bool) -> None:
     where = f" in {str(path)!r}"
     if not path.is_file():  # a FIFO would block the read; a device never ends
         raise IpuTuneError(f"config file {str(path)!r}: not a regular file")
@@ -127,9 +126,6 @@ def _check_file(path: Path, root: Path, trusted: bool, chosen: frozenset[str]) -
     if not isinstance(data, Mapping):
         return
     in_model = rel[0] == "model" and "_global_" not in header
-    name = "/".join(rel).rpartition(".")[0]
-    if name in chosen:  # a file the command line picks (`+experiment=x`: experiment/x)
-        _check_switches(data, _package(header, rel), name)
     for keys, value in _walk(data, ()):
         if keys and keys[0] == "hydra" and not isinstance(value, Mapping):
             _check_key(".".join(keys), str(value), where)
@@ -139,27 +135,6 @@ def _check_file(path: Path, root: Path, trusted: bool, chosen: frozenset[str]) -
             full = ("model", *keys) if in_model else keys
             if full != ("model", "_target_"):
                 _check_key(".".join(full), str(value), where)
-
-
-def _package(header: str, rel: tuple[str, ...]) -> tuple[str, ...]:
-    """Where a config file's keys land (Hydra's `# @package`; by default its group's path)."""
-    package = header.partition("@package")[2].strip()
-    if package == "_global_":
-        return ()
-    return tuple(package.split(".")) if package else rel[:-1]
-
-
-def _check_switches(data: Mapping[str, Any], prefix: tuple[str, ...], name: str) -> None:
-    """A switch set in a user's config file takes true or false (`check_switches`): Hydra's
-    composition would hand 2 or "yes" to OmegaConf, which reads them as true unseen."""
-    switches = switch_keys(TuneConfig)
-    for keys, value in _walk(data, ()):
-        key = ".".join((*prefix, *keys))
-        if key in switches:
-            try:
-                check_switch(key, value)
-            except IpuTuneError as exc:
-                raise IpuTuneError(f"{name}: {exc}") from None
 
 
 def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
@@ -190,10 +165,8 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
         files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml"))
         if len(files) > _MAX_FILES:
             raise IpuTuneError(f"--config-dir={_show(folder)}: more than {_MAX_FILES} files")
-        chosen = frozenset(f"{k.lstrip('+~')}/{v}" for k, _, v in
-                           (o.partition("=") for o in overrides) if v)
         for path in files:
-            _check_file(path, root, trusted, chosen)
+            _check_file(path, root, trusted)
 
 
 # Keys of a composition that decide where files go or which code runs: a cached composition

@@ -145,7 +145,11 @@ def resolve_storage(storage: str | None, results_dir: str,
                 f"{keys[0]}={redact(storage, storage)!r}: not a storage URL; allowed: a "
                 "journal file (*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, memory"
             ) from None
-        del url  # parsed only to reject what is not a URL
+        if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+            # Lost when the process ends, one database per worker: no study anyone can resume.
+            raise IpuTuneError(
+                f"{keys[0]}={redact(storage, storage)!r}: an in-memory SQLite database (no "
+                "file); allowed: sqlite:///FILE, or memory for a study of this process only")
         return StorageTarget("rdb", storage, storage, results_dir, keys)
     results = "sqlite:///" + str(Path(path).with_name("results.db"))
     return StorageTarget("journal", path, results, results_dir, keys,

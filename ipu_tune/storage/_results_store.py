@@ -18,7 +18,13 @@ from ipu_tune.errors import IpuTuneError, disk_fault, disk_hint
 from ipu_tune.files import atomic_write
 from ipu_tune.knobs import KNOBS
 from ipu_tune.storage._open import redact
-from ipu_tune.storage._results_table import COLUMN_NAMES, ResultsTable, open_table, sqlite_path
+from ipu_tune.storage._results_table import (
+    COLUMN_NAMES,
+    ResultsTable,
+    fit_int64,
+    open_table,
+    sqlite_path,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,7 +60,7 @@ class ResultsStore:
         if not rows:
             return
         try:
-            self._table.insert(rows)
+            self._table.insert(fit_int64(rows))
         except Exception as exc:
             found = disk_fault(exc, repr(redact(self.url)))
             if found is None:

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 __all__ = [
-    "COLUMN_NAMES", "PLAN_COLUMNS", "TABLE_NAME", "ResultsTable", "open_table", "sqlite_path",
+    "COLUMN_NAMES", "PLAN_COLUMNS", "TABLE_NAME", "ResultsTable", "fit_int64", "open_table",
+    "sqlite_path",
 ]
 
 TABLE_NAME = "ipu_tune_results"
@@ -79,6 +80,21 @@ _COLUMNS: tuple[tuple[str, str, bool], ...] = (
 )
 _UNIQUE = ("uq_ipu_tune_results_trial", ("study", "trial_number"))
 COLUMN_NAMES: tuple[str, ...] = tuple(n for n, _, _ in _COLUMNS)
+_INT_COLUMNS = tuple(n for n, k, _ in _COLUMNS if k in ("int", "bigint"))
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def fit_int64(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` with each integer column inside the 64 bits SQLite and PostgreSQL hold: the peak
+    memory of a model of absurd sizes (`vocab_size: 10**15` in a config.json) is stored as
+    2**63 - 1 bytes, over any IPU's memory as the real figure is (the driver raised
+    OverflowError, a traceback, after the trial had run)."""
+    low, high = _INT64
+    out = []
+    for row in rows:
+        wide = [n for n in _INT_COLUMNS if type(row.get(n)) is int and not low <= row[n] <= high]
+        out.append({**row, **{n: high if row[n] > 0 else low for n in wide}} if wide else row)
+    return out
 
 
 class ResultsTable(Protocol):

@@ -328,7 +328,7 @@ CASES: list[tuple[str, list[str], str]] = [
      "model.hf.model_type='llama': not with model.name='gpt2'"),
     ("count for a switch in an experiment", ["--config-dir", "{tmp}/switch",
                                              "+experiment=count"],
-     "experiment/count: plan.eight_bit_io=2: allowed: true or false"),
+     "plan.eight_bit_io=2: allowed: true or false"),
     ("count where a bool goes", ["plan.eight_bit_io=2"],
      "plan.eight_bit_io=2: allowed: true or false"),
     ("yes where a bool goes", ["study.progress_bar=yes"],
