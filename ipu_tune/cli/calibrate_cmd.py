@@ -33,6 +33,10 @@ from ipu_tune.errors import IpuTuneError
 
 __all__ = ["format_fit", "main"]
 
+# Simulator runs a fit may take: the default 3,000 refits the shipped rows in about a minute;
+# a million is a day's work, beyond which a typo is more likely than a wish.
+_MAX_EVALS = 1_000_000
+
 
 def format_fit(fit: object) -> str:
     """The YAML text of a `FitResult`: the constants, then the per-row errors as comments."""
@@ -225,8 +229,8 @@ def main(argv: Sequence[str]) -> int:
             return print_out(_check(points, args.constants, args.json))
         names = _fit_names(args.fit)
         _check_enough(len(points), names)
-        if args.max_evals < 10:
-            raise IpuTuneError(f"--max-evals={args.max_evals}: must be >= 10")
+        if not 10 <= args.max_evals <= _MAX_EVALS:
+            raise IpuTuneError(f"--max-evals={args.max_evals}: must be in 10..{_MAX_EVALS}")
         fit = fit_constants(points, names=names, max_evals=args.max_evals)
         text = format_fit(fit)
         if args.output:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from ipu_tune.config._schema import TuneConfig, check_switch, loose_switches, switch_keys
 from ipu_tune.config._yaml import MAX_YAML_DEPTH
@@ -101,6 +102,7 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
         if not o.key_or_group:  # `=1`: Hydra reads a group of no name (a bare ValueError)
             raise IpuTuneError(f"{text!r}: no key before =; allowed: key=value")
         if o.is_delete():
+            _check_deletion(o.key_or_group)
             continue
         values = sweep_values(o, text)
         if o.key_or_group in switch_keys(TuneConfig):
@@ -109,6 +111,24 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
         if o.key_or_group in GROUPS:
             _check_group_value(o.key_or_group, values)
     return parsed
+
+
+def _check_deletion(key: str) -> None:
+    """`~key` of the schema (a section, a group or a key): Hydra drops it and the schema's
+    defaults take its place unseen. Keys inside a free mapping (`model.kwargs.NAME`) may go."""
+    node: Any = TuneConfig
+    for part in key.split("."):
+        fields = {f.name: f for f in dataclasses.fields(node)} if dataclasses.is_dataclass(
+            node) else {}
+        if part not in fields:
+            return  # not the schema's (Hydra or OmegaConf say what it is)
+        node = get_type_hints(node).get(part)
+    if key in GROUPS:
+        allowed = f"{key}=OPTION, one of {', '.join(group_options(key))}"
+    else:
+        allowed = f"{key}.KEY=VALUE" if dataclasses.is_dataclass(node) else f"{key}=VALUE"
+    raise IpuTuneError(f"~{key}: deletion is not allowed (every key of the schema has a "
+                       f"value); allowed: {allowed}")
 
 
 def _check_group_value(group: str, values: list[Any]) -> None:

@@ -486,6 +486,8 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
     ("calibrate csv column twice", ["calibrate", "{tmp}/column_twice.csv"],
      "column 'model.name' appears twice"),
     ("calibrate max evals", ["calibrate", "--max-evals", "1"], "--max-evals=1"),
+    ("calibrate max evals huge", ["calibrate", "--max-evals", "10000000000"],
+     "--max-evals=10000000000: must be in 10..1000000"),
     ("calibrate check with a fit option", ["calibrate", "--check", "--fit", "clock_hz"],
      "--fit=clock_hz"),
     ("calibrate check to a file", ["calibrate", "--check", "--output", "{tmp}/c.yaml"],

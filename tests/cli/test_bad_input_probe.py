@@ -20,6 +20,12 @@ _IN_MEMORY = ("an in-memory SQLite database (no file); allowed: sqlite:///FILE, 
 # `{study}`: the results folder of a stored study `s`.
 CASES: list[tuple[str, list[str], str]] = [
     # Hydra raised a bare ValueError (a traceback) for a group option that is no name.
+    # `~section` (or any key of the schema): Hydra drops it and the defaults take its place.
+    ("delete a section", ["~plan"], "~plan: deletion is not allowed (every key of the schema has"
+     " a value); allowed: plan.KEY=VALUE"),
+    ("delete a group", ["~system"], "~system: deletion is not allowed"),
+    ("delete a top-level key", ["~results_dir"], "allowed: results_dir=VALUE"),
+    ("delete a nested section", ["~plan.pipeline"], "allowed: plan.pipeline.KEY=VALUE"),
     ("model null", ["model=null"], f"model=null: {_MODELS}"),
     ("system null", ["system=null"], "system=null: allowed: one option by name, one of bow"),
     ("experiment null", ["+experiment=null"],
