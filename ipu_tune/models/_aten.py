@@ -10,6 +10,8 @@ from torch import Tensor, nn
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import conv_flop_count, flop_registry
 
+from ipu_tune.models._usual_values import USUAL_VALUE_KERNELS
+
 __all__ = [
     "ALIAS_OPS",
     "FAST_META",
@@ -165,9 +167,11 @@ def grouped_mm_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return torch.empty_like(out, dtype=a.dtype)
 
 
-# Ops the meta device runs with a kernel of ours whatever FAST_META_KERNELS says.
+# Ops the meta device runs with a kernel of ours whatever FAST_META_KERNELS says (values the
+# meta device has not: `_usual_values`).
 META_KERNELS: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {
     torch.ops.aten._grouped_mm.default: grouped_mm_meta,
+    **USUAL_VALUE_KERNELS,
 }
 
 

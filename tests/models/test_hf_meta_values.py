@@ -1,0 +1,107 @@
+"""Transformers models that read a tensor's value or need a config default filled: they profile
+on the meta device, with Transformers' own parameter count and the FLOPs of a real run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import transformers
+from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from ipu_tune.models._trace import BATCH, trace_model
+
+SEQ = 32
+
+
+def _model(model_type: str, task: str, config: dict[str, Any], device: str) -> nn.Module:
+    cfg = transformers.AutoConfig.for_model(model_type, **config)
+    cfg._attn_implementation = "eager"  # as the profiler builds it
+    with torch.device(device):
+        model: nn.Module = getattr(transformers, task).from_config(cfg)
+    return model
+
+
+def _real_flops(model: nn.Module, call: Any, ids: Tensor) -> float:
+    """Forward and backward FLOPs per sample of a CPU run on `ids` with the profile's loss."""
+    model.train()
+    with FlopCounterMode(display=False) as counter:
+        logits = call(model, ids).logits
+        target = torch.zeros(logits.shape[:-1], dtype=torch.long)
+        nn.functional.cross_entropy(logits.flatten(0, -2), target.flatten()).backward()
+    return counter.get_total_flops() / len(ids)
+
+
+def _seq2seq(model: nn.Module, ids: Tensor) -> Any:
+    return model(input_ids=ids, decoder_input_ids=ids, use_cache=False)
+
+
+def _encoder(model: nn.Module, ids: Tensor) -> Any:
+    return model(input_ids=ids)
+
+
+# Models that test a whole tensor's value: FSMT skips the padding mask of an unpadded batch
+# (`padding_mask.any()`), Longformer and LED run global attention only if a token asks for it.
+TESTED_VALUES = [
+    ("fsmt", "AutoModelForSeq2SeqLM", _seq2seq,
+     {"encoder_layers": 1, "decoder_layers": 1, "d_model": 32, "encoder_attention_heads": 2,
+      "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+      "src_vocab_size": 100, "tgt_vocab_size": 100}),
+    ("longformer", "AutoModelForMaskedLM", _encoder,
+     {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
+      "intermediate_size": 64, "vocab_size": 100, "attention_window": 16}),
+]
+
+
+@pytest.mark.parametrize(("model_type", "task", "call", "config"), TESTED_VALUES,
+                         ids=[c[0] for c in TESTED_VALUES])
+def test_a_model_testing_a_tensors_value_profiles_as_its_usual_input_runs(
+    profile_of: Any, model_type: str, task: str, call: Any, config: dict[str, Any]
+) -> None:
+    profile = profile_of(name="hf", hf={"model_type": model_type, "config": config},
+                         sequence_length=SEQ)
+    assert profile.parameters == _model(model_type, task, config, "meta").num_parameters()
+    # The FLOPs of a real run on tokens that are neither padding nor special.
+    torch.manual_seed(0)
+    ids = torch.full((BATCH, SEQ), 7, dtype=torch.long)
+    real = _real_flops(_model(model_type, task, config, "cpu"), call, ids)
+    assert profile.forward_flops + profile.backward_flops == real > 0
+
+
+class _Guarded(nn.Module):
+    """Tests its input as models do: a check that passes, a skip that is not taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not torch.isfinite(x).all():
+            raise ValueError("not finite")
+        torch._check_tensor_all(x == x)
+        if (x > 1e4).any():
+            x = x.clamp(max=1e4)
+        return self.fc(x)
+
+
+class _ReadsValue(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(x[: int(x.sum().item())])
+
+
+def test_all_and_any_answer_as_on_the_usual_input_and_other_values_stay_unread() -> None:
+    example = torch.empty(BATCH, 8, device="meta")
+    with torch.device("meta"):
+        guarded, reads = _Guarded(), _ReadsValue()
+    trace = trace_model(guarded, example)
+    assert sum(r.forward_flops for r in trace.records) == 2 * BATCH * 8 * 4
+    assert not any("clamp" in r.name for r in trace.records)  # the skip is not taken
+    with pytest.raises(RuntimeError, match="meta"):
+        trace_model(reads, example)
+
