@@ -105,3 +105,28 @@ def test_all_and_any_answer_as_on_the_usual_input_and_other_values_stay_unread()
     with pytest.raises(RuntimeError, match="meta"):
         trace_model(reads, example)
 
+
+SMALL_DECODER = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+                 "intermediate_size": 128, "vocab_size": 1000}
+
+
+@pytest.mark.parametrize(("model_type", "unset", "filled"), [
+    ("ministral", {"num_key_value_heads": 2}, {"head_dim": 16}),  # head_dim defaults to None
+    ("hunyuan_v1_dense", {"num_key_value_heads": 2}, {"head_dim": 16}),
+    ("nemotron", {}, {"num_key_value_heads": 4}),  # num_key_value_heads defaults to None
+])
+def test_a_size_a_config_leaves_unset_takes_its_conventional_value(
+    profile_of: Any, model_type: str, unset: dict[str, int], filled: dict[str, int]
+) -> None:
+    config = {**SMALL_DECODER, **unset}
+    profile = profile_of(name="hf", hf={"model_type": model_type, "config": config},
+                         sequence_length=SEQ)
+    stated = _model(model_type, "AutoModelForCausalLM", {**config, **filled}, "meta")
+    assert profile.parameters == stated.num_parameters() > 0
+    assert profile.forward_flops > 0
+    # A size the user gives is kept.
+    wider = {**SMALL_DECODER, "head_dim": 32, "num_key_value_heads": 2}
+    given = profile_of(name="hf", hf={"model_type": model_type, "config": wider},
+                       sequence_length=SEQ)
+    assert given.parameters == _model(model_type, "AutoModelForCausalLM", wider,
+                                      "meta").num_parameters() != profile.parameters
