@@ -26,7 +26,7 @@ from torch import nn
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._hf_audio import audio_model
-from ipu_tune.models._hf_defaults import fill_derived_sizes
+from ipu_tune.models._hf_defaults import fill_derived_sizes, timm_resnet_as_transformers
 from ipu_tune.models._hf_meta import skip_padding_warning
 from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
@@ -135,6 +135,7 @@ def hf_config(cfg: ModelConfig) -> Any:
         raise bad_value("model.hf.config", overrides, f"{config_class.__name__}: "
                         f"{_one_line(exc)}") from None  # fmt: skip
     fill_derived_sizes(config)  # sizes a config class leaves None and its model reads
+    timm_resnet_as_transformers(config)  # DETR's backbone without the timm package
     # Attention as an IPU runs it (matmul, softmax, matmul; optimum-graphcore's attention
     # classes), not a fused CPU/GPU kernel.
     config._attn_implementation = "eager"

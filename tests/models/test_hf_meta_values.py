@@ -3,6 +3,7 @@ on the meta device, with Transformers' own parameter count and the FLOPs of a re
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import pytest
@@ -130,3 +131,25 @@ def test_a_size_a_config_leaves_unset_takes_its_conventional_value(
                        sequence_length=SEQ)
     assert given.parameters == _model(model_type, "AutoModelForCausalLM", wider,
                                       "meta").num_parameters() != profile.parameters
+
+
+# timm's resnet50 with DETR's feature maps, as Transformers' own ResNet.
+RESNET50 = {"model_type": "resnet", "layer_type": "bottleneck", "depths": [3, 4, 6, 3],
+            "out_features": ["stage1", "stage2", "stage3", "stage4"]}
+
+
+def test_detr_without_timm_builds_transformers_resnet_of_the_same_depth(profile_of: Any) -> None:
+    if importlib.util.find_spec("timm") is not None:
+        pytest.skip("timm is installed: DETR builds its own timm backbone")
+    config = {"encoder_layers": 1, "decoder_layers": 1, "d_model": 32, "num_queries": 10,
+              "encoder_ffn_dim": 64, "decoder_ffn_dim": 64}
+    profile = profile_of(name="hf", hf={"model_type": "detr", "config": config})
+    same = _model("detr", "AutoModel", {**config, "backbone_config": RESNET50}, "meta")
+    assert profile.parameters == same.num_parameters()
+    # That backbone is ResNet-50 without its classifier: 25,557,032 - 2048 x 1000 - 1000.
+    with torch.device("meta"):
+        alone = transformers.ResNetBackbone(transformers.ResNetConfig(**{
+            k: v for k, v in RESNET50.items() if k != "model_type"}))
+    assert sum(p.numel() for p in alone.parameters()) == 23_508_032
+    assert profile.forward_flops > 0
+
