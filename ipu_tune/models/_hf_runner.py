@@ -40,6 +40,9 @@ class HfRunner(nn.Module):
         super().__init__()
         object.__setattr__(self, "hf_model", model)  # not a child: no "hf_model." prefix
         self._modules = model._modules
+        # Weights the model holds itself, not in a child (Deformable DETR's level embeddings).
+        self._parameters = model._parameters
+        self._buffers = model._buffers
         self.call = call
         self.pipeline_blocks = blocks
         self.head_on_first_stage = head

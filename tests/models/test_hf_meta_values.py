@@ -153,3 +153,50 @@ def test_detr_without_timm_builds_transformers_resnet_of_the_same_depth(profile_
     assert sum(p.numel() for p in alone.parameters()) == 23_508_032
     assert profile.forward_flops > 0
 
+
+def test_a_weight_made_off_the_meta_device_and_held_by_the_model_itself_is_counted(
+    profile_of: Any
+) -> None:
+    # Deformable DETR's level embeddings: torch.Tensor(levels, d) on the CPU whatever the
+    # device, a parameter of the base model itself rather than of a child.
+    config = {"encoder_layers": 1, "decoder_layers": 1, "d_model": 32, "num_queries": 10,
+              "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "encoder_n_points": 2,
+              "decoder_n_points": 2}
+    profile = profile_of(name="hf", hf={"model_type": "deformable_detr", "config": config})
+    backbone = {**RESNET50, "out_features": ["stage2", "stage3", "stage4"]}
+    model = _model("deformable_detr", "AutoModel", {**config, "backbone_config": backbone},
+                   "meta")
+    assert profile.parameters == sum(p.numel() for p in model.parameters())
+    assert profile.forward_flops > 0
+
+
+def test_a_cpu_tensor_the_model_makes_joins_the_meta_device(profile_of: Any) -> None:
+    # XLNet builds its attention mask on the CPU; the profile equals a real run's FLOPs.
+    config = {"n_layer": 1, "d_model": 32, "n_head": 2, "d_inner": 64, "vocab_size": 100}
+    profile = profile_of(name="hf", hf={"model_type": "xlnet", "config": config},
+                         sequence_length=SEQ)
+    assert profile.parameters == _model("xlnet", "AutoModelForCausalLM", config,
+                                        "meta").num_parameters()
+    ids = torch.full((BATCH, SEQ), 7, dtype=torch.long)
+    real = _real_flops(_model("xlnet", "AutoModelForCausalLM", config, "cpu"), _causal, ids)
+    assert profile.forward_flops + profile.backward_flops == real > 0
+
+
+def _causal(model: nn.Module, ids: Tensor) -> Any:
+    return model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
+
+
+class _CpuScalar(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(x).masked_fill(x[:, :4] > 0, torch.tensor(-1.0))
+
+
+def test_an_op_mixing_a_cpu_scalar_with_meta_tensors_runs_on_meta() -> None:
+    with torch.device("meta"):
+        model = _CpuScalar()
+    trace = trace_model(model, torch.empty(BATCH, 8, device="meta"))
+    assert sum(r.forward_flops for r in trace.records) == 2 * BATCH * 8 * 4
