@@ -200,3 +200,23 @@ def test_an_op_mixing_a_cpu_scalar_with_meta_tensors_runs_on_meta() -> None:
         model = _CpuScalar()
     trace = trace_model(model, torch.empty(BATCH, 8, device="meta"))
     assert sum(r.forward_flops for r in trace.records) == 2 * BATCH * 8 * 4
+
+
+def test_experts_a_model_loops_over_eagerly_run_as_grouped_matmuls(profile_of: Any) -> None:
+    # OpenAI's privacy filter chooses Transformers' eager experts loop, which visits the experts
+    # the routing hit (a count of values): as grouped matmuls, the same FLOPs as a real run.
+    config = {"num_hidden_layers": 1, "num_local_experts": 8, "vocab_size": 1000,
+              "pad_token_id": 0, "eos_token_id": 0, "hidden_size": 64, "intermediate_size": 64,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16}
+    profile = profile_of(name="hf", hf={"model_type": "openai_privacy_filter", "config": config},
+                         sequence_length=SEQ)
+    assert profile.parameters == _model("openai_privacy_filter", "AutoModel", config,
+                                        "meta").num_parameters()
+    ids = torch.full((BATCH, SEQ), 7, dtype=torch.long)
+    model = _model("openai_privacy_filter", "AutoModel", config, "cpu")
+    model.train()
+    with FlopCounterMode(display=False) as counter:
+        features = model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
+        target = torch.zeros(features.shape[:-1], dtype=torch.long)
+        nn.functional.cross_entropy(features.flatten(0, -2), target.flatten()).backward()
+    assert profile.forward_flops + profile.backward_flops == counter.get_total_flops() / BATCH
