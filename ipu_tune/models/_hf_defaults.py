@@ -39,9 +39,10 @@ def fill_derived_sizes(config: Any) -> None:
     """Set the sizes of `config` (and its nested configs) that are None to their conventional
     value (module docstring), where the config states what that value derives from."""
     for sub in _configs(config):
+        # The stored fields only: a config whose sizes vary per layer refuses to give one
+        # through its attributes (dots3's `per_layer_config`), and then has none to fill.
         fields = vars(sub)
-        heads = getattr(sub, "num_attention_heads", None)
-        hidden = getattr(sub, "hidden_size", None)
+        heads, hidden = fields.get("num_attention_heads"), fields.get("hidden_size")
         if not isinstance(heads, int) or heads <= 0:
             continue
         if "head_dim" in fields and fields["head_dim"] is None and isinstance(hidden, int):

@@ -220,3 +220,12 @@ def test_experts_a_model_loops_over_eagerly_run_as_grouped_matmuls(profile_of: A
         target = torch.zeros(features.shape[:-1], dtype=torch.long)
         nn.functional.cross_entropy(features.flatten(0, -2), target.flatten()).backward()
     assert profile.forward_flops + profile.backward_flops == counter.get_total_flops() / BATCH
+
+
+def test_a_config_of_per_layer_sizes_is_left_as_it_is() -> None:
+    from ipu_tune.models._hf_defaults import fill_derived_sizes
+
+    config = transformers.AutoConfig.for_model("dots3_note_text")
+    before = config.to_dict()
+    fill_derived_sizes(config)  # its heads are per layer: no global size to derive from
+    assert config.to_dict() == before
