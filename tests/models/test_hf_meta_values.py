@@ -154,14 +154,17 @@ def test_detr_without_timm_builds_transformers_resnet_of_the_same_depth(profile_
     assert profile.forward_flops > 0
 
 
+DEFORMABLE = {"encoder_layers": 1, "decoder_layers": 1, "d_model": 32, "num_queries": 10,
+              "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "encoder_n_points": 2,
+              "decoder_n_points": 2}
+
+
 def test_a_weight_made_off_the_meta_device_and_held_by_the_model_itself_is_counted(
     profile_of: Any
 ) -> None:
     # Deformable DETR's level embeddings: torch.Tensor(levels, d) on the CPU whatever the
     # device, a parameter of the base model itself rather than of a child.
-    config = {"encoder_layers": 1, "decoder_layers": 1, "d_model": 32, "num_queries": 10,
-              "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "encoder_n_points": 2,
-              "decoder_n_points": 2}
+    config = DEFORMABLE
     profile = profile_of(name="hf", hf={"model_type": "deformable_detr", "config": config})
     backbone = {**RESNET50, "out_features": ["stage2", "stage3", "stage4"]}
     model = _model("deformable_detr", "AutoModel", {**config, "backbone_config": backbone},
@@ -229,3 +232,20 @@ def test_a_config_of_per_layer_sizes_is_left_as_it_is() -> None:
     before = config.to_dict()
     fill_derived_sizes(config)  # its heads are per layer: no global size to derive from
     assert config.to_dict() == before
+
+
+def test_a_base_models_stand_in_loss_is_on_its_features_not_its_first_tensor(
+    profile_of: Any
+) -> None:
+    # Deformable DETR's output begins with its initial reference points; its features, the
+    # decoder's last hidden state, reach the whole model: backward FLOPs equal a real run's.
+    config = {**DEFORMABLE, "backbone_config": {**RESNET50, "out_features": ["stage3", "stage4"]}}
+    profile = profile_of(name="hf", hf={"model_type": "deformable_detr", "config": config})
+    model = _model("deformable_detr", "AutoModel", config, "cpu")
+    model.train()
+    with FlopCounterMode(display=False) as counter:
+        pixels = torch.randn(BATCH, *profile.input_shape)  # 224 x 224: no image size stated
+        features = model(pixel_values=pixels).last_hidden_state
+        target = torch.zeros(features.shape[:-1], dtype=torch.long)
+        nn.functional.cross_entropy(features.flatten(0, -2), target.flatten()).backward()
+    assert profile.forward_flops + profile.backward_flops == counter.get_total_flops() / BATCH
