@@ -1,7 +1,7 @@
 """Which Hugging Face Transformers model types ipu-tune takes with their defaults, and how the
 others end.
 
-    python benchmarks/hf_coverage.py [--search 20] [--timeout 90]
+    python benchmarks/hf_coverage.py [--search 20] [--timeout 90] [--no-record]
 
 For every model type Transformers registers (`transformers.CONFIG_MAPPING`), it profiles the
 model a user gets from `model=hf model.hf.model_type=TYPE` alone (the config class's defaults,
@@ -96,6 +96,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--search", type=int, default=20, help="profiled types to search")
     parser.add_argument("--timeout", type=int, default=90, help="seconds per profile")
+    parser.add_argument("--no-record", action="store_true",
+                        help="print the counts only, append no record to benchmarks/runs")
     args = parser.parse_args()
     record = Run("hf_coverage")
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,7 +126,8 @@ def main() -> None:
         record.add(f"main command, 10 trials: {outcome}", searched.get(outcome, 0), "types",
                    target=target, note=f"of {len(chosen)} profiled types: {', '.join(chosen)}")
         print(f"main command: {outcome}: {searched.get(outcome, 0)} of {len(chosen)}")
-    record.save()
+    if not args.no_record:
+        record.save()
 
 
 if __name__ == "__main__":

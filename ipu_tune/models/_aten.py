@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 from torch.utils.flop_counter import conv_flop_count, flop_registry
+
+from ipu_tune.models._usual_values import USUAL_VALUE_KERNELS
 
 __all__ = [
     "ALIAS_OPS",
@@ -18,6 +20,7 @@ __all__ = [
     "META_KERNELS",
     "aten_kind",
     "count_flops",
+    "cpu_on_meta",
     "first_tensor",
     "matmul_view",
     "module_kind",
@@ -165,10 +168,26 @@ def grouped_mm_meta(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return torch.empty_like(out, dtype=a.dtype)
 
 
-# Ops the meta device runs with a kernel of ours whatever FAST_META_KERNELS says.
+# Ops the meta device runs with a kernel of ours whatever FAST_META_KERNELS says (values the
+# meta device has not: `_usual_values`).
 META_KERNELS: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {
     torch.ops.aten._grouped_mm.default: grouped_mm_meta,
+    **USUAL_VALUE_KERNELS,
 }
+
+
+def cpu_on_meta(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
+    """(args, kwargs) with their CPU tensors on the meta device, for an op that mixes the two
+    and failed; None if it mixes none. A model makes a few tensors on the CPU whatever device it
+    runs on (`torch.tensor(finfo.min)`, a mask of `torch.ones(n)`); on an accelerator a CPU
+    scalar joins a device op, and the model would make the rest there: the meta device is the
+    device here. Only called once an op has failed, so the common path pays nothing."""
+    leaves = [t for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
+    if not any(t.is_meta for t in leaves) or all(t.is_meta for t in leaves):
+        return None
+    moved = tree_map(lambda t: t.to("meta") if isinstance(t, Tensor) and t.device.type == "cpu"
+                     else t, (args, kwargs))  # fmt: skip
+    return moved[0], moved[1]
 
 
 def _grouped_mm_flops(args: tuple[Any, ...]) -> int:

@@ -6,6 +6,7 @@ a tuner start-up that finds its profile on disk is about 2 s faster.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -60,6 +61,10 @@ def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...],
         raise IpuTuneError(f"{label(cfg)}: Transformers cannot build it on the meta device "
                            f"({_one_line(exc)}); give the sizes of a published model in "
                            "model.hf.config, or its config.json as model.hf.config_file") from None
+    if any(t.device.type != "meta" for t in itertools.chain(model.parameters(), model.buffers())):
+        # A weight made by torch.Tensor(n, d), which ignores the device it is built under
+        # (Deformable DETR's and Mask2Former's level embeddings): the model is on one device.
+        model = model.to("meta")
     dtype = torch.long if kind == "tokens" else torch.float32
     return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
 

@@ -26,7 +26,8 @@ from torch import nn
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._hf_audio import audio_model
-from ipu_tune.models._hf_meta import skip_padding_warning
+from ipu_tune.models._hf_defaults import fill_derived_sizes, timm_resnet_as_transformers
+from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
 from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
     DEFAULT_TASKS,
@@ -133,6 +134,8 @@ def hf_config(cfg: ModelConfig) -> Any:
     except (TypeError, ValueError, AttributeError) as exc:
         raise bad_value("model.hf.config", overrides, f"{config_class.__name__}: "
                         f"{_one_line(exc)}") from None  # fmt: skip
+    fill_derived_sizes(config)  # sizes a config class leaves None and its model reads
+    timm_resnet_as_transformers(config)  # DETR's backbone without the timm package
     # Attention as an IPU runs it (matmul, softmax, matmul; optimum-graphcore's attention
     # classes), not a fused CPU/GPU kernel.
     config._attn_implementation = "eager"
@@ -265,6 +268,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
         raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
                         f"({_one_line(exc)})") from None  # fmt: skip
     skip_padding_warning(model)
+    grouped_experts(model)
     lists = _layer_lists(model, config)
     if task in AUDIO_TASKS:
         _masked_positions(cfg, task, None, 0)  # refuses model.kwargs

@@ -8,6 +8,9 @@ Transformers reads tensor values in a few places that compute nothing a profile 
   torch.export, torch.fx, FakeTensor); a meta tensor has none either, so it is taken the same
   way (`meta_is_tracing`): the mask is built and applied, as it is for a padded batch.
 - The padding warning (`warn_if_padding_and_no_attention_mask`) reads the token ids.
+- A mixture-of-experts layer's eager loop visits the experts its tokens were routed to
+  (`expert_mask.sum(...).nonzero()`), a count the values decide; its grouped matmuls do the
+  same multiply-adds whatever the routing, and are what the profile counts (`grouped_experts`).
 Its log while a model is configured, built and traced is not for our users either.
 """
 
@@ -20,7 +23,7 @@ from typing import Any
 
 from torch import nn
 
-__all__ = ["skip_padding_warning", "transformers_on_meta"]
+__all__ = ["grouped_experts", "skip_padding_warning", "transformers_on_meta"]
 
 
 @contextmanager
@@ -67,3 +70,14 @@ def skip_padding_warning(model: nn.Module) -> None:
         if hasattr(module, "warn_if_padding_and_no_attention_mask"):
             object.__setattr__(module, "warn_if_padding_and_no_attention_mask",
                                _no_padding_warning)  # fmt: skip
+
+
+def grouped_experts(model: nn.Module) -> None:
+    """Run the model's mixture-of-experts layers as grouped matmuls where Transformers can
+    (`@use_experts_implementation`) and the model chose its eager loop by default (OpenAI's
+    privacy filter, for accumulation order): the same multiply-adds, whatever the routing."""
+    config = getattr(model, "config", None)
+    can_set = getattr(model, "_can_set_experts_implementation", None)
+    if getattr(config, "_experts_implementation", None) == "eager" and callable(can_set) and (
+            can_set()):
+        model.set_experts_implementation("grouped_mm")  # type: ignore[operator]

@@ -12,8 +12,8 @@ from torch import Tensor, nn
 
 from ipu_tune.errors import bad_value
 
-__all__ = ["AS_FACTORY", "HfRunner", "causal_call", "image_call", "seq2seq_call", "text_call",
-           "tower_call"]  # fmt: skip
+__all__ = ["AS_FACTORY", "HfRunner", "causal_call", "features", "image_call", "seq2seq_call",
+           "text_call", "tower_call"]  # fmt: skip
 
 # What a refusal of a model that reads another input advises.
 AS_FACTORY = ("profile it as a factory of your own taking one tensor (model._target_, "
@@ -40,6 +40,9 @@ class HfRunner(nn.Module):
         super().__init__()
         object.__setattr__(self, "hf_model", model)  # not a child: no "hf_model." prefix
         self._modules = model._modules
+        # Weights the model holds itself, not in a child (Deformable DETR's level embeddings).
+        self._parameters = model._parameters
+        self._buffers = model._buffers
         self.call = call
         self.pipeline_blocks = blocks
         self.head_on_first_stage = head
@@ -90,10 +93,25 @@ def seq2seq_call(model: nn.Module, ids: Tensor) -> Any:
 
 
 def image_call(model: nn.Module, pixels: Tensor) -> Any:
-    return model(pixel_values=pixels)
+    return features(model(pixel_values=pixels))
+
+
+def features(out: Any) -> Any:
+    """What a base model without a head outputs as its features, for the stand-in loss: its
+    `last_hidden_state`, else the last of its `*_last_hidden_state` fields (Mask2Former's
+    transformer decoder after its pixel decoder and encoder), not merely its first tensor
+    (Deformable DETR's first is its initial reference points, which most of the model never
+    reaches). A head's output (`logits`) and other outputs are returned as they are."""
+    if not isinstance(out, Mapping) or isinstance(out.get("logits"), Tensor):
+        return out
+    states = [key for key, value in out.items()
+              if key.endswith("last_hidden_state") and isinstance(value, Tensor)]
+    if not states:
+        return out
+    return out["last_hidden_state"] if "last_hidden_state" in states else out[states[-1]]
 
 
 def tower_call(model: nn.Module, ids: Tensor) -> Any:
     # A base model on token ids: a mask of ones, as `causal_call` (decoders inspect the
     # positions without one); no `use_cache`, which encoders do not take.
-    return model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    return features(model(input_ids=ids, attention_mask=torch.ones_like(ids)))

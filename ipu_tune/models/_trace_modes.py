@@ -10,7 +10,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ipu_tune.models import _aten
-from ipu_tune.models._aten import FAST_META, META_KERNELS, count_flops
+from ipu_tune.models._aten import FAST_META, META_KERNELS, count_flops, cpu_on_meta
 
 __all__ = ["DispatchRecorder", "FunctionScope", "Tracer"]
 
@@ -50,7 +50,14 @@ class DispatchRecorder(TorchDispatchMode):
         if own is not None:
             out = own(func, args, kwargs)
         if out is None:
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except RuntimeError:
+                moved = cpu_on_meta(args, kwargs)  # a CPU tensor the model made, beside meta
+                if moved is None:
+                    raise
+                args, kwargs = moved
+                out = func(*args, **kwargs)
         self.tracer.on_aten(func, args, out, count_flops(func, args, kwargs, out))
         return out
 

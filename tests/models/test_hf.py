@@ -249,9 +249,10 @@ def test_gpt2_zoo_sizes_have_the_published_parameter_counts(profile_of: Any) -> 
     ({"hf": {"config_file": "/nonexistent/config.json"}}, "model.hf.config_file="),
     ({"hf": {"model_type": "whisper", "task": "causal-lm", "config": {"decoder_layers": 0}}},
      "model.hf.config.decoder_layers=0"),
-    # Transformers 5.23 cannot build Ministral from its config class's defaults (rope None).
-    ({"hf": {"model_type": "ministral"}},
-     "model.hf.model_type='ministral': Transformers cannot build it on the meta device"),
+    # Transformers 5.23 cannot build LFM2-MoE from its config class's defaults (layer_types
+    # None: which layers are convolutions is the checkpoint's).
+    ({"hf": {"model_type": "lfm2_moe"}},
+     "model.hf.model_type='lfm2_moe': Transformers cannot build it on the meta device"),
     # Audio models.
     ({"hf": {"model_type": "wav2vec2"}, "sequence_length": 100},
      "model.sequence_length=100: at least 400 samples"),
