@@ -34,6 +34,7 @@ from ipu_tune.models._hf_names import (
     TASKS,
     _one_line,
     _read_config_file,
+    config_source,
     hf_overrides,
     hf_task,
     usual_task,
@@ -131,15 +132,29 @@ def hf_config(cfg: ModelConfig) -> Any:
     values = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}
     try:
         config = config_class(**{**values, **overrides})
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise bad_value("model.hf.config", overrides, f"{config_class.__name__}: "
-                        f"{_one_line(exc)}") from None  # fmt: skip
+    except _CONFIG_ERRORS as exc:
+        key, value = config_source(cfg, _file_fails(config_class, values, overrides))
+        raise bad_value(key, value, f"{config_class.__name__}: {_one_line(exc)}") from None
     fill_derived_sizes(config)  # sizes a config class leaves None and its model reads
     timm_resnet_as_transformers(config)  # DETR's backbone without the timm package
     # Attention as an IPU runs it (matmul, softmax, matmul; optimum-graphcore's attention
     # classes), not a fused CPU/GPU kernel.
     config._attn_implementation = "eager"
     return config
+
+
+_CONFIG_ERRORS = (TypeError, ValueError, AttributeError, KeyError)
+
+
+def _file_fails(config_class: Any, values: dict[str, Any], overrides: dict[str, Any]) -> bool:
+    """Whether the config file's values alone fail (else the command line's overrides do)."""
+    if not values or not overrides:
+        return bool(values)
+    try:
+        config_class(**values)
+    except _CONFIG_ERRORS:
+        return True
+    return False
 
 
 def _layer_counts(config: Any) -> set[int]:
@@ -265,8 +280,13 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     except (ValueError, KeyError) as exc:
         if task == "feature-extraction":  # the base model itself: its defaults do not build
             raise
-        raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
-                        f"({_one_line(exc)})") from None  # fmt: skip
+        key, value = config_source(cfg, False)
+        if "Unrecognized configuration class" in str(exc) or key == "model.hf.model_type":
+            raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
+                            f"({_one_line(exc)})") from None  # fmt: skip
+        # The head exists; a setting the user gave does not build it (an unknown activation).
+        raise bad_value(key, value, f"its {task} model does not build: "
+                        f"{_one_line(exc)}") from None
     skip_padding_warning(model)
     grouped_experts(model)
     lists = _layer_lists(model, config)

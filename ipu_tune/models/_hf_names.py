@@ -14,7 +14,7 @@ from ipu_tune.config import HfConfig, ModelConfig, parse_json, read_text
 from ipu_tune.errors import bad_value
 
 __all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "config_json_path",
-           "hf_identity", "hf_overrides", "hf_source", "hf_task", "model_label",
+           "config_source", "hf_identity", "hf_overrides", "hf_source", "hf_task", "model_label",
            "usual_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
@@ -168,6 +168,21 @@ def hf_overrides(cfg: ModelConfig) -> dict[str, Any]:
     if not isinstance(given, Mapping) or not all(isinstance(k, str) for k in given):
         raise bad_value("model.hf.config", given, "a mapping of config fields, e.g. {n_layer: 24}")
     return json.loads(json.dumps(dict(given), default=str))
+
+
+def config_source(cfg: ModelConfig, in_file: bool) -> tuple[str, Any]:
+    """The key (and its value) of the settings a config or model was built from that an error
+    belongs to: the config file (`in_file`), else the command line's overrides, the config
+    file, or the model type's defaults."""
+    hf = cfg.hf
+    if in_file and hf.config_file:
+        return "model.hf.config_file", hf.config_file
+    overrides = hf_overrides(cfg)
+    if overrides:
+        return "model.hf.config", overrides
+    if hf.config_file:
+        return "model.hf.config_file", hf.config_file
+    return "model.hf.model_type", hf.model_type
 
 
 def hf_identity(cfg: ModelConfig) -> tuple[str, str]:

@@ -233,6 +233,15 @@ def test_gpt2_zoo_sizes_have_the_published_parameter_counts(profile_of: Any) -> 
     assert profile_of(name="gpt2_medium", sequence_length=64).parameters == 354_823_168
 
 
+def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
+        profile_of: Any, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"model_type": "bert", "torch_dtype": "evil", "num_hidden_layers": 2}))
+    with pytest.raises(IpuTuneError) as err:
+        profile_of(name="hf", hf={"config_file": str(tmp_path), "config": {"hidden_size": 64}})
+    assert str(err.value).startswith(f"model.hf.config_file='{tmp_path}': BertConfig: ")
+
+
 @pytest.mark.parametrize(("fields", "message"), [
     ({"hf": {"model_type": "gpt9"}}, "model.hf.model_type='gpt9'"),
     ({"hf": {"model_type": "gpt2", "config": {"n_layers": 2}}}, "model.hf.config.n_layers=2"),
@@ -262,6 +271,12 @@ def test_gpt2_zoo_sizes_have_the_published_parameter_counts(profile_of: Any) -> 
      "model.sequence_length=500: unset or 1024"),
     ({"hf": {"model_type": "wav2vec2", "task": "masked-lm"}}, "model.hf.task='masked-lm'"),
     ({"hf": {"model_type": "bert", "task": "ctc"}}, "model.hf.task='ctc': a head bert has"),
+    # A head that exists but a setting that does not build it names the setting, not the task.
+    ({"hf": {"model_type": "bert", "config": {"hidden_act": "os.system"}}},
+     "model.hf.config={'hidden_act': 'os.system'}: its masked-lm model does not build: "
+     "KeyError: 'os.system'"),
+    ({"hf": {"model_type": "bert", "config": {"torch_dtype": "evil"}}},
+     "model.hf.config={'torch_dtype': 'evil'}: BertConfig: AttributeError"),
     ({"hf": {"model_type": "wav2vec2"}, "kwargs": {"masked_positions": 20}},
      "model.kwargs.masked_positions=20"),
     ({"hf": {"model_type": "wav2vec2"}, "dataset": {"sequences_per_pack": 2.0}},
