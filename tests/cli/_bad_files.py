@@ -10,6 +10,13 @@ from pathlib import Path
 def write_fixtures(tmp: Path) -> None:
     """Every file and folder the cases of tests/cli/test_bad_input.py read."""
     (tmp / "confdir").mkdir(exist_ok=True)  # an empty --config-dir
+    (tmp / "ok.yaml").write_text("model: {name: resnet18}\n")
+    # Lists and mappings inside a typed list, in a file and in an experiment.
+    (tmp / "nested.yaml").write_text(
+        "model: {name: resnet18}\nplan: {pipeline: {splits: [[a], {b: 1}]}}\n")
+    (tmp / "exp" / "experiment").mkdir(parents=True, exist_ok=True)
+    (tmp / "exp" / "experiment" / "obj.yaml").write_text(
+        "# @package _global_\nsearch: {objectives: [[throughput]]}\n")
     (tmp / "empty.yaml").write_text("")
     (tmp / "malformed.yaml").write_text("knobs: [unclosed\n  - : :\n")
     (tmp / "low_high.yaml").write_text(

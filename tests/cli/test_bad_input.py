@@ -11,6 +11,7 @@ import pytest
 
 from ipu_tune.__main__ import main
 from tests.cli._bad_files import write_fixtures
+from tests.cli._probe_cases import PROBE_CASES
 from tests.conftest import run_cli
 
 # (id, arguments, text the one-line message must contain). `{tmp}` is the test's directory.
@@ -221,8 +222,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("deep search space", ["search.space={tmp}/deep.yaml"], "nested deeper than"),
     ("billion laughs space", ["search.space={tmp}/bomb.yaml"], "aliases"),
     ("space key twice", ["search.space={tmp}/dup_space.yaml"], "key 'knobs' given twice"),
-    ("Longformer's global attention", ["model=hf", "model.hf.model_type=longformer",
-                                        "model.hf.config={num_hidden_layers: 1}"],
+    ("XLM's sequence lengths read", ["model=hf", "model.hf.model_type=xlm",
+                                      "model.hf.config={n_layers: 1}"],
      "cannot run forward and backward on the meta device"),
     # A starting plan the system cannot hold, not set on the command line: refused before
     # any storage exists (no empty study left to list).
@@ -518,17 +519,7 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
             else None for p in root.rglob("*")}
 
 
-@pytest.fixture(scope="module")
-def stored_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """results_dir of a stored study `s` for the report/export cases."""
-    root = tmp_path_factory.mktemp("stored")
-    proc = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=2",
-                    "study.progress_bar=false"], cwd=root)
-    assert proc.returncode == 0, proc.stderr
-    return root / "results"
-
-
-ALL_CASES = CASES + EVAL_CASES + STUDY_CASES
+ALL_CASES = CASES + EVAL_CASES + STUDY_CASES + PROBE_CASES
 
 
 def test_the_table_covers_every_command() -> None:

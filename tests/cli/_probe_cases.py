@@ -1,0 +1,81 @@
+"""Bad input found by probing the commands from outside (run by tests/cli/test_bad_input.py
+with its other cases): before, each was a traceback or was silently read as something else."""
+
+_MODELS = "allowed: one option by name, one of bert_base"
+_IN_MEMORY = ("an in-memory SQLite database (no file); allowed: sqlite:///FILE, or memory for a "
+              "study of this process only")
+
+# (id, arguments, text the one-line message must contain). `{tmp}`: the test's folder,
+# `{study}`: the results folder of a stored study `s`.
+PROBE_CASES: list[tuple[str, list[str], str]] = [
+    # Hydra raised a bare ValueError (a traceback) for a group option that is no name.
+    # `~section` (or any key of the schema): Hydra drops it and the defaults take its place.
+    ("delete a section", ["~plan"], "~plan: deletion is not allowed (every key of the schema has"
+     " a value); allowed: plan.KEY=VALUE"),
+    ("delete a group", ["~system"], "~system: deletion is not allowed"),
+    ("delete a top-level key", ["~results_dir"], "allowed: results_dir=VALUE"),
+    ("delete a nested section", ["~plan.pipeline"], "allowed: plan.pipeline.KEY=VALUE"),
+    ("model null", ["model=null"], f"model=null: {_MODELS}"),
+    ("system null", ["system=null"], "system=null: allowed: one option by name, one of bow"),
+    ("experiment null", ["+experiment=null"],
+     "experiment=null: allowed: one option by name, one of seed_mnist, seed_resnet101"),
+    ("model null in a sweep", ["-m", "model=resnet50,null"], f"model=null: {_MODELS}"),
+    ("model null with a config dir", ["--config-dir", "{tmp}/exp", "model=null"],
+     f"model=null: {_MODELS}"),
+    ("system null in evaluate", ["evaluate", "{tmp}/ok.yaml", "system=null"],
+     "system=null: allowed: one option by name"),
+    # `=1`: Hydra read a group of no name (a bare ValueError); evaluate named the key ''.
+    ("no key", ["=1"], "'=1': no key before =; allowed: key=value"),
+    ("no key in evaluate", ["evaluate", "{tmp}/ok.yaml", "=1"],
+     "'=1': no key before =; allowed: key=value"),
+    # Sweeps Hydra cannot list: a traceback (ValueError, "ConfigLoader is not set"), or a list
+    # of 10**12 values built before the first run.
+    ("range of step 0", ["-m", "system.num_ipus=range(0,3,0)"],
+     "'system.num_ipus=range(0,3,0)': a range of step 0; allowed: a step other than 0"),
+    ("range of 10**12 values", ["-m", "system.num_ipus=range(1,1000000000000)"],
+     "999999999999 values; allowed: at most 1000 values in one sweep"),
+    ("float range of 4 million values", ["-m",
+                                         "plan.available_memory_proportion=range(0.1,0.5,1e-7)"],
+     "4000001 values; allowed: at most 1000 values in one sweep"),
+    ("range of no value", ["-m", "system.num_ipus=range(5,1)"],
+     "'system.num_ipus=range(5,1)': no values; allowed: 1 to 1000 values"),
+    ("glob of a group", ["-m", "model=glob(*)"],
+     "'model=glob(*)': Hydra's basic sweeper cannot list these values"),
+    # A list inside a typed list, from a file or evaluate's overrides (the command line's own
+    # cases are in test_bad_input.py).
+    ("a list in the splits of a file", ["evaluate", "{tmp}/nested.yaml"],
+     "plan.pipeline.splits=[['a'], {'b': 1}]: allowed: a list of str values"),
+    ("a list in the splits of a compared file", ["compare", "{tmp}/ok.yaml", "{tmp}/nested.yaml"],
+     "plan.pipeline.splits=[['a'], {'b': 1}]: allowed: a list of str values"),
+    ("a list in the splits of an evaluate override", ["evaluate", "{tmp}/ok.yaml",
+                                                      "plan.pipeline.splits=[[a]]"],
+     "plan.pipeline.splits=[['a']]: allowed: a list of str values"),
+    ("a list in the objectives of an experiment", ["--config-dir", "{tmp}/exp", "+experiment=obj"],
+     "search.objectives=[['throughput']]: allowed: a list of str values"),
+    # An empty --storage or --results-dir read as the default storage.
+    ("empty storage", ["studies", "--storage", ""], "--storage='': empty; allowed: a journal"),
+    ("empty storage of trials", ["trials", "s", "--results-dir", "{study}", "--storage", ""],
+     "--storage='': empty; allowed:"),
+    ("empty results dir", ["studies", "--results-dir", ""], "--results-dir='': empty; allowed:"),
+    # `--fit ''` read as every constant.
+    ("calibrate fit of no name", ["calibrate", "--fit", ""],
+     "--fit='': names no constant; allowed: comma-separated names of matmul_efficiency"),
+    ("calibrate fit of commas", ["calibrate", "--fit", ",,"], "--fit=',,': names no constant"),
+    ("calibrate check with an empty fit", ["calibrate", "--check", "--fit", ""],
+     "--fit=: a fit option; --check refits nothing"),
+    # An in-memory SQLite database: a study lost at exit (one per worker), listed empty.
+    ("sqlite without a file", ["model=mnist_cnn", "study.n_trials=1",
+                               "study.storage=sqlite:///"], f"study.storage='sqlite:///': "
+                                                            f"{_IN_MEMORY}"),
+    ("sqlite in memory", ["model=mnist_cnn", "study.n_trials=1",
+                          "study.storage=sqlite:///:memory:"], _IN_MEMORY),
+    ("sqlite with no path", ["model=mnist_cnn", "study.n_trials=1", "study.storage=sqlite://"],
+     _IN_MEMORY),
+    ("studies of sqlite in memory", ["studies", "--storage", "sqlite:///:memory:"],
+     f"--storage='sqlite:///:memory:': {_IN_MEMORY}"),
+    # An infinite bound kept no row (nan was refused already).
+    ("where above inf", ["trials", "s", "--results-dir", "{study}", "--where", "samples/s>inf"],
+     "--where='samples/s>inf': inf is not a finite number; allowed: a finite number"),
+    ("where below -1e999", ["trials", "s", "--results-dir", "{study}", "--where",
+                            "throughput<-1e999"], "-1e999 is not a finite number"),
+]
