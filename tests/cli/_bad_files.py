@@ -11,12 +11,9 @@ def write_fixtures(tmp: Path) -> None:
     """Every file and folder the cases of tests/cli/test_bad_input.py read."""
     (tmp / "confdir").mkdir(exist_ok=True)  # an empty --config-dir
     (tmp / "ok.yaml").write_text("model: {name: resnet18}\n")
-    # Lists and mappings inside a typed list, in a file and in an experiment.
+    # Lists and mappings inside a typed list, in a file and in an experiment (below).
     (tmp / "nested.yaml").write_text(
         "model: {name: resnet18}\nplan: {pipeline: {splits: [[a], {b: 1}]}}\n")
-    (tmp / "exp" / "experiment").mkdir(parents=True, exist_ok=True)
-    (tmp / "exp" / "experiment" / "obj.yaml").write_text(
-        "# @package _global_\nsearch: {objectives: [[throughput]]}\n")
     (tmp / "empty.yaml").write_text("")
     (tmp / "malformed.yaml").write_text("knobs: [unclosed\n  - : :\n")
     (tmp / "low_high.yaml").write_text(
@@ -42,6 +39,8 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "exp" / "experiment").mkdir(parents=True, exist_ok=True)
     (tmp / "exp" / "experiment" / "rf8.yaml").write_text(
         "# @package _global_\nplan: {replication_factor: 8}\n")
+    (tmp / "exp" / "experiment" / "obj.yaml").write_text(
+        "# @package _global_\nsearch: {objectives: [[throughput]]}\n")
     (tmp / "dup.json").write_text('{"layers_per_ipu": [0, 8], "layers_per_ipu": [8, 0]}')
     (tmp / "own").mkdir()
     (tmp / "own" / "config.json").write_text(
