@@ -35,9 +35,12 @@ from _record import REPO, Run
 _REASONS = (
     ("no usual head", "no usual head among them"),
     ("Transformers cannot build it", "Transformers cannot build it"),
+    # Fails on the meta device for want of values, and on the CPU too or too large to try.
     ("cannot run on the meta device", "cannot run forward and backward on the meta device"),
     ("reads another input", "a model of one input"),
     ("reads another input", "an audio model ipu-tune can feed"),
+    ("reads another input", " alone ("),  # a base model on one of its inputs fails
+    ("fails on the usual input", "cannot run forward and backward on"),  # on any device
 )
 
 

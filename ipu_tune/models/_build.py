@@ -1,22 +1,25 @@
 """Build a model on the meta device and trace it into a `ModelProfile` (imports torch).
 
-Kept apart from `_profiler` so that a profile served from the cache never imports torch:
-a tuner start-up that finds its profile on disk is about 2 s faster.
+A model that fails on the meta device for want of values runs its step on the CPU instead
+(`_cpu_step`). Kept apart from `_profiler` so that a profile served from the cache never
+imports torch: a tuner start-up that finds its profile on disk is about 2 s faster.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import torch
 
 from ipu_tune.config import GENERATED, SYNTHETIC, ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
+from ipu_tune.models._cpu_step import cpu_example, cpu_step_refusal, fails_on_meta, seeded
 from ipu_tune.models._fold import fold_head
 from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH, ModelProfile
-from ipu_tune.models._trace import BATCH, trace_model
+from ipu_tune.models._trace import BATCH, Trace, trace_model
 from ipu_tune.models._zoo import ZOO, _one_line, build_model, hf_source
 
 __all__ = ["compute", "label", "model_name"]
@@ -47,24 +50,25 @@ def _block_specs(model: torch.nn.Module, cfg: ModelConfig) -> tuple[list[BlockSp
     return list(declared), bool(getattr(model, "pipeline_blocks_strict", True))
 
 
-def _hf_inputs(cfg: ModelConfig) -> tuple[torch.nn.Module, str, tuple[int, ...], torch.Tensor]:
+def _hf_inputs(cfg: ModelConfig, device: str = "meta",
+               ) -> tuple[torch.nn.Module, str, tuple[int, ...], torch.Tensor]:
     from ipu_tune.models._hf import build_hf
 
     source = hf_source(cfg)
     assert source is not None
     try:
-        with torch.device("meta"):
+        with torch.device(device):
             model, kind, shape = build_hf(source)
     except IpuTuneError:
         raise
     except Exception as exc:  # Transformers' own code, on a type or config it cannot build
-        raise IpuTuneError(f"{label(cfg)}: Transformers cannot build it on the meta device "
+        raise IpuTuneError(f"{label(cfg)}: Transformers cannot build it on the {device} device "
                            f"({_one_line(exc)}); give the sizes of a published model in "
                            "model.hf.config, or its config.json as model.hf.config_file") from None
-    if any(t.device.type != "meta" for t in itertools.chain(model.parameters(), model.buffers())):
+    if any(t.device.type != device for t in itertools.chain(model.parameters(), model.buffers())):
         # A weight made by torch.Tensor(n, d), which ignores the device it is built under
         # (Deformable DETR's and Mask2Former's level embeddings): the model is on one device.
-        model = model.to("meta")
+        model = model.to(device)
     dtype = torch.long if kind == "tokens" else torch.float32
     return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
 
@@ -79,7 +83,14 @@ def _hf_compute(cfg: ModelConfig) -> ModelProfile:
         decoder = int(getattr(model, "decoder_length", 0))
         default_bytes = (4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)
                          if input_kind == "image" else 4 * (math.prod(shape) + decoder))
-        return _profile(cfg, model, input_kind, shape, example, default_bytes)
+        return _profile(cfg, model, input_kind, shape, example, default_bytes,
+                        lambda: _hf_inputs(cfg, "cpu")[0])
+
+
+def _factory_on_cpu(cfg: ModelConfig) -> torch.nn.Module:
+    with torch.device("cpu"):
+        model = build_model(cfg)[0]
+    return model.to("cpu")
 
 
 def compute(cfg: ModelConfig) -> ModelProfile:
@@ -99,7 +110,8 @@ def compute(cfg: ModelConfig) -> ModelProfile:
         input_shape = tuple(int(d) for d in cfg.input_shape)
         example = torch.empty(BATCH, *input_shape, device="meta")
         default_bytes = math.prod(input_shape)  # one uint8 per stored pixel value
-    return _profile(cfg, model, input_kind, input_shape, example, default_bytes)
+    return _profile(cfg, model, input_kind, input_shape, example, default_bytes,
+                    lambda: _factory_on_cpu(cfg))
 
 
 def _input_hint(cfg: ModelConfig, model: torch.nn.Module, input_kind: str) -> str:
@@ -118,22 +130,46 @@ def _input_hint(cfg: ModelConfig, model: torch.nn.Module, input_kind: str) -> st
     return ""
 
 
-def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
-             input_shape: tuple[int, ...], example: torch.Tensor,
-             default_bytes: int) -> ModelProfile:  # fmt: skip
-    _check_packing(cfg.dataset.sequences_per_pack, input_kind, input_shape)  # before tracing
+_INPUT_NAMES = {"tokens": "token ids", "image": "images", "audio": "audio"}
+
+
+def _trace(cfg: ModelConfig, model: torch.nn.Module, input_kind: str, example: torch.Tensor,
+           on_cpu: Callable[[], torch.nn.Module]) -> tuple[Trace, torch.nn.Module]:
+    """The trace of one training step on the meta device; for a model that fails there for
+    want of values, on the CPU (`_cpu_step`). Returns the model traced too."""
     try:
-        trace = trace_model(model, example)
+        return trace_model(model, example), model
     except IpuTuneError:
         raise
     except Exception as exc:
-        # A base model given its one input may want another (a dual encoder's pixels).
-        alone = getattr(model, "tower_input", None)
-        raise IpuTuneError(
-            f"{label(cfg)}: cannot run forward and backward on the meta device"
-            f"{f' on {alone} alone' if alone else ''} ({_one_line(exc)})"
-            f"{_input_hint(cfg, model, input_kind)}"
-        ) from None
+        failure = exc
+    if not fails_on_meta(failure):  # the model's own, on any device
+        alone = getattr(model, "tower_input", None)  # a base model's one input: it wants another
+        given = f"{alone} alone" if alone else (
+            f"{_INPUT_NAMES.get(input_kind, input_kind)} of shape {tuple(example.shape)}")
+        raise IpuTuneError(f"{label(cfg)}: cannot run forward and backward on {given} "
+                           f"({_one_line(failure)}){_input_hint(cfg, model, input_kind)}") from None
+    where = f"{label(cfg)}: cannot run forward and backward on the meta device"
+    refusal = cpu_step_refusal(model)
+    if refusal is not None:
+        raise IpuTuneError(f"{where} ({_one_line(failure)}); {refusal}") from None
+    with seeded():
+        cpu_model = on_cpu()
+        try:
+            return trace_model(cpu_model, cpu_example(cpu_model, input_kind, example)), cpu_model
+        except IpuTuneError:
+            raise
+        except Exception as exc:
+            raise IpuTuneError(f"{where} ({_one_line(failure)}), nor on the CPU "
+                               f"({_one_line(exc)})") from None
+
+
+def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
+             input_shape: tuple[int, ...], example: torch.Tensor, default_bytes: int,
+             on_cpu: Callable[[], torch.nn.Module]) -> ModelProfile:
+    """The profile of `model`, traced on `example` (or on the CPU: `_trace`)."""
+    _check_packing(cfg.dataset.sequences_per_pack, input_kind, input_shape)  # before tracing
+    trace, model = _trace(cfg, model, input_kind, example, on_cpu)
     check_unused = getattr(model, "check_unused", None)
     if callable(check_unused):  # a Transformers base model on one of its inputs
         check_unused(trace.unused_parameters)

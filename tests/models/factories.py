@@ -93,3 +93,20 @@ def token_classifier() -> nn.Module:
 def tiny_cnn() -> nn.Module:
     """Reads floats: a convolution takes no integer ids."""
     return nn.Sequential(nn.Conv1d(1, 4, 3), nn.Flatten(), nn.Linear(4 * 6, 2))
+
+
+class ReadsThenFails(nn.Module):
+    """Reads a tensor's value, and fails on the value it reads (a real run's error)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.abs().sum().item() == 0:
+            raise ValueError("an input of zeros")
+        return self.fc(x)
+
+
+def reads_then_fails() -> nn.Module:
+    return ReadsThenFails()

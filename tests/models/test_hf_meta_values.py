@@ -53,6 +53,20 @@ TESTED_VALUES = [
     ("longformer", "AutoModelForMaskedLM", _encoder,
      {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
       "intermediate_size": 64, "vocab_size": 100, "attention_window": 16}),
+    # Models that compute with a value run their step on the CPU (`_cpu_step`): XLM and
+    # FlauBERT slice to their longest sequence (`lengths.max().item()`), I-BERT reads a scale,
+    # Switch Transformers route tokens to experts (`nonzero`; the same seed, the same routing).
+    ("xlm", "AutoModelForMaskedLM", _encoder,
+     {"n_layers": 1, "emb_dim": 32, "n_heads": 2, "vocab_size": 100}),
+    ("flaubert", "AutoModelForMaskedLM", _encoder,
+     {"n_layers": 1, "emb_dim": 32, "n_heads": 2, "vocab_size": 100}),
+    ("ibert", "AutoModelForMaskedLM", _encoder,
+     {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
+      "intermediate_size": 64, "vocab_size": 100}),
+    ("switch_transformers", "AutoModelForSeq2SeqLM", _seq2seq,
+     {"num_layers": 2, "num_decoder_layers": 2, "d_model": 32, "d_ff": 64, "d_kv": 16,
+      "num_heads": 2, "num_experts": 4, "vocab_size": 100, "encoder_sparse_step": 1,
+      "decoder_sparse_step": 1}),
 ]
 
 
