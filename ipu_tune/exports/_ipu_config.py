@@ -198,8 +198,8 @@ def _data_lines(task: str, profile: ModelProfile, plan: ExecutionPlan) -> list[s
     """Random samples standing in for the user's dataset: at least one combined batch (micro-
     batch x GA x replicas x device iterations), which each IPUTrainer step consumes whole."""
     if task == "image-classification":
-        c, h, w = profile.input_shape
-        sample = f"{{'pixel_values': torch.randn({c}, {h}, {w}), 'labels': 0}}"
+        pixels = ", ".join(str(d) for d in profile.input_shape)  # a video's frames first
+        sample = f"{{'pixel_values': torch.randn({pixels}), 'labels': 0}}"
     elif task in AUDIO_TASKS:
         sample = _audio_sample(task, profile)
     else:

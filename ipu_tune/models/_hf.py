@@ -301,8 +301,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     if task == "feature-extraction":
         return _tower(cfg, config, model, blocks)
     if task == "image-classification":
-        size, channels = _image_size(config)
-        return HfRunner(model, image_call, blocks, None), "image", (channels, size, size)
+        return HfRunner(model, image_call, blocks, None), "image", _pixel_shape(config)
     seq = _sequence_length(cfg, config)
     causal = task == "causal-lm" or usual_task(config.model_type) == "causal-lm"
     call = seq2seq_call if task == "seq2seq-lm" else causal_call if causal else text_call
@@ -323,9 +322,8 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
                         f"{main or 'no main input'}: {AS_FACTORY}")  # fmt: skip
     if main == "pixel_values":
         _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
-        size, channels = _image_size(config)
         runner = HfRunner(model, image_call, blocks, None, tower_input=main)
-        return runner, "image", (channels, size, size)
+        return runner, "image", _pixel_shape(config)
     seq = _sequence_length(cfg, config)
     _masked_positions(cfg, "feature-extraction", None, seq)
     return HfRunner(model, tower_call, blocks, None, tower_input=main), "tokens", (seq,)
@@ -336,13 +334,27 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
 _DEFAULT_IMAGE_SIZE = 224
 
 
-def _image_size(config: Any) -> tuple[int, int]:
-    """(side, channels) of the input image: the config's, else its vision tower's (CLIP)."""
+def _pixel_shape(config: Any) -> tuple[int, ...]:
+    """The pixels of one sample: (channels, height, width) from the config's `image_size` (a
+    side, or [height, width]: MGP-STR's 32 x 128, YOLOS's 512 x 864), else its vision
+    tower's (CLIP), else 224 square; a video model's `num_frames` frames first, (frames,
+    channels, height, width), as VideoMAE, ViViT and TimeSformer take `pixel_values`."""
+    sides: tuple[int, int] = (_DEFAULT_IMAGE_SIZE, _DEFAULT_IMAGE_SIZE)
+    channels = getattr(config, "num_channels", None)
     for source in (config, getattr(config, "vision_config", None)):
         size = getattr(source, "image_size", None) if source is not None else None
-        if isinstance(size, int):
-            return size, int(getattr(source, "num_channels", 3))
-    return _DEFAULT_IMAGE_SIZE, int(getattr(config, "num_channels", 3))
+        if isinstance(size, int) and not isinstance(size, bool):
+            sides = (size, size)
+        elif isinstance(size, list | tuple) and len(size) == 2 and all(
+                isinstance(d, int) for d in size):
+            sides = (int(size[0]), int(size[1]))
+        else:
+            continue
+        channels = getattr(source, "num_channels", None)
+        break
+    image = (int(channels) if isinstance(channels, int) else 3, *sides)
+    frames = getattr(config, "num_frames", None)
+    return (frames, *image) if isinstance(frames, int) and frames > 0 else image
 
 
 def _masked_positions(cfg: ModelConfig, task: str, head: str | None, seq: int) -> int | None:
