@@ -116,7 +116,11 @@ def compute(cfg: ModelConfig) -> ModelProfile:
 
 def _input_hint(cfg: ModelConfig, model: torch.nn.Module, input_kind: str) -> str:
     """For a factory that failed on its input: the other input kind when the model suggests it
-    (token ids go to an embedding; floats given as ids reach none)."""
+    (token ids go to an embedding; floats given as ids reach none). For a Transformers base
+    model on one of its inputs: the others it takes."""
+    runner_hint = getattr(model, "input_hint", None)
+    if callable(runner_hint):
+        return str(runner_hint())
     if not cfg._target_:
         return ""
     embeds = any(isinstance(m, torch.nn.Embedding | torch.nn.EmbeddingBag)

@@ -4,6 +4,7 @@ and decoder ids; a base model's one input)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,6 +19,9 @@ __all__ = ["AS_FACTORY", "HfRunner", "causal_call", "features", "image_call", "s
 # What a refusal of a model that reads another input advises.
 AS_FACTORY = ("profile it as a factory of your own taking one tensor (model._target_, "
               "docs/models.md)")
+# The main inputs Transformers models take (a base model is run on one of them).
+_MAIN_INPUTS = ("input_ids", "pixel_values", "pixel_values_videos", "input_values",
+                "input_features", "bbox", "visual_feats")
 
 
 class HfRunner(nn.Module):
@@ -65,6 +69,16 @@ class HfRunner(nn.Module):
                                 f"a model of one input; on {self.tower_input} alone its {part} "
                                 f"({size / 1e6:.1f} M parameters) does not run, so it reads "
                                 f"other inputs: {AS_FACTORY}")  # fmt: skip
+
+    def input_hint(self) -> str:
+        """For a base model that failed on its one input: the other main inputs its forward
+        takes, and what to do (empty for a model run on all it needs)."""
+        if self.tower_input is None:
+            return ""
+        names = inspect.signature(self.hf_model.forward).parameters
+        other = [n for n in _MAIN_INPUTS if n in names and n != self.tower_input]
+        takes = f" ({', '.join(other)})" if other else ""
+        return f"; it reads another input{takes}: {AS_FACTORY}"
 
     def train(self, mode: bool = True) -> HfRunner:
         self.hf_model.train(mode)

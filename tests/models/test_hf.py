@@ -433,6 +433,19 @@ def test_a_model_of_several_inputs_is_refused_naming_them(
     assert words in msg and "model._target_" in msg
 
 
+def test_a_base_model_failing_on_its_one_input_names_the_others(profile_of: Any) -> None:
+    """BLIP's base model wants pixels beside its ids: the refusal says so, not that the meta
+    device is to blame (it fails the same on any device)."""
+    config = {"text_config": {"num_hidden_layers": 1}, "vision_config": {"num_hidden_layers": 1}}
+    with pytest.raises(IpuTuneError) as err:
+        profile_of(name="hf", hf={"model_type": "blip", "config": config})
+    msg = str(err.value)
+    assert msg.startswith("model.hf.model_type='blip': cannot run forward and backward on "
+                          "input_ids alone (ValueError: You have to specify pixel_values); ")
+    assert msg.endswith("it reads another input (pixel_values): profile it as a factory of "
+                        "your own taking one tensor (model._target_, docs/models.md)")
+
+
 def test_a_config_saved_from_a_base_model_builds_it(tmp_path: Path) -> None:
     config = transformers.BertConfig(num_hidden_layers=2, architectures=["BertModel"])
     (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
