@@ -13,9 +13,9 @@ from typing import Any
 from ipu_tune.config import HfConfig, ModelConfig, parse_json, read_text
 from ipu_tune.errors import bad_value
 
-__all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "config_json_path",
-           "config_source", "hf_identity", "hf_overrides", "hf_source", "hf_task", "model_label",
-           "usual_task"]  # fmt: skip
+__all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "base_model_class",
+           "config_json_path", "config_source", "hf_identity", "hf_overrides", "hf_source",
+           "hf_task", "model_label", "usual_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -89,9 +89,36 @@ def usual_task(model_type: str) -> str | None:
 
     task = next((task for task, name in _TASK_MAPPINGS
                  if model_type in getattr(modeling_auto, name, {})), None)  # fmt: skip
-    if task is None and model_type in modeling_auto.MODEL_MAPPING_NAMES:
+    if task is None and (model_type in modeling_auto.MODEL_MAPPING_NAMES
+                         or base_model_class(model_type) is not None):
         return "feature-extraction"
     return task
+
+
+def base_model_class(model_type: str) -> str | None:
+    """The base model class of a type Transformers' auto classes do not register (a tower of
+    a composite model: `siglip_text_model`, `blip_vision_model`): the one public class named
+    `...Model` (no head: not `...For...`, not `...LMHeadModel`) built from the type's config
+    class. None if there is not exactly one."""
+    import importlib
+
+    import transformers
+    from transformers import CONFIG_MAPPING
+
+    if model_type not in CONFIG_MAPPING:
+        return None
+    config_class = CONFIG_MAPPING[model_type]
+    module_name = config_class.__module__.replace(".configuration_", ".modeling_")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:  # a module that needs a package not installed (timm, Pillow)
+        return None
+    names = [name for name, value in vars(module).items()
+             if name.endswith("Model") and "For" not in name and "LMHead" not in name
+             and not name.endswith("PreTrainedModel") and isinstance(value, type)
+             and getattr(value, "config_class", None) is config_class
+             and getattr(transformers, name, None) is value]  # fmt: skip
+    return names[0] if len(names) == 1 else None
 
 
 @dataclass(frozen=True)

@@ -401,6 +401,9 @@ def test_a_task_with_two_classes_builds_the_first_when_no_architecture_is_saved(
 @pytest.mark.parametrize(("model_type", "config", "kind", "auto"), [
     ("clip_vision_model", {"num_hidden_layers": 2}, "image", transformers.CLIPVisionModel),
     ("clip_text_model", {"num_hidden_layers": 2}, "tokens", transformers.CLIPTextModel),
+    # Towers Transformers' auto classes do not register: built by their base model class.
+    ("siglip_text_model", {"num_hidden_layers": 2}, "tokens", transformers.SiglipTextModel),
+    ("blip_vision_model", {"num_hidden_layers": 2}, "image", transformers.BlipVisionModel),
 ])
 def test_a_tower_without_a_head_profiles_its_features(
     profile_of: Any, model_type: str, config: dict[str, Any], kind: str, auto: type
