@@ -78,4 +78,18 @@ PROBE_CASES: list[tuple[str, list[str], str]] = [
      "--where='samples/s>inf': inf is not a finite number; allowed: a finite number"),
     ("where below -1e999", ["trials", "s", "--results-dir", "{study}", "--where",
                             "throughput<-1e999"], "-1e999 is not a finite number"),
+    # A proportion just above 0 passed (0, 1]: the simulator split a matmul into more passes
+    # than a float holds (a traceback), or printed a peak of 10**305 MB.
+    ("amp of 5e-324", ["plan.available_memory_proportion=5e-324"],
+     "plan.available_memory_proportion=5e-324: must be in [0.001, 1]"),
+    ("amp per IPU of 1e-300", ["plan.available_memory_proportion_per_ipu=[1e-300]"],
+     "plan.available_memory_proportion_per_ipu=[1e-300]: each value must be in [0.001, 1]"),
+    ("amp of 1e-320 in a file", ["evaluate", "{tmp}/amp_tiny.yaml"],
+     "plan.available_memory_proportion=1e-320: must be in [0.001, 1]"),
+    ("amp of 1e-320 in a compared file", ["compare", "{tmp}/ok.yaml", "{tmp}/amp_tiny.yaml"],
+     "plan.available_memory_proportion=1e-320: must be in [0.001, 1]"),
+    ("matmul_proportion of 1e-320", ["model=gpt2", "system=pod4",
+                                     "plan.from_ipu_config={tmp}/amp_tiny.json"],
+     "matmul_proportion (sets plan.available_memory_proportion_per_ipu=[1e-320, 0.2]: each "
+     "value must be in [0.001, 1])"),
 ]

@@ -47,7 +47,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("recompute", ["plan.recompute=always"], "plan.recompute"),
     ("amp above 1", ["plan.available_memory_proportion=1.5"], "available_memory_proportion"),
     ("amp per IPU above 1", ["plan.available_memory_proportion_per_ipu=[0.2,1.5]"],
-     "plan.available_memory_proportion_per_ipu=[0.2, 1.5]: each value must be in (0, 1]"),
+     "plan.available_memory_proportion_per_ipu=[0.2, 1.5]: each value must be in [0.001, 1]"),
     ("amp per IPU not a number", ["plan.available_memory_proportion_per_ipu=[0.2,abc]"],
      "plan.available_memory_proportion_per_ipu"),
     # OmegaConf's merge takes a container as an item of a typed list.
