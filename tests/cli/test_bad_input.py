@@ -339,7 +339,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("fraction where an integer goes", ["workload.micro_batch_size=1.5"],
      "workload.micro_batch_size='1.5': allowed: an integer"),
     ("string where a list goes", ["plan.pipeline.splits=layer3.8"],
-     "plan.pipeline.splits: a str; allowed: a list"),
+     "plan.pipeline.splits='layer3.8': allowed: a list of str values"),
     ("wrong type in an experiment", ["--config-dir", "{tmp}/exp", "+experiment=mbs"],
      "experiment/mbs: workload.micro_batch_size='1000.0': allowed: an integer"),
     # Long values: cut in their middle, the message stays one short line.
