@@ -125,4 +125,24 @@ PROBE_CASES: list[tuple[str, list[str], str]] = [
      "experiment/splits_map: plan.pipeline.splits={'a': 1}: allowed: a list of str values"),
     ("a number for a list in a model file", ["--config-dir", "{tmp}/exp", "model=shape"],
      "model/shape: model.input_shape=3: allowed: a list of int values"),
+    # An empty path read as the current folder (`Path("")` is "."), named as '.': or as the
+    # option left out (calibrate --output '' fitted, then wrote nothing).
+    ("evaluate an empty path", ["evaluate", ""],
+     "ipu-tune evaluate: argument config: '': empty; allowed: a path of a file"),
+    ("compare an empty path", ["compare", "{tmp}/ok.yaml", " "],
+     "ipu-tune compare: argument B.yaml: ' ': empty; allowed: a path of a file"),
+    ("evaluate with empty constants", ["evaluate", "{tmp}/ok.yaml", "--constants", ""],
+     "argument --constants: '': empty"),
+    ("export to an empty path", ["export", "s", "--output", "", "--results-dir", "{study}"],
+     "ipu-tune export: argument --output: '': empty"),
+    ("calibrate to an empty path", ["calibrate", "--max-evals", "10", "--output", ""],
+     "ipu-tune calibrate: argument --output: '': empty"),
+    ("calibrate an empty path", ["calibrate", ""], "argument files: '': empty"),
+    ("config dir empty", ["--config-dir", "", "model=mnist_cnn"],
+     "--config-dir='': empty; allowed: a path"),
+    # A journal URL naming no file: Path("/").with_name raised a ValueError (a traceback).
+    ("journal URL of no file", ["model=mnist_cnn", "study.storage=journal:///"],
+     "study.storage='journal:///': empty; allowed: a path"),
+    ("studies of a journal URL of no file", ["studies", "--storage", "journal:///"],
+     "--storage='journal:///': empty; allowed: a path"),
 ]
