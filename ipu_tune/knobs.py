@@ -294,9 +294,10 @@ def set_key(node: Any, key: str, value: Any) -> None:
 
 def rate_text(samples_per_s: float) -> str:
     """A samples/s figure as every view prints it: thousands separated from 100 up, three
-    significant digits below (2.68, not 3: a plan that only just fits is still a result)."""
+    significant digits below (2.68, not 3: a plan that only just fits is still a result) and
+    from 10**15 up (a floor of 1e300 samples/s is not printed in 400 digits)."""
     v = samples_per_s
-    return (f"{v:,.0f}" if v >= 100 else f"{v:.3g}") + " samples/s"
+    return (f"{v:,.0f}" if 100 <= v < 1e15 else f"{v:.3g}") + " samples/s"
 
 
 def describe(cfg: Any) -> str:

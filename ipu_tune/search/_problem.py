@@ -22,6 +22,7 @@ from ipu_tune.case import build_case, read_constants
 from ipu_tune.config import EvalConfig, TuneConfig, validate
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System
+from ipu_tune.knobs import rate_text
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.records import TrialRecord
@@ -177,8 +178,8 @@ class SearchProblem:
             floor = self.throughput_floor
             constraints.append((floor - result.throughput) / floor)
             if result.throughput < floor:
-                reasons.append(f"throughput {result.throughput:.1f} below the floor "
-                               f"{floor:.1f} samples/s")
+                reasons.append(f"throughput {rate_text(result.throughput)} below the floor "
+                               f"{rate_text(floor)}")
         return TrialOutcome(cfg, result, values, constraints, reason="; ".join(reasons))
 
     # -- the runner's interface ----------------------------------------------------------------
