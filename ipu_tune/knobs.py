@@ -228,7 +228,8 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     # One proportion per IPU of a replica, as Graphcore's configs give them (PopTorch
     # setAvailableMemoryProportion({"IPU0": ...}), optimum's `matmul_proportion` list); empty:
     # `available_memory_proportion` on every IPU. Fixed, never drawn: a search that draws the
-    # proportion, or a stage count other than the list's, runs one proportion on every IPU.
+    # proportion, or a stage count other than the list's, runs one proportion on every IPU
+    # (pinned on the command line, the list pins the proportion too: SearchProblem).
     Knob("plan.available_memory_proportion_per_ipu", "available_memory_proportion_per_ipu",
          tuple, (), "json", "", "AMP per IPU", "", low=AMP_LOW, high=1.0, highlight="changed",
          item=float, quiet=True),

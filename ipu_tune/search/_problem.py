@@ -45,6 +45,8 @@ from ipu_tune.simulator import SimResult
 
 __all__ = ["SearchProblem", "TrialOutcome", "tell_outcome"]
 
+_AMP = "plan.available_memory_proportion"
+_AMP_PER_IPU = "plan.available_memory_proportion_per_ipu"
 _CACHE_SIZE = 4096  # simulated plans kept per problem (many draws decode to the same plan)
 # Samplers that read COMPLETE trials only: GPSampler fits its objective and constraint models
 # on them (optuna/samplers/_gp/sampler.py, `sample_relative`). Told PRUNED, its infeasible
@@ -108,6 +110,10 @@ class SearchProblem:
         self.profile = profile
         self.system = system
         self.pinned = frozenset(pinned)
+        if _AMP_PER_IPU in pinned and cfg.plan.available_memory_proportion_per_ipu:
+            # The pinned per-IPU proportions set every IPU's: a drawn one proportion would
+            # replace them (`at_one_proportion_if_moved`), the pin silently undone.
+            self.pinned |= {_AMP}
         self.space: SearchSpace = space if space is not None else load_space(cfg.search.space)
         self.constants = read_constants(cfg.simulator.constants)  # calibrate's output, if any
         names = list(cfg.search.objectives)
