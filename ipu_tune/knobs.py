@@ -23,6 +23,7 @@ from operator import attrgetter
 from typing import Any
 
 __all__ = [
+    "AMP_LOW",
     "DRAWS",
     "KNOBS",
     "PLAN_KNOBS",
@@ -89,7 +90,8 @@ class Knob:
     label: str  # label in the plan lines of the run summary and `evaluate` ("" = not shown)
     draw: str  # one of DRAWS
     domain: tuple[Any, ...] | None = None  # allowed values (None: a range from `low`)
-    low: float = 0  # lowest allowed value of a number (inclusive; float knobs: exclusive 0)
+    # Lowest allowed value of a number, inclusive (a float knob's 0 is exclusive: (0, high]).
+    low: float = 0
     # Highest allowed value (inclusive): of a float range; of an integer, what the stores and
     # the hardware can hold (`ipu_tune.config.LIMITS` gives each bound's reason).
     high: float | None = None
@@ -145,14 +147,8 @@ def checker(k: Knob) -> Callable[[Any], str | None]:
         return _power_of_two_problem
     if k.rule == "io_tiles":
         return _io_tiles_problem
-    if k.type is float:
-        low, upper = k.low, k.high if k.high is not None else float("inf")
-        outside = f"must be in ({low:g}, {upper:g}]"
-        return lambda value: None if low < value <= upper else outside
-    if k.type is tuple and k.item is float:
-        low, upper = k.low, k.high if k.high is not None else float("inf")
-        each = f"each value must be in ({low:g}, {upper:g}]"
-        return lambda values: None if all(low < v <= upper for v in values) else each
+    if k.type is float or (k.type is tuple and k.item is float):
+        return _range_checker(k)
     if k.domain is not None and k.type is str:
         domain, allowed = k.domain, "allowed: " + ", ".join(k.domain)
         return lambda value: None if value in domain else allowed
@@ -160,6 +156,21 @@ def checker(k: Knob) -> Callable[[Any], str | None]:
         low, below = k.low, f"must be >= {k.low:g}"
         return lambda value: below if value < low else None
     return never_wrong
+
+
+def _range_checker(k: Knob) -> Callable[[Any], str | None]:
+    """A float knob's range (low, or above 0, to high), of its value or each of its values."""
+    low, upper = k.low, k.high if k.high is not None else float("inf")
+    span = f"[{low:g}, {upper:g}]" if low > 0 else f"(0, {upper:g}]"
+
+    def inside(v: float) -> bool:
+        return (low <= v if low > 0 else v > 0) and v <= upper
+
+    if k.type is float:
+        outside = f"must be in {span}"
+        return lambda value: None if inside(value) else outside
+    each = f"each value must be in {span}"
+    return lambda values: None if all(inside(v) for v in values) else each
 
 
 def never_wrong(value: Any) -> str | None:
@@ -176,6 +187,7 @@ def _io_tiles_problem(value: Any) -> str | None:
 
 
 _BOOL = (False, True)
+AMP_LOW = 0.001  # the least available memory proportion (below)
 _IO_TILE_CHOICES = (0, 32, 64, 128, 192)  # seed guide 4.4.2: powers of two, 192 the largest
 
 WORKLOAD_KNOBS: tuple[Knob, ...] = (
@@ -209,14 +221,17 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     Knob("plan.recompute", "recompute", str, "auto", "str16", "recompute", "recompute",
          "categorical", domain=("auto", "none", "checkpoints", "every_block"),
          training_only=True, highlight="always"),
+    # At least 0.1 % of tile memory (640 bytes a tile on a Mk2): a proportion nearer 0 (a
+    # typo such as 1e-320) split a matmul into more serial passes than a number holds.
     Knob("plan.available_memory_proportion", "available_memory_proportion", float, 0.6,
-         "float", "AMP", "AMP", "float", low=0.0, high=1.0),
+         "float", "AMP", "AMP", "float", low=AMP_LOW, high=1.0),
     # One proportion per IPU of a replica, as Graphcore's configs give them (PopTorch
     # setAvailableMemoryProportion({"IPU0": ...}), optimum's `matmul_proportion` list); empty:
     # `available_memory_proportion` on every IPU. Fixed, never drawn: a search that draws the
-    # proportion, or a stage count other than the list's, runs one proportion on every IPU.
+    # proportion, or a stage count other than the list's, runs one proportion on every IPU
+    # (pinned on the command line, the list pins the proportion too: SearchProblem).
     Knob("plan.available_memory_proportion_per_ipu", "available_memory_proportion_per_ipu",
-         tuple, (), "json", "", "AMP per IPU", "", low=0.0, high=1.0, highlight="changed",
+         tuple, (), "json", "", "AMP per IPU", "", low=AMP_LOW, high=1.0, highlight="changed",
          item=float, quiet=True),
     Knob("plan.offload_optimizer_state", "offload_optimizer_state", bool, False, "bool",
          "offload opt.", "offload", "categorical", domain=_BOOL, training_only=True),
@@ -280,9 +295,10 @@ def set_key(node: Any, key: str, value: Any) -> None:
 
 def rate_text(samples_per_s: float) -> str:
     """A samples/s figure as every view prints it: thousands separated from 100 up, three
-    significant digits below (2.68, not 3: a plan that only just fits is still a result)."""
+    significant digits below (2.68, not 3: a plan that only just fits is still a result) and
+    from 10**15 up (a floor of 1e300 samples/s is not printed in 400 digits)."""
     v = samples_per_s
-    return (f"{v:,.0f}" if v >= 100 else f"{v:.3g}") + " samples/s"
+    return (f"{v:,.0f}" if 100 <= v < 1e15 else f"{v:.3g}") + " samples/s"
 
 
 def describe(cfg: Any) -> str:

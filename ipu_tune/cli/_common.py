@@ -30,6 +30,7 @@ __all__ = [
     "disk_error",
     "fail",
     "fail_on_disk_error",
+    "path_arg",
     "print_out",
     "printable",
     "split_trust_flag",
@@ -143,6 +144,15 @@ def fail(message: str, fault: bool = False) -> int:
         return EXIT_FAULT
     print("ipu-tune: error: " + text, file=sys.stderr)
     return EXIT_FAULT if fault else EXIT_USAGE
+
+
+def path_arg(text: str) -> str:
+    """The `type` of a command's path argument: an empty one is refused, not read as the
+    current folder (`Path("")` is `.`: evaluate's "config file '.'") or as the option left
+    out (`calibrate --output ''` wrote no file after the whole fit)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: empty; allowed: a path of a file")
+    return text
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -65,13 +65,18 @@ def _objective_line(s: RunSummary) -> str:
 
 
 def _no_fit(s: RunSummary, argv: Sequence[str] | None) -> list[str]:
+    """Why there is no best plan: no trial finished, a constraint other than memory, or memory
+    (then the remedies checked)."""
     from ipu_tune.cli.explain_cmd import format_remedies
 
+    if s.n_complete == 0:
+        return ["no plan yet: no trial finished (the run stopped before its first trial ended, "
+                "as study.timeout_s stops it); the same command, without a timeout or with a "
+                "longer one, runs them"]
     closest = s.explanation.closest if s.explanation is not None else None
-    lines = ["no plan fits: every trial overflows the IPU's memory"]
-    if closest:
-        lines += format_remedies(closest, argv)
-    return lines
+    if closest is None:
+        return ["no plan fits: no finished trial meets the search's constraints"]
+    return [closest.headline, *format_remedies(closest, argv)]
 
 
 def format_summary(s: RunSummary, argv: Sequence[str] | None = None) -> str:

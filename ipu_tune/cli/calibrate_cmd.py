@@ -26,6 +26,7 @@ from ipu_tune.cli._common import (
     ArgumentParser,
     aligned_lines,
     fail,
+    path_arg,
     print_out,
 )
 from ipu_tune.config import read_text, read_yaml
@@ -194,17 +195,19 @@ def main(argv: Sequence[str]) -> int:
         prog="ipu-tune calibrate",
         description="Refit the simulator's free constants to measured runs and print them as YAML.",
     )
-    parser.add_argument("files", nargs="*", help="YAML or CSV files of measured rows "
+    parser.add_argument("files", nargs="*", type=path_arg,
+                        help="YAML or CSV files of measured rows "
                         "(default: the package's own calibration points)")
     parser.add_argument("--defaults", action="store_true",
                         help="also fit the package's own calibration points")
     parser.add_argument("--fit", default=None, help="comma-separated constants to refit "
                         "(default: all fitted constants)")
-    parser.add_argument("--output", help="also write the constants YAML to this file")
+    parser.add_argument("--output", type=path_arg,
+                        help="also write the constants YAML to this file")
     parser.add_argument("--check", action="store_true",
                         help="refit nothing: print how far the simulator is from each row, "
                         "and the median and worst error per model and mode")
-    parser.add_argument("--constants", metavar="FILE",
+    parser.add_argument("--constants", metavar="FILE", type=path_arg,
                         help="with --check: simulator constants YAML written by --output")
     parser.add_argument("--json", action="store_true", help="with --check: print as JSON")
     parser.add_argument("--max-evals", type=int, default=3000,

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ipu_tune.cli._common import ArgumentParser, fail, print_out
+from ipu_tune.cli._common import ArgumentParser, fail, path_arg, print_out
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import shown
 
@@ -131,8 +131,8 @@ def main(argv: Sequence[str]) -> int:
         description="Simulate two plans (config YAMLs, e.g. best.yaml files) and show them side "
                     "by side: plan, memory by category, time by phase; differences marked.",
     )
-    parser.add_argument("a", metavar="A.yaml")
-    parser.add_argument("b", metavar="B.yaml")
+    parser.add_argument("a", metavar="A.yaml", type=path_arg)
+    parser.add_argument("b", metavar="B.yaml", type=path_arg)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     args = parser.parse_args(list(argv))
     try:

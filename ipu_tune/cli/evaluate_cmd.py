@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ipu_tune._api import evaluate_config
 from ipu_tune.case import read_constants
-from ipu_tune.cli._common import TRUST_HELP, ArgumentParser, fail, print_out
+from ipu_tune.cli._common import TRUST_HELP, ArgumentParser, fail, path_arg, print_out
 from ipu_tune.config import (
     EvalConfig,
     check_sweep,
@@ -86,12 +86,13 @@ def main(argv: Sequence[str]) -> int:
         prog="ipu-tune evaluate",
         description="Simulate one plan (a YAML of the config schema, e.g. an exported best.yaml).",
     )
-    parser.add_argument("config", help="path to a YAML config (model/workload/system/plan)")
+    parser.add_argument("config", type=path_arg,
+                        help="path to a YAML config (model/workload/system/plan)")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="Hydra-style overrides, e.g. plan.precision=16.16 "
                              "workload.micro_batch_size=16")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--constants", metavar="FILE",
+    parser.add_argument("--constants", metavar="FILE", type=path_arg,
                         help="simulator constants YAML written by `ipu-tune calibrate --output`")
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_HELP)
     args = parser.parse_intermixed_args(list(argv))

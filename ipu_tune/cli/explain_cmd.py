@@ -69,11 +69,9 @@ def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list
     with the command that runs it (`argv`: the user's command-line arguments)."""
     from ipu_tune.explain import remedy_command  # loaded with the explanation it renders
 
-    lines = [
-        f"closest plan: trial {closest.trial}, peak {closest.peak_memory_bytes / MB:,.0f} MB"
-        f" of {closest.memory_limit_bytes / MB:,.0f} MB per IPU (over by "
-        f"{closest.excess_bytes / MB:,.0f} MB): {closest.reason}",
-    ]
+    lines = [f"closest plan: {closest.describe()}"]
+    if closest.excess_bytes <= 0:  # another constraint than memory: no memory remedy helps
+        return lines
     checked = list(closest.remedies)
     fitting = [r for r in checked if r["fits"]]
     if checked:
@@ -134,7 +132,8 @@ def format_phases(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def format_explain(data: Explanation) -> str:
     lines = [f"study {data.study}: objective {data.metric}"]
     if data.best_trial is None:
-        lines.append("no plan fits: nothing to climb to")
+        lines.append((data.closest.headline if data.closest else "no plan fits")
+                     + "; nothing to climb to")
         if data.closest is not None:
             lines += format_remedies(data.closest)
         return "\n".join(lines)

@@ -35,6 +35,7 @@ from ipu_tune.config import (
     check_side_doors,
     check_sweep,
     compose,
+    composed_file_error,
     config_dirs,
     group_options,
     hydra_error,
@@ -211,7 +212,7 @@ def _run_prepared(prepared: Prepared, argv: Sequence[str]) -> int:
     return 0
 
 
-def _run_hydra(command: _Command, printing: bool) -> int:
+def _run_hydra(command: _Command, printing: bool, argv: Sequence[str]) -> int:
     """The Hydra app; Hydra's own errors (composing with --config-dir, which the preflight
     leaves to Hydra) as one line and the usage exit code, not Hydra's lines and exit 1."""
     from hydra.errors import HydraException
@@ -222,7 +223,8 @@ def _run_hydra(command: _Command, printing: bool) -> int:
         with _redacted_stdout(printing):
             _hydra_app(command)()
     except (OmegaConfBaseException, HydraException) as exc:
-        return fail(str(hydra_error(exc)))
+        shape = composed_file_error(str(exc), argv)
+        return fail(str(shape or hydra_error(exc)))
     return 0
 
 
@@ -259,7 +261,7 @@ def hydra_main(argv: Sequence[str]) -> int:
         return _run_prepared(command.prepared[0], argv)
     sys.argv = [sys.argv[0], *argv]
     register()
-    code = _run_hydra(command, bool(_PRINT_FLAGS & {a.partition("=")[0] for a in argv}))
+    code = _run_hydra(command, bool(_PRINT_FLAGS & {a.partition("=")[0] for a in argv}), argv)
     if code:
         return code
     if {"-m", "--multirun"} & set(argv) and command.summaries:

@@ -17,6 +17,7 @@ from ipu_tune.cli._common import (
     TRUST_HELP,
     ArgumentParser,
     fail,
+    path_arg,
     print_out,
     printable,
 )
@@ -56,10 +57,10 @@ _NOT_EMPTY = {
 
 
 def _target(args: argparse.Namespace) -> StorageTarget:
-    check_path("--results-dir", args.results_dir)  # else the first stat raises ENAMETOOLONG
     for flag, value in (("--storage", args.storage), ("--results-dir", args.results_dir)):
         if value is not None and not value.strip():  # else it read as the default
             raise IpuTuneError(f"{flag}={value!r}: empty; allowed: {_NOT_EMPTY[flag]}")
+    check_path("--results-dir", args.results_dir)  # else the first stat raises ENAMETOOLONG
     check_storage_path("--storage", args.storage)
     target = resolve_storage(args.storage, args.results_dir, ("--storage", "--results-dir"))
     if target.kind == "journal" and not Path(target.location).exists():
@@ -259,7 +260,8 @@ def export_main(argv: Sequence[str]) -> int:
         prog="ipu-tune export", description="Export a study's results table to Parquet or CSV."
     )
     parser.add_argument("study")
-    parser.add_argument("--output", required=True, type=Path, help="FILE.parquet or FILE.csv")
+    parser.add_argument("--output", required=True, type=path_arg,
+                        help="FILE.parquet or FILE.csv")
     _storage_args(parser)
     args = parser.parse_args(list(argv))
     interrupts.outcome(OUTPUT_OUTCOME)
@@ -269,7 +271,7 @@ def export_main(argv: Sequence[str]) -> int:
         study, target, _ = _load(args)
         store = _synced_store(target.results_url, study)
         try:
-            path = export_table(store.frame(study.study_name), args.output)
+            path = export_table(store.frame(study.study_name), Path(args.output))
         finally:
             store.close()
     except IpuTuneError as exc:

@@ -51,6 +51,7 @@ from ipu_tune.config._schema import (
 from ipu_tune.config._strings import check_path, check_storage_path
 from ipu_tune.config._trust import (
     check_side_doors,
+    composed_file_error,
     config_dirs,
     has_resolver,
     trusted_composition,
@@ -99,6 +100,7 @@ __all__ = [
     "check_sweep",
     "check_trusted",
     "compose",
+    "composed_file_error",
     "config_dirs",
     "group_options",
     "has_resolver",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from ipu_tune.config._schema import TuneConfig, check_switch, loose_switches, switch_keys
+from ipu_tune.config._shapes import check_override_shape
 from ipu_tune.config._yaml import MAX_YAML_DEPTH
 from ipu_tune.errors import IpuTuneError, bad_value
 
@@ -105,6 +106,8 @@ def parse_overrides(overrides: Sequence[str]) -> list[Override]:
             _check_deletion(o.key_or_group)
             continue
         values = sweep_values(o, text)
+        for value in values if o.key_or_group not in GROUPS else ():
+            check_override_shape(o.key_or_group, value)  # OmegaConf's words name neither
         if o.key_or_group in switch_keys(TuneConfig):
             for value in values:  # OmegaConf would read 2, "yes" or "on" as true
                 check_switch(o.key_or_group, value)

@@ -17,9 +17,10 @@ from ipu_tune.config._schema import (
     check_resolved_switches,
     check_switches,
 )
+from ipu_tune.config._shapes import check_shapes
 from ipu_tune.config._validate import validate
 from ipu_tune.config._yaml import read_yaml
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -239,6 +240,9 @@ def _omegaconf_typed(schema: type[T], cfg: Any) -> T:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    # OmegaConf's merge words a value of the wrong shape (null, a mapping for a list, a list in
+    # a list of numbers) without its key or value, or takes it: named here first.
+    check_shapes(schema, cfg, "model" if schema.__name__ == "ModelConfig" else "")
     try:
         base = OmegaConf.structured(schema)
         merged = OmegaConf.merge(base, cfg)
@@ -246,26 +250,7 @@ def _omegaconf_typed(schema: type[T], cfg: Any) -> T:
     except OmegaConfBaseException as exc:
         raise omegaconf_error(exc) from None
     assert isinstance(obj, schema)
-    _check_list_items(obj, "model" if schema.__name__ == "ModelConfig" else "")
     return obj
-
-
-_SCALAR_ITEMS = (int, float, str, bool)
-
-
-def _check_list_items(obj: Any, path: str) -> None:
-    """OmegaConf's merge takes a list or a mapping as an item of a typed list (`[[0.1]]` for a
-    `List[float]`); such a value is refused here, naming its key."""
-    hints = get_type_hints(type(obj))
-    for f in dataclasses.fields(obj):
-        value, key = getattr(obj, f.name), f"{path}.{f.name}" if path else f.name
-        if dataclasses.is_dataclass(value):
-            _check_list_items(value, key)
-            continue
-        args = get_args(hints[f.name]) if isinstance(value, list) else ()
-        item = args[0] if len(args) == 1 else None
-        if item in _SCALAR_ITEMS and any(isinstance(v, list | dict) for v in value):
-            raise bad_value(key, value, f"allowed: a list of {item.__name__} values")
 
 
 def _read_yaml(path: Path) -> Mapping[str, Any]:

@@ -15,7 +15,7 @@ from ipu_tune.errors import IpuTuneError
 if TYPE_CHECKING:
     from omegaconf.errors import OmegaConfBaseException
 
-__all__ = ["composition_error", "omegaconf_error"]
+__all__ = ["composed_name", "composition_error", "omegaconf_error"]
 
 _KINDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false"}
 # (pattern of OmegaConf's message, what the key takes); group 1 is the value when there is one.
@@ -64,6 +64,12 @@ def _message(key: str, msg: str) -> str:
     if typed is not None:
         return typed
     return f"{key}: {msg}" if key else msg
+
+
+def composed_name(text: str) -> str | None:
+    """The config file Hydra's error of composing it names (`experiment/x`), else None."""
+    found = _COMPOSING.match(text.strip())
+    return found.group(1) if found else None
 
 
 def composition_error(text: str) -> IpuTuneError | None:

@@ -41,12 +41,14 @@ _TUNE_PATH_KEYS = ("simulator.constants", "results_dir")
 
 
 def check_path(key: str, value: Any, path: str | None = None) -> None:
-    """`path` (default: `value`) a path the file system can name: no control characters (a
-    newline would forge lines of messages and logs), no name over 255 bytes, at most 4095
-    bytes in all. The message quotes `value`."""
+    """`path` (default: `value`) a path the file system can name: not empty, no control
+    characters (a newline would forge lines of messages and logs), no name over 255 bytes, at
+    most 4095 bytes in all. The message quotes `value`."""
     if not isinstance(value, str):
         return
     path = value if path is None else path
+    if not path.strip():  # `Path("")` is the current folder
+        raise bad_value(key, value, "empty; allowed: a path of a file or folder")
     if any(ord(c) < 32 or ord(c) == 127 for c in path):
         raise bad_value(key, value, "control characters (a newline, ...) are not allowed in a "
                                     "path")
@@ -88,6 +90,8 @@ def check_storage_path(key: str, storage: str | None) -> None:
     """`check_path` of the file a storage names: a journal (`*.journal`, `journal:///PATH`)
     or SQLite (`sqlite:///PATH`); a server's URL names no file here."""
     if storage and storage.startswith(("sqlite:///", "journal:///")):
-        check_path(key, storage, storage.split(":///", 1)[1])
+        path = storage.split(":///", 1)[1]
+        if path or storage.startswith("journal"):  # SQLite's none: in memory, refused by name
+            check_path(key, storage, path)
     elif storage and "://" not in storage:
         check_path(key, storage)

@@ -18,12 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config._hydra import parse_overrides, split_hydra_args
+from ipu_tune.config._messages import composed_name
+from ipu_tune.config._shapes import check_file_shapes
 from ipu_tune.config._strings import check_path
 from ipu_tune.config._yaml import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
 __all__ = [
     "check_side_doors",
+    "composed_file_error",
     "config_dirs",
     "has_resolver",
     "reject_interpolation",
@@ -135,6 +138,32 @@ def _check_file(path: Path, root: Path, trusted: bool) -> None:
             full = ("model", *keys) if in_model else keys
             if full != ("model", "_target_"):
                 _check_key(".".join(full), str(value), where)
+
+
+def composed_file_error(error: str, argv: Sequence[str]) -> IpuTuneError | None:
+    """Why the file of a config folder of `argv` that Hydra's `error` names (`In
+    'experiment/x': ...`) failed its composition, when a value of it has the wrong shape for
+    its key (`check_file_shapes`): Hydra and OmegaConf word that without the key or the value.
+    None: not that."""
+    name = composed_name(error)
+    for folder in config_dirs(argv) if name else ():
+        root = Path(folder)
+        path = next((p for p in (root / f"{name}.yaml", root / f"{name}.yml") if p.is_file()),
+                    None)
+        if path is None:
+            continue
+        text = read_text(path, "config file")
+        header = next((ln for ln in text.splitlines() if ln.lstrip().startswith("# @package")),
+                      "")
+        # Hydra places a group's file at its folder's keys (model/x.yaml: model), or the
+        # header's package.
+        package = header.partition("@package")[2].strip().removeprefix("_global_").lstrip(
+            ".") if header else ".".join(path.relative_to(root).parts[:-1])
+        try:
+            check_file_shapes(read_yaml(path, "config file"), package, str(name))
+        except IpuTuneError as exc:
+            return exc
+    return None
 
 
 def check_side_doors(argv: Sequence[str], trusted: bool) -> None:

@@ -50,6 +50,23 @@ class Closest:
     excess_bytes: int
     remedies: tuple[Row, ...]
 
+    @property
+    def headline(self) -> str:
+        """Why no plan is exported: memory, or (the closest fitting in it) another constraint."""
+        if self.excess_bytes > 0:
+            return "no plan fits: every trial overflows the IPU's memory"
+        return "no plan meets the search's constraints: the trials that fit in memory miss another"
+
+    def describe(self) -> str:
+        """The trial, its peak against the IPU's memory, and what it misses."""
+        peak = (f"{self.peak_memory_bytes / 1e6:,.0f} MB of {self.memory_limit_bytes / 1e6:,.0f}"
+                " MB per IPU")
+        if self.excess_bytes > 0:
+            return (f"trial {self.trial}, peak {peak} (over by {self.excess_bytes / 1e6:,.0f} MB)"
+                    f": {self.reason}")
+        return (f"trial {self.trial}, fits in memory (peak {peak}) but misses another constraint"
+                f" of the search: {self.reason}")
+
 
 @dataclass(frozen=True)
 class Explanation:
@@ -128,10 +145,13 @@ def _closest(study: optuna.Study, problem: SearchProblem, start: EvalConfig) -> 
     cfg = load_config(dict(rec.config))
     r = problem.evaluate(cfg).result
     peak = max(r.memory_per_ipu, default=0)
-    return Closest(trial=number, reason=r.reason, peak_memory_bytes=int(peak),
-                   memory_limit_bytes=int(r.memory_limit_bytes),
-                   excess_bytes=int(max(0, peak - r.memory_limit_bytes)),
-                   remedies=tuple(remedies(problem, cfg, start)))
+    excess = int(max(0, peak - r.memory_limit_bytes))
+    # The stored reason names every constraint the trial missed (memory, the global batch, a
+    # throughput floor), the simulator's only memory; the remedies lower memory, so they are
+    # checked only when it overflows.
+    return Closest(trial=number, reason=rec.reason or r.reason, peak_memory_bytes=int(peak),
+                   memory_limit_bytes=int(r.memory_limit_bytes), excess_bytes=excess,
+                   remedies=tuple(remedies(problem, cfg, start)) if excess else ())
 
 
 def explain_study(study: optuna.Study, problem: SearchProblem,

@@ -93,8 +93,9 @@ def _best_plan(page: Page, cfg: EvalConfig | None, result: SimResult | None,
         why = f" Closest plan: {result.reason}." if result is not None and result.reason else ""
         page.note(
             "no-feasible-plan",
-            "No feasible plan: no trial found a plan that fits in memory, so there is no best"
-            f" plan to export.{why}",
+            "No feasible plan: no trial found a plan that fits in memory and meets the search's"
+            " other constraints (a preset's global batch or throughput floor), so there is no"
+            f" best plan to export.{why}",
         )
     if cfg is not None:
         tables = "".join(

@@ -130,11 +130,8 @@ def explain_section(page: Page, ex: Explanation | None) -> None:
     closest = ex.closest
     if ex.best_trial is None:
         if closest:
-            lines = [
-                f"No plan fits. Closest: trial {closest.trial}, peak "
-                f"{closest.peak_memory_bytes / 1e6:,.0f} MB of "
-                f"{closest.memory_limit_bytes / 1e6:,.0f} MB per IPU, over by "
-                f"{closest.excess_bytes / 1e6:,.0f} MB: {closest.reason}"]
+            head = closest.headline.split(":")[0]
+            lines = [f"{head[0].upper()}{head[1:]}. Closest: {closest.describe()}"]
             for r in closest.remedies:
                 verdict = (f"fits, {rate_text(r['throughput'])}" if r["fits"]
                            else f"still does not fit ({r['memory']})")
@@ -142,9 +139,10 @@ def explain_section(page: Page, ex: Explanation | None) -> None:
                 lines.append(f"{r['remedy']}: {verdict}"
                              + (f"; {remedy_command(add, None)}" if add else ""))
             items = "".join(f"<li>{html.escape(x)}</li>" for x in lines[1:])
+            remedies = ("<p>Remedies, each simulated (what fits with the fewest changes first):"
+                        f"</p><ul>{items}</ul>") if items else ""
             page.add(f'<div class="note" data-note="no-fit"><p>{html.escape(lines[0])}</p>'
-                     f"<p>Remedies, each simulated (what fits with the fewest changes first):</p>"
-                     f"<ul>{items}</ul></div>")
+                     f"{remedies}</div>")
         return
     page.heading(
         "How the best plan was reached",

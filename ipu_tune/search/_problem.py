@@ -22,6 +22,7 @@ from ipu_tune.case import build_case, read_constants
 from ipu_tune.config import EvalConfig, TuneConfig, validate
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System
+from ipu_tune.knobs import rate_text
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.records import TrialRecord
@@ -44,6 +45,8 @@ from ipu_tune.simulator import SimResult
 
 __all__ = ["SearchProblem", "TrialOutcome", "tell_outcome"]
 
+_AMP = "plan.available_memory_proportion"
+_AMP_PER_IPU = "plan.available_memory_proportion_per_ipu"
 _CACHE_SIZE = 4096  # simulated plans kept per problem (many draws decode to the same plan)
 # Samplers that read COMPLETE trials only: GPSampler fits its objective and constraint models
 # on them (optuna/samplers/_gp/sampler.py, `sample_relative`). Told PRUNED, its infeasible
@@ -107,6 +110,10 @@ class SearchProblem:
         self.profile = profile
         self.system = system
         self.pinned = frozenset(pinned)
+        if _AMP_PER_IPU in pinned and cfg.plan.available_memory_proportion_per_ipu:
+            # The pinned per-IPU proportions set every IPU's: a drawn one proportion would
+            # replace them (`at_one_proportion_if_moved`), the pin silently undone.
+            self.pinned |= {_AMP}
         self.space: SearchSpace = space if space is not None else load_space(cfg.search.space)
         self.constants = read_constants(cfg.simulator.constants)  # calibrate's output, if any
         names = list(cfg.search.objectives)
@@ -177,8 +184,8 @@ class SearchProblem:
             floor = self.throughput_floor
             constraints.append((floor - result.throughput) / floor)
             if result.throughput < floor:
-                reasons.append(f"throughput {result.throughput:.1f} below the floor "
-                               f"{floor:.1f} samples/s")
+                reasons.append(f"throughput {rate_text(result.throughput)} below the floor "
+                               f"{rate_text(floor)}")
         return TrialOutcome(cfg, result, values, constraints, reason="; ".join(reasons))
 
     # -- the runner's interface ----------------------------------------------------------------

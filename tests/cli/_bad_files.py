@@ -94,6 +94,23 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "exp" / "experiment" / "imagenett.yaml").write_text(
         "# @package _global_\nmodel:\n  dataset:\n    name: imagenett\n")
     (tmp / "dataset_typo.yaml").write_text("model: {name: mnist_cnn, dataset: {name: imagenett}}\n")
+    # A proportion a number's smallest step above 0: the simulator's pass count was infinite.
+    (tmp / "amp_tiny.json").write_text(
+        '{"layers_per_ipu": [-1, -1], "matmul_proportion": [1e-320, 0.2]}')
+    (tmp / "amp_tiny.yaml").write_text(
+        "model: {name: mnist_cnn}\nplan: {available_memory_proportion: 1.0e-320}\n")
+    # Values of another shape than their key's: OmegaConf named neither the key nor the value.
+    (tmp / "amp_scalar.yaml").write_text(
+        "model: {name: mnist_cnn}\nplan: {available_memory_proportion_per_ipu: 0.3}\n")
+    (tmp / "amp_null.yaml").write_text(
+        "model: {name: mnist_cnn}\nplan: {available_memory_proportion_per_ipu: [0.3, null]}\n")
+    (tmp / "pipeline_list.yaml").write_text("model: {name: mnist_cnn}\nplan: {pipeline: [a]}\n")
+    (tmp / "exp" / "experiment" / "amp_null.yaml").write_text(
+        "# @package _global_\nplan: {available_memory_proportion_per_ipu: null}\n")
+    (tmp / "exp" / "experiment" / "splits_map.yaml").write_text(
+        "# @package _global_\nplan: {pipeline: {splits: {a: 1}}}\n")
+    (tmp / "exp" / "model").mkdir(exist_ok=True)
+    (tmp / "exp" / "model" / "shape.yaml").write_text("name: mnist_cnn\ninput_shape: 3\n")
     (tmp / "long_list.json").write_text('{"layers_per_ipu": [' + ", ".join(["1"] * 50000) + "]}")
     con = sqlite3.connect(tmp / "sqlite.journal")
     con.execute("CREATE TABLE t (x)")

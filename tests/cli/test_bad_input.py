@@ -47,7 +47,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("recompute", ["plan.recompute=always"], "plan.recompute"),
     ("amp above 1", ["plan.available_memory_proportion=1.5"], "available_memory_proportion"),
     ("amp per IPU above 1", ["plan.available_memory_proportion_per_ipu=[0.2,1.5]"],
-     "plan.available_memory_proportion_per_ipu=[0.2, 1.5]: each value must be in (0, 1]"),
+     "plan.available_memory_proportion_per_ipu=[0.2, 1.5]: each value must be in [0.001, 1]"),
     ("amp per IPU not a number", ["plan.available_memory_proportion_per_ipu=[0.2,abc]"],
      "plan.available_memory_proportion_per_ipu"),
     # OmegaConf's merge takes a container as an item of a typed list.
@@ -336,7 +336,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("fraction where an integer goes", ["workload.micro_batch_size=1.5"],
      "workload.micro_batch_size='1.5': allowed: an integer"),
     ("string where a list goes", ["plan.pipeline.splits=layer3.8"],
-     "plan.pipeline.splits: a str; allowed: a list"),
+     "plan.pipeline.splits='layer3.8': allowed: a list of str values"),
     ("wrong type in an experiment", ["--config-dir", "{tmp}/exp", "+experiment=mbs"],
      "experiment/mbs: workload.micro_batch_size='1000.0': allowed: an integer"),
     # Long values: cut in their middle, the message stays one short line.

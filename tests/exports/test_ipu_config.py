@@ -178,7 +178,7 @@ def test_a_bad_ipu_config_is_one_line_naming_the_file_field_value_and_rule(
      "inference_replication_factor (sets plan.replication_factor=1024"),
     ({"layers_per_ipu": [0] + [3] * 8}, "train", "layers_per_ipu (sets plan.pipeline"),
     ({"matmul_proportion": 0}, "train",
-     "matmul_proportion (sets plan.available_memory_proportion=0.0: must be in (0, 1]"),
+     "matmul_proportion (sets plan.available_memory_proportion=0.0: must be in [0.001, 1]"),
 ])
 def test_a_file_plan_the_system_cannot_hold_names_the_file_field(
     gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path, content: dict[str, Any], mode: str,

@@ -308,3 +308,17 @@ def test_small_throughputs_are_shown_with_three_significant_digits() -> None:
 
     assert show_value("throughput", 2.6789) == "2.68 samples/s"  # not "3 samples/s"
     assert show_value("throughput", 16866.2) == "16,866 samples/s"
+
+
+def test_pinned_per_ipu_proportions_are_kept_by_every_trial() -> None:
+    """A per-IPU list set on the command line is pinned: before, the search drew the one
+    proportion, which replaced the list in every trial (a sweep of two lists ran one study
+    twice, the best plan showed `AMP per IPU []`)."""
+    per_ipu = "plan.available_memory_proportion_per_ipu"
+    cfg = compose_cfg("model=mnist_cnn", f"{per_ipu}=[0.2,0.3]", "plan.pipeline.splits=[layer3]",
+                      "plan.gradient_accumulation=4")
+    problem = make_problem(cfg, pinned=(per_ipu, "plan.pipeline.splits",
+                                        "plan.gradient_accumulation"))
+    assert "plan.available_memory_proportion" not in problem.codec.knobs
+    for _, outcome in _collect(problem, 12):
+        assert outcome.config.plan.available_memory_proportion_per_ipu == [0.2, 0.3]

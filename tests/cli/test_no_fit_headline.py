@@ -1,0 +1,44 @@
+"""No exported plan says why: no trial finished, or a constraint other than memory. Before,
+both said "no plan fits: every trial overflows the IPU's memory", the second with memory
+remedies that all "fit" and a floor printed in 301 digits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ipu_tune.cli._summary import format_summary
+from ipu_tune.cli.explain_cmd import format_explain
+from ipu_tune.config import compose
+from ipu_tune.knobs import rate_text
+from ipu_tune.tuner import run
+
+_BASE = ["model=mnist_cnn", "study.progress_bar=false", "study.n_trials=3"]
+
+
+def test_a_run_that_finished_no_trial_says_so(tmp_path: Path) -> None:
+    summary = run(compose([*_BASE, f"results_dir={tmp_path}", "study.timeout_s=1e-320"]))
+    assert summary.n_complete == 0
+    text = format_summary(summary)
+    assert "no plan yet: no trial finished (the run stopped before its first trial ended" in text
+    assert "overflows" not in text
+
+
+def test_a_plan_below_the_throughput_floor_is_not_called_a_memory_overflow(
+        tmp_path: Path) -> None:
+    summary = run(compose([*_BASE, f"results_dir={tmp_path}", "search=memory",
+                           "search.throughput_floor=1e300"]))
+    assert summary.best_trial is None and summary.explanation is not None
+    text = format_summary(summary)
+    assert "no plan meets the search's constraints: the trials that fit in memory miss another" \
+        in text, text
+    assert "fits in memory (peak " in text and "below the floor 1e+300 samples/s" in text
+    assert "overflows" not in text and "remedies" not in text
+    assert "no plan meets the search's constraints" in format_explain(summary.explanation)
+    report = (tmp_path / summary.study_name / "report.html").read_text()
+    assert "No plan meets the search&#x27;s constraints. Closest: trial" in report
+    assert "Remedies" not in report
+
+
+def test_a_rate_beyond_any_machine_is_printed_short() -> None:
+    assert rate_text(1e300) == "1e+300 samples/s"
+    assert rate_text(16998.4) == "16,998 samples/s" and rate_text(2.684) == "2.68 samples/s"
