@@ -38,6 +38,7 @@ __all__ = [
     "knob_by_field",
     "never_wrong",
     "pipeline_minimum",
+    "rate_number",
     "rate_text",
     "set_key",
     "shown",
@@ -293,12 +294,17 @@ def set_key(node: Any, key: str, value: Any) -> None:
     setattr(node, leaf, list(value) if isinstance(value, tuple) else value)
 
 
-def rate_text(samples_per_s: float) -> str:
+def rate_number(samples_per_s: float) -> str:
     """A samples/s figure as every view prints it: thousands separated from 100 up, three
-    significant digits below (2.68, not 3: a plan that only just fits is still a result) and
-    from 10**15 up (a floor of 1e300 samples/s is not printed in 400 digits)."""
+    significant digits below (2.68, not 3; 0.412, not 0: a plan that only just runs is still a
+    result) and from 10**15 up (a floor of 1e300 samples/s is not printed in 400 digits)."""
     v = samples_per_s
-    return (f"{v:,.0f}" if 100 <= v < 1e15 else f"{v:.3g}") + " samples/s"
+    return f"{v:,.0f}" if 100 <= v < 1e15 else f"{v:.3g}"
+
+
+def rate_text(samples_per_s: float) -> str:
+    """`rate_number` with its unit."""
+    return rate_number(samples_per_s) + " samples/s"
 
 
 def describe(cfg: Any) -> str:

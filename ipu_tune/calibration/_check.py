@@ -15,6 +15,7 @@ import pandas as pd
 
 from ipu_tune.calibration._fit import Prediction
 from ipu_tune.config import EvalConfig
+from ipu_tune.knobs import rate_text
 
 __all__ = ["check_table", "error_summary", "memory_agreement"]
 
@@ -44,8 +45,8 @@ def _rows(p: Prediction) -> list[dict[str, object]]:
     out: list[dict[str, object]] = []
     errors = p.errors()
     if point.samples_per_s is not None:
-        out.append({**base, "measured": f"{point.samples_per_s:,.0f} samples/s",
-                    "predicted": f"{p.samples_per_s:,.0f} samples/s{oom}",
+        out.append({**base, "measured": rate_text(point.samples_per_s),
+                    "predicted": f"{rate_text(p.samples_per_s)}{oom}",
                     "error_pct": 100 * errors["samples_per_s"], "kind": "samples_per_s",
                     "measured_value": point.samples_per_s, "predicted_value": p.samples_per_s})
     if point.device_cycles is not None:

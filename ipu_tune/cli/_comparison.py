@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ipu_tune.cli._common import aligned_lines
-from ipu_tune.knobs import KNOBS, get_key
+from ipu_tune.knobs import KNOBS, get_key, rate_number
 from ipu_tune.search import show_value
 from ipu_tune.tuner import RunSummary
 
@@ -42,7 +42,7 @@ def _row(s: RunSummary) -> dict[str, Any]:
         "trials": s.n_complete,
         "best objective": best or ("-" if r is None else _objective("throughput", r.throughput)),
         # A plan that does not fit has no throughput (the simulator's 0.0 is not a rate).
-        "samples/s": "-" if r is None or not r.fits else f"{r.throughput:,.0f}",
+        "samples/s": "-" if r is None or not r.fits else rate_number(r.throughput),
         "peak MB/IPU": "-" if r is None else f"{max(r.memory_per_ipu, default=0) / MB:,.0f}",
         "fits": "-" if r is None else ("yes" if r.fits else "no"),
         "bottleneck": "-" if r is None else r.bottleneck,

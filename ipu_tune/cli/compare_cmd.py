@@ -12,7 +12,7 @@ from typing import Any
 
 from ipu_tune.cli._common import ArgumentParser, fail, path_arg, print_out
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import shown
+from ipu_tune.knobs import rate_number, shown
 
 __all__ = ["main"]
 
@@ -99,7 +99,7 @@ def _result_cell(name: str, value: Any, fits: bool) -> str:
     if name == "fits":
         return "yes" if value else "NO"
     if name == "throughput":  # a plan that does not fit has no throughput
-        return f"{value:,.0f}" if fits else "-"
+        return rate_number(value) if fits else "-"
     return f"{value:,.0f}" if isinstance(value, float) else str(value)
 
 

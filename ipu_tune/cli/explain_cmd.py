@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipu_tune.cli._common import ArgumentParser, fail, print_out
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import rate_text
+from ipu_tune.knobs import rate_number, rate_text
 
 if TYPE_CHECKING:  # Optuna and the search load only when the command runs
     from ipu_tune.explain import Closest, Explanation
@@ -39,7 +39,7 @@ def format_ladder(data: Explanation) -> list[str]:
         mem = ("-" if invalid else
                f"{s['peak_memory_bytes'] / MB:,.0f} ({s['memory_limit_bytes'] / MB:,.0f})")
         speed = f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-"
-        tp = f"{s['throughput']:,.0f}" if s["fits"] else "-"
+        tp = rate_number(s['throughput']) if s["fits"] else "-"
         fits = "yes" if s["fits"] else ("n/a" if invalid else "NO")
         lines.append(f"{s['step']:>4}  {change:<{width}}  {fits:<4}  "
                      f"{mem:>20}  {tp:>10}  {speed:>8}  {s['bottleneck']}")
@@ -102,7 +102,7 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
              "  in search space"]
     for r in rows:
         change = f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"
-        tp = f"{r['throughput']:,.0f}" if r["fits"] else "-"
+        tp = rate_number(r['throughput']) if r["fits"] else "-"
         fits = "yes" if r["fits"] else ("NO" if r["valid"] else "n/a")
         searched = "yes" if r["searched"] else "no"
         lines.append(f"  {r['knob']:<16} {r['value']!s:>12}  {fits:<4} {tp:>10} {change:>8}"

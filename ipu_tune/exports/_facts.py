@@ -6,6 +6,7 @@ notes: the reasons cite public Graphcore documentation (`_docs.cite`).
 
 from __future__ import annotations
 
+from ipu_tune.knobs import rate_text
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
@@ -34,11 +35,11 @@ class Facts:
         if r is None:
             return "No simulated result was given, so the comments give no figures."
         if not r.memory:
-            return f"Simulated: fits={r.fits}, {r.throughput:.1f} samples/s."
+            return f"Simulated: fits={r.fits}, {rate_text(r.throughput)}."
         full = max(r.memory, key=lambda m: m.total_bytes)
         state = "fits" if r.fits else f"DOES NOT FIT ({r.reason})"
         return (
-            f"Simulated: {r.throughput:,.1f} samples/s, step {r.step_time_s * 1e3:.2f} ms,"
+            f"Simulated: {rate_text(r.throughput)}, step {r.step_time_s * 1e3:.2f} ms,"
             f" bottleneck {r.bottleneck}; {state}; peak {full.total_bytes / _MB:.0f} MB of"
             f" {full.limit_bytes / _MB:.0f} MB on IPU{full.ipu}."
         )

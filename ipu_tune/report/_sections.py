@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ipu_tune.explain import INVALID_PLAN, Explanation, invalid_start, remedy_command
-from ipu_tune.knobs import rate_text
+from ipu_tune.knobs import rate_number, rate_text
 from ipu_tune.simulator import SimResult
 
 from ._page import Page
@@ -72,7 +72,7 @@ def summary_table(study: optuna.Study, results: Rows, best: SimResult | None,
                           if first["fits"] and first["throughput"] > 0 else no_speedup))
         named = {o["name"] for o in objectives}
         if "throughput" not in named:
-            pairs.append(("throughput", f"{best.throughput:,.1f} samples/s"))
+            pairs.append(("throughput", rate_text(best.throughput)))
         if "latency" not in named:
             pairs.append(("latency per micro-batch", f"{best.latency_s * 1e3:.3f} ms"))
         pairs += [
@@ -102,7 +102,7 @@ def _ladder_html(ex: Explanation) -> str:
             + _cell("yes" if s["fits"] else ("n/a" if invalid else "NO"))
             + _cell("n/a" if invalid else f"{s['peak_memory_bytes'] / 1e6:,.0f}"
                                           f" ({s['memory_limit_bytes'] / 1e6:,.0f})")
-            + _cell(f"{s['throughput']:,.0f}" if s["fits"] else "-")
+            + _cell(rate_number(s['throughput']) if s["fits"] else "-")
             + _cell(f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-")
             + _cell(s["bottleneck"], "text") + "</tr>")
     caption = (f"<caption>Steps ranked by: {html.escape(ex.ladder_rank)}</caption>"
@@ -117,7 +117,7 @@ def _sensitivity_html(rows: Sequence[Mapping[str, Any]]) -> str:
     body = "".join(
         "<tr>" + _cell(r["knob"], "text") + _cell(r["value"])
         + _cell("yes" if r["fits"] else ("NO" if r["valid"] else "n/a"))
-        + _cell(f"{r['throughput']:,.0f}" if r["fits"] else "-")
+        + _cell(rate_number(r['throughput']) if r["fits"] else "-")
         + _cell(f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-")
         + _cell("yes" if r.get("searched") else "no") + "</tr>"
         for r in rows)

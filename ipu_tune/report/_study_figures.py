@@ -48,7 +48,7 @@ def _fit_trace(part: Sequence[Row]) -> dict[str, Any]:
         "y": [float(r["throughput"]) for r in part],
         "marker": {"color": "#2ca02c", "size": 7, "opacity": 0.7},
         "customdata": [[str(r.get("trial_number")), str(r.get("bottleneck"))] for r in part],
-        "hovertemplate": ("trial %{customdata[0]}<br>%{y:,.1f} samples/s<br>%{x:,.1f} MB"
+        "hovertemplate": ("trial %{customdata[0]}<br>%{y:,.6~g} samples/s<br>%{x:,.1f} MB"
                           "<br>bottleneck %{customdata[1]}<extra></extra>"),
     }
 

@@ -44,3 +44,19 @@ def test_a_plan_that_does_not_fit_has_no_samples_per_second(
     assert compare_main([a, str(tmp_path / "big.yaml")]) == 0
     text = capsys.readouterr().out
     assert re.search(r"^samples/s\s+[\d,]+\s+-\s+\*$", text, re.M), text
+
+
+def test_a_rate_below_one_sample_per_second_is_not_printed_as_zero(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plan bound by 20 s of host preprocessing per sample on one loader worker runs at
+    about 0.05 samples/s: a result, printed with its significant digits."""
+    a = _plan(tmp_path / "a.yaml", {}, ipus=1)
+    slow = yaml.safe_load(Path(a).read_text())
+    slow["model"]["dataset"] = {"preprocess_s_per_sample": 20.0}
+    slow["plan"] = {"dataloader_workers": 1, "async_dataloader": False}
+    (tmp_path / "slow.yaml").write_text(yaml.safe_dump(slow))
+    assert compare_main([a, str(tmp_path / "slow.yaml")]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("samples/s"))
+    rate = float(row.split()[2])
+    assert 0.01 < rate < 0.1, row

@@ -18,6 +18,7 @@ import ipu_tune
 from ipu_tune.config import EvalConfig, load_unvalidated
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.exports._model_source import module_access, module_path
+from ipu_tune.knobs import rate_text
 from ipu_tune.models import ModelProfile
 
 from ._export_plans import (
@@ -191,7 +192,7 @@ def test_export_runs_public_api_with_the_plans_values(
     check_poptorch(cfg, source, log, popdist_env)
     doc = " ".join((ast.get_docstring(ast.parse(source)) or "").split())
     assert f"bottleneck {result.bottleneck}" in doc
-    assert f"{result.throughput:,.1f} samples/s" in doc
+    assert rate_text(result.throughput) in doc
 
 
 def test_reasons_cite_public_documents_by_section() -> None:

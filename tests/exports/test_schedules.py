@@ -27,6 +27,7 @@ from ipu_tune.exports import (
     poprun_command,
     write_exports,
 )
+from ipu_tune.knobs import rate_text
 from ipu_tune.plan import plan_from_config
 from ipu_tune.records import TrialRecord, result_payload
 from ipu_tune.simulator import SimResult
@@ -125,7 +126,7 @@ def test_a_best_interleaved_study_gives_poptorch_and_popart_its_best_grouped_tri
         text = exports.paths[name].read_text()
         assert line in flat(text)
         assert exports.stand_ins[name] == line
-        assert f"Simulated: {alt:,.1f} samples/s" in flat(text)
+        assert f"Simulated: {rate_text(alt)}" in flat(text)
     assert set(exports.stand_ins) == {"poptorch", "popart"}
     # The files hold the grouped trial's plan: run them against the recording frameworks.
     grouped = bert("grouped", micro_batch=6)
@@ -173,7 +174,7 @@ def test_without_a_qualifying_trial_the_best_plan_switched_to_grouped_is_simulat
         assert (f"which {fw} cannot run; no stored trial {fw} can run fits, so this program is"
                 f" that plan with the grouped schedule, simulated at {got:,.0f} samples/s"
                 f" ({100 * got / best:.1f}% of the best plan's).") in text
-        assert f"Simulated: {got:,.1f} samples/s" in text
+        assert f"Simulated: {rate_text(got)}" in text
 
 
 def test_when_no_plan_poptorch_runs_fits_the_program_says_so(tmp_path: Path) -> None:
