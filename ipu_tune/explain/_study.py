@@ -101,7 +101,10 @@ class Explanation:
 
 
 def closest_trial(study: optuna.Study) -> tuple[int, TrialRecord] | None:
-    """The finished trial nearest to fitting: the smallest memory excess (first constraint).
+    """The finished trial nearest to meeting every constraint: the smallest total violation,
+    the sum of the constraints above 0. Each is a ratio (the memory excess over the limit, the
+    global batch's and a throughput floor's relative miss: `SearchProblem.evaluate`), so they
+    add up; a study of the memory constraint alone ranks by the memory excess.
 
     Infeasible trials are PRUNED (`ipu_tune.search.tell_outcome`)."""
     best: tuple[float, int, TrialRecord] | None = None
@@ -109,7 +112,7 @@ def closest_trial(study: optuna.Study) -> tuple[int, TrialRecord] | None:
         rec = TrialRecord.of(t)
         if not rec.constraints or not rec.config or rec.result.get("step_time_s") is None:
             continue
-        key = rec.constraints[0]
+        key = sum(max(c, 0.0) for c in rec.constraints)
         if math.isfinite(key) and (best is None or key < best[0]):
             best = (key, t.number, rec)
     return None if best is None else (best[1], best[2])
