@@ -16,6 +16,7 @@ the first stage. Other heads (classifiers) run on the last IPU, after the last l
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -220,6 +221,9 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
     (decoders inspect the positions without one). A model of several inputs (a vision-language
     model's pixels and ids, audio features) needs its head named."""
     main = str(getattr(model, "main_input_name", ""))
+    takes = inspect.signature(model.forward).parameters
+    if main not in takes:  # PreTrainedModel's default, input_ids, kept by a vision tower
+        main = next((name for name in ("pixel_values", "input_ids") if name in takes), main)
     if main not in ("input_ids", "pixel_values"):
         raise bad_value("model.hf.task", "feature-extraction",
                         f"a model of one input, token ids or pixels; {config.model_type} reads "

@@ -75,8 +75,11 @@ class HfRunner(nn.Module):
         takes, and what to do (empty for a model run on all it needs)."""
         if self.tower_input is None:
             return ""
-        names = inspect.signature(self.hf_model.forward).parameters
-        other = [n for n in _MAIN_INPUTS if n in names and n != self.tower_input]
+        params = inspect.signature(self.hf_model.forward).parameters
+        required = [n for n, p in params.items() if p.default is p.empty and p.kind in (
+            p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        other = [n for n in dict.fromkeys([*required, *_MAIN_INPUTS])
+                 if n in params and n != self.tower_input]
         takes = f" ({', '.join(other)})" if other else ""
         return f"; it reads another input{takes}: {AS_FACTORY}"
 

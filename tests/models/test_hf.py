@@ -404,6 +404,9 @@ def test_a_task_with_two_classes_builds_the_first_when_no_architecture_is_saved(
     # Towers Transformers' auto classes do not register: built by their base model class.
     ("siglip_text_model", {"num_hidden_layers": 2}, "tokens", transformers.SiglipTextModel),
     ("blip_vision_model", {"num_hidden_layers": 2}, "image", transformers.BlipVisionModel),
+    # A vision tower that keeps PreTrainedModel's main input, input_ids: fed its pixels.
+    ("smolvlm_vision", {"num_hidden_layers": 2}, "image",
+     transformers.SmolVLMVisionTransformer),
 ])
 def test_a_tower_without_a_head_profiles_its_features(
     profile_of: Any, model_type: str, config: dict[str, Any], kind: str, auto: type
@@ -466,3 +469,12 @@ def test_a_config_file_past_the_layer_bound_exits_2_naming_its_field(tmp_path: P
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "field n_layer=1000000000: a layer count from 1 to 4096" in line
+
+
+def test_a_tower_wanting_a_required_input_besides_its_pixels_names_it(profile_of: Any) -> None:
+    with pytest.raises(IpuTuneError) as err:
+        profile_of(name="hf", hf={"model_type": "gemma4_vision",
+                                  "config": {"num_hidden_layers": 1}})
+    msg = str(err.value)
+    assert "cannot run forward and backward on pixel_values alone (" in msg
+    assert "it reads another input (pixel_position_ids): profile it as a factory" in msg
