@@ -16,7 +16,13 @@ import torch
 from ipu_tune.config import GENERATED, SYNTHETIC, ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
-from ipu_tune.models._cpu_step import cpu_example, cpu_step_refusal, fails_on_meta, seeded
+from ipu_tune.models._cpu_step import (
+    bounded_memory,
+    cpu_example,
+    cpu_step_refusal,
+    fails_on_meta,
+    seeded,
+)
 from ipu_tune.models._fold import fold_head
 from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH, ModelProfile
 from ipu_tune.models._trace import BATCH, Trace, trace_model
@@ -157,7 +163,7 @@ def _trace(cfg: ModelConfig, model: torch.nn.Module, input_kind: str, example: t
     refusal = cpu_step_refusal(model)
     if refusal is not None:
         raise IpuTuneError(f"{where} ({_one_line(failure)}); {refusal}") from None
-    with seeded():
+    with seeded(), bounded_memory():
         cpu_model = on_cpu()
         try:
             return trace_model(cpu_model, cpu_example(cpu_model, input_kind, example)), cpu_model

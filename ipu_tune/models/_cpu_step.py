@@ -10,7 +10,11 @@ of zero. The tracer counts the same ops on either device; only what the values d
 experts a token reaches) is that input's.
 
 The weights and their gradients take 8 bytes per parameter in fp32; a model whose step would
-need more than a quarter of this machine's memory is not tried, and the refusal says so.
+need more than a quarter of this machine's memory is not tried, and the refusal says so. The
+step's other allocations (activations at a long sequence) are bounded by the same share where
+the OS lets a process bound its address space (`bounded_memory`): beyond it an allocation
+fails, and the model is refused in one line, instead of the machine swapping or its OOM killer
+ending the run.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-__all__ = ["cpu_example", "cpu_step_refusal", "fails_on_meta", "seeded"]
+__all__ = ["bounded_memory", "cpu_example", "cpu_step_refusal", "fails_on_meta", "seeded"]
 
 _BYTES_PER_PARAMETER = 8  # an fp32 weight and its gradient
 _SHARE_OF_MEMORY = 4  # a step may take at most 1 / this of the machine's memory
@@ -89,3 +93,33 @@ def seeded() -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         yield
+
+
+def _address_space_bytes() -> int:
+    """The address space this process maps now (Linux's /proc/self/statm, in pages)."""
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[0]) * int(os.sysconf("SC_PAGE_SIZE"))
+
+
+@contextmanager
+def bounded_memory() -> Iterator[None]:
+    """Inside, an allocation past the address space mapped now plus the step's share of the
+    machine's memory fails (torch: RuntimeError "can't allocate memory"; Python: MemoryError).
+    Without /proc or `resource` (not Linux), unbounded."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = _address_space_bytes() + _memory_bytes() // _SHARE_OF_MEMORY
+    except (ImportError, OSError, ValueError):
+        yield
+        return
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft != resource.RLIM_INFINITY:
+        limit = min(limit, soft)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 
@@ -110,3 +111,20 @@ class ReadsThenFails(nn.Module):
 
 def reads_then_fails() -> nn.Module:
     return ReadsThenFails()
+
+
+class ReadsThenAllocates(nn.Module):
+    """Reads a tensor's value, then makes an activation of 4 GB (a long sequence's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.sum().item() >= 0:
+            x = x + torch.zeros(2**30, 1, device=x.device).sum()
+        return self.fc(x)
+
+
+def reads_then_allocates() -> nn.Module:
+    return ReadsThenAllocates()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,3 +72,15 @@ class _Model(nn.Module):
 ])
 def test_the_usual_token_is_no_special_token(ids: dict[str, Any], usual: int) -> None:
     assert usual_token_id(_Model(**ids)) == usual
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="bounds need Linux's /proc")
+def test_a_step_allocating_past_its_share_of_memory_is_refused(monkeypatch: Any) -> None:
+    """4 GB of activations against a share of 1 GB: one line, not a swapping machine."""
+    monkeypatch.setattr(_cpu_step, "_memory_bytes", lambda: 4 * 2**30)
+    with pytest.raises(IpuTuneError) as info:
+        profile_model(model_cfg(_target_=f"{F}.reads_then_allocates", input_shape=[8]))
+    message = str(info.value)
+    assert "cannot run forward and backward on the meta device (" in message
+    assert "nor on the CPU (RuntimeError: " in message and "can't allocate memory" in message
+    torch.zeros(2**28)  # 1 GB: the bound is lifted after the step
