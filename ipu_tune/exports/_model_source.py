@@ -110,8 +110,9 @@ def module_path(cfg: EvalConfig, block: str) -> str:
 
 
 def _hf_parts(cfg: EvalConfig) -> tuple[str, str] | None:
-    """(auto class, config expression) of a Transformers model (`model.hf`, GPT-2 sizes)."""
-    from ipu_tune.models import TASKS, hf_identity, hf_overrides, hf_source
+    """(auto class, config expression) of a Transformers model (`model.hf`, GPT-2 sizes); for
+    a tower `AutoModel` does not build, its base model class (`unregistered_tower`)."""
+    from ipu_tune.models import TASKS, hf_identity, hf_overrides, hf_source, unregistered_tower
 
     source = hf_source(cfg.model)
     if source is None:
@@ -124,7 +125,8 @@ def _hf_parts(cfg: EvalConfig) -> tuple[str, str] | None:
         config = f"AutoConfig.from_pretrained({literal(folder or '.')}{', ' if args else ''}{args})"
     else:
         config = f"AutoConfig.for_model({literal(model_type)}{', ' if args else ''}{args})"
-    return TASKS[task], config
+    tower = unregistered_tower(model_type) if task == "feature-extraction" else None
+    return tower or TASKS[task], config
 
 
 def model_imports(cfg: EvalConfig) -> list[str]:
@@ -266,7 +268,8 @@ def model_lines(cfg: EvalConfig, profile: ModelProfile | None) -> list[str]:
             f"# Hugging Face Transformers' {hf[0]} built from the configuration ipu-tune"
             f" profiled (blocks: the {first}, then the model's own layer list)."
             " Random weights: use .from_pretrained(...) for trained ones.",
-            f"model = {hf[0]}.from_config({hf[1]})",
+            # A class of its own (a tower AutoModel does not build) takes the config itself.
+            f"model = {hf[0]}{'.from_config' if hf[0].startswith('Auto') else ''}({hf[1]})",
         ]
         return out + _masked_note(cfg, "the head", profile)
     name = zoo_name(cfg) or ""

@@ -41,6 +41,7 @@ _LAZY = {
     "hf_identity": "ipu_tune.models._hf_names",
     "hf_overrides": "ipu_tune.models._hf_names",
     "model_label": "ipu_tune.models._hf_names",
+    "unregistered_tower": "ipu_tune.models._hf_names",
 }
 
 
@@ -77,5 +78,6 @@ __all__ = [
     "masked_positions",
     "model_label",
     "profile_model",
+    "unregistered_tower",
     "zoo_entry",
 ]

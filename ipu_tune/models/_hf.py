@@ -32,10 +32,10 @@ from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
     TASKS,
     _one_line,
-    base_model_class,
     config_source,
     hf_overrides,
     hf_task,
+    unregistered_tower,
     usual_task,
 )
 from ipu_tune.models._hf_runner import (
@@ -199,20 +199,14 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
 
 
 def _from_config(auto: Any, config: Any, task: str) -> Any:
-    """The model of `task` from `config`; a tower the auto classes do not register (a
-    composite model's `siglip_text_model`) is built by its base model class."""
+    """The model of `task` from `config`; a tower `AutoModel` does not build (a composite
+    model's `siglip_text_model`) is built by its base model class."""
     import transformers
 
-    base = base_model_class(config.model_type) if task == "feature-extraction" else None
-    if base is not None and config.model_type not in _model_mapping_names():
-        return getattr(transformers, base)._from_config(config)
+    tower = unregistered_tower(config.model_type) if task == "feature-extraction" else None
+    if tower is not None:
+        return getattr(transformers, tower)(config)
     return auto.from_config(config)
-
-
-def _model_mapping_names() -> Any:
-    from transformers.models.auto import modeling_auto
-
-    return modeling_auto.MODEL_MAPPING_NAMES
 
 
 def _tower(cfg: ModelConfig, config: Any, model: nn.Module,

@@ -15,7 +15,7 @@ from ipu_tune.errors import bad_value
 
 __all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "base_model_class",
            "config_json_path", "config_source", "hf_identity", "hf_overrides", "hf_source",
-           "hf_task", "model_label", "usual_task"]  # fmt: skip
+           "hf_task", "model_label", "unregistered_tower", "usual_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -93,6 +93,16 @@ def usual_task(model_type: str) -> str | None:
                          or base_model_class(model_type) is not None):
         return "feature-extraction"
     return task
+
+
+def unregistered_tower(model_type: str) -> str | None:
+    """The base model class of a tower Transformers' `AutoModel` does not build
+    (`base_model_class`), else None (AutoModel builds the type, or there is none)."""
+    from transformers.models.auto import modeling_auto
+
+    if model_type in modeling_auto.MODEL_MAPPING_NAMES:
+        return None
+    return base_model_class(model_type)
 
 
 def base_model_class(model_type: str) -> str | None:
