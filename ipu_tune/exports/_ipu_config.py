@@ -227,7 +227,7 @@ def _audio_sample(task: str, profile: ModelProfile) -> str:
     if task == "ctc":
         chars = max(1, profile.input_elements * _CTC_CHARACTERS_PER_SECOND // _AUDIO_RATE)
         return f"{{{audio}, 'labels': torch.randint(1, config.vocab_size, ({chars},))}}"
-    tokens = profile.decoder_length
+    tokens = profile.paired_tokens
     return f"{{{audio}, 'labels': torch.randint(config.vocab_size, ({tokens},))}}"
 
 
@@ -235,7 +235,7 @@ def _generation_note(task: str, profile: ModelProfile) -> list[str]:
     """What the simulated rate of a generating head is: one forward pass over the sequence
     (scoring, or a prompt's prefill), not the token-by-token decoding the pipeline runs."""
     if task == "speech-seq2seq":
-        return [f"# Simulated: one forward pass of the encoder and of {profile.decoder_length} "
+        return [f"# Simulated: one forward pass of the encoder and of {profile.paired_tokens} "
                 "decoder tokens per sample. Transcribing runs the decoder once per new token,",
                 "# at a rate ipu-tune did not simulate."]
     if task not in ("causal-lm", "seq2seq-lm"):

@@ -7,6 +7,7 @@ from ipu_tune.models import ModelProfile
 
 from ._context import ExportContext
 from ._docs import cite
+from ._image_text import caption_tokens, image_text_loss, image_text_model
 from ._model_source import zoo_name
 
 __all__ = ["input_lines", "optimizer_lines"]
@@ -68,7 +69,11 @@ def _audio_overlap() -> list[str]:
             "        return self.model(audio, **decoder)", "", "", "model = IpuInput(model)"]
 
 
-def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]:
+def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool,
+                   captions: bool = False) -> list[str]:
+    """The on-IPU input module: the overlap of the input stream, 8-bit pixels' cast and
+    normalisation; an image-text model's caption ids pass through (`captions`)."""
+    text, rest = (", *text: torch.Tensor", ", *text") if captions else ("", "")
     channels = cfg.model.input_shape[0] if cfg.model.input_shape else 3
     # Per-channel statistics of the dataset the model trains on (CIFAR-10's own training-set
     # values, else ImageNet's as torchvision's models expect); 0.5 for other channel counts.
@@ -89,7 +94,7 @@ def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]
         f'        self.register_buffer("mean", torch.tensor({mean!r}).view(-1, 1, 1))',
         f'        self.register_buffer("std", torch.tensor({std!r}).view(-1, 1, 1))',
         "",
-        "    def forward(self, img: torch.Tensor) -> torch.Tensor:",
+        f"    def forward(self, img: torch.Tensor{text}) -> torch.Tensor:",
     ]
     if overlap:
         out.append(
@@ -101,10 +106,10 @@ def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool) -> list[str]
             "        # uint8 pixels arrive from the host; cast and normalise here.",
             "        x = img.to(self.dtype).div(255)",
             "        x = (x - self.mean.to(self.dtype)) / self.std.to(self.dtype)",
-            "        return self.model(x)",
+            f"        return self.model(x{rest})",
         ]
     else:
-        out.append("        return self.model(img)")
+        out.append(f"        return self.model(img{rest})")
     return [*out, "", "", "model = IpuInput(model, INPUT_DTYPE)"]
 
 
@@ -184,15 +189,18 @@ def input_lines(
     if plan.eight_bit_io and not image:
         what = "token ids" if kind == "tokens" else "audio samples or features"
         out.append(f"# (8-bit I/O applies to image pixels; this model reads {what}.)")
+    captions = caption_tokens(ctx.profile)  # an image-text model's, beside each image
+    if captions:
+        out += image_text_model(captions)
     if eight_bit or (overlap and image):
-        out += _input_wrapper(cfg, eight_bit, overlap)
+        out += _input_wrapper(cfg, eight_bit, overlap, captions > 0)
     elif overlap and kind == "audio":
         out += _audio_overlap()
     if not plan.training and loss_family(cfg) == "speech-seq2seq":
         out.append("# Call it with the decoder's input tokens as simulated: "
                    "poptorch_model(features, decoder_input_ids=ids).")
     if plan.training:
-        out += _loss_wrapper(cfg)
+        out += image_text_loss() if captions else _loss_wrapper(cfg)
     out.append(f"model = model.{model_dtype}()")
     mode = "Async" if plan.async_dataloader else "Sync"
     host = (
@@ -200,7 +208,7 @@ def input_lines(
         if eight_bit
         else (f"tensors of {in_dtype}" if image else "token ids (torch.int32)"
               if kind == "tokens" else _audio_host(ctx.profile, in_dtype, plan.training))
-    )
+    ) + (f", each with its caption's {captions} token ids (torch.int32)" if captions else "")
     return [
         *out,
         "",
@@ -228,7 +236,7 @@ def _audio_host(profile: ModelProfile | None, in_dtype: str, training: bool) -> 
     """What the dataset of an audio model yields per sample (its shape as profiled)."""
     shape = list(profile.input_shape) if profile is not None else []
     what = "waveforms" if len(shape) == 1 else "features"
-    tokens = profile.decoder_length if profile is not None else 0
+    tokens = profile.paired_tokens if profile is not None else 0
     role = "label tokens" if training else "decoder input tokens"
     labels = f", with {tokens} {role}" if tokens else ""
     return f"{what} of shape {shape} as {in_dtype}{labels}"

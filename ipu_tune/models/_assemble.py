@@ -149,7 +149,7 @@ def assemble(
     torch_version: str,
     input_source: str = "dataset",
     sequences_per_pack: float = 1.0,
-    decoder_length: int = 0,
+    paired_tokens: int = 0,
 ) -> ModelProfile:
     n_ops = len(trace.records)
     assert n_ops > 0, "the model ran no op"
@@ -181,5 +181,5 @@ def assemble(
         torch_version=torch_version,
         input_source=input_source,
         sequences_per_pack=sequences_per_pack,
-        decoder_length=decoder_length,
+        paired_tokens=paired_tokens,
     )

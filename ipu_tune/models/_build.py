@@ -84,11 +84,11 @@ def _hf_compute(cfg: ModelConfig) -> ModelProfile:
 
     with transformers_on_meta():  # configured, built and traced quietly, no value read
         model, input_kind, shape, example = _hf_inputs(cfg)
-        # Token ids and the attention mask as int32; uint8 pixels; audio as stored, fp32, with
-        # a speech-seq2seq model's decoder ids (int32).
-        decoder = int(getattr(model, "decoder_length", 0))
-        default_bytes = (4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape)
-                         if input_kind == "image" else 4 * (math.prod(shape) + decoder))
+        # Token ids and the attention mask as int32; uint8 pixels; audio as stored, fp32; and
+        # the ids paired with either (a decoder's, a caption's) as int32.
+        paired = 4 * int(getattr(model, "paired_tokens", 0))
+        default_bytes = (4 * shape[0] * 2 if input_kind == "tokens" else math.prod(shape) + paired
+                         if input_kind == "image" else 4 * math.prod(shape) + paired)
         return _profile(cfg, model, input_kind, shape, example, default_bytes,
                         lambda: _hf_inputs(cfg, "cpu")[0])
 
@@ -200,7 +200,7 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
         torch_version=str(torch.__version__),  # a plain str: unpickling needs no torch
         input_source=source,
         sequences_per_pack=float(ds.sequences_per_pack),
-        decoder_length=int(getattr(model, "decoder_length", 0)),
+        paired_tokens=int(getattr(model, "paired_tokens", 0)),
     )
     head = getattr(model, "head_on_first_stage", None)
     if not isinstance(head, str):

@@ -25,6 +25,7 @@ from torch import nn
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import bad_value
+from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
 from ipu_tune.models._hf_config import hf_config, layer_counts
 from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
@@ -43,6 +44,7 @@ from ipu_tune.models._hf_runner import (
     HfRunner,
     causal_call,
     image_call,
+    image_text_call,
     seq2seq_call,
     text_call,
     tower_call,
@@ -222,6 +224,10 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
         raise bad_value("model.hf.task", "feature-extraction",
                         f"a model of one input, token ids or pixels; {config.model_type} reads "
                         f"{main or 'no main input'}: {AS_FACTORY}")  # fmt: skip
+    text = getattr(config, "text_config", None)
+    if {"input_ids", "pixel_values"} <= set(takes) and text is not None and getattr(
+            config, "vision_config", None) is not None:
+        return _image_text(cfg, config, text, model, blocks)
     if main == "pixel_values":
         _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
         runner = HfRunner(model, image_call, blocks, None, tower_input=main)
@@ -229,6 +235,19 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
     seq = _sequence_length(cfg, config)
     _masked_positions(cfg, "feature-extraction", None, seq)
     return HfRunner(model, tower_call, blocks, None, tower_input=main), "tokens", (seq,)
+
+
+def _image_text(cfg: ModelConfig, config: Any, text: Any, model: nn.Module,
+                blocks: list[str]) -> tuple[HfRunner, str, tuple[int, ...]]:
+    """A model of an image tower and a text tower (CLIP, ALIGN, BLIP, OWL-ViT): its pixels
+    stream in as the main input, each with a caption of `model.sequence_length` token ids
+    (default: the text tower's length, CLIP's 77), trained under the image side of the
+    contrastive loss (`image_text_call`)."""
+    _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
+    seq = _sequence_length(cfg, text, "text_config.")
+    runner = HfRunner(model, image_text_call(seq, usual_token_id(model)), blocks, None)
+    runner.paired_tokens = seq
+    return runner, "image", _pixel_shape(config)
 
 
 # The image side of a config that states none (ResNet, ConvNeXt's crop, SegFormer's
@@ -256,6 +275,8 @@ def _pixel_shape(config: Any) -> tuple[int, ...]:
         break
     image = (int(channels) if isinstance(channels, int) else 3, *sides)
     frames = getattr(config, "num_frames", None)
+    if frames is None:  # X-CLIP's: its vision tower's
+        frames = getattr(getattr(config, "vision_config", None), "num_frames", None)
     return (frames, *image) if isinstance(frames, int) and frames > 0 else image
 
 
@@ -290,9 +311,10 @@ def _gather_masked(model: nn.Module, head: str | None, positions: int | None) ->
     model.get_submodule(head).register_forward_pre_hook(first_tokens)
 
 
-def _sequence_length(cfg: ModelConfig, config: Any) -> int:
+def _sequence_length(cfg: ModelConfig, config: Any, where: str = "") -> int:
     """`model.sequence_length`, at most the config's position limit; not given: 128 tokens, or
-    the limit if it is shorter (CLIP's text tower: 77)."""
+    the limit if it is shorter (CLIP's text tower: 77). `where`: the config's path in
+    `model.hf.config` (a text tower's, `text_config.`)."""
     from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH
 
     # A limit of 0 or below is none (XLNet's -1: relative positions, any length).
@@ -305,5 +327,5 @@ def _sequence_length(cfg: ModelConfig, config: Any) -> int:
         if limit < seq:
             raise bad_value("model.sequence_length", seq,
                             f"at most {limit} ({key} of the config): model.sequence_length="
-                            f"{limit}, or raise model.hf.config.{key}")  # fmt: skip
+                            f"{limit}, or raise model.hf.config.{where}{key}")  # fmt: skip
     return seq

@@ -161,7 +161,7 @@ def _train_as_scripts(model: nn.Module, task: str) -> None:
 def audio_model(cfg: ModelConfig, config: Any, model: nn.Module, lists: list[str],
                 task: str) -> tuple[HfRunner, str, tuple[int, ...]]:
     """(runner, "audio", one sample's shape) of a built audio model; the runner's
-    `decoder_length` is a speech-seq2seq model's decoder tokens."""
+    `paired_tokens` is a speech-seq2seq model's decoder tokens."""
     main = str(getattr(model, "main_input_name", ""))
     shape = _input_shape(cfg, config, main, task)
     decoder = _decoder_tokens(cfg, config, main) if task == "speech-seq2seq" else 0
@@ -173,7 +173,7 @@ def audio_model(cfg: ModelConfig, config: Any, model: nn.Module, lists: list[str
     head_block = next((b[0] for b in blocks[1:] if isinstance(b, tuple)), None)
     runner = HfRunner(model, _call(main, decoder), blocks, head if head_block else None)
     runner.head_block = head_block
-    runner.decoder_length = decoder
+    runner.paired_tokens = decoder
     return runner, "audio", shape
 
 

@@ -13,8 +13,8 @@ from torch import Tensor, nn
 
 from ipu_tune.errors import bad_value
 
-__all__ = ["AS_FACTORY", "HfRunner", "causal_call", "features", "image_call", "seq2seq_call",
-           "text_call", "tower_call"]  # fmt: skip
+__all__ = ["AS_FACTORY", "HfRunner", "causal_call", "features", "image_call", "image_text_call",
+           "seq2seq_call", "text_call", "tower_call"]  # fmt: skip
 
 # What a refusal of a model that reads another input advises.
 AS_FACTORY = ("profile it as a factory of your own taking one tensor (model._target_, "
@@ -36,8 +36,9 @@ class HfRunner(nn.Module):
     pipeline_blocks_strict = False
     # The block a tied head is charged to (None: the first); Whisper's runs with decoder layer 0.
     head_block: str | None = None
-    # Decoder token ids per sample of a speech-seq2seq model (0: none), beside its audio input.
-    decoder_length = 0
+    # Token ids per sample beside the main input (0: none): a speech-seq2seq model's decoder
+    # ids beside its audio, an image-text model's caption beside its pixels.
+    paired_tokens = 0
 
     def __init__(self, model: nn.Module, call: Callable[[nn.Module, Tensor], Any],
                  blocks: list[Any], head: str | None, tower_input: str | None = None) -> None:
@@ -132,3 +133,20 @@ def tower_call(model: nn.Module, ids: Tensor) -> Any:
     # A base model on token ids: a mask of ones, as `causal_call` (decoders inspect the
     # positions without one); no `use_cache`, which encoders do not take.
     return features(model(input_ids=ids, attention_mask=torch.ones_like(ids)))
+
+
+def image_text_call(tokens: int, token_id: int) -> Callable[[nn.Module, Tensor], Any]:
+    """The call of an image-text model on its pixels, each paired with a caption of `tokens`
+    usual token ids (no padding: a mask of ones). Its output is the image-text similarity
+    `logits_per_image` (micro-batch x micro-batch), on which cross-entropy against each
+    image's own caption is the image side of the contrastive loss (Radford et al. 2021, CLIP,
+    Figure 3)."""
+
+    def call(model: nn.Module, pixels: Tensor) -> Any:
+        ids = torch.full((pixels.shape[0], tokens), token_id, dtype=torch.long,
+                         device=pixels.device)
+        out = model(input_ids=ids, pixel_values=pixels, attention_mask=torch.ones_like(ids))
+        logits = getattr(out, "logits_per_image", None)
+        return logits if isinstance(logits, Tensor) else features(out)
+
+    return call

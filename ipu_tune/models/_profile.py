@@ -96,8 +96,9 @@ class ModelProfile:
     # al. 2021) takes packs of this many sequences on average; 1.0 otherwise. Every cost above is
     # per input (per pack); the simulator counts samples/s in sequences.
     sequences_per_pack: float = 1.0
-    # Decoder token ids per sample beside an audio input (a speech-seq2seq model's); 0: none.
-    decoder_length: int = 0
+    # Token ids per sample that travel with the main input (int32): a speech-seq2seq model's
+    # decoder ids beside its audio, an image-text model's caption beside its pixels; 0: none.
+    paired_tokens: int = 0
 
     @property
     def parameters(self) -> int:

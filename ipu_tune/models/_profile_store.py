@@ -105,7 +105,7 @@ def _profile(data: Any) -> ModelProfile:
         input_kind=kind, ops=ops, block_stats=blocks, sample_bytes=_int(data.get("sample_bytes")),
         preprocess_s_per_sample=None if pre is None else _float(pre),
         torch_version=_str(data.get("torch_version")), input_source=str(source),
-        sequences_per_pack=per_pack, decoder_length=_int(data.get("decoder_length")))
+        sequences_per_pack=per_pack, paired_tokens=_int(data.get("paired_tokens")))
 
 
 def _list(value: Any) -> list[Any]:

@@ -55,14 +55,16 @@ def input_bytes_per_sample(profile: ModelProfile, plan: ExecutionPlan) -> float:
         # Every input tensor of a sample as stored (ids, masks, segment ids: int32), the
         # dataset's `sample_bytes`; the ids alone when a profile has none.
         return float(profile.sample_bytes) or 4.0 * profile.input_elements
+    # The token ids paired with the main input (int32): a speech-seq2seq model's decoder ids,
+    # an image-text model's caption.
+    paired = 4.0 * profile.paired_tokens
     if profile.input_kind == "audio":
-        # Samples or features in the stream's float type (no 8-bit form: they are not bytes),
-        # and a speech-seq2seq model's decoder ids (int32).
+        # Samples or features in the stream's float type (no 8-bit form: they are not bytes).
         per_element = 2.0 if plan.input_fp16 else 4.0
-        return per_element * profile.input_elements + 4.0 * profile.decoder_length
+        return per_element * profile.input_elements + paired
     if plan.eight_bit_io:
-        return 1.0 * profile.input_elements  # uint8 pixels; normalised on the IPU
-    return (2.0 if plan.input_fp16 else 4.0) * profile.input_elements
+        return 1.0 * profile.input_elements + paired  # uint8 pixels; normalised on the IPU
+    return (2.0 if plan.input_fp16 else 4.0) * profile.input_elements + paired
 
 
 def host_instances(system: System, plan: ExecutionPlan) -> int:

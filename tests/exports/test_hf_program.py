@@ -117,3 +117,33 @@ def test_a_tower_program_trains_its_features_under_a_marked_stand_in_loss(
     written = {e.file_name for e in EXPORTERS if e.applies(ctx)}
     assert "poptorch_options.py" in written
     assert not written & {"ipu_config.json", "run_with_optimum.py"}
+
+
+@pytest.mark.parametrize("eight_bit", [False, True])
+def test_an_image_text_program_trains_on_images_with_their_captions(
+    monkeypatch: pytest.MonkeyPatch, eight_bit: bool,
+) -> None:
+    """CLIP's two towers (tiny, on the CPU): the program takes pixels and caption ids as the
+    data loader yields them, and trains the image side of the contrastive loss; 8-bit pixels
+    are normalised on the IPU with the captions passed through."""
+    tower = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2,
+             "intermediate_size": 64}
+    hf = HfConfig(model_type="clip", task="feature-extraction", config={
+        "text_config": {**tower, "vocab_size": 100, "max_position_embeddings": 16},
+        "vision_config": {**tower, "image_size": 32, "patch_size": 16}, "projection_dim": 16})
+    cfg = EvalConfig(model=ModelConfig(name="hf", hf=hf),
+                     plan=PlanConfig(precision="32.32", gradient_accumulation=8,
+                                     eight_bit_io=eight_bit,
+                                     pipeline=PipelineConfig(splits=["vision_model.encoder.layers.1"])))
+    source = poptorch_snippet(cfg, None, profile_model(cfg.model))
+    flat = " ".join(source.replace("\n#", " ").split())  # comment lines wrap
+    assert "each with its caption's 16 token ids (torch.int32)" in flat
+    log = Log()
+    install(monkeypatch, log, "poptorch", "popdist.poptorch")
+    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
+    model = run_source(source, "poptorch_options.py")["model"]
+    pixels = (torch.randint(256, (4, 3, 32, 32), dtype=torch.uint8) if eight_bit
+              else torch.randn(4, 3, 32, 32))
+    out, loss = model(pixels, torch.randint(100, (4, 16)))
+    assert out.shape == (4, 4) and torch.isfinite(loss)
+    loss.backward()

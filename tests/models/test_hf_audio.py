@@ -27,7 +27,7 @@ def _reference(model_type: str, auto: str) -> int:
 def test_wav2vec2_profiles_20_s_of_16_khz_audio_through_its_ctc_head(profile_of: Any) -> None:
     profile = profile_of(name="hf", hf={"model_type": "wav2vec2"})
     assert profile.input_kind == "audio" and profile.input_shape == (320_000,)
-    assert profile.decoder_length == 0
+    assert profile.paired_tokens == 0
     # wav2vec2-base with a CTC head of 32 characters: Transformers' own count, ~95 M.
     assert profile.parameters == _reference("wav2vec2", "AutoModelForCTC") == 94_396_320
     assert profile.blocks == ["wav2vec2.feature_extractor",
@@ -53,7 +53,7 @@ def test_model_sequence_length_sets_a_waveform_models_samples(profile_of: Any) -
 def test_whisper_profiles_its_30_s_features_and_128_decoder_tokens(profile_of: Any) -> None:
     profile = profile_of(name="hf", hf={"model_type": "whisper"})
     assert profile.input_kind == "audio" and profile.input_shape == (80, 3000)
-    assert profile.decoder_length == 128
+    assert profile.paired_tokens == 128
     assert profile.parameters == _reference("whisper", "AutoModelForSpeechSeq2Seq")
     assert profile.blocks == ["model.encoder.conv1",
                               *(f"model.encoder.layers.{i}" for i in range(4)),
@@ -64,7 +64,7 @@ def test_whisper_profiles_its_30_s_features_and_128_decoder_tokens(profile_of: A
     assert decoder0.parameters > 51_865 * 384 > profile.block_stats[6].parameters
     assert any(o.name == "proj_out" and o.block == 5 for o in profile.ops)
     short = profile_of(name="hf", hf={"model_type": "whisper"}, sequence_length=32)
-    assert short.decoder_length == 32 and short.input_shape == (80, 3000)
+    assert short.paired_tokens == 32 and short.input_shape == (80, 3000)
 
 
 @pytest.mark.parametrize(("model_type", "task"), [
@@ -118,7 +118,7 @@ def test_audio_classification_and_speech2text_profile(profile_of: Any) -> None:
     assert ast.input_kind == "audio" and ast.input_shape == (1024, 128)
     assert ast.block_stats[-1].output_elements == 5
     s2t = profile_of(name="hf", hf={"model_type": "speech_to_text"})
-    assert s2t.input_shape == (2000, 80) and s2t.decoder_length == 128  # 20 s at a 10 ms hop
+    assert s2t.input_shape == (2000, 80) and s2t.paired_tokens == 128  # 20 s at a 10 ms hop
     assert s2t.blocks[0] == "model.encoder.conv"
 
 

@@ -49,3 +49,38 @@ def test_pixels_take_the_configs_frames_and_sides(
     assert profile.input_kind == "image" and tuple(profile.input_shape) == shape
     assert profile.forward_flops + profile.backward_flops == _real_flops(
         model_type, config, shape) > 0
+
+
+TOWER = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2,
+         "intermediate_size": 64}
+PAIRS = [
+    # CLIP's two towers, asked for by their base model (its usual head is the image tower's
+    # classifier), and BLIP's: pixels streamed, each with a caption of the text tower's length.
+    ("clip", {"text_config": {**TOWER, "vocab_size": 100, "max_position_embeddings": 16},
+              "vision_config": {**TOWER, "image_size": 32, "patch_size": 16},
+              "projection_dim": 16}, 16),
+    ("blip", {"text_config": {**TOWER, "vocab_size": 100, "max_position_embeddings": 24},
+              "vision_config": {**TOWER, "image_size": 32, "patch_size": 16},
+              "projection_dim": 16}, 24),
+]
+
+
+@pytest.mark.parametrize(("model_type", "config", "tokens"), PAIRS, ids=[p[0] for p in PAIRS])
+def test_an_image_text_model_runs_both_towers_on_pixels_and_captions(
+    profile_of: Any, model_type: str, config: dict[str, Any], tokens: int
+) -> None:
+    profile = profile_of(name="hf", hf={"model_type": model_type, "config": config,
+                                        "task": "feature-extraction"})
+    assert profile.input_kind == "image" and tuple(profile.input_shape) == (3, 32, 32)
+    assert profile.paired_tokens == tokens
+    cfg = transformers.AutoConfig.for_model(model_type, **config)
+    with torch.device("cpu"):
+        model = transformers.AutoModel.from_config(cfg, attn_implementation="eager")
+    assert profile.parameters == model.num_parameters()
+    model.train()
+    ids = torch.full((BATCH, tokens), 5)
+    with FlopCounterMode(display=False) as counter:
+        logits = model(input_ids=ids, pixel_values=torch.randn(BATCH, 3, 32, 32),
+                       attention_mask=torch.ones_like(ids)).logits_per_image
+        torch.nn.functional.cross_entropy(logits, torch.arange(BATCH)).backward()
+    assert profile.forward_flops + profile.backward_flops == counter.get_total_flops() / BATCH

@@ -1,5 +1,5 @@
 """An audio input on the host side: floats in the stream's type, converted on the host, never
-8-bit (which is for pixels)."""
+8-bit (which is for pixels); the token ids paired with an input (a decoder's, a caption's)."""
 
 from __future__ import annotations
 
@@ -39,3 +39,15 @@ def test_the_host_converts_every_audio_element_with_or_without_8_bit_io() -> Non
     for plan in (PLAN, replace(PLAN, eight_bit_io=True)):
         seconds = host_seconds_per_sample(wav, system, plan, c)
         assert seconds == pre + per_element * 16_000
+
+
+def test_an_image_text_model_streams_its_captions_ids_beside_its_pixels() -> None:
+    """CLIP's base model: 3 x 224 x 224 pixels (1 or 2 bytes each) and 77 int32 token ids."""
+    one_layer = {"num_hidden_layers": 1}
+    clip = profile_model(ModelConfig(name="hf", hf=HfConfig(
+        model_type="clip", task="feature-extraction",
+        config={"text_config": one_layer, "vision_config": one_layer})))
+    pixels = 3 * 224 * 224
+    assert clip.paired_tokens == 77
+    assert input_bytes_per_sample(clip, replace(PLAN, eight_bit_io=True)) == pixels + 4.0 * 77
+    assert input_bytes_per_sample(clip, PLAN) == 2.0 * pixels + 4.0 * 77

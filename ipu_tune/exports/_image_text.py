@@ -1,0 +1,61 @@
+"""The PopTorch program of an image-text model (CLIP's, ALIGN's, BLIP's two towers): each
+image streams in with its caption's token ids, the model returns the image-text similarity
+logits, and training takes the image side of the contrastive loss, as profiled
+(`ipu_tune.models`' image-text call)."""
+
+from __future__ import annotations
+
+from ipu_tune.models import ModelProfile
+
+__all__ = ["caption_tokens", "image_text_loss", "image_text_model"]
+
+
+def caption_tokens(profile: ModelProfile | None) -> int:
+    """The token ids of each image's caption (0: not an image-text model)."""
+    if profile is None or profile.input_kind != "image":
+        return 0
+    return profile.paired_tokens
+
+
+def image_text_model(tokens: int) -> list[str]:
+    """A module taking (pixels, caption ids), as the data loader yields them."""
+    return [
+        "",
+        "",
+        "class ImageText(torch.nn.Module):",
+        f'    """Images and their captions ({tokens} token ids each, as simulated): the image-text'
+        ' similarity logits, micro-batch x micro-batch."""',
+        "",
+        "    def __init__(self, model: torch.nn.Module) -> None:",
+        "        super().__init__()",
+        "        self.model = model",
+        "",
+        "    def forward(self, pixels: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:",
+        "        return self.model(pixel_values=pixels, input_ids=ids).logits_per_image",
+        "",
+        "",
+        "model = ImageText(model)",
+    ]
+
+
+def image_text_loss() -> list[str]:
+    """The image side of the contrastive loss: each image's match is its own caption, the
+    same position in the micro-batch (Radford et al. 2021, CLIP, Figure 3)."""
+    return [
+        "",
+        "",
+        "class ModelWithLoss(torch.nn.Module):",
+        "    def __init__(self, model: torch.nn.Module, criterion: torch.nn.Module) -> None:",
+        "        super().__init__()",
+        "        self.model = model",
+        "        self.criterion = criterion",
+        "",
+        "    def forward(self, x, ids):",
+        "        out = self.model(x, ids)",
+        "        # Each image's own caption is its match; add the text side (out.t()) for"
+        " CLIP's symmetric loss.",
+        "        return out, self.criterion(out, torch.arange(out.shape[0]))",
+        "",
+        "",
+        "model = ModelWithLoss(model, torch.nn.CrossEntropyLoss())",
+    ]
