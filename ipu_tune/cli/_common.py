@@ -9,6 +9,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import NoReturn
 
+from ipu_tune._escape import printable as _printable
 from ipu_tune.errors import (
     IpuTuneError,
     disk_fault,
@@ -125,8 +126,7 @@ def print_out(text: str) -> int:
 def printable(text: object) -> str:
     """`text` with control characters escaped (`\x1b`, `\n`): a stored name (another user's
     study) must not move the cursor, recolour or forge lines of the terminal."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in str(text))
+    return _printable(text)
 
 
 def fail(message: str, fault: bool = False) -> int:
