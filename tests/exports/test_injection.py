@@ -13,12 +13,14 @@ import ast
 import dataclasses
 import io
 import tokenize
+from pathlib import Path
 
 import pytest
+import yaml
 
 import ipu_tune
 from ipu_tune.config import EvalConfig
-from ipu_tune.exports import EXPORTERS, export_context
+from ipu_tune.exports import EXPORTERS, Provenance, export_context
 from ipu_tune.exports._source import docstring, program
 
 from ._export_plans import PLANS, make_config
@@ -85,3 +87,15 @@ def test_comments_and_docstrings_of_any_program_hold_their_text(evil: str) -> No
         assert doc.startswith("Title ")
         if evil.isprintable():
             assert evil in doc
+
+
+@pytest.mark.parametrize("brk", ["\u2028", "\u2029", "\x85"])
+def test_a_path_in_best_yaml_comments_cannot_add_a_key(tmp_path: Path, brk: str) -> None:
+    # PyYAML ends a comment at U+2028, U+2029 and U+0085, which a path may hold.
+    cfg = make_config(PLANS["default-study"])
+    out = tmp_path / f"r{brk}injected: 1{brk}#" / "s"
+    ctx = export_context(cfg, ipu_tune.evaluate(cfg),
+                         provenance=Provenance.of("s", 1, "journal", {}, out))
+    text = next(e for e in EXPORTERS if e.name == "best").render(ctx)
+    assert list(yaml.safe_load(text)) == ["model", "workload", "system", "plan", "ipu_tune"]
+    assert yaml.safe_load(text)["ipu_tune"]["evaluate"].endswith(f"{out / 'best.yaml'}'")
