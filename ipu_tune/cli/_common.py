@@ -111,9 +111,11 @@ def fail_on_disk_error(exc: BaseException) -> int:
 
 
 def print_out(text: str) -> int:
-    """Print to stdout; a reader that closed the pipe (`| head`) ends the command quietly."""
+    """Print to stdout, every line `printable` (what a stored study holds, such as a trial's
+    bottleneck, cannot move the cursor, retitle or clear the terminal); a reader that closed the
+    pipe (`| head`) ends the command quietly."""
     try:
-        print(text)
+        print("\n".join(map(_printable, text.split("\n"))))
         sys.stdout.flush()
     except BrokenPipeError:
         # Python flushes stdout again at exit; point it at /dev/null so that flush is silent.
