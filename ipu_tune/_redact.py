@@ -3,20 +3,22 @@
 A password may hold `/`, `@`, `!` or `:` (`postgresql://bob:b0b/SECRET@host/db` is a valid
 login): a URL's user part ends at the LAST `@` of the URL, not the first `/`. Text that is no
 URL (a lexer error echoing an override, a URL missing its `://`) is covered by a looser rule:
-`name:anything@` is redacted wherever it appears. No imports: error paths (the messages of
-`ipu_tune.errors` too) use it freely.
+`name:anything@` is redacted wherever it appears. No imports of the package: error paths (the
+messages of `ipu_tune.errors` too) use it freely.
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 __all__ = ["redact"]
 
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s'\"]+)")
 _LOOSE = re.compile(r"(?i)(^|[\s'\"=(,/])([^\s:/@'\"=(,]*):(?!//)(?!\*\*\*@)([^\s'\"]*)@")
-# Any query parameter whose name contains "pass" (password, sslpassword, PASSWORD, passwd).
-_QUERY_SECRET = re.compile(r"(?i)([?&;\s]|^)([a-z_]*pass(?:word|wd)?[a-z_]*)=([^&;\s'\"]*)")
+# Any query parameter whose name contains "pass" (password, sslpassword, PASSWORD, passwd),
+# also percent-encoded (`?%70assword=`: SQLAlchemy and libpq decode names as they do values).
+_QUERY_PARAM = re.compile(r"(?i)([?&;\s]|^)([a-z0-9_%]+)=([^&;\s'\"]*)")
 
 
 def _url(match: re.Match[str]) -> str:
@@ -49,4 +51,11 @@ def redact(text: str, *urls: str) -> str:
             out = out.replace(piece, "***")
     out = _URL.sub(_url, out)
     out = _LOOSE.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", out)
-    return _QUERY_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}=***", out)
+    return _QUERY_PARAM.sub(_query_param, out)
+
+
+def _query_param(match: re.Match[str]) -> str:
+    name = unquote(match.group(2)).lower()
+    if "pass" not in name:
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}=***"

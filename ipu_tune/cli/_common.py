@@ -9,6 +9,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from typing import NoReturn
 
+from ipu_tune._escape import printable as _printable
 from ipu_tune.errors import (
     IpuTuneError,
     disk_fault,
@@ -110,9 +111,11 @@ def fail_on_disk_error(exc: BaseException) -> int:
 
 
 def print_out(text: str) -> int:
-    """Print to stdout; a reader that closed the pipe (`| head`) ends the command quietly."""
+    """Print to stdout, every line `printable` (what a stored study holds, such as a trial's
+    bottleneck, cannot move the cursor, retitle or clear the terminal); a reader that closed the
+    pipe (`| head`) ends the command quietly."""
     try:
-        print(text)
+        print("\n".join(map(_printable, text.split("\n"))))
         sys.stdout.flush()
     except BrokenPipeError:
         # Python flushes stdout again at exit; point it at /dev/null so that flush is silent.
@@ -125,8 +128,7 @@ def print_out(text: str) -> int:
 def printable(text: object) -> str:
     """`text` with control characters escaped (`\x1b`, `\n`): a stored name (another user's
     study) must not move the cursor, recolour or forge lines of the terminal."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in str(text))
+    return _printable(text)
 
 
 def fail(message: str, fault: bool = False) -> int:

@@ -25,7 +25,13 @@ from ipu_tune.cli._trials_table import column_named, filter_rows, readable_table
 from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta, TrialRecord
-from ipu_tune.storage import ResultsStore, StorageTarget, open_storage, resolve_storage
+from ipu_tune.storage import (
+    ResultsStore,
+    StorageTarget,
+    csv_text,
+    open_storage,
+    resolve_storage,
+)
 
 if TYPE_CHECKING:
     from ipu_tune.search import SearchProblem
@@ -386,5 +392,5 @@ def trials_main(argv: Sequence[str]) -> int:
         return fail(str(exc), exc.fault)
     df = df.head(args.top)
     if args.csv:
-        return print_out(df.to_csv(index=False).rstrip("\n"))
+        return print_out(csv_text(df).rstrip("\n"))
     return print_out(readable_table(df.drop(columns=["reason"])))

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from ipu_tune._escape import printable
 from ipu_tune.config import to_plain_dict
 
 from ._context import BEST_YAML, EveryPlan, ExportContext
@@ -33,8 +34,10 @@ class BestYamlExporter(EveryPlan):
         p = ctx.provenance
         if p is None:
             return text
-        return (f"# ipu-tune best plan of study {p.study}, trial {p.trial}.\n"
-                f"# Evaluate it again with: {p.evaluate}\n" + text)
+        # YAML ends a comment at U+2028, U+2029 and U+0085 too: the path stays escaped.
+        head = [f"# ipu-tune best plan of study {p.study}, trial {p.trial}.",
+                f"# Evaluate it again with: {p.evaluate}"]
+        return "".join(printable(line) + "\n" for line in head) + text
 
 
 def _provenance(ctx: ExportContext) -> dict[str, Any]:

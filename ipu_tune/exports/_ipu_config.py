@@ -33,7 +33,7 @@ from ipu_tune.models import AUDIO_TASKS, HUB_MODELS, TASKS, ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
 from ._model_source import masked_count
-from ._source import docstring
+from ._source import docstring, program
 
 __all__ = ["IPU_CONFIG_FIELDS", "OPTIMUM_VERSION", "layer_blocks", "render_ipu_config",
            "render_run_with_optimum"]  # fmt: skip
@@ -293,4 +293,4 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
             f"pipe = pipeline({_PIPELINE_TASKS[task]!r}, model=model, ipu_config=ipu_config,"
             f" fp16={not fp32})",
         ]
-    return "\n".join([*head, *body]) + "\n"
+    return program([*head, *body], fold=False)

@@ -13,7 +13,7 @@ from ._docs import cite
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
 from ._schedules import POPART
-from ._source import docstring, knob, wrap
+from ._source import docstring, knob, program
 
 __all__ = ["PopArtExporter"]
 
@@ -267,4 +267,4 @@ def _program(ctx: ExportContext) -> str:
             else f"inputs arrive as {'FLOAT16' if p.input_fp16 else 'FLOAT'}."
         ),
     ]
-    return "\n".join(wrap(lines)) + "\n"
+    return program(lines)

@@ -14,7 +14,7 @@ from ._model_source import literal, model_imports, model_lines, module_access, m
 from ._poprun import poprun_lines
 from ._poptorch_io import input_lines, optimizer_lines
 from ._schedules import POPTORCH
-from ._source import docstring, knob, wrap
+from ._source import docstring, knob, program
 
 __all__ = ["PopTorchExporter"]
 
@@ -344,4 +344,4 @@ def _program(ctx: ExportContext) -> str:
         "",
         *optimizer_lines(ctx),
     ]
-    return "\n".join(wrap(lines)) + "\n"
+    return program(lines)

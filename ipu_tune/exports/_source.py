@@ -1,10 +1,17 @@
-"""Layout of generated Python: wrapped comments and calls, a docstring, one knob with its reason."""
+"""Layout of generated Python: wrapped comments and calls, a docstring, one knob with its reason.
+
+Every generated program is assembled here (`program`), and every text it quotes (a stored
+result's bottleneck, a module name, a path) stays inside the comment or docstring it is quoted
+in: comments and docstrings are escaped by `ipu_tune._escape`, whatever their source.
+"""
 
 from __future__ import annotations
 
 import textwrap
 
-__all__ = ["WIDTH", "docstring", "knob", "wrap"]
+from ipu_tune._escape import docstring_text, printable
+
+__all__ = ["WIDTH", "docstring", "knob", "program", "wrap"]
 
 WIDTH = 99  # PEP 8 / ruff line length of the generated files
 
@@ -29,10 +36,20 @@ def _top_level_args(args: str) -> list[str]:
     return parts
 
 
+def _comment(line: str) -> str:
+    """A comment line with no character that could end it or hide what follows (a newline,
+    `\\r`, NUL, U+2028): each is written as its escape. Other lines are left as they are."""
+    body = line.lstrip(" ")
+    if not body.startswith("#"):
+        return line
+    return line[: len(line) - len(body)] + printable(body)
+
+
 def wrap(lines: list[str]) -> list[str]:
-    """Wrap long comments and calls so the program reads like hand-written code."""
+    """Wrap long comments and calls so the program reads like hand-written code; comment lines
+    are escaped first (`_comment`)."""
     out: list[str] = []
-    for line in lines:
+    for line in map(_comment, lines):
         indent = line[: len(line) - len(line.lstrip())]
         body = line.strip()
         if len(line) <= WIDTH:
@@ -60,11 +77,13 @@ def wrap(lines: list[str]) -> list[str]:
 
 
 def docstring(title: str, *paragraphs: str) -> list[str]:
-    """A module docstring: the title line(s), then wrapped paragraphs."""
-    lines = ['"""' + "\n".join(textwrap.wrap(title, WIDTH - 3))]
+    """A module docstring: the title line(s), then wrapped paragraphs, each escaped
+    (`ipu_tune._escape.docstring_text`: no quote or backslash in them can end it)."""
+    lines = ['"""' + "\n".join(textwrap.wrap(docstring_text(title), WIDTH - 3))]
     for text in paragraphs:
         # Indented paragraphs are commands to copy: kept as they are.
-        body = [text] if text.startswith("    ") else textwrap.wrap(text, WIDTH)
+        safe = docstring_text(text)
+        body = [safe] if text.startswith("    ") else textwrap.wrap(safe, WIDTH)
         lines += ["", *body]
     return [*lines, '"""']
 
@@ -72,3 +91,9 @@ def docstring(title: str, *paragraphs: str) -> list[str]:
 def knob(reason: str, *code: str) -> list[str]:
     """One knob: its reason as a comment (cited), then the statement(s) that set it."""
     return [f"# {reason}", *code]
+
+
+def program(lines: list[str], fold: bool = True) -> str:
+    """The text of a generated Python file: its lines, comment lines escaped (`_comment`) and,
+    with `fold`, long comments and calls wrapped (`wrap`)."""
+    return "\n".join(wrap(lines) if fold else [_comment(line) for line in lines]) + "\n"

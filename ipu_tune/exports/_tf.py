@@ -13,7 +13,7 @@ from ._docs import cite
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
 from ._schedules import TENSORFLOW
-from ._source import docstring, knob, wrap
+from ._source import docstring, knob, program
 
 __all__ = ["TensorFlowExporter", "steps_per_execution"]
 
@@ -333,4 +333,4 @@ def _program(ctx: ExportContext) -> str:
         *_keras_lines(ctx),
         f"# Precision {p.precision}: set your Keras layers' dtype policy ({cite('precision')}).",
     ]
-    return "\n".join(wrap(lines)) + "\n"
+    return program(lines)

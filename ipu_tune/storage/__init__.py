@@ -16,7 +16,7 @@ from ipu_tune.storage._open import (
     resolve_storage,
     stale_trials,
 )
-from ipu_tune.storage._results_store import ResultsStore, export_table
+from ipu_tune.storage._results_store import ResultsStore, csv_text, export_table
 from ipu_tune.storage._results_table import (
     COLUMN_NAMES,
     PLAN_COLUMNS,
@@ -43,6 +43,7 @@ __all__ = [
     "RunningFile",
     "StorageTarget",
     "atomic_write",
+    "csv_text",
     "export_table",
     "open_storage",
     "open_table",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import fcntl
 import json
 import os
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ipu_tune._escape import spreadsheet_cell
 from ipu_tune.errors import IpuTuneError, disk_fault, disk_hint
 from ipu_tune.files import atomic_write
 from ipu_tune.knobs import KNOBS
@@ -149,6 +151,20 @@ def typed_table(frame: Any) -> Any:
     return out
 
 
+def csv_text(frame: Any, **options: Any) -> str:
+    """`frame` as CSV text (no index) for every CSV ipu-tune writes: a text cell a spreadsheet
+    would evaluate (`=`, `+`, `-`, `@` first: a stored bottleneck, reason or worker) is written
+    as plain text (`ipu_tune._escape.spreadsheet_cell`), and every text is quoted (a carriage
+    return in an unquoted cell would start a row of its own)."""
+    from pandas.api.types import is_object_dtype, is_string_dtype
+
+    safe = frame.copy()
+    for name in safe.columns:
+        if is_object_dtype(safe[name]) or is_string_dtype(safe[name]):
+            safe[name] = safe[name].map(spreadsheet_cell)
+    return str(safe.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC, **options))
+
+
 def export_table(frame: Any, path: Path) -> Path:
     """Write the results table as Parquet or CSV, chosen by the file suffix.
 
@@ -166,6 +182,6 @@ def export_table(frame: Any, path: Path) -> Path:
         for name in _LIST_COLUMNS:
             if name in table.columns:
                 table[name] = table[name].map(lambda v: None if v is None else json.dumps(v))
-        return atomic_write(path, table.to_csv(index=False, date_format="%Y-%m-%dT%H:%M:%S.%f"),
+        return atomic_write(path, csv_text(table, date_format="%Y-%m-%dT%H:%M:%S.%f"),
                             key="--output")
     raise IpuTuneError(f"--output={str(path)!r}: allowed suffixes: .parquet, .csv")

@@ -171,6 +171,10 @@ def test_calibrate_file_with_a_target_needs_the_trust_flag(
     "postgresql://u:s3cret@h:notaport/db",
     "not a url u:s3cret@h password=s3cret",
     "mysql://u:s3cret@[::1/db",
+    # Percent-encoded names: SQLAlchemy and libpq decode them to password.
+    "postgresql://u@h/db?%70assword=s3cret",
+    "postgresql://u@h/db?sslmode=require&pass%77ord=s3cret",
+    "postgresql://u@h/db?%50%41%53%53WORD=s3cret",
 ])
 def test_redact_hides_every_password_form(url: str) -> None:
     out = redact(url)
@@ -186,6 +190,16 @@ def test_query_password_is_not_printed_or_exported(
          "study.n_trials=1"], capsys)
     # A server that does not answer is a fault (exit 1), not bad input.
     assert code == 1 and "study.storage" in err and "s3cret" not in err
+
+
+def test_percent_encoded_query_password_is_not_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, err = _one_line_exit(
+        ["study.storage='postgresql://u@127.0.0.1:1/x?%70assword=s3cret'", "study.n_trials=1"],
+        capsys)
+    assert code == 1 and "study.storage" in err and "s3cret" not in err, err
 
 
 def test_plain_postgresql_url_reaches_the_test_server(pg_url: str) -> None:

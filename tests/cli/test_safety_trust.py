@@ -250,6 +250,27 @@ def test_studies_shows_control_characters_escaped(name: str, tmp_path: Path) -> 
     assert len(proc.stdout.strip().splitlines()) == 2
 
 
+def test_trials_shows_control_characters_of_a_stored_trial_escaped(tmp_path: Path) -> None:
+    # Whoever shares a study controls its trials' text: it must not retitle or clear the
+    # terminal of who lists them (OSC 0 sets the title, CSI 2J clears the screen).
+    args = [*QUICK, "study.name=t", "study.n_trials=2"]
+    assert run_cli(args, cwd=tmp_path).returncode == 0
+    journal = tmp_path / "results" / "ipu_tune.journal"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    for rec in records:
+        plan = (rec.get("user_attr") or {}).get("plan")
+        if isinstance(plan, str):
+            held = json.loads(plan)
+            held["result"]["bottleneck"] = "c\x1b]0;owned\x07\x1b[2J"
+            rec["user_attr"]["plan"] = json.dumps(held)
+    journal.write_text("".join(json.dumps(rec) + "\n" for rec in records))
+    for argv in (["trials", "t"], ["trials", "t", "--csv"]):
+        proc = run_cli(argv, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "\\x1b]0;owned\\x07" in proc.stdout
+        assert not any(c in proc.stdout for c in "\x1b\x07"), argv
+
+
 @pytest.mark.parametrize("thing", ["fifo", "device"])
 def test_a_config_dir_file_that_never_ends_is_one_line(thing: str, tmp_path: Path) -> None:
     conf = tmp_path / "conf" / "experiment"

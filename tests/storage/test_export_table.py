@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pyarrow.parquet as pq
 
 from ipu_tune.records import TrialRecord
 from ipu_tune.results import sync_results
-from ipu_tune.storage import ResultsStore, export_table
+from ipu_tune.storage import ResultsStore, csv_text, export_table
 
 
 def _store(tmp_path: Path) -> ResultsStore:
@@ -56,3 +58,34 @@ def test_csv_writes_lists_as_json_and_times_in_iso_8601(tmp_path: Path) -> None:
     assert [json.loads(v) for v in back["values"]] == [[0.0], [10.0], [20.0]]
     parsed = pd.to_datetime(back["finished_at"], format="ISO8601")
     assert (parsed == pd.to_datetime(frame["finished_at"])).all()
+
+
+def test_csv_cells_a_spreadsheet_would_evaluate_are_plain_text(tmp_path: Path) -> None:
+    # A shared study controls the text of its trials' results (bottleneck, reason).
+    formulas = ['=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "-2+3", "@SUM(1)",
+                "\t=1", "\r=1"]
+    study = optuna.create_study(study_name="s", direction="maximize")
+    for i, text in enumerate(formulas):
+        trial = study.ask()
+        TrialRecord.write_plan(trial, {
+            "model": {"name": "resnet101"},
+            "workload": {"mode": "train", "micro_batch_size": 64, "optimizer": "adamw"},
+            "system": {"ipu": "mk2", "num_ipus": 2},
+            "plan": {"precision": "16.16", "gradient_accumulation": i + 1},
+        }, {"fits": True, "throughput": -1.0 - i, "memory_per_ipu": [10], "bottleneck": text,
+            "reason": text})  # fmt: skip
+        trial.set_user_attr("constraints", [-0.5])
+        study.tell(trial, -1.0 - i)
+    store = ResultsStore(f"sqlite:///{tmp_path / 'r.db'}")
+    sync_results(store, study)
+    frame = store.frame("s")
+    back = pd.read_csv(export_table(frame, tmp_path / "t.csv"), keep_default_na=False)
+    assert list(back["bottleneck"]) == ["'" + t for t in formulas]
+    assert list(back["reason"]) == ["'" + t for t in formulas]
+    assert list(back["throughput"]) == [-1.0 - i for i in range(len(formulas))]  # numbers stay
+    assert list(back["study"]) == ["s"] * len(formulas)
+    # `trials --csv` writes through the same function: one row per trial, a CR forges none.
+    rows = list(csv.reader(io.StringIO(csv_text(frame), newline="")))
+    assert len(rows) == 1 + len(formulas)
+    column = rows[0].index("bottleneck")
+    assert [r[column] for r in rows[1:]] == ["'" + t for t in formulas]
