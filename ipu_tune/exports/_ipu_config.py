@@ -32,7 +32,7 @@ from ipu_tune.errors import bad_value
 from ipu_tune.models import AUDIO_TASKS, HUB_MODELS, TASKS, ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
-from ._model_source import masked_count
+from ._model_source import _kwargs, masked_count
 from ._source import docstring, program
 
 __all__ = ["IPU_CONFIG_FIELDS", "OPTIMUM_VERSION", "layer_blocks", "render_ipu_config",
@@ -171,7 +171,9 @@ def _source(cfg: EvalConfig) -> tuple[str, str, str, dict[str, Any]]:
 
 
 def _call_args(values: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in values.items())
+    """Call arguments as every program writes them (`**{...}` when a key is no Python name:
+    a config key never becomes code)."""
+    return _kwargs(dict(values))
 
 
 def _model_line(cfg: EvalConfig, task: str, profile: ModelProfile) -> list[str]:

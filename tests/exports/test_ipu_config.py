@@ -224,7 +224,7 @@ def test_run_with_optimum_trains_on_a_combined_batch_with_the_plans_loader(
     text = render_run_with_optimum(plan, *gpt2)
     combined = plan.micro_batch_size * 16 * plan.replication_factor * 4
     assert f"return {combined}  # one combined batch" in text
-    assert "dataloader_mode='async'" in text and "dataloader_num_workers=8" in text
+    assert 'dataloader_mode="async"' in text and "dataloader_num_workers=8" in text
     tree = optimum_source("optimum/graphcore/training_args.py")
     fields = {n.target.id for n in ast.walk(tree)
               if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
@@ -366,3 +366,12 @@ def test_proportions_that_differ_per_ipu_are_kept_per_ipu(
     pinned = imported([0.15, 0.25, 0.25, 0.25], frozenset({"plan.available_memory_proportion"}))
     assert pinned.plan.available_memory_proportion_per_ipu == []
     assert pinned.plan.available_memory_proportion == gpt2[1].plan.available_memory_proportion
+
+
+def test_a_config_key_that_is_no_python_name_never_becomes_code() -> None:
+    """Defence in depth: the model section refuses unknown config keys, and the program's
+    call arguments would still write such a key as a string."""
+    from ipu_tune.exports._ipu_config import _call_args
+
+    args = _call_args({"a=__import__('os').system('x'),b": 1, "n_layer": 2})
+    assert args.startswith("**{") and ast.literal_eval(args[2:])["n_layer"] == 2
