@@ -81,7 +81,9 @@ def _reference_problem(knob: Knob, value: Any) -> str | None:
         return None if ok else "allowed: 0 or an even number in 32..192"
     if knob.type is float:
         upper = knob.high if knob.high is not None else float("inf")
-        return None if knob.low < value <= upper else f"must be in ({knob.low:g}, {upper:g}]"
+        if knob.low > 0:  # a least value that is allowed itself (the proportion's 0.001)
+            return None if knob.low <= value <= upper else f"must be in [{knob.low:g}, {upper:g}]"
+        return None if 0 < value <= upper else f"must be in (0, {upper:g}]"
     if knob.domain is not None and knob.type is str:
         return None if value in knob.domain else "allowed: " + ", ".join(knob.domain)
     if knob.type is int and value < knob.low:
