@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ipu_tune.models import ModelProfile
 
-__all__ = ["caption_tokens", "image_text_loss", "image_text_model"]
+__all__ = ["caption_tokens", "image_text_forward", "image_text_model"]
 
 
 def caption_tokens(profile: ModelProfile | None) -> int:
@@ -38,24 +38,13 @@ def image_text_model(tokens: int) -> list[str]:
     ]
 
 
-def image_text_loss() -> list[str]:
-    """The image side of the contrastive loss: each image's match is its own caption, the
-    same position in the micro-batch (Radford et al. 2021, CLIP, Figure 3)."""
+def image_text_forward() -> list[str]:
+    """The training forward: the image side of the contrastive loss, each image's match its
+    own caption, the same position in the micro-batch (Radford et al. 2021, CLIP, Figure 3)."""
     return [
-        "",
-        "",
-        "class ModelWithLoss(torch.nn.Module):",
-        "    def __init__(self, model: torch.nn.Module, criterion: torch.nn.Module) -> None:",
-        "        super().__init__()",
-        "        self.model = model",
-        "        self.criterion = criterion",
-        "",
         "    def forward(self, x, ids):",
         "        out = self.model(x, ids)",
         "        # Each image's own caption is its match; add the text side (out.t()) for"
         " CLIP's symmetric loss.",
         "        return out, self.criterion(out, torch.arange(out.shape[0]))",
-        "",
-        "",
-        "model = ModelWithLoss(model, torch.nn.CrossEntropyLoss())",
     ]

@@ -7,7 +7,7 @@ from ipu_tune.models import ModelProfile
 
 from ._context import ExportContext
 from ._docs import cite
-from ._image_text import caption_tokens, image_text_loss, image_text_model
+from ._image_text import caption_tokens, image_text_forward, image_text_model
 from ._model_source import zoo_name
 
 __all__ = ["input_lines", "optimizer_lines"]
@@ -145,6 +145,19 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
         loss = "self.criterion(out, labels)"
     criterion = ("torch.nn.CTCLoss(zero_infinity=True)" if family == "ctc"
                  else "torch.nn.CrossEntropyLoss()")
+    return _model_with_loss([
+        # No `X | None` annotations: the Poplar SDK's Python may predate 3.10.
+        "    def forward(self, x, labels=None):",
+        f"        out = {logits}",
+        "        if labels is None:",
+        "            return out",
+        *span,
+        f"        return out, {loss}",
+    ], criterion)
+
+
+def _model_with_loss(forward: list[str], criterion: str) -> list[str]:
+    """The module PopTorch trains: the model, and its loss by `forward`."""
     return [
         "",
         "",
@@ -154,13 +167,7 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
         "        self.model = model",
         "        self.criterion = criterion",
         "",
-        # No `X | None` annotations: the Poplar SDK's Python may predate 3.10.
-        "    def forward(self, x, labels=None):",
-        f"        out = {logits}",
-        "        if labels is None:",
-        "            return out",
-        *span,
-        f"        return out, {loss}",
+        *forward,
         "",
         "",
         f"model = ModelWithLoss(model, {criterion})",
@@ -200,7 +207,8 @@ def input_lines(
         out.append("# Call it with the decoder's input tokens as simulated: "
                    "poptorch_model(features, decoder_input_ids=ids).")
     if plan.training:
-        out += image_text_loss() if captions else _loss_wrapper(cfg)
+        out += (_model_with_loss(image_text_forward(), "torch.nn.CrossEntropyLoss()")
+                if captions else _loss_wrapper(cfg))
     out.append(f"model = model.{model_dtype}()")
     mode = "Async" if plan.async_dataloader else "Sync"
     host = (
