@@ -210,21 +210,25 @@ def input_lines(
         out += (_model_with_loss(image_text_forward(), "torch.nn.CrossEntropyLoss()")
                 if captions else _loss_wrapper(cfg))
     out.append(f"model = model.{model_dtype}()")
-    mode = "Async" if plan.async_dataloader else "Sync"
     host = (
         "PILToTensor only (uint8, no ConvertImageDtype/Normalize)"
         if eight_bit
         else (f"tensors of {in_dtype}" if image else "token ids (torch.int32)"
               if kind == "tokens" else _audio_host(ctx.profile, in_dtype, plan.training))
     ) + (f", each with its caption's {captions} token ids (torch.int32)" if captions else "")
+    return [*out, "", *_loader_lines(ctx, host)]
+
+
+def _loader_lines(ctx: ExportContext, host: str) -> list[str]:
+    """The data loader of the plan, and what its dataset yields (`host`)."""
+    plan = ctx.plan
+    mode = "Async" if plan.async_dataloader else "Sync"
     return [
-        *out,
-        "",
         f"# Data loader: {mode.lower()} with {plan.dataloader_workers} worker(s); an"
         " asynchronous loader overlaps host preprocessing with the device"
         f" ({cite('dataloader')}). {ctx.facts.phase_sentence('host_preprocess')}",
         f"# The dataset yields {host}.",
-        *_packing_lines(cfg.model.dataset.sequences_per_pack),
+        *_packing_lines(ctx.config.model.dataset.sequences_per_pack),
         "",
         "",
         "def make_dataloader(dataset: torch.utils.data.Dataset) -> poptorch.DataLoader:",

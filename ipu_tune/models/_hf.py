@@ -226,7 +226,7 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
                         f"{main or 'no main input'}: {AS_FACTORY}")  # fmt: skip
     text = getattr(config, "text_config", None)
     if {"input_ids", "pixel_values"} <= set(takes) and text is not None and getattr(
-            config, "vision_config", None) is not None:
+            config, "vision_config", None) is not None and not _splices_images(config):
         return _image_text(cfg, config, text, model, blocks)
     if main == "pixel_values":
         _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
@@ -235,6 +235,14 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
     seq = _sequence_length(cfg, config)
     _masked_positions(cfg, "feature-extraction", None, seq)
     return HfRunner(model, tower_call, blocks, None, tower_input=main), "tokens", (seq,)
+
+
+def _splices_images(config: Any) -> bool:
+    """A vision-language model (LLaVA, PaliGemma, Qwen2-VL) puts its image features into the
+    text at the places of an image token, which its config names: its token ids hold those
+    places, so a caption of plain tokens is not its input."""
+    return any(getattr(config, key, None) is not None
+               for key in ("image_token_id", "image_token_index"))
 
 
 def _image_text(cfg: ModelConfig, config: Any, text: Any, model: nn.Module,
