@@ -21,9 +21,12 @@ __all__ = ["check_numbers"]
 # Floats that must be > 0 when set (a rate, a time limit); the others must be finite.
 _POSITIVE = frozenset({"study.timeout_s", "system.host.network_bytes_per_s"})
 # Finite floats can still be typos far beyond any machine (1e300 bytes/s is a network of no
-# cost; an hour per sample, no training): the highest each may be.
-# - network_bytes_per_s: 1e13, 10 TB/s, 200 times a 400 Gb/s (50 GB/s) host link;
+# cost, 1e-300 one that moves a sample in 10^290 years; an hour per sample, no training): the
+# lowest and highest each may be.
+# - network_bytes_per_s: 1e6 (1 MB/s, slower than a 10 Mb/s Ethernet: no link an IPU server
+#   is fed by) to 1e13 (10 TB/s, 200 times a 400 Gb/s host link);
 # - preprocess_s_per_sample: 3600 s, an hour of host work for one sample.
+_LOWEST = {"system.host.network_bytes_per_s": 1e6}
 _HIGHEST = {"system.host.network_bytes_per_s": 1e13,
             "model.dataset.preprocess_s_per_sample": 3600.0}
 
@@ -63,6 +66,8 @@ def check_numbers(cfg: Any) -> None:
             raise bad_value(key, value, "must be a finite number (not inf or nan)")
         if key in _POSITIVE and value <= 0:
             raise bad_value(key, value, "must be > 0")
+        if value < _LOWEST.get(key, -math.inf):
+            raise bad_value(key, value, f"must be >= {_LOWEST[key]:g}")
         if value > _HIGHEST.get(key, math.inf):
             raise bad_value(key, value, f"must be <= {_HIGHEST[key]:g}")
     results_dir = getattr(cfg, "results_dir", None)

@@ -188,6 +188,23 @@ def state_bytes_per_param(optimizer: str, fp16: bool) -> float:
     return out
 
 
+# A constant that is not fitted may move this many times from its shipped value either way:
+# wide enough for any machine or framework setting, narrow enough that a typo (1e-300, an
+# exponent's sign) cannot turn a rate into a figure of no meaning.
+_UNFITTED_SPAN = 1000.0
+
+
+def _constant_range(key: str) -> tuple[float, float]:
+    """The values a constants file may give `key`: a fitted constant's search bounds (what
+    `calibrate --output` can write), another within `_UNFITTED_SPAN` of its shipped value; an
+    efficiency (a share of a peak) at most 1."""
+    if key in FITTED:
+        return FITTED[key]
+    shipped = float(getattr(DEFAULT_CONSTANTS, key))
+    high = shipped * _UNFITTED_SPAN
+    return shipped / _UNFITTED_SPAN, min(high, 1.0) if key.endswith("_efficiency") else high
+
+
 def constants_from_mapping(
     values: Mapping[str, Any], base: SimConstants = DEFAULT_CONSTANTS
 ) -> SimConstants:
@@ -205,6 +222,9 @@ def constants_from_mapping(
             raise bad_value(f"constants.{key}", value, "must be a number") from None
         if not number > 0.0 or number != number or number == float("inf"):
             raise bad_value(f"constants.{key}", value, "must be a positive finite number")
+        low, high = _constant_range(key)
+        if not low <= number <= high:
+            raise bad_value(f"constants.{key}", value, f"must be in {low:g}..{high:g}")
         out[key] = number
     if not out and values:
         raise IpuTuneError("constants: nothing to apply")

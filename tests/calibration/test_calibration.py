@@ -223,6 +223,19 @@ def test_constants_from_mapping_overrides_and_checks() -> None:
         constants_from_mapping({"nope": 1.0})
     with pytest.raises(IpuTuneError, match="positive"):
         constants_from_mapping({"call_overhead_s": -1.0})
+
+
+@pytest.mark.parametrize(("key", "value", "allowed"), [
+    ("call_overhead_s", 1e-300, "in 0.0001..0.2"),  # a fitted one: its search bounds
+    ("matmul_efficiency", 1.5, "in 0.05..1"),
+    ("ipu_link_efficiency", 1.2, "in 0.00085..1"),  # a share of a peak: at most 1
+    ("sync_latency_s", 1.0, "in 3e-11..3e-05"),  # 1000x either way of the shipped 30 ns
+])
+def test_constants_out_of_range_are_refused(key: str, value: float, allowed: str) -> None:
+    with pytest.raises(IpuTuneError, match=f"constants.{key}=.*: must be {allowed}$"):
+        constants_from_mapping({key: value})
+    low_edge = constants_from_mapping({key: float(allowed.split()[1].split("..")[0])})
+    assert getattr(low_edge, key) > 0
     for name, (low, high) in FITTED.items():
         value = getattr(DEFAULT_CONSTANTS, name)
         assert low <= value <= high and math.isfinite(value), name

@@ -298,6 +298,8 @@ CASES: list[tuple[str, list[str], str]] = [
      "system.host.cpu_cores=100000000: must be <= 4096"),
     ("network 1e300 bytes/s", ["system.host.network_bytes_per_s=1e300"],
      "system.host.network_bytes_per_s=1e+300: must be <= 1e+13"),
+    ("network 1e-300 bytes/s", ["system.host.network_bytes_per_s=1e-300"],
+     "system.host.network_bytes_per_s=1e-300: must be >= 1e+06"),
     ("preprocess 1e300 s", ["model.dataset.preprocess_s_per_sample=1e300"],
      "model.dataset.preprocess_s_per_sample=1e+300: must be <= 3600"),
     ("instances 2**40", ["plan.host_instances=1099511627776"],
