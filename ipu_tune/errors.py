@@ -98,9 +98,17 @@ def disk_hint(fault: str) -> str:
     return f"free space (or make it writable) {_RESUME}"
 
 
+# YAML 1.1 (PyYAML, OmegaConf) reads an unquoted yes/no/on/off/true/false as a boolean, and a
+# text field then holds 'True' or 'False': `partials: off` arrives as 'False'. The user wrote a
+# word, so the message says what became of it.
+_YAML_BOOLEAN = (" (an unquoted yes/no/on/off/true/false is read as a boolean: quote a word "
+                 "meant as text)")
+
+
 def bad_value(key: str, value: object, allowed: str) -> IpuTuneError:
     """Build the canonical message: ``key=value: allowed`` (a long value cut, `shown`)."""
-    return IpuTuneError(f"{key}={shown(value)}: {allowed}")
+    hint = _YAML_BOOLEAN if value in ("True", "False") and "true" not in allowed else ""
+    return IpuTuneError(f"{key}={shown(value)}: {allowed}{hint}")
 
 
 def disk_fault(exc: BaseException, what: str = "the results database") -> str | None:

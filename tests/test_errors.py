@@ -1,8 +1,14 @@
-"""A value echoed in a message is cut in its middle past `MAX_SHOWN` characters."""
+"""A value echoed in a message is cut in its middle past `MAX_SHOWN` characters, and a word
+that YAML read as a boolean is named so."""
 
 from __future__ import annotations
 
-from ipu_tune.errors import MAX_SHOWN, bad_value, shorten, shown
+from pathlib import Path
+
+import pytest
+
+from ipu_tune.config import load_config
+from ipu_tune.errors import MAX_SHOWN, IpuTuneError, bad_value, shorten, shown
 
 
 def test_a_short_value_is_shown_whole() -> None:
@@ -38,3 +44,16 @@ def test_a_password_is_masked_before_a_long_url_is_cut() -> None:
     message = str(bad_value("study.storage", url, "x"))
     assert "characters)" in message and len(message) < MAX_SHOWN + 40
     assert "topsecret" not in message and "password" not in message
+
+
+def test_a_word_yaml_read_as_a_boolean_is_named_so(tmp_path: Path) -> None:
+    # `partials: off` in a YAML file reaches the text field as 'False': the line says why.
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text("model: {name: resnet50}\nsystem: {num_ipus: 1}\nplan: {partials: off}\n")
+    with pytest.raises(IpuTuneError) as err:
+        load_config(cfg)
+    assert str(err.value) == (
+        "plan.partials='False': allowed: float, half (an unquoted yes/no/on/off/true/false is "
+        "read as a boolean: quote a word meant as text)")
+    # A key that takes booleans gets no such hint.
+    assert "quote" not in str(bad_value("plan.offload_optimizer_state", "False", "true or false"))
