@@ -1,6 +1,6 @@
 """The PopTorch program of an image-text model (CLIP's, ALIGN's, BLIP's two towers): each
 image streams in with its caption's token ids, the model returns the image-text similarity
-logits, and training takes the image side of the contrastive loss, as profiled
+logits, and training takes CLIP's symmetric contrastive loss, as profiled
 (`ipu_tune.models`' image-text call)."""
 
 from __future__ import annotations
@@ -39,12 +39,14 @@ def image_text_model(tokens: int) -> list[str]:
 
 
 def image_text_forward() -> list[str]:
-    """The training forward: the image side of the contrastive loss, each image's match its
-    own caption, the same position in the micro-batch (Radford et al. 2021, CLIP, Figure 3)."""
+    """The training forward: CLIP's symmetric contrastive loss, each image's match its own
+    caption, the same position in the micro-batch, and each caption's its own image (Radford et
+    al. 2021, Figure 3)."""
     return [
         "    def forward(self, x, ids):",
         "        out = self.model(x, ids)",
-        "        # Each image's own caption is its match; add the text side (out.t()) for"
-        " CLIP's symmetric loss.",
-        "        return out, self.criterion(out, torch.arange(out.shape[0]))",
+        "        # CLIP's symmetric loss: each image against the captions, each caption against"
+        " the images, its own pair the match (the mean of the two sides).",
+        "        pairs = torch.arange(out.shape[0]).repeat(2)",
+        "        return out, self.criterion(torch.cat((out, out.t())), pairs)",
     ]

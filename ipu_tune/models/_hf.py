@@ -249,7 +249,7 @@ def _image_text(cfg: ModelConfig, config: Any, text: Any, model: nn.Module,
                 blocks: list[str]) -> tuple[HfRunner, str, tuple[int, ...]]:
     """A model of an image tower and a text tower (CLIP, ALIGN, BLIP, OWL-ViT): its pixels
     stream in as the main input, each with a caption of `model.sequence_length` token ids
-    (default: the text tower's length, CLIP's 77), trained under the image side of the
+    (default: the text tower's length, CLIP's 77), trained under CLIP's symmetric
     contrastive loss (`image_text_call`)."""
     _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
     seq = _sequence_length(cfg, text, "text_config.")

@@ -138,15 +138,16 @@ def tower_call(model: nn.Module, ids: Tensor) -> Any:
 def image_text_call(tokens: int, token_id: int) -> Callable[[nn.Module, Tensor], Any]:
     """The call of an image-text model on its pixels, each paired with a caption of `tokens`
     usual token ids (no padding: a mask of ones). Its output is the image-text similarity
-    `logits_per_image` (micro-batch x micro-batch), on which cross-entropy against each
-    image's own caption is the image side of the contrastive loss (Radford et al. 2021, CLIP,
-    Figure 3)."""
+    `logits_per_image` (micro-batch x micro-batch) stacked on its transpose (the captions
+    against the images): cross-entropy over those 2 x micro-batch rows, each against its own
+    pair, is CLIP's symmetric contrastive loss, the mean of its image and text sides (Radford
+    et al. 2021, Figure 3)."""
 
     def call(model: nn.Module, pixels: Tensor) -> Any:
         ids = torch.full((pixels.shape[0], tokens), token_id, dtype=torch.long,
                          device=pixels.device)
         out = model(input_ids=ids, pixel_values=pixels, attention_mask=torch.ones_like(ids))
         logits = getattr(out, "logits_per_image", None)
-        return logits if isinstance(logits, Tensor) else features(out)
+        return torch.cat((logits, logits.t())) if isinstance(logits, Tensor) else features(out)
 
     return call

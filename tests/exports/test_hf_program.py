@@ -7,6 +7,7 @@ import ast
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PipelineConfig, PlanConfig
 from ipu_tune.models import profile_model
@@ -124,7 +125,7 @@ def test_an_image_text_program_trains_on_images_with_their_captions(
     monkeypatch: pytest.MonkeyPatch, eight_bit: bool,
 ) -> None:
     """CLIP's two towers (tiny, on the CPU): the program takes pixels and caption ids as the
-    data loader yields them, and trains the image side of the contrastive loss; 8-bit pixels
+    data loader yields them, and trains CLIP's symmetric contrastive loss; 8-bit pixels
     are normalised on the IPU with the captions passed through."""
     tower = {"num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 2,
              "intermediate_size": 64}
@@ -144,6 +145,10 @@ def test_an_image_text_program_trains_on_images_with_their_captions(
     model = run_source(source, "poptorch_options.py")["model"]
     pixels = (torch.randint(256, (4, 3, 32, 32), dtype=torch.uint8) if eight_bit
               else torch.randn(4, 3, 32, 32))
-    out, loss = model(pixels, torch.randint(100, (4, 16)))
+    ids = torch.randint(100, (4, 16))
+    out, loss = model(pixels, ids)
     assert out.shape == (4, 4) and torch.isfinite(loss)
+    pairs = torch.arange(4)  # the mean of the image side and the text side
+    sides = (F.cross_entropy(out, pairs) + F.cross_entropy(out.t(), pairs)) / 2
+    assert torch.allclose(loss, sides)
     loss.backward()

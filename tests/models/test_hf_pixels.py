@@ -82,5 +82,6 @@ def test_an_image_text_model_runs_both_towers_on_pixels_and_captions(
     with FlopCounterMode(display=False) as counter:
         logits = model(input_ids=ids, pixel_values=torch.randn(BATCH, 3, 32, 32),
                        attention_mask=torch.ones_like(ids)).logits_per_image
-        torch.nn.functional.cross_entropy(logits, torch.arange(BATCH)).backward()
+        both_sides = torch.cat((logits, logits.t()))  # CLIP's symmetric loss
+        torch.nn.functional.cross_entropy(both_sides, torch.arange(BATCH).repeat(2)).backward()
     assert profile.forward_flops + profile.backward_flops == counter.get_total_flops() / BATCH
