@@ -1,8 +1,11 @@
-"""``ipu-tune profile MODEL``: the per-block profile of a model (params, FLOPs, activations).
+"""``ipu-tune profile MODEL [model.KEY=VALUE ...]``: the per-block profile of a model (params,
+FLOPs, activations).
 
 A zoo name starts from its preset, ``conf/model/<name>.yaml``, as ``model=NAME`` does
-(``resnet101`` is the seed tutorial's 64x64 CIFAR-10 setting); the options override it.
-``--target`` profiles any importable factory.
+(``resnet101`` is the seed tutorial's 64x64 CIFAR-10 setting); the options and the
+``model.*`` overrides, spelled as on the tuner's command line, change it. ``hf`` with
+``model.hf.model_type=TYPE`` profiles a Transformers model; ``--target`` any importable
+factory.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from ipu_tune.cli._common import ArgumentParser, fail
 from ipu_tune.config import (
     EvalConfig,
     ModelConfig,
+    check_sweep,
     load_config,
+    parse_overrides,
     parse_yaml,
     typed,
     with_model_preset,
@@ -33,7 +38,10 @@ def build_parser() -> ArgumentParser:
         description="Profile a model on the meta device: parameters, FLOPs and activations "
         "per pipeline block (per sample).",
     )
-    p.add_argument("model", nargs="?", help=f"zoo name: {', '.join(ZOO)}")
+    p.add_argument("model", nargs="*", metavar="MODEL [model.KEY=VALUE ...]",
+                   help=f"zoo name ({', '.join(ZOO)}; hf: a Transformers model), then "
+                   "overrides of the model section as on the tuner's command line, e.g. "
+                   "model.hf.model_type=llama model.sequence_length=512")
     p.add_argument("--target", help="dotted path of a factory returning torch.nn.Module")
     p.add_argument(
         "--input-shape", nargs="+", type=int, metavar="N", help="one sample, e.g. 3 224 224"
@@ -50,10 +58,13 @@ def build_parser() -> ArgumentParser:
 
 
 def model_config(args: argparse.Namespace) -> ModelConfig:
-    """The `model:` section the options describe (a zoo name starts from its preset)."""
-    if not args.model and not args.target:
-        raise IpuTuneError("model: missing; give a zoo name or --target dotted.path")
-    data: dict[str, Any] = {"name": args.model}
+    """The `model:` section the options describe (a zoo name starts from its preset, the
+    overrides apply last)."""
+    name, overrides = _name_and_overrides(args.model)
+    if not name and not args.target:
+        raise IpuTuneError("model: missing; give a zoo name (hf with model.hf.model_type=TYPE "
+                           "for a Transformers model) or --target dotted.path")
+    data: dict[str, Any] = {"name": name}
     if args.target:
         data["_target_"] = args.target
     if args.input_shape:
@@ -69,7 +80,42 @@ def model_config(args: argparse.Namespace) -> ModelConfig:
             raise IpuTuneError(f"--kwarg {item!r}: expected KEY=VALUE")
         kwargs[key] = parse_yaml(value, f"--kwarg {key[:80]!r}")
     data["kwargs"] = kwargs  # merged onto the preset's own, key by key
-    return typed(ModelConfig, with_model_preset({"model": data})["model"])
+    section = with_model_preset({"model": data})["model"]
+    # Typed as the model section of a whole config, so that errors name `model.KEY`.
+    return typed(EvalConfig, {"model": _overridden(section, overrides)}).model
+
+
+def _name_and_overrides(items: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The zoo name (`NAME` or `model=NAME`) and the `model.KEY=VALUE` overrides of `items`."""
+    def is_name(item: str) -> bool:
+        return item.startswith("model=") or ("=" not in item and not item.startswith("~"))
+
+    names = [i.removeprefix("model=") for i in items if is_name(i)]
+    if len(names) > 1:
+        raise IpuTuneError(f"model: {names[0]!r} and {names[1]!r}; allowed: one zoo name, then "
+                           "model.KEY=VALUE overrides")
+    overrides = [i for i in items if not is_name(i)]
+    for text in overrides:
+        if not text.lstrip("~+").startswith("model."):
+            raise IpuTuneError(f"override {text!r}: profile takes overrides of the model "
+                               "section only; allowed: model.KEY=VALUE")
+    return (names[0] if names else None), overrides
+
+
+def _overridden(section: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`section` (the model's) with Hydra-style `model.KEY=VALUE` overrides applied."""
+    if not overrides:
+        return section
+    from omegaconf import OmegaConf
+
+    plain = OmegaConf.create({"model": section})
+    for text, o in zip(overrides, parse_overrides(overrides), strict=True):
+        check_sweep(o, text, False, "profile")
+        OmegaConf.update(plain, o.key_or_group, o.value(), merge=False, force_add=True)
+    data = OmegaConf.to_container(plain)
+    assert isinstance(data, dict)
+    out: dict[str, Any] = data["model"]
+    return out
 
 
 def _g(flops: float) -> str:

@@ -51,9 +51,15 @@ def test_target_and_kwarg(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "needle"),
     [
         (["resnet9000"], "zoo models: resnet18"),
-        ([], "give a zoo name or --target"),
+        ([], "give a zoo name"),
         (["--target", "no_such_mod_abc.f"], "cannot import"),
         (["resnet18", "--kwarg", "nonsense"], "expected KEY=VALUE"),
+        (["resnet18", "plan.precision=16.16"], "overrides of the model section only"),
+        (["resnet18", "~model.num_classes"], "deletion is not allowed"),
+        (["resnet18", "model.num_classes=1,2"], "several values are a sweep"),
+        (["resnet18", "model.nope=1"], "model.nope: unknown key"),
+        (["resnet18", "model.num_classes=-3"], "model.num_classes=-3: must be >= 1"),
+        (["resnet18", "bert_base"], "'resnet18' and 'bert_base'; allowed: one zoo name"),
     ],
 )
 def test_errors_are_one_line_on_stderr(argv, needle, capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,3 +84,20 @@ def test_a_zoo_name_is_its_preset_aliases_and_the_python_api_too(
     assert bert.kwargs == {"vocab_size": 30522, "masked_positions": 56}
     profile = ipu_tune.profile({"name": "resnet50"})
     assert tuple(profile.input_shape) == (3, 224, 224) and profile.num_classes == 1000
+
+
+def test_a_transformers_model_by_overrides_as_on_the_tuners_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `model=hf` or `hf`, then the model section's keys as the tuner takes them.
+    argv = ["model=hf", "model.hf.model_type=bert", "model.hf.config={num_hidden_layers: 2}",
+            "model.sequence_length=32", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["input_shape"] == [32] and data["name"] == "hf:bert"
+    assert [b for b in data["blocks"] if ".layer." in b] == [
+        "bert.encoder.layer.0", "bert.encoder.layer.1"]
+    # An override changes a zoo preset too.
+    assert main(["resnet50", "model.input_shape=[3,32,32]", "model.num_classes=7", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["input_shape"] == [3, 32, 32] and data["num_classes"] == 7
