@@ -10,6 +10,11 @@ reads), not a `plotly.graph_objects.Figure`: building and validating those took 
 per report, and importing them another. The spec follows the Plotly.js schema (the
 tests validate every figure against `plotly.graph_objects`); the layout template and plotly.js
 itself are read from the installed plotly package's data files, without importing plotly.
+
+Text from a study (its knobs, metric names, a stored result's bottleneck and reason) is the
+attacker's when the study lives in a shared storage: every such text goes into a figure through
+`ipu_tune._escape.plotly_text`, so Plotly.js draws it as it is (no link, style or hover-template
+field of its own); the figures' own text (titles, units, `<br>`) is written as Plotly reads it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ipu_tune._escape import plotly_text
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
 
@@ -169,7 +175,7 @@ def memory_figure(result: SimResult) -> Figure:
                   f"{m.max_tile_bytes / _KB:.0f}/{m.tile_limit_bytes / _KB:.0f} kB")}
         for xi, m in zip(x, result.memory, strict=True)
     ]
-    status = "fits" if result.fits else f"does not fit: {result.reason}"
+    status = "fits" if result.fits else f"does not fit: {plotly_text(result.reason)}"
     return {"data": data, "layout": _layout(
         f"Memory by category per IPU ({status})", barmode="stack",
         yaxis=_title("memory per IPU (MB)"), legend=_title("category"), shapes=[shape],
@@ -185,7 +191,7 @@ def phases_figure(result: SimResult) -> Figure:
            "hovertemplate": "%{y}: %{x:.3f} ms<extra></extra>"}
     return {"data": [bar], "layout": _layout(
         f"Time by phase per step: {result.step_time_s * 1e3:.2f} ms, "
-        f"bottleneck {result.bottleneck}",
+        f"bottleneck {plotly_text(result.bottleneck)}",
         xaxis=_title("ms per step"), yaxis={"autorange": "reversed"}, height=380)}
 
 
@@ -230,7 +236,7 @@ def timeline_figure(timeline: Timeline, step_time_s: float) -> Figure:
     # The title in two short lines and the legend below the plot: on one line, a long
     # title ran under the legend and out of the figure.
     layout = _layout(
-        f"{span}, {timeline.schedule} schedule: trace {timeline.total_s * 1e3:.2f}"
+        f"{span}, {plotly_text(timeline.schedule)} schedule: trace {timeline.total_s * 1e3:.2f}"
         f" ms, simulated {simulated * 1e3:.2f} ms" + (f"<br><sub>{elided.strip()}</sub>"
                                                       if elided else ""),
         barmode="overlay", bargap=0.25, xaxis=_title("time (ms)"),

@@ -1,18 +1,22 @@
 """Plotly figures of the study: trials, history, Pareto front and the knobs' importances.
 
 Plain Plotly figure specs, as in `_figures`; the importances come from Optuna's own
-`optuna.importance`.
+`optuna.importance`. Text from the study (knob names and values, metric names, a trial's
+bottleneck and reason) goes in through `plotly_text`, as in `_figures`.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import TrialState
+
+from ipu_tune._escape import plotly_text
 
 from ._figures import _MB, Figure, Row, _flag, _layout, _num, _template, _title, _vline
 
@@ -47,7 +51,8 @@ def _fit_trace(part: Sequence[Row]) -> dict[str, Any]:
         "x": [float(r["peak_memory_bytes"]) / _MB for r in part],
         "y": [float(r["throughput"]) for r in part],
         "marker": {"color": "#2ca02c", "size": 7, "opacity": 0.7},
-        "customdata": [[str(r.get("trial_number")), str(r.get("bottleneck"))] for r in part],
+        "customdata": [[plotly_text(r.get("trial_number")), plotly_text(r.get("bottleneck"))]
+                       for r in part],
         "hovertemplate": ("trial %{customdata[0]}<br>%{y:,.6~g} samples/s<br>%{x:,.1f} MB"
                           "<br>bottleneck %{customdata[1]}<extra></extra>"),
     }
@@ -63,9 +68,9 @@ def _no_fit_trace(part: Sequence[Row], x_hi: float, clipped: bool) -> dict[str, 
         "x": [min(float(r["peak_memory_bytes"]) / _MB, x_hi * 0.99) for r in part],
         "y": [_NO_FIT_ROW] * len(part),
         "marker": {"color": _GREY, "size": 7, "opacity": 0.7, "symbol": "triangle-right"},
-        "customdata": [[str(r.get("trial_number")),
+        "customdata": [[plotly_text(r.get("trial_number")),
                         f"{float(r['peak_memory_bytes']) / _MB:,.1f}",
-                        str(r.get("reason") or "does not fit")] for r in part],
+                        plotly_text(r.get("reason") or "does not fit")] for r in part],
         "hovertemplate": ("trial %{customdata[0]}: does not fit, no throughput<br>"
                           "peak %{customdata[1]} MB per IPU<br>%{customdata[2]}<extra></extra>"),
     }
@@ -138,11 +143,27 @@ class _Snapshot(optuna.Study):
         return self.get_trials(deepcopy=False)
 
 
-def light_study(study: optuna.Study) -> optuna.Study:
+def _kept(value: Any) -> Any:
+    return value
+
+
+def _drawn(value: Any) -> Any:
+    """A text as Plotly draws it literally (`plotly_text`); a number, bool or None as it is."""
+    return plotly_text(value) if isinstance(value, str) else value
+
+
+def _choices(d: BaseDistribution, text: Callable[[Any], Any]) -> BaseDistribution:
+    if isinstance(d, CategoricalDistribution):
+        return CategoricalDistribution([text(c) for c in d.choices])
+    return d
+
+
+def light_study(study: optuna.Study, text: Callable[[Any], Any] = _kept) -> optuna.Study:
     """A snapshot of `study`'s finished trials for Optuna's plots and importances.
 
     Trial attributes are left out: the tuner's trials carry their whole config and simulation
-    result, which plots never read.
+    result, which plots never read. `text` is applied to every knob name, text value and metric
+    name (`_drawn`: for a figure Optuna draws, text as Plotly shows it literally).
     """
     storage = optuna.storages.InMemoryStorage()
     optuna.create_study(
@@ -156,8 +177,8 @@ def light_study(study: optuna.Study) -> optuna.Study:
             values=t.values,
             datetime_start=t.datetime_start,
             datetime_complete=t.datetime_complete,
-            params=t.params,
-            distributions=t.distributions,
+            params={text(k): text(v) for k, v in t.params.items()},
+            distributions={text(k): _choices(d, text) for k, d in t.distributions.items()},
             user_attrs={},
             system_attrs={},
             intermediate_values=t.intermediate_values,
@@ -170,7 +191,7 @@ def light_study(study: optuna.Study) -> optuna.Study:
     if study.metric_names is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            light.set_metric_names(list(study.metric_names))
+            light.set_metric_names([text(n) for n in study.metric_names])
     return light
 
 
@@ -180,9 +201,14 @@ def _complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 def history_figure(study: optuna.Study) -> Figure:
     """Optuna's own view of a study the report's views do not fit (more than two objectives):
-    the optimisation history of the first objective. The one path that imports plotly."""
+    the optimisation history of the first objective. The one path that imports plotly.
+
+    Optuna writes the study's text into the figure (metric names in titles, each trial's
+    parameters as JSON in its hover text, lines joined by `<br>`): it is given the study with
+    that text escaped (`plotly_text`), as the report's own figures escape theirs."""
     import plotly.io
 
+    study = light_study(study, _drawn)
     names: Sequence[str] = study.metric_names or [f"objective {i}"
                                                   for i in range(len(study.directions))]
     if len(study.directions) == 1:
@@ -219,7 +245,7 @@ def importances_figure(study: optuna.Study) -> Figure | str:
     values = [scores[n] for n in names]
     if len(study.directions) == 1:
         return _optuna_importances(study, names, values)
-    bar = {"type": "bar", "x": values, "y": names, "orientation": "h",
+    bar = {"type": "bar", "x": values, "y": [plotly_text(n) for n in names], "orientation": "h",
            "hovertemplate": "%{y}: %{x:.3f}<extra></extra>"}
     return {"data": [bar], "layout": _layout(
         "Hyperparameter importances for reaching the Pareto front",
@@ -233,13 +259,16 @@ def _optuna_importances(study: optuna.Study, names: list[str], values: list[floa
     for t in _complete(study):
         for n, d in t.distributions.items():
             kinds.setdefault(n, type(d).__name__)
+    shown = [plotly_text(n) for n in names]
     bar = {
-        "type": "bar", "x": values, "y": names, "orientation": "h",
-        "name": study.metric_names[0] if study.metric_names else "Objective Value",
+        "type": "bar", "x": values, "y": shown, "orientation": "h",
+        "name": plotly_text(study.metric_names[0]) if study.metric_names else "Objective Value",
         "text": [f"{v:.2f}" if v >= 0.01 else "<0.01" for v in values],
         "textposition": "outside", "cliponaxis": False,
-        "hovertemplate": [f"{n} ({kinds.get(n, 'BaseDistribution')}): {v}<extra></extra>"
-                          for n, v in zip(names, values, strict=True)],
+        # Each name is text of the template itself: escaped, it holds no `%{` field nor tag.
+        "hovertemplate": [
+            f"{label} ({plotly_text(kinds.get(n, 'BaseDistribution'))}): {v}<extra></extra>"
+            for n, label, v in zip(names, shown, values, strict=True)],
     }
     return {"data": [bar], "layout": {
         "template": _template("plotly"), "title": {"text": "Hyperparameter Importances"},
@@ -311,11 +340,12 @@ def objective_history_figure(points: Sequence[Row], axis: str, direction: str,
             "type": "scatter", "x": [p["trial"] for p in bad], "y": [yrange[0]] * len(bad),
             "mode": "markers", "name": "does not fit (no value; drawn on the axis edge)",
             "marker": {"color": _GREY, "symbol": "line-ns-open", "size": 12},
-            "customdata": [[p["reason"]] for p in bad],
+            "customdata": [[plotly_text(p["reason"])] for p in bad],
             "hovertemplate": "trial %{x}: does not fit<br>%{customdata[0]}<extra></extra>"})
     mine = [p for p in ok if p["trial"] == exported]
     if exported is not None and mine:
         data.append(_star(exported, exported, float(mine[0]["value"])))
+    axis = plotly_text(axis)
     return {"data": data, "layout": _layout(
         f"Optimisation history: {axis}", xaxis=_title("trial"),
         yaxis={**_title(axis), "range": yrange}, legend=_title("trials"))}
@@ -350,7 +380,7 @@ def pareto_figure(points: Sequence[Row], axes: Sequence[str], directions: Sequen
     mine = [p for p in ok if p["trial"] == exported]
     if exported is not None and mine:
         data.append(_star(exported, mine[0]["x"], mine[0]["y"]))
-    xaxis, yaxis = _title(axes[0]), _title(axes[1])
+    xaxis, yaxis = _title(plotly_text(axes[0])), _title(plotly_text(axes[1]))
     if ok:
         xaxis["range"] = _padded(min(p["x"] for p in ok), max(p["x"] for p in ok))
         yaxis["range"] = _padded(min(p["y"] for p in ok), max(p["y"] for p in ok))
