@@ -13,14 +13,19 @@ from ._schedules import OPTIMUM
 __all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model"]
 
 
+# Heads optimum-graphcore 0.7.1 cannot run: it has no feature-extraction pipeline and pipelines
+# no tower (`models/*/modeling_*.py` register three base models: BERT, MPNet, T5's encoder),
+# and it pins transformers 4.29.2, which predates the image-text-to-text class.
+_NOT_IN_OPTIMUM = ("feature-extraction", "image-text-to-text")
+
+
 def is_transformers_model(ctx: ExportContext) -> bool:
     """The model is built through Transformers (`model.hf`, or a GPT-2 zoo size), profiled,
-    and has a head: optimum-graphcore 0.7.1 has no feature-extraction pipeline and pipelines no
-    tower (`models/*/modeling_*.py` register three base models: BERT, MPNet, T5's encoder), so a
-    base model (`feature-extraction`) gets neither file."""
+    and has a head optimum-graphcore 0.7.1 can run (`_NOT_IN_OPTIMUM`): otherwise it gets
+    neither file."""
     source = hf_source(ctx.config.model)
     return (ctx.profile is not None and source is not None
-            and hf_identity(source)[1] != "feature-extraction")
+            and hf_identity(source)[1] not in _NOT_IN_OPTIMUM)
 
 
 class IpuConfigExporter:

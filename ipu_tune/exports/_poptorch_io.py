@@ -26,7 +26,8 @@ def loss_family(cfg: EvalConfig) -> str:
     label per position, Hugging Face output), question-answering (the answer span's start and
     end position), classification (one label per sample, audio classification too),
     feature-extraction (a base model's features under a stand-in loss: the user's objective
-    goes there), ctc (CTC over the encoder's frames), speech-seq2seq (the decoder's tokens)."""
+    goes there), ctc (CTC over the encoder's frames), speech-seq2seq (the decoder's tokens),
+    image-text-to-text (a vision-language model's next tokens after its image)."""
     if zoo_name(cfg) in ("bert_base", "bert_large"):
         return "masked-lm"
     from ipu_tune.models import hf_identity, hf_source
@@ -36,7 +37,7 @@ def loss_family(cfg: EvalConfig) -> str:
         return "classification"
     task = hf_identity(source)[1]
     if task in ("causal-lm", "masked-lm", "question-answering", "feature-extraction", "ctc",
-                "speech-seq2seq"):
+                "speech-seq2seq", "image-text-to-text"):
         return task
     return "seq2seq-lm" if task == "seq2seq-lm" else "hf-classification"
 
@@ -197,8 +198,9 @@ def input_lines(
         what = "token ids" if kind == "tokens" else "audio samples or features"
         out.append(f"# (8-bit I/O applies to image pixels; this model reads {what}.)")
     captions = caption_tokens(ctx.profile)  # an image-text model's, beside each image
+    spliced = loss_family(cfg) == "image-text-to-text"  # a vision-language model's ids
     if captions:
-        out += image_text_model(captions)
+        out += image_text_model(captions, spliced)
     if eight_bit or (overlap and image):
         out += _input_wrapper(cfg, eight_bit, overlap, captions > 0)
     elif overlap and kind == "audio":
@@ -207,7 +209,7 @@ def input_lines(
         out.append("# Call it with the decoder's input tokens as simulated: "
                    "poptorch_model(features, decoder_input_ids=ids).")
     if plan.training:
-        out += (_model_with_loss(image_text_forward(), "torch.nn.CrossEntropyLoss()")
+        out += (_model_with_loss(image_text_forward(spliced), "torch.nn.CrossEntropyLoss()")
                 if captions else _loss_wrapper(cfg))
     out.append(f"model = model.{model_dtype}()")
     host = (
@@ -215,7 +217,9 @@ def input_lines(
         if eight_bit
         else (f"tensors of {in_dtype}" if image else "token ids (torch.int32)"
               if kind == "tokens" else _audio_host(ctx.profile, in_dtype, plan.training))
-    ) + (f", each with its caption's {captions} token ids (torch.int32)" if captions else "")
+    ) + (f", each with its {captions} token ids (torch.int32), the image token at the places"
+         " its features take (as the model's processor expands it)" if spliced else
+         f", each with its caption's {captions} token ids (torch.int32)" if captions else "")
     return [*out, "", *_loader_lines(ctx, host)]
 
 

@@ -36,6 +36,7 @@ from ipu_tune.models._hf_names import (
     config_source,
     hf_overrides,
     hf_task,
+    splices_images,
     unregistered_tower,
     usual_task,
 )
@@ -48,6 +49,11 @@ from ipu_tune.models._hf_runner import (
     seq2seq_call,
     text_call,
     tower_call,
+)
+from ipu_tune.models._hf_vision_text import (
+    image_token_id,
+    image_tokens_call,
+    image_tokens_per_image,
 )
 from ipu_tune.models._masked import masked_positions
 
@@ -192,6 +198,8 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
         return _tower(cfg, config, model, blocks)
     if task == "image-classification":
         return HfRunner(model, image_call, blocks, None), "image", _pixel_shape(config)
+    if task == "image-text-to-text":
+        return _vision_text(cfg, config, model, blocks)
     seq = _sequence_length(cfg, config)
     causal = task == "causal-lm" or usual_task(config.model_type) == "causal-lm"
     call = seq2seq_call if task == "seq2seq-lm" else causal_call if causal else text_call
@@ -226,7 +234,7 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
                         f"{main or 'no main input'}: {AS_FACTORY}")  # fmt: skip
     text = getattr(config, "text_config", None)
     if {"input_ids", "pixel_values"} <= set(takes) and text is not None and getattr(
-            config, "vision_config", None) is not None and not _splices_images(config):
+            config, "vision_config", None) is not None and not splices_images(config):
         return _image_text(cfg, config, text, model, blocks)
     if main == "pixel_values":
         _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
@@ -237,12 +245,23 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
     return HfRunner(model, tower_call, blocks, None, tower_input=main), "tokens", (seq,)
 
 
-def _splices_images(config: Any) -> bool:
-    """A vision-language model (LLaVA, PaliGemma, Qwen2-VL) puts its image features into the
-    text at the places of an image token, which its config names: its token ids hold those
-    places, so a caption of plain tokens is not its input."""
-    return any(getattr(config, key, None) is not None
-               for key in ("image_token_id", "image_token_index"))
+def _vision_text(cfg: ModelConfig, config: Any, model: nn.Module,
+                 blocks: list[str]) -> tuple[HfRunner, str, tuple[int, ...]]:
+    """A vision-language model that splices its image features into the text
+    (`_hf_vision_text`): pixels in, each with `model.sequence_length` ids (default: its image
+    tokens and 128 text tokens), the image's places first; next-token logits out."""
+    _masked_positions(cfg, "image-text-to-text", None, 0)  # refuses model.kwargs
+    text = getattr(config, "text_config", None) or config
+    image_id = image_token_id(config, getattr(text, "vocab_size", None))
+    places, shape = image_tokens_per_image(model, _pixel_shape(config))
+    seq = _sequence_length(cfg, text, "text_config.", extra=places)
+    if seq <= places:
+        raise bad_value("model.sequence_length", seq, f"more than the image's {places} tokens "
+                        f"(its features take {places} places in the ids)")
+    call = image_tokens_call(places, seq, image_id, usual_token_id(model))
+    runner = HfRunner(model, call, blocks, None)
+    runner.paired_tokens = seq
+    return runner, "image", shape
 
 
 def _image_text(cfg: ModelConfig, config: Any, text: Any, model: nn.Module,
@@ -319,17 +338,18 @@ def _gather_masked(model: nn.Module, head: str | None, positions: int | None) ->
     model.get_submodule(head).register_forward_pre_hook(first_tokens)
 
 
-def _sequence_length(cfg: ModelConfig, config: Any, where: str = "") -> int:
-    """`model.sequence_length`, at most the config's position limit; not given: 128 tokens, or
-    the limit if it is shorter (CLIP's text tower: 77). `where`: the config's path in
-    `model.hf.config` (a text tower's, `text_config.`)."""
+def _sequence_length(cfg: ModelConfig, config: Any, where: str = "", extra: int = 0) -> int:
+    """`model.sequence_length`, at most the config's position limit; not given: 128 tokens
+    (plus `extra`, a vision-language model's image tokens), or the limit if it is shorter
+    (CLIP's text tower: 77). `where`: the config's path in `model.hf.config` (a text tower's,
+    `text_config.`)."""
     from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH
 
     # A limit of 0 or below is none (XLNet's -1: relative positions, any length).
     limits = [(value, key) for key in _MAX_POSITION_KEYS
               if isinstance(value := getattr(config, key, None), int) and value > 0]
     if cfg.sequence_length is None:
-        return min([DEFAULT_SEQUENCE_LENGTH, *(value for value, _ in limits)])
+        return min([DEFAULT_SEQUENCE_LENGTH + extra, *(value for value, _ in limits)])
     seq = cfg.sequence_length
     for limit, key in limits:
         if limit < seq:

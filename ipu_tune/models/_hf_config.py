@@ -125,9 +125,16 @@ def _file_fails(config_class: Any, values: dict[str, Any], overrides: dict[str, 
 
 
 def layer_counts(config: Any) -> set[int]:
-    """The layer and stage counts a config states (`_LAYER_KEYS`, `depths`)."""
-    values = config.to_dict()
+    """The layer and stage counts a config states (`_LAYER_KEYS`, `depths`), its sub-configs'
+    too (a vision-language model's `text_config` and `vision_config` count its two towers)."""
+    return {c for c in _counts(config.to_dict()) if c > 0}
+
+
+def _counts(values: dict[str, Any]) -> set[int]:
     counts = {v for k, v in values.items() if _LAYER_KEYS.match(k) and isinstance(v, int)}
     if isinstance(values.get("depths"), list):
         counts.add(len(values["depths"]))
-    return {c for c in counts if c > 0}
+    for key, value in values.items():
+        if key.endswith("_config") and isinstance(value, dict):
+            counts |= _counts(value)
+    return counts

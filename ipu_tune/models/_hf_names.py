@@ -13,9 +13,10 @@ from typing import Any
 from ipu_tune.config import HfConfig, ModelConfig, parse_json, read_text
 from ipu_tune.errors import bad_value
 
-__all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "TASKS", "HubModel", "base_model_class",
-           "config_json_path", "config_source", "hf_identity", "hf_overrides", "hf_source",
-           "hf_task", "model_label", "unregistered_tower", "usual_task"]  # fmt: skip
+__all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "IMAGE_TOKEN_KEYS", "TASKS", "HubModel",
+           "base_model_class", "config_json_path", "config_source", "hf_identity", "hf_overrides",
+           "hf_source", "hf_task", "model_label", "splices_images", "unregistered_tower",
+           "usual_task"]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -33,6 +34,10 @@ TASKS: Mapping[str, str] = {
     "ctc": "AutoModelForCTC",
     "audio-classification": "AutoModelForAudioClassification",
     "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
+    # A vision-language model that puts its image features into the text at the places of an
+    # image token (LLaVA, PaliGemma, InternVL): pixels and token ids in, next-token logits out
+    # (ipu_tune/models/_hf_vision_text.py).
+    "image-text-to-text": "AutoModelForImageTextToText",
 }
 # The heads of models that read audio (their input kind is "audio").
 AUDIO_TASKS = ("ctc", "audio-classification", "speech-seq2seq")
@@ -51,6 +56,7 @@ _TASK_MAPPINGS = (
     ("seq2seq-lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
     ("masked-lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
     ("causal-lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    ("image-text-to-text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),  # `splices_images`
     ("image-classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
     ("sequence-classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
     ("question-answering", "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES"),
@@ -88,11 +94,36 @@ def usual_task(model_type: str) -> str | None:
     from transformers.models.auto import modeling_auto
 
     task = next((task for task, name in _TASK_MAPPINGS
-                 if model_type in getattr(modeling_auto, name, {})), None)  # fmt: skip
+                 if model_type in getattr(modeling_auto, name, {}) and (
+                     task != "image-text-to-text" or _splices_by_default(model_type))),
+                None)  # fmt: skip
     if task is None and (model_type in modeling_auto.MODEL_MAPPING_NAMES
                          or base_model_class(model_type) is not None):
         return "feature-extraction"
     return task
+
+
+# The config fields that name the token at whose places a vision-language model puts its image
+# features (Transformers' LLaVA, PaliGemma, InternVL configs; older ones say `_index`).
+IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+
+
+def splices_images(config: Any) -> bool:
+    """Whether `config` is a vision-language model's that puts its image features into the
+    text at the places of an image token: its token ids hold those places, so a caption of
+    plain tokens is not its input (CLIP's is)."""
+    return any(getattr(config, key, None) is not None for key in IMAGE_TOKEN_KEYS)
+
+
+def _splices_by_default(model_type: str) -> bool:
+    """`splices_images` of the model type's config class defaults (an image-captioning model
+    such as BLIP's has no image token: it is no image-text-to-text model here)."""
+    import transformers
+
+    try:
+        return splices_images(transformers.AutoConfig.for_model(model_type))
+    except Exception:  # a config class that does not build takes no such head
+        return False
 
 
 def unregistered_tower(model_type: str) -> str | None:
@@ -272,6 +303,8 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
             raise bad_value("model.hf.task", None, f"the config.json was saved from {name}, a "
                             f"head ipu-tune does not build; name one of {', '.join(TASKS)}"
                             f"{hint}")
+    if task == "seq2seq-lm" and usual_task(model_type) == "image-text-to-text":
+        task = "image-text-to-text"  # a vision-language model's ForConditionalGeneration
     task = task or usual_task(model_type)
     if task is None:
         raise bad_value("model.hf.task", None, f"one of {', '.join(TASKS)}: {model_type} has no "

@@ -1,0 +1,130 @@
+"""Vision-language models that put their image features into the text (LLaVA, PaliGemma,
+InternVL): the `image-text-to-text` head.
+
+Such a model reads pixels and token ids. Its vision tower turns each image into features, a
+projector maps them to the language model's width, and they take the places of an image token
+(the config's `image_token_id`) in the ids; the language model then runs on the whole sequence
+and predicts the next token (Liu et al. 2023, "Visual Instruction Tuning", Figure 1;
+Transformers' `get_placeholder_mask`). The ids must hold exactly as many image tokens as the
+tower makes features, so their count is read from the model itself: its `get_image_features`
+on one image of the config's size. A model that needs more than pixels for its features (the
+grid of Qwen2-VL's patches, LLaVA-NeXT's image sizes) is refused in one line.
+
+The pixels are the main input; the ids stream beside them (`paired_tokens`, int32), the image
+tokens first, then text. `model.sequence_length` counts the whole sequence, image tokens
+included, as the language model's positions do.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ipu_tune.errors import bad_value
+from ipu_tune.models._hf_names import IMAGE_TOKEN_KEYS, _one_line
+from ipu_tune.models._hf_runner import AS_FACTORY
+
+__all__ = ["image_sizes", "image_token_id", "image_tokens_call", "image_tokens_per_image"]
+
+_TASK = "image-text-to-text"
+
+
+def image_token_id(config: Any, vocab_size: Any) -> int:
+    """The id at whose places the model puts its image features, a token of the language
+    model's `vocab_size` (its embedding looks the id up before the features replace it); a
+    config naming none is refused (it is no model of this head)."""
+    for key in IMAGE_TOKEN_KEYS:
+        value = getattr(config, key, None)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if isinstance(vocab_size, int) and not 0 <= value < vocab_size:
+            raise bad_value(f"model.hf.config.{key}", value, f"a token of the text "
+                            f"vocabulary, 0..{vocab_size - 1} (text_config.vocab_size="
+                            f"{vocab_size})")
+        return value
+    raise bad_value("model.hf.task", _TASK, f"a vision-language model whose config names its "
+                    f"image token ({' or '.join(IMAGE_TOKEN_KEYS)}); {config.model_type}'s "
+                    "names none")
+
+
+def image_tokens_per_image(model: nn.Module,
+                           image: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    """The image tokens one sample's image needs, and the sample's pixel shape: the rows of
+    the features the model makes of one `image` (channels, height, width), given as it takes
+    images: one per sample, or a list of one per sample (Idefics' and SmolVLM's
+    images x channels x height x width). `get_image_features` runs on the model's device."""
+    get = getattr(model, "get_image_features", None)
+    if get is None:
+        raise bad_value("model.hf.task", _TASK, f"it has no get_image_features: {AS_FACTORY}")
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    failures: list[Exception] = []
+    for shape in (image, (1, *image)):
+        pixels = torch.zeros((1, *shape), device=device)
+        try:
+            rows = _rows(get(pixel_values=pixels, **image_sizes(model, pixels)))
+        except Exception as exc:  # any failure: try the next shape, or refuse
+            failures.append(exc)
+            continue
+        if rows < 1:
+            raise bad_value("model.hf.task", _TASK, "its vision tower makes no features of an "
+                            f"image of shape {list(image)}")
+        return rows, shape
+    # A shape that got as far as the pixels' values (`.item()`, `nonzero` on the meta device)
+    # is the one the model takes; else the first shape's failure says what is missing.
+    meta = next((f for f in failures if "meta" in str(f).lower()), None)
+    if meta is not None:
+        raise bad_value("model.hf.task", _TASK, "its image features depend on the pixels' "
+                        f"values, which the meta device does not hold ({_one_line(meta)}): "
+                        f"{AS_FACTORY}")
+    raise bad_value("model.hf.task", _TASK, f"its image features need more than pixels of "
+                    f"shape {list(image)} ({_one_line(failures[0])}); it reads another input: "
+                    f"{AS_FACTORY}")
+
+
+def image_sizes(model: nn.Module, pixels: Tensor) -> dict[str, Tensor]:
+    """`image_sizes` for a model that asks each image's (height, width) beside its pixels
+    (LLaVA-NeXT, Mistral 3): the pixels' own, as its processor gives them for an image it did
+    not resize; nothing for the others."""
+    get = getattr(model, "get_image_features", None)
+    if get is None or "image_sizes" not in inspect.signature(get).parameters:
+        return {}
+    sides = torch.tensor([list(pixels.shape[-2:])], device=pixels.device)
+    return {"image_sizes": sides.expand(pixels.shape[0], 2)}
+
+
+def _rows(out: Any) -> int:
+    """Feature rows in `out`: a tensor (images x rows x width), a list of per-image tensors
+    (rows x width), or a model output holding one of them as `pooler_output` (the projected
+    features, Transformers 5) or first."""
+    if isinstance(out, Tensor):
+        return out.numel() // max(1, int(out.shape[-1])) if out.dim() >= 2 else 0
+    if isinstance(out, list | tuple):
+        return sum(_rows(item) for item in out)
+    pooled = getattr(out, "pooler_output", None)
+    if pooled is None and hasattr(out, "to_tuple"):
+        pooled = out.to_tuple()[0]
+    if pooled is None:
+        raise TypeError(f"get_image_features returned {type(out).__name__}")
+    return _rows(pooled)
+
+
+def image_tokens_call(image_tokens: int, tokens: int, image_id: int,
+                      token_id: int) -> Callable[[nn.Module, Tensor], Any]:
+    """The call of a vision-language model on its pixels, each with `tokens` ids: the image's
+    `image_tokens` places first, then usual text tokens; a mask of ones. Its output is the
+    language model's next-token logits (the stand-in loss runs on every position: the real
+    one skips the image places, a share of one elementwise op)."""
+
+    def call(model: nn.Module, pixels: Tensor) -> Any:
+        ids = torch.full((pixels.shape[0], tokens), token_id, dtype=torch.long,
+                         device=pixels.device)
+        ids[:, :image_tokens] = image_id
+        out = model(input_ids=ids, pixel_values=pixels, attention_mask=torch.ones_like(ids),
+                    use_cache=False, **image_sizes(model, pixels))
+        return out.logits
+
+    return call
