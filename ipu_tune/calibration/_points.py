@@ -9,7 +9,6 @@ mappings; bad rows raise `IpuTuneError` naming the row and key.
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,16 @@ class CalibrationPoint:
     tolerance: float | None = None  # relative; used by validation, not by the fit
 
 
+# What a measured run can have given, each figure's lowest and highest: a figure outside is a
+# typo (1e-300 samples/s makes a relative error of 10^300 %, or inf), not a run.
+# - samples_per_s: 0.001 (one sample in 1,000 s) to 10^9 (a thousand times an IPU-POD's best);
+# - device_cycles: 1,000 (one call is at least a compute set's sync and exchange) to 10^15
+#   (nine days of one call at 1.33 GHz);
+# - weight: 10^-6 to 10^6 times a row's default 1 in the fit; tolerance: up to 10 (1,000 %).
+_RANGES = {"samples_per_s": (1e-3, 1e9), "device_cycles": (1e3, 1e15),
+           "weight": (1e-6, 1e6), "tolerance": (1e-6, 10.0)}
+
+
 def _number(row: str, key: str, value: Any) -> float | None:
     if value is None or value == "":
         return None
@@ -44,8 +53,9 @@ def _number(row: str, key: str, value: Any) -> float | None:
         out = float(value)
     except (TypeError, ValueError):
         raise bad_value(f"{row}.{key}", value, "must be a number") from None
-    if not (out > 0.0 and math.isfinite(out)):  # inf passes "> 0" and would void the fit
-        raise bad_value(f"{row}.{key}", value, "must be a positive, finite number")
+    low, high = _RANGES[key]
+    if not (low <= out <= high):  # nan fails both; inf would void the fit
+        raise bad_value(f"{row}.{key}", value, f"must be in {low:g}..{high:g}")
     return out
 
 

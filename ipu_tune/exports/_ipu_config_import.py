@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ipu_tune.config import (
+    LIMITS,
     EvalConfig,
     at_one_proportion_if_moved,
     check_pinned_layout,
@@ -110,8 +111,13 @@ _FLOORS = {"layers_per_ipu": -1, "matmul_proportion": 0, "replication_factor": 1
            "gradient_accumulation_steps": 1, "ipus_per_replica": 1,
            "embedding_serialization_factor": 1, "projection_serialization_factor": 1,
            "device_iterations": 1}  # fmt: skip
-# Poplar's availableMemoryProportion is a share of each tile's memory: at most all of it.
-_CEILINGS = {"matmul_proportion": 1}
+# Poplar's availableMemoryProportion is a share of each tile's memory: at most all of it. The
+# counts are at most what the config's own keys take (`LIMITS`: IPUs, replicas, accumulation,
+# device iterations): beyond, a file would have this import build lists of a trillion IPUs.
+_CEILINGS = {"matmul_proportion": 1, "ipus_per_replica": LIMITS["system.num_ipus"],
+             "replication_factor": LIMITS["plan.replication_factor"],
+             "gradient_accumulation_steps": LIMITS["plan.gradient_accumulation"],
+             "device_iterations": LIMITS["plan.device_iterations"]}
 
 
 def _check_range(file: Path, key: str, value: Any) -> None:

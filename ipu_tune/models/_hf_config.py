@@ -1,5 +1,6 @@
 """The Transformers config a `model.hf` section builds: a model type with overrides, or a
-downloaded `config.json`, checked (layer counts, misspelt fields) before any model is built."""
+downloaded `config.json`, checked (layer counts, sizes, misspelt fields) before any model is
+built."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ipu_tune.models._hf_names import (
     hf_overrides,
 )
 
-__all__ = ["MAX_HF_LAYERS", "hf_config", "layer_counts"]
+__all__ = ["MAX_HF_LAYERS", "MAX_HF_SIZE", "hf_config", "layer_counts"]
 
 # Config fields that count a model's layers or stages (n_layer: GPT-2; n_layers: DistilBERT;
 # num_stages: ConvNeXt, ResNet; num_encoder_blocks: SegFormer; encoder_layers: BART); a list
@@ -31,22 +32,47 @@ _LAYER_KEYS = re.compile(r"^(n_layers?|num_layers|num_(hidden|encoder|decoder)_l
 MAX_HF_LAYERS = 4096
 
 
-def _check_layer_counts(data: Mapping[str, Any], where: Callable[[str], str],
-                        prefix: str = "") -> None:
-    """Refuse a layer count (`_LAYER_KEYS`, an entry of `depths`, in nested configs too) the
-    user gave that is not 1..MAX_HF_LAYERS; `where(path)` names the key as the user wrote it."""
+# Config fields that size a model (widths, heads, vocabulary, positions, image and patch
+# sides, labels): each at least 1. A model built with 0 divides by it or makes empty tensors,
+# with a negative one torch fails on a negative dimension; Transformers checks neither.
+_SIZE_KEYS = re.compile(
+    r"^(hidden_size|intermediate_size|vocab_size|image_size|patch_size|head_dim|embed_dim|"
+    r"max_position_embeddings|max_(source|target)_positions|n_positions|n_ctx|n_embd|n_inner|"
+    r"n_head|d_model|d_ff|d_kv|(num|encoder|decoder)_attention_heads|num_heads|"
+    r"num_key_value_heads|num_channels|num_labels|projection_dim|(encoder|decoder)_ffn_dim|"
+    r"num_mel_bins|num_frames|tubelet_size|num_image_tokens)$")
+# Largest size (2^24, as `model.num_classes`): far above any published model's width,
+# vocabulary (256 k) or image side, and small enough that a tensor of two such sizes stays
+# within int64 bytes. Any other integer given is at most 2^31 - 1: beyond, torch's C++ cannot
+# take it as a size and says so in a stack trace.
+MAX_HF_SIZE = 2**24
+_MAX_HF_INT = 2**31 - 1
+
+
+def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
+                   prefix: str = "") -> None:
+    """Refuse, in what the user gave (nested configs too): a layer count (`_LAYER_KEYS`, an
+    entry of `depths`) not 1..MAX_HF_LAYERS, a size (`_SIZE_KEYS`, or each side of a
+    [height, width]) not 1..MAX_HF_SIZE, any other integer beyond +-(2^31 - 1). `where(path)`
+    names the key as the user wrote it."""
     for key, value in data.items():
         if isinstance(value, Mapping):
-            _check_layer_counts(value, where, f"{prefix}{key}.")
+            _check_numbers(value, where, f"{prefix}{key}.")
             continue
-        if not (_LAYER_KEYS.match(key) or key == "depths"):
-            continue
-        counts = value if isinstance(value, list) else [value]
-        for count in counts:
-            if isinstance(count, int) and not isinstance(count, bool) and not (
-                    1 <= count <= MAX_HF_LAYERS):
-                raise bad_value(where(prefix + key), value, f"a layer count from 1 to "
-                                f"{MAX_HF_LAYERS} (the deepest published models have about 130)")
+        ints = [v for v in (value if isinstance(value, list) else [value])
+                if isinstance(v, int) and not isinstance(v, bool)]
+        if _LAYER_KEYS.match(key) or key == "depths":
+            low, high = 1, MAX_HF_LAYERS
+            allowed = (f"a layer count from 1 to {high} (the deepest published models have "
+                       "about 130)")
+        elif _SIZE_KEYS.match(key):
+            low, high = 1, MAX_HF_SIZE
+            allowed = f"a size from 1 to {high:,} (2^24)"
+        else:
+            low, high = -_MAX_HF_INT, _MAX_HF_INT
+            allowed = f"an integer within +-{high:,} (2^31 - 1)"
+        if any(not low <= v <= high for v in ints):
+            raise bad_value(where(prefix + key), value, allowed)
 
 
 def _config_class(model_type: str, data: Mapping[str, Any], file: str | None) -> Any:
@@ -92,8 +118,8 @@ def hf_config(cfg: ModelConfig) -> Any:
         raise IpuTuneError("model.hf.model_type: missing; give a Transformers model type "
                            "(bert, gpt2, llama, vit, t5, ...) or model.hf.config_file")  # fmt: skip
     file = hf.config_file
-    _check_layer_counts(data, lambda path: f"model.hf.config_file={file!r}: field {path}")
-    _check_layer_counts(overrides, lambda path: f"model.hf.config.{path}")
+    _check_numbers(data, lambda path: f"model.hf.config_file={file!r}: field {path}")
+    _check_numbers(overrides, lambda path: f"model.hf.config.{path}")
     config_class = _config_class(model_type, data, hf.config_file)
     _check_overrides(config_class, overrides)
     values = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}

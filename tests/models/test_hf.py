@@ -254,6 +254,23 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
      "model.hf.config.n_layer=1000000000: a layer count from 1 to 4096"),
     ({"hf": {"model_type": "clip", "config": {"text_config": {"num_hidden_layers": 5000}}}},
      "model.hf.config.text_config.num_hidden_layers=5000"),
+    # Sizes out of 1..2^24: a model of no width or heads divides by zero, a negative side is a
+    # negative dimension, a billion labels (or a width of 10^30) builds for ever or overflows.
+    ({"hf": {"model_type": "bert", "config": {"hidden_size": 0}}},
+     "model.hf.config.hidden_size=0: a size from 1 to 16,777,216 (2^24)"),
+    ({"hf": {"model_type": "vit", "config": {"image_size": -224}}},
+     "model.hf.config.image_size=-224: a size from 1"),
+    ({"hf": {"model_type": "yolos", "config": {"image_size": [512, 0]}}},
+     "model.hf.config.image_size=[512, 0]: a size from 1"),
+    ({"hf": {"model_type": "llama", "config": {"num_key_value_heads": 0}}},
+     "model.hf.config.num_key_value_heads=0"),
+    ({"hf": {"model_type": "gpt2", "config": {"n_positions": 0}}}, "model.hf.config.n_positions=0"),
+    ({"hf": {"model_type": "bert", "task": "sequence-classification",
+             "config": {"num_labels": 10**9}}}, "model.hf.config.num_labels=1000000000"),
+    ({"hf": {"model_type": "bert", "config": {"vision_config": {"hidden_size": 10**30}}}},
+     "model.hf.config.vision_config.hidden_size=1000000000000000000000000000000"),
+    ({"hf": {"model_type": "bert", "config": {"pad_token_id": 2**40}}},
+     "model.hf.config.pad_token_id=1099511627776: an integer within +-2,147,483,647"),
     ({"hf": {"model_type": "gpt2"}, "sequence_length": 4096}, "model.sequence_length=4096"),
     ({"hf": {"config_file": "/nonexistent/config.json"}}, "model.hf.config_file="),
     ({"hf": {"model_type": "whisper", "task": "causal-lm", "config": {"decoder_layers": 0}}},
@@ -424,7 +441,8 @@ def test_a_tower_without_a_head_profiles_its_features(
 
 
 @pytest.mark.parametrize(("model_type", "config", "words"), [
-    # A vision-language model given ids alone: its vision tower never runs.
+    # A vision-language model's base model (no head) given ids alone: its vision tower never
+    # runs (its usual head, image-text-to-text, reads both: tests/models/test_hf_vision_text).
     ("llava", {"text_config": {"num_hidden_layers": 1}, "vision_config": {"num_hidden_layers": 1}},
      "on input_ids alone its vision_tower"),
     ("dac", {}, "dac reads input_values"),  # an audio codec: not ids or pixels
@@ -433,7 +451,8 @@ def test_a_model_of_several_inputs_is_refused_naming_them(
     profile_of: Any, model_type: str, config: dict[str, Any], words: str
 ) -> None:
     with pytest.raises(IpuTuneError) as err:
-        profile_of(name="hf", hf={"model_type": model_type, "config": config})
+        profile_of(name="hf", hf={"model_type": model_type, "config": config,
+                                  "task": "feature-extraction"})
     msg = str(err.value)
     assert "\n" not in msg and "model.hf.task='feature-extraction'" in msg
     assert words in msg and "model._target_" in msg
