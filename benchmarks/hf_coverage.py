@@ -37,9 +37,13 @@ _REASONS = (
     ("Transformers cannot build it", "Transformers cannot build it"),
     # Fails on the meta device for want of values, and on the CPU too or too large to try.
     ("cannot run on the meta device", "cannot run forward and backward on the meta device"),
+    ("cannot run on the meta device", "depend on the pixels' values"),
+    # A vision-language model's defaults name an image token outside its text vocabulary.
+    ("Transformers cannot build it", "a token of the text vocabulary"),
     ("reads another input", "a model of one input"),
     ("reads another input", "an audio model ipu-tune can feed"),
     ("reads another input", " alone ("),  # a base model on one of its inputs fails
+    ("reads another input", "its image features need more than pixels"),
     ("fails on the usual input", "cannot run forward and backward on"),  # on any device
 )
 
