@@ -45,6 +45,7 @@ _REASONS = (
     ("reads another input", " alone ("),  # a base model on one of its inputs fails
     ("reads another input", "its image features need more than pixels"),
     ("fails on the usual input", "cannot run forward and backward on"),  # on any device
+    ("fails on the usual input", "its vision tower fails on one image"),
 )
 
 

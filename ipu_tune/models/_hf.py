@@ -253,7 +253,8 @@ def _vision_text(cfg: ModelConfig, config: Any, model: nn.Module,
     _masked_positions(cfg, "image-text-to-text", None, 0)  # refuses model.kwargs
     text = getattr(config, "text_config", None) or config
     image_id = image_token_id(config, getattr(text, "vocab_size", None))
-    places, shape = image_tokens_per_image(model, _pixel_shape(config))
+    places, shape = image_tokens_per_image(model, _pixel_shape(config),
+                                           config_source(cfg, False))
     seq = _sequence_length(cfg, text, "text_config.", extra=places)
     if seq <= places:
         raise bad_value("model.sequence_length", seq, f"more than the image's {places} tokens "

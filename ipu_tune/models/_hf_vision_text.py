@@ -51,12 +51,14 @@ def image_token_id(config: Any, vocab_size: Any) -> int:
                     "names none")
 
 
-def image_tokens_per_image(model: nn.Module,
-                           image: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+def image_tokens_per_image(model: nn.Module, image: tuple[int, ...],
+                           config_key: tuple[str, Any]) -> tuple[int, tuple[int, ...]]:
     """The image tokens one sample's image needs, and the sample's pixel shape: the rows of
     the features the model makes of one `image` (channels, height, width), given as it takes
     images: one per sample, or a list of one per sample (Idefics' and SmolVLM's
-    images x channels x height x width). `get_image_features` runs on the model's device."""
+    images x channels x height x width). `get_image_features` runs on the model's device. A
+    tower that fails on the image for its sizes (a patch larger than the image) is refused
+    naming `config_key`, the config's key and value."""
     get = getattr(model, "get_image_features", None)
     if get is None:
         raise bad_value("model.hf.task", _TASK, f"it has no get_image_features: {AS_FACTORY}")
@@ -80,9 +82,26 @@ def image_tokens_per_image(model: nn.Module,
         raise bad_value("model.hf.task", _TASK, "its image features depend on the pixels' "
                         f"values, which the meta device does not hold ({_one_line(meta)}): "
                         f"{AS_FACTORY}")
-    raise bad_value("model.hf.task", _TASK, f"its image features need more than pixels of "
-                    f"shape {list(image)} ({_one_line(failures[0])}); it reads another input: "
-                    f"{AS_FACTORY}")
+    others = _other_inputs(get)
+    if others:
+        raise bad_value("model.hf.task", _TASK, f"its image features need more than pixels of "
+                        f"shape {list(image)} ({_one_line(failures[0])}); it reads another "
+                        f"input ({', '.join(others)}): {AS_FACTORY}")
+    raise bad_value(*config_key, f"its vision tower fails on one image of shape {list(image)} "
+                    f"({_one_line(failures[0])})")
+
+
+# What `get_image_features` may take besides the pixels that no input of the model's is: the
+# config's feature choices (LLaVA's layer and strategy), optional masks, and the image sizes
+# `image_sizes` gives.
+_NOT_INPUTS = ("self", "pixel_values", "kwargs", "image_sizes")
+
+
+def _other_inputs(get: Callable[..., Any]) -> list[str]:
+    """The inputs besides pixels `get` takes (Qwen2-VL's `image_grid_thw`)."""
+    return [name for name, p in inspect.signature(get).parameters.items()
+            if name not in _NOT_INPUTS and not name.startswith("vision_feature")
+            and not name.endswith("_mask") and p.kind is not p.VAR_KEYWORD]
 
 
 def image_sizes(model: nn.Module, pixels: Tensor) -> dict[str, Tensor]:

@@ -97,6 +97,7 @@ def test_a_saved_vision_language_config_builds_its_head(profile_of: Any,
 @pytest.mark.parametrize(("model_type", "config", "needle"), [
     # Qwen2-VL's features need the grid of its patches beside the pixels.
     ("qwen2_vl", None, "its image features need more than pixels of shape [3, 224, 224]"),
+    ("qwen2_vl", None, "it reads another input (image_grid_thw)"),
     # SmolVLM drops padding images by their values (its class default's image token, 128257,
     # is outside its default 32,000-token vocabulary: one inside it).
     ("smolvlm", {"image_token_id": 100},
@@ -125,3 +126,14 @@ def test_an_image_token_outside_the_text_vocabulary_is_refused(profile_of: Any) 
     with pytest.raises(IpuTuneError, match=r"^model.hf.config.image_token_id=32000: a token of "
                        r"the text vocabulary, 0..999 \(text_config.vocab_size=1000\)$"):
         profile_of(name="hf", hf={"model_type": "llava", "config": small})
+
+
+def test_a_vision_tower_failing_on_its_image_names_the_config(profile_of: Any) -> None:
+    # A patch larger than the image: the config's sizes, not a missing input.
+    small = {"text_config": TEXT, "image_token_id": 999,
+             "vision_config": {**VISION, "image_size": 8}}
+    with pytest.raises(IpuTuneError) as err:
+        profile_of(name="hf", hf={"model_type": "llava", "config": small})
+    text = str(err.value)
+    assert text.startswith("model.hf.config={") and "\n" not in text
+    assert "its vision tower fails on one image of shape [3, 8, 8] (RuntimeError: " in text
