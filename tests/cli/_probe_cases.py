@@ -154,4 +154,12 @@ PROBE_CASES: list[tuple[str, list[str], str]] = [
     ("a file where the export folder belongs", ["model=mnist_cnn", "study.n_trials=1",
                                                 "results_dir={tmp}/r_ff"],
      "export path='{tmp}/r_ff/mnist_cnn-mk2x2-throughput': exists and is not a folder"),
+    ("a folder where the results table belongs", ["model=mnist_cnn", "study.n_trials=1",
+                                                  "results_dir={tmp}/r_db"],
+     "results_dir='{tmp}/r_db': its results table '{tmp}/r_db/results.db' exists and is not a "
+     "regular file (a folder, FIFO or device); allowed: a results table file or a new name"),
+    ("a results table path over SQLite's limit", ["model=mnist_cnn", "study.n_trials=1",
+                                                  "results_dir={tmp}/" + "d" * 250 + "/"
+                                                  + "e" * 250],
+     "/results.db' has a path of"),
 ]
