@@ -95,7 +95,24 @@ def disk_hint(fault: str) -> str:
         return f"raise the file-size limit (ulimit -f) {_RESUME}"
     if "read-only" in low or "readonly" in low:
         return f"make it writable {_RESUME}"
+    if _file_size_limited() and not any(t in low for t in _NOT_A_SIZE_LIMIT):
+        # SQLite words a write the file-size limit refused (EFBIG) as "disk I/O error" or
+        # "database or disk is full", no errno: under a limit, that is the likelier cause.
+        return (f"raise the file-size limit (ulimit -f, now {_file_size_limited()} KiB), or "
+                f"free space (or make it writable), {_RESUME}")
     return f"free space (or make it writable) {_RESUME}"
+
+
+# Faults whose errno rules out the file-size limit (it is EFBIG, "file too large").
+_NOT_A_SIZE_LIMIT = ("no space left on device", "disk quota exceeded")
+
+
+def _file_size_limited() -> int:
+    """This process's file-size limit (`ulimit -f`) in KiB; 0 when there is none."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return 0 if soft == resource.RLIM_INFINITY else max(1, soft // 1024)
 
 
 # YAML 1.1 (PyYAML, OmegaConf) reads an unquoted yes/no/on/off/true/false as a boolean, and a

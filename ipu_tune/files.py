@@ -28,6 +28,7 @@ from ipu_tune import interrupts
 from ipu_tune.errors import IpuTuneError, bad_value, disk_hint
 
 __all__ = [
+    "BAD_PLACE",
     "atomic_write",
     "check_places",
     "check_target",
@@ -38,7 +39,10 @@ __all__ = [
 ]
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-_BAD_PLACE = {errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ENOENT}
+# A place that cannot hold the file or folder asked for (a file where a folder belongs, a
+# path under /proc): bad input, whatever the disk.
+BAD_PLACE = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG,
+                       errno.ENOENT})
 # mkstemp's 8 random characters; `.tmp` is this writer's suffix, earlier versions wrote none.
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}(\.tmp)?")
 _LOCK_TIMEOUT_S = 120.0
@@ -57,6 +61,9 @@ def check_target(path: Path, key: str) -> None:
     """Refuse, in one line naming `key`, a `path` that exists and is not a regular file."""
     try:
         mode = os.lstat(path).st_mode
+    except NotADirectoryError:  # a file where one of its folders belongs: never a folder
+        _check_folders(list(Path(path).parents), key, f" of {str(path)!r}")
+        return
     except OSError:
         return  # absent (or unreachable: the write itself says why)
     if stat.S_ISREG(mode):
@@ -66,10 +73,20 @@ def check_target(path: Path, key: str) -> None:
                     "name (anything else is never replaced)")
 
 
+def _check_folders(folders: list[Path], key: str, of: str) -> None:
+    """Refuse, naming `key`, the first of `folders` (nearest the root first) that exists and
+    is not a folder: a write below it would fail (ENOTDIR, EEXIST) only after the work whose
+    files it writes."""
+    for folder in reversed(folders):
+        if os.path.lexists(folder) and not folder.is_dir():
+            raise bad_value(key, str(folder), f"exists and is not a folder, where a folder{of} "
+                            "belongs; allowed: a folder or a new name")
+
+
 def _fault(path: Path, exc: OSError, key: str) -> IpuTuneError:
     """One line naming `key` and the file. A place that cannot hold a file (a file where a
     folder belongs) is bad input; a full, read-only or forbidden disk is a fault (exit 1)."""
-    bad = exc.errno in _BAD_PLACE
+    bad = exc.errno in BAD_PLACE
     hint = ("; allowed: a file in a folder that holds files" if bad
             else f"; {disk_hint(exc.strerror or '')}" if exc.errno in _DISK_FULL
             else "; make it writable, or choose another place")
@@ -97,6 +114,8 @@ def check_places(paths: Iterable[Path], key: str, root: str | Path | None = None
     """Refuse, in one line, a path that resolves outside `root` (when given) or exists and is
     not a regular file: what `write_files` checks before writing, and a run checks before its
     trials (a refused export must not wait for a finished search)."""
+    if root is not None:  # a file where results_dir or a folder above it belongs
+        _check_folders([Path(root), *Path(root).parents], "results_dir", "")
     for path in paths:
         if root is not None and not inside(path, Path(root)):
             raise IpuTuneError(

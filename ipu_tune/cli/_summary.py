@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from ipu_tune.cli.explain_cmd import NO_CLOSEST, NO_TRIAL_FINISHED
 from ipu_tune.config import GENERATED, SYNTHETIC, EvalConfig
 from ipu_tune.explain import Explanation
 from ipu_tune.exports import EXPORTERS, export_context, poprun_command
@@ -70,12 +71,12 @@ def _no_fit(s: RunSummary, argv: Sequence[str] | None) -> list[str]:
     from ipu_tune.cli.explain_cmd import format_remedies
 
     if s.n_complete == 0:
-        return ["no plan yet: no trial finished (the run stopped before its first trial ended, "
-                "as study.timeout_s stops it); the same command, without a timeout or with a "
+        return [f"{NO_TRIAL_FINISHED} (the run stopped before its first trial ended, as "
+                "study.timeout_s stops it); the same command, without a timeout or with a "
                 "longer one, runs them"]
     closest = s.explanation.closest if s.explanation is not None else None
     if closest is None:
-        return ["no plan fits: no finished trial meets the search's constraints"]
+        return [NO_CLOSEST]
     return [closest.headline, *format_remedies(closest, argv)]
 
 
@@ -186,5 +187,9 @@ def _next_line(s: RunSummary) -> str:
     if not s.storage.endswith("ipu_tune.journal"):  # a database: where the study is
         where += f" --storage {shlex.quote(s.storage)}"
     name = shlex.quote(s.study_name)
-    return (f"next: python -m ipu_tune explain {name}{where} (how this plan was reached, step "
-            f"by step); python -m ipu_tune report {name}{where} (rebuild the report)")
+    report = f"python -m ipu_tune report {name}{where} (rebuild the report)"
+    if s.n_complete == 0:  # nothing simulated: `explain` would have nothing to show
+        return f"next: {report}; explain shows a study once one of its trials has finished"
+    what = ("how this plan was reached, step by step" if s.best_trial is not None else
+            "why no plan fits, and what was checked to make one fit")
+    return f"next: python -m ipu_tune explain {name}{where} ({what}); {report}"

@@ -1,7 +1,8 @@
 """`ipu-tune compare A.yaml B.yaml [--json]`: two plans side by side, the differences marked.
 
-Plan knobs, memory by category on the fullest IPU, time per step by phase, throughput: each
-row shows A, B and a `*` where they differ (for figures, B's change against A in %).
+Plan knobs and every other key of the configs that differs, memory by category on the fullest
+IPU, time per step by phase, throughput: each row shows A, B and a `*` where they differ (for
+figures, B's change against A in %).
 """
 
 from __future__ import annotations
@@ -25,6 +26,34 @@ def _pct(a: float, b: float) -> str:
     return f"* {100 * (b / a - 1):+.0f}%" if a else "*"
 
 
+_FIRST = ("model.name", "system.ipu", "system.num_ipus")  # rows always shown, above the knobs
+_ABSENT = "-"  # a key of a free mapping (`model.kwargs`, `model.hf.config`) one side lacks
+
+
+def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Every value of a plain config by its dotted key; lists and empty mappings are values."""
+    if not isinstance(value, dict) or not value:
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, sub in value.items():
+        out.update(_leaves(sub, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def _other_differences(cfgs: list[Any], listed: set[str]) -> list[dict[str, Any]]:
+    """Rows of the keys outside the knobs that differ (the dataset's cost, the host, the
+    model's input): each is a cause the simulated figures below may show, so none is hidden."""
+    from ipu_tune.config import to_plain_dict
+
+    a, b = (_leaves(to_plain_dict(c)) for c in cfgs)
+    rows = []
+    for key in [*a, *(k for k in b if k not in a)]:
+        va, vb = a.get(key, _ABSENT), b.get(key, _ABSENT)
+        if key not in listed and va != vb:
+            rows.append({"name": key, "a": va, "b": vb, "differs": True})
+    return rows
+
+
 def compare(a_path: str, b_path: str) -> dict[str, Any]:
     """Both plans simulated: rows of (name, A, B, differs) per section."""
     from ipu_tune._api import evaluate_config
@@ -39,9 +68,10 @@ def compare(a_path: str, b_path: str) -> dict[str, Any]:
         va, vb = (get_key(c, k.key) for c in cfgs)
         va, vb = (list(v) if isinstance(v, tuple) else v for v in (va, vb))
         plan.append({"name": k.label or k.key, "a": va, "b": vb, "differs": va != vb})
-    for key in ("model.name", "system.ipu", "system.num_ipus"):
+    for key in _FIRST:
         va, vb = (get_key(c, key) for c in cfgs)
         plan.insert(0, {"name": key, "a": va, "b": vb, "differs": va != vb})
+    plan += _other_differences(cfgs, {k.key for k in KNOBS} | set(_FIRST))
 
     def fullest(r: Any) -> Any:
         return max(r.memory, key=lambda m: m.total_bytes) if r.memory else None
@@ -79,9 +109,10 @@ _W, _V = 24, 18  # widths of the name column and of each value column
 
 
 def _row(name: str, a: str, b: str, mark: str) -> list[str]:
-    """One row; values too wide for their column (a long splits list) go on lines of their
-    own, so A's and B's never run together."""
-    if max(len(a), len(b)) < _V - 1:
+    """One row; values too wide for their column (a long splits list) or a name too wide for
+    its own (`model.dataset.preprocess_s_per_sample`) go on lines of their own, so A's and B's
+    never run together."""
+    if max(len(a), len(b)) < _V - 1 and len(name) < _W:
         return [f"{name:<{_W}}{a:>{_V}}{b:>{_V}}{mark}"]
     return [f"{name}{mark}", f"  A: {a}", f"  B: {b}"]
 
@@ -107,7 +138,8 @@ def format_compare(d: dict[str, Any]) -> str:
     lines = [f"A: {d['a']}", f"B: {d['b']}", "(* marks a difference; % is B against A)", ""]
     lines.append(f"{'plan':<{_W}}{'A':>{_V}}{'B':>{_V}}")
     for r in d["plan"]:
-        lines += _row(r["name"], shown(r["a"]), shown(r["b"]), "  *" if r["differs"] else "")
+        a, b = ("null" if v is None else shown(v) for v in (r["a"], r["b"]))  # as YAML says
+        lines += _row(r["name"], a, b, "  *" if r["differs"] else "")
     lines += _figures("memory, fullest IPU (MB)", d["memory_bytes_fullest_ipu"], 1 / MB, ",.1f")
     lines += _figures("time per step (ms)", d["time_s_per_step"], 1e3, ",.3f")
     lines += ["", f"{'result':<{_W}}{'A':>{_V}}{'B':>{_V}}"]

@@ -16,7 +16,8 @@ from ipu_tune.knobs import rate_number, rate_text
 if TYPE_CHECKING:  # Optuna and the search load only when the command runs
     from ipu_tune.explain import Closest, Explanation
 
-__all__ = ["format_explain", "format_ladder", "format_phases", "format_remedies", "main"]
+__all__ = ["NO_CLOSEST", "NO_TRIAL_FINISHED", "format_explain", "format_ladder", "format_phases",
+           "format_remedies", "main"]
 
 MB = 1e6
 
@@ -51,6 +52,11 @@ def format_ladder(data: Explanation) -> list[str]:
 
 
 
+
+# A study with no finished trial (the run summary says the same, with what stopped the run).
+NO_TRIAL_FINISHED = "no plan yet: no trial finished"
+# Trials finished, none fits, and none is nearer than another (no stored constraint values).
+NO_CLOSEST = "no plan fits: no finished trial meets the search's constraints"
 
 # When nothing on this system fits: what is left to change (docs/first-run.md names a system
 # each zoo model fits on).
@@ -131,8 +137,11 @@ def format_phases(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def format_explain(data: Explanation) -> str:
     lines = [f"study {data.study}: objective {data.metric}"]
+    if data.best_trial is None and not data.finished:  # nothing simulated: no verdict on fit
+        lines.append(NO_TRIAL_FINISHED + "; nothing to explain until one has")
+        return "\n".join(lines)
     if data.best_trial is None:
-        lines.append((data.closest.headline if data.closest else "no plan fits")
+        lines.append((data.closest.headline if data.closest else NO_CLOSEST)
                      + "; nothing to climb to")
         if data.closest is not None:
             lines += format_remedies(data.closest)

@@ -165,11 +165,21 @@ def _from(problem: SearchProblem, origin: EvalConfig, user: EvalConfig,
               if (row := tried(label, ch)) is not None]  # each saves memory alone
     rows += [row for _, _, row in savers]
     if len(savers) > 1 and not any(row["fits"] for _, _, row in savers):
-        together = {k: v for _, ch, _ in savers for k, v in ch.items()}
-        row = tried("together: " + ", ".join(label for label, _, _ in savers), together)
+        row = tried(*_together([(label, ch) for label, ch, _ in savers]))
         if row is not None:
             rows.append(row)
     return rows
+
+
+def _together(savers: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    """The savers as one change. Savers of one knob come weakest first (recompute to
+    checkpoints, then to every_block): the last, the strongest, sets it, and only the savers
+    whose values the change keeps are named, so the label says what its command runs."""
+    last = {key: i for i, (_, ch) in enumerate(savers) for key in ch}
+    kept = [(label, ch) for i, (label, ch) in enumerate(savers)
+            if all(last[key] == i for key in ch)]
+    changes = {key: value for _, ch in kept for key, value in ch.items()}
+    return "together: " + ", ".join(label for label, _ in kept), changes
 
 
 def remedies(problem: SearchProblem, cfg: EvalConfig,

@@ -75,10 +75,11 @@ class Explanation:
     `objective`/`metric`: the first objective and its Optuna metric name; `objectives`: each
     one's name, metric, axis title, scale, direction and best value; `rule`: how the exported
     trial was picked, `ladder_rank`: how each step's change was; `start`: the label of step 0;
-    `best_trial`: the exported trial (None: no plan fits); `steps`: the ladder from the user's
-    plan to it; `sensitivity`: each knob of the best plan one step down and up; `phases`: the
-    best plan's step by phase and the all-reduce terms with their sources; `closest`: when
-    nothing fits, the trial nearest to fitting.
+    `best_trial`: the exported trial (None: no plan fits, or no trial finished); `steps`: the
+    ladder from the user's plan to it; `sensitivity`: each knob of the best plan one step down
+    and up; `phases`: the best plan's step by phase and the all-reduce terms with their
+    sources; `closest`: when nothing fits, the trial nearest to fitting; `finished`: the trials
+    that finished (complete or pruned; none: nothing was simulated, so no plan can fit).
     """
 
     study: str
@@ -94,6 +95,7 @@ class Explanation:
     sensitivity: tuple[Row, ...] = ()
     phases: tuple[Row, ...] = ()
     closest: Closest | None = None
+    finished: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """Plain containers for `json.dumps` (`ipu-tune explain --json`)."""
@@ -169,7 +171,9 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
         rule=(PARETO_RULE if len(objectives) > 1 else f"the best {OBJECTIVES[name].title} "
               "among the trials that fit"),
         input_kind=problem.profile.input_kind,
-        start=start_label(start), ladder_rank=_ladder_rank(problem))
+        start=start_label(start), ladder_rank=_ladder_rank(problem),
+        finished=len(study.get_trials(deepcopy=False,
+                                      states=(TrialState.COMPLETE, TrialState.PRUNED))))
     if best is None:
         return dataclasses.replace(out, closest=_closest(study, problem, start))
     best_cfg = load_config(dict(TrialRecord.of(best).config))

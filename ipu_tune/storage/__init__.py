@@ -16,6 +16,7 @@ from ipu_tune.storage._open import (
     resolve_storage,
     stale_trials,
 )
+from ipu_tune.storage._places import check_storage_places, removing_new_files
 from ipu_tune.storage._results_store import ResultsStore, csv_text, export_table
 from ipu_tune.storage._results_table import (
     COLUMN_NAMES,
@@ -43,11 +44,13 @@ __all__ = [
     "RunningFile",
     "StorageTarget",
     "atomic_write",
+    "check_storage_places",
     "csv_text",
     "export_table",
     "open_storage",
     "open_table",
     "redact",
+    "removing_new_files",
     "resolve_storage",
     "stale_trials",
     "study_dir",

@@ -28,9 +28,10 @@ import optuna
 from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 
+import ipu_tune.storage._places as _places
 from ipu_tune._redact import redact
 from ipu_tune.errors import UNREACHABLE, IpuTuneError, disk_hint
-from ipu_tune.files import inside
+from ipu_tune.files import BAD_PLACE, inside
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._beating import (
     HEARTBEAT_GRACE_S,
@@ -150,8 +151,9 @@ def resolve_storage(storage: str | None, results_dir: str,
             raise IpuTuneError(
                 f"{keys[0]}={redact(storage, storage)!r}: an in-memory SQLite database (no "
                 "file); allowed: sqlite:///FILE, or memory for a study of this process only")
-        return StorageTarget("rdb", storage, storage, results_dir, keys)
-    results = "sqlite:///" + str(Path(path).with_name("results.db"))
+        return StorageTarget("rdb", storage, _places.connect_url(storage), results_dir, keys)
+    # Beside the journal as the OS finds it (SQLite reads `..` by the letters: `database_file`).
+    results = "sqlite:///" + str(Path(os.path.realpath(Path(path).parent)) / "results.db")
     return StorageTarget("journal", path, results, results_dir, keys,
                          given=storage is not None and storage != "")
 
@@ -198,12 +200,13 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
 
 
 def _folder_fault(key: str, folder: str, exc: OSError) -> IpuTuneError:
-    """A storage folder that cannot be made: a file where a folder belongs is the input's
-    fault (exit 2); a full or read-only disk is the machine's (exit 1)."""
-    bad = exc.errno in (errno.ENOTDIR, errno.EEXIST)
-    hint = ("allowed: a folder" if bad else disk_hint(exc.strerror or "")
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
-            "make it writable, or choose another folder")
+    """A storage folder that cannot be made: a file where a folder belongs or a place that
+    holds no folder (/proc) is the input's fault (exit 2); a full or read-only disk is the
+    machine's (exit 1)."""
+    bad = exc.errno in BAD_PLACE
+    hint = ("allowed: a folder that can hold files (not a file, not under /proc)" if bad
+            else disk_hint(exc.strerror or "") if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            else "make it writable, or choose another folder")
     return IpuTuneError(f"{key}={folder!r}: cannot be written ({exc.strerror}); {hint}",
                         fault=not bad)
 
@@ -244,12 +247,14 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     `read_only`: the caller only reads (listing, explaining, exporting a study); a journal or
     SQLite file in a folder that cannot be written (a read-only mount, an archive) is read as
     it is, without the repair of a torn tail or the lock files, which reading does not need."""
+    if not read_only:  # before the journal or a lock file is made
+        _places.check_storage_places(target)
     if read_only and not _writable(_folder_of(target)):
         if target.kind == "journal":
             return _read_journal(Path(target.location), target)
         # No lock file can be made, none is needed to read; SQLite opens a database in WAL
         # mode in a read-only folder only as immutable (it cannot make its -shm file).
-        file = quote(str(_make_url(target.location).database))
+        file = quote(str(_places.database_file(target.location)))
         return _open_rdb(target, f"sqlite:///file:{file}?immutable=1&uri=true")
     if target.kind == "memory":
         print("ipu-tune: study.storage=memory: the study lives in this process only and cannot "
@@ -284,7 +289,8 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     local = target.claims
     fresh_lock = local.local and local.path is not None and not os.path.exists(local.path)
     try:
-        with local.recovering() if local.local else nullcontext():
+        with (local.recovering() if local.local else nullcontext(),
+              _places.removing_new_database(_places.database_file(target.location))):
             return _open_rdb(target)
     except BaseException:
         if fresh_lock and local.path is not None:  # a refused storage leaves nothing behind
@@ -356,7 +362,7 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
                 warnings.simplefilter("ignore", ExperimentalWarning)
                 kwargs = _rdb_kwargs(target.location)
                 cls = BeatingRDBStorage if kwargs else RDBStorage
-                return cls(url or target.location,
+                return cls(url or _places.connect_url(target.location),
                            engine_kwargs=_engine_kwargs(target.location), **kwargs)
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()

@@ -39,7 +39,9 @@ from ipu_tune.simulator import SimResult
 from ipu_tune.storage import (
     ResultsStore,
     StorageTarget,
+    check_storage_places,
     open_storage,
+    removing_new_files,
     resolve_storage,
     study_dir,
 )
@@ -115,6 +117,7 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
     # The name an unnamed study gets when its default name is free (see `open_study`).
     name = cfg.study.name or default_study_name(cfg, frozenset(pinned))
     target = resolve_storage(cfg.study.storage, cfg.results_dir)
+    check_storage_places(target)
     _check_export_places(cfg.results_dir, name, target)
     return Prepared(cfg, frozenset(pinned), name, target, case, problem)
 
@@ -262,8 +265,9 @@ def run(cfg: TuneConfig | Prepared, pinned: frozenset[str] = frozenset()) -> Run
     cfg, pinned = prep.cfg, prep.pinned
     interrupts.defer()  # from here on state is written: a signal stops between trials
     # Created here, once, before any worker starts (no race to create a new database's schema).
-    storage = open_storage(prep.target)
-    store = ResultsStore(prep.target.results_url)
+    with removing_new_files(prep.target):  # a failed open leaves no empty file behind
+        storage = open_storage(prep.target)
+        store = ResultsStore(prep.target.results_url)
     try:
         opened = open_study(cfg.study.name, storage, cfg, prep.problem, pinned,
                             prep.target.claims, warm_start=cfg.search.warm_start,

@@ -20,6 +20,10 @@ def write_fixtures(tmp: Path) -> None:
         "knobs:\n  gradient_accumulation: {type: int, low: 64, high: 2}\n"
     )
     (tmp / "a_file").write_text("I am a file")
+    # A file where a study's export folder belongs; a folder where the results table belongs.
+    (tmp / "r_ff").mkdir(exist_ok=True)
+    (tmp / "r_ff" / "mnist_cnn-mk2x2-throughput").write_text("x")
+    (tmp / "r_db" / "results.db").mkdir(parents=True, exist_ok=True)
     (tmp / "corrupt.db").write_bytes(b"garbage" * 1000)
     (tmp / "not_yaml.yaml").write_text("model: {name: [resnet101\nplan: : :\n")
     (tmp / "a_list.yaml").write_text("- 1\n- 2\n")

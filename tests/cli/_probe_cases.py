@@ -145,4 +145,21 @@ PROBE_CASES: list[tuple[str, list[str], str]] = [
      "study.storage='journal:///': empty; allowed: a path"),
     ("studies of a journal URL of no file", ["studies", "--storage", "journal:///"],
      "--storage='journal:///': empty; allowed: a path"),
+    # Places that cannot hold the run's files, refused before the first trial (before, after
+    # the whole study ran, or exit 1 as if the disk were at fault).
+    ("results dir under /proc", ["model=mnist_cnn", "study.n_trials=1",
+                                 "results_dir=/proc/self/results"],
+     "results_dir='/proc/self/results': cannot be written (No such file or directory); "
+     "allowed: a folder that can hold files"),
+    ("a file where the export folder belongs", ["model=mnist_cnn", "study.n_trials=1",
+                                                "results_dir={tmp}/r_ff"],
+     "export path='{tmp}/r_ff/mnist_cnn-mk2x2-throughput': exists and is not a folder"),
+    ("a folder where the results table belongs", ["model=mnist_cnn", "study.n_trials=1",
+                                                  "results_dir={tmp}/r_db"],
+     "results_dir='{tmp}/r_db': its results table '{tmp}/r_db/results.db' exists and is not a "
+     "regular file (a folder, FIFO or device); allowed: a results table file or a new name"),
+    ("a results table path over SQLite's limit", ["model=mnist_cnn", "study.n_trials=1",
+                                                  "results_dir={tmp}/" + "d" * 250 + "/"
+                                                  + "e" * 250],
+     "/results.db' has a path of"),
 ]

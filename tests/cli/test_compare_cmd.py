@@ -3,6 +3,7 @@ samples per step per sample too."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -60,3 +61,30 @@ def test_a_rate_below_one_sample_per_second_is_not_printed_as_zero(
                if line.startswith("samples/s"))
     rate = float(row.split()[2])
     assert 0.01 < rate < 0.1, row
+
+
+@pytest.mark.parametrize(("section", "key", "value"), [
+    ("model", "dataset", {"preprocess_s_per_sample": 0.04}),
+    ("system", "host", {"cpu_cores": 2}),
+    ("system", "host", {"network_bytes_per_s": 1e7}),
+    ("model", "kwargs", {"hidden": 128}),
+])
+def test_every_key_that_differs_has_a_row(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str, key: str,
+        value: dict[str, object]) -> None:
+    """Keys outside the plan's knobs change the simulated figures too: before, only
+    `model.dataset.preprocess_s_per_sample` differing showed step time +900% and no row
+    naming the cause."""
+    a = _plan(tmp_path / "a.yaml", {}, ipus=1)
+    b = yaml.safe_load(Path(a).read_text())
+    b.setdefault(section, {})[key] = value
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(b))
+    assert compare_main([a, str(tmp_path / "b.yaml"), "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["plan"]}
+    (sub, want), = value.items()
+    row = rows[f"{section}.{key}.{sub}"]
+    assert row["b"] == want and row["a"] != want and row["differs"]
+    assert compare_main([a, str(tmp_path / "b.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert re.search(rf"^{section}\.{key}\.{sub}\b.*\*", text, re.M), text
+    assert f"  B: {want:g}" in text or re.search(rf"\b{want:g}\s+\*$", text, re.M), text

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from ipu_tune.cli import explain_cmd
 from ipu_tune.cli._summary import format_summary
 from ipu_tune.cli.explain_cmd import format_explain
 from ipu_tune.config import compose
@@ -15,12 +18,28 @@ from ipu_tune.tuner import run
 _BASE = ["model=mnist_cnn", "study.progress_bar=false", "study.n_trials=3"]
 
 
-def test_a_run_that_finished_no_trial_says_so(tmp_path: Path) -> None:
+def test_a_run_that_finished_no_trial_says_so(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The summary, its `next:` line and `explain` say no trial finished: before, `explain`
+    said "no plan fits" and the summary offered it as "how this plan was reached"."""
     summary = run(compose([*_BASE, f"results_dir={tmp_path}", "study.timeout_s=1e-320"]))
     assert summary.n_complete == 0
     text = format_summary(summary)
     assert "no plan yet: no trial finished (the run stopped before its first trial ended" in text
     assert "overflows" not in text
+    last = text.splitlines()[-1]
+    assert last.startswith("next: python -m ipu_tune report ") and "ipu_tune explain" not in last
+    assert explain_cmd.main([summary.study_name, "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "no plan yet: no trial finished" in out and "no plan fits" not in out, out
+
+
+def test_a_study_where_no_plan_fits_offers_explain_for_why_not(tmp_path: Path) -> None:
+    summary = run(compose([*_BASE, f"results_dir={tmp_path}", "search=memory",
+                           "search.throughput_floor=1e300"]))
+    last = format_summary(summary).splitlines()[-1]
+    assert last.startswith("next: python -m ipu_tune explain ") and "why no plan fits" in last
+    assert "how this plan was reached" not in last
 
 
 def test_a_plan_below_the_throughput_floor_is_not_called_a_memory_overflow(

@@ -221,3 +221,26 @@ def test_a_lower_proportion_on_a_plan_with_one_per_ipu_replaces_them_all() -> No
                                          "plan.available_memory_proportion_per_ipu=[]"}
     result = ipu_tune.evaluate(rows[0]["config"])
     assert result.throughput == pytest.approx(rows[0]["throughput"])
+
+
+def test_savers_together_set_each_knob_once_to_the_strongest_value() -> None:
+    """BERT-Large at micro-batch 64 on one Mk2: two recomputation savers (checkpoints, then
+    every_block) each lower memory; combined, recompute is set once, to every_block, and the
+    label names each knob once, as its command runs it (before, it named recompute twice)."""
+    from ipu_tune.config import compose
+    from ipu_tune.explain import remedies
+    from ipu_tune.tuner import prepare
+
+    cfg = compose(["model=bert_large", "system.num_ipus=1", "workload.micro_batch_size=64"])
+    problem = prepare(cfg).problem
+    rows = [r for r in remedies(problem, problem.codec.user)
+            if r["remedy"].startswith("together: ")]
+    assert rows
+    for r in rows:
+        parts = r["remedy"].removeprefix("together: ").split(", ")
+        knobs = [p.split(" -> ")[0].rsplit(" ", 1)[0] if " -> " in p else p for p in parts]
+        assert len(knobs) == len(set(knobs)), r["remedy"]
+        keys = [o.partition("=")[0] for o in r["overrides"]]
+        assert len(keys) == len(set(keys)), r["overrides"]
+        assert "plan.recompute=every_block" in r["overrides"]
+        assert "recompute auto -> every_block" in parts and len(parts) == len(keys), r

@@ -69,3 +69,30 @@ def test_unwritable_results_dir_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(IpuTuneError) as err:
         open_storage(resolve_storage(None, str(blocker / "sub")))
     assert "results_dir" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_relative_sqlite_url_that_climbs_above_the_root_opens_the_file_the_os_finds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite reads `..` by the letters and cannot open a path that climbs above /, which the
+    OS reads as / itself: before, the database and its lock file were made, then "cannot open
+    (unable to open database file)"."""
+    monkeypatch.chdir(tmp_path)
+    ups = "../" * len(tmp_path.parts)  # one more than the folders below /
+    url = f"sqlite:///{ups}{str(tmp_path).lstrip('/')}/rel.db"
+    target = resolve_storage(url, str(tmp_path / "res"))
+    s = optuna.create_study(study_name="a", storage=open_storage(target))
+    s.optimize(lambda tr: tr.suggest_float("x", 0, 1), n_trials=2)
+    assert (tmp_path / "rel.db").is_file() and target.display == url
+    from ipu_tune.storage import ResultsStore
+
+    ResultsStore(target.results_url).close()  # the results table: the same file
+
+
+def test_a_failed_open_of_a_new_sqlite_file_leaves_no_file(tmp_path: Path) -> None:
+    """A SQLite path over SQLite's 512 bytes is refused before the lock file is made."""
+    long = tmp_path / ("d" * 250) / ("e" * 250)
+    long.mkdir(parents=True)
+    with pytest.raises(IpuTuneError) as err:
+        open_storage(resolve_storage(f"sqlite:///{long}/s.db", "results"))
+    assert "allowed: at most 512 (SQLite's limit)" in str(err.value), err.value
+    assert list(long.iterdir()) == []

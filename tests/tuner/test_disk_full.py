@@ -84,3 +84,24 @@ def test_a_trial_lost_to_a_full_disk_says_so(tmp_path: Path, workers: int) -> No
     for reason in failed:
         assert reason.startswith(f"not stored: disk error writing {str(journal)!r}: "
                                  f"{os.strerror(errno.ENOSPC)} (worker "), failed
+
+
+@pytest.mark.parametrize("storage", [[], ["study.storage=sqlite:///results.db"]])
+def test_a_file_size_limit_at_the_start_says_to_raise_it_and_leaves_no_file(
+        tmp_path: Path, storage: list[str]) -> None:
+    """`ulimit -f 8`: SQLite words the refused write (EFBIG) "disk I/O error". Before, the line
+    said only "free space", and an empty journal, results.db and its -wal and -shm stayed."""
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8 * 1024, 8 * 1024))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "ipu_tune", "model=mnist_cnn", "study.n_trials=2",
+         "study.progress_bar=false", f"results_dir={tmp_path / 'res'}", *storage],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+        text=True, timeout=300, preexec_fn=small_files)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "raise the file-size limit (ulimit -f, now 8 KiB)" in proc.stderr, proc.stderr
+    assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []

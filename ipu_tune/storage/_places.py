@@ -1,0 +1,167 @@
+"""The files a storage keeps on this machine's disk: checked before any is made, and those an
+open that failed made removed again.
+
+A journal, a SQLite database and the results table (`results.db` beside a journal) are made by
+the first open; the results table after the journal. A place that cannot hold one (a folder of
+its name, a path SQLite cannot open) must be refused before the journal is made, and an open
+that fails on the disk (a file-size limit) must not leave empty files behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from ipu_tune.errors import bad_value
+from ipu_tune.storage._results_table import sqlite_path
+
+__all__ = [
+    "SQLITE_MAX_PATH", "check_storage_places", "connect_url", "database_file",
+    "removing_new_database", "removing_new_files", "storage_files",
+]
+
+class StorageTarget(Protocol):
+    """What these checks read of `ipu_tune.storage.StorageTarget` (which opens through them)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def location(self) -> str: ...
+    @property
+    def results_url(self) -> str: ...
+    @property
+    def results_dir(self) -> str: ...
+    @property
+    def given(self) -> bool: ...
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def display(self) -> str: ...
+
+
+# SQLite's longest file name (SQLITE_MAX_PATHNAME, in bytes, once made absolute): a longer one
+# is "unable to open database file" after the journal and lock files were made.
+SQLITE_MAX_PATH = 512
+_COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite's files beside a database
+
+
+def database_file(url: str) -> Path | None:
+    """The file of a SQLite URL as the OS finds it (its folder's symlinks and `..` resolved;
+    `..` above / stays at /), None for a server or a database in memory. SQLite reads `..`
+    by the letters (above / it cannot open the file): it is given this path instead."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    path = Path(str(parsed.database))
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
+def connect_url(url: str) -> str:
+    """`url` with a SQLite file named as `database_file` finds it (else as it is)."""
+    from sqlalchemy.engine import make_url
+
+    file = database_file(url)
+    if file is None:
+        return url
+    return str(make_url(url).set(database=str(file)).render_as_string(hide_password=False))
+
+
+def storage_files(target: StorageTarget) -> list[tuple[str, Path]]:
+    """(what, path) of each file the storage keeps on this disk: its journal or SQLite
+    database, and its results table; none for a server or a study in memory."""
+    out: list[tuple[str, Path]] = []
+    if target.kind == "journal":
+        out.append(("journal", Path(target.location)))
+    elif target.kind == "rdb" and (db := database_file(target.location)) is not None:
+        out.append(("SQLite database", db))
+    table = sqlite_path(target.results_url)
+    if target.kind != "memory" and table is not None and all(Path(table) != p for _, p in out):
+        out.append(("results table", Path(table)))
+    return out
+
+
+def check_storage_places(target: StorageTarget) -> None:
+    """Refuse, before anything is written, a storage file's place that cannot hold it: a
+    folder, FIFO or device of its name, or a SQLite file SQLite cannot open."""
+    # The value the user gave: the storage, or the results folder its default journal is in.
+    given = target.display if target.given else target.results_dir
+    for what, path in storage_files(target):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = None  # absent: made by the open (an unreachable folder is its to say)
+        if mode is not None and not stat.S_ISREG(mode):
+            raise bad_value(target.key, given,
+                            f"its {what} {str(path)!r} exists and is not a regular file (a "
+                            f"folder, FIFO or device); allowed: a {what} file or a new name")
+        full = str(Path(os.path.realpath(path.parent)) / path.name)
+        if what != "journal" and len(os.fsencode(full)) > SQLITE_MAX_PATH:
+            raise bad_value(target.key, given,
+                            f"its {what} {full!r} has a path of {len(os.fsencode(full))} bytes; "
+                            f"allowed: at most {SQLITE_MAX_PATH} (SQLite's limit)")
+
+
+def _empty_database(path: Path) -> bool:
+    """Whether `path` holds no table and no write waits in its WAL: a file SQLite made and
+    wrote nothing to (read as it is, immutable: reading makes no file)."""
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size:
+        return False
+    if path.stat().st_size == 0:
+        return True
+    try:
+        uri = f"file:{path}?immutable=1"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    except sqlite3.Error:
+        return False  # not readable as a database: not ours to judge, kept
+
+
+@contextlib.contextmanager
+def removing_new_files(target: StorageTarget) -> Iterator[None]:
+    """When the body fails, remove the storage files it made that hold nothing (an empty
+    journal, a database with no table, their SQLite companions): a refused or failed open
+    leaves the disk as it was. A file that existed before, or holds anything, is kept."""
+    files = [path for _, path in storage_files(target)]
+    new = [p for p in files if not os.path.lexists(p)]
+    new_companions = [Path(f"{p}{s}") for p in new for s in _COMPANIONS
+                      if not os.path.lexists(f"{p}{s}")]
+    try:
+        yield
+    except BaseException:
+        for path in new:
+            with contextlib.suppress(OSError):
+                if not path.is_file() or not _empty_database(path):
+                    continue
+                for companion in (p for p in new_companions if str(p).startswith(str(path))):
+                    companion.unlink(missing_ok=True)
+                path.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def removing_new_database(path: Path | None) -> Iterator[None]:
+    """When the body fails, remove the SQLite database `path` and its companions if the body
+    made them: a schema cut short by the disk (a file-size limit) is no database to resume.
+    Held under the database's lock (`ClaimLock.recovering`), so no other process opened it."""
+    made = path is not None and not os.path.lexists(path)
+    try:
+        yield
+    except BaseException:
+        if made and path is not None:
+            for file in (*(Path(f"{path}{s}") for s in _COMPANIONS), path):
+                with contextlib.suppress(OSError):
+                    file.unlink(missing_ok=True)
+        raise
