@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
 import typing
 from collections.abc import Callable, Mapping
@@ -86,6 +87,12 @@ def _vit(cfg: ModelConfig) -> nn.Module:
         raise bad_value("model.input_shape", list(cfg.input_shape), "square images for vit_b_16")
     kwargs: dict[str, Any] = {"patch_size": 16, "num_layers": 12, "num_heads": 12,
                               "hidden_dim": 768, "mlp_dim": 3072, **cfg.kwargs}  # fmt: skip
+    patch = kwargs["patch_size"]
+    if isinstance(patch, int) and patch > 0 and h % patch:
+        raise bad_value("model.input_shape", list(cfg.input_shape),
+                        f"height and width multiples of the patch size, {patch}, for "
+                        f"{cfg.name} (e.g. [{c}, {h // patch * patch or patch}, "
+                        f"{h // patch * patch or patch}])")
     return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.num_classes, **kwargs)
 
 
@@ -266,5 +273,23 @@ def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
         return entry.build(cfg), entry.input_kind
     except IpuTuneError:
         raise
-    except (TypeError, ValueError) as exc:
-        raise bad_value("model.kwargs", dict(cfg.kwargs), f"{cfg.name}: {_one_line(exc)}") from None
+    except (TypeError, ValueError, ArithmeticError, RuntimeError) as exc:
+        # A builder's own checks, Python's (a patch of 0) and torch's (a negative width).
+        raise _builder_error(cfg, exc) from None
+
+
+def _builder_error(cfg: ModelConfig, exc: Exception) -> IpuTuneError:
+    """A zoo builder's failure, blamed on what the user gave: a keyword the preset derives from
+    the input shape or the classes (`got multiple values for argument 'width'`), else the
+    keywords, else the input shape and classes the builder's arguments come from."""
+    taken = re.search(r"got multiple values for (?:keyword )?argument '(\w+)'", str(exc))
+    if taken and taken.group(1) in cfg.kwargs:
+        key = taken.group(1)
+        return bad_value(f"model.kwargs.{key}", cfg.kwargs[key],
+                         f"set by {cfg.name} from model.input_shape and model.num_classes; "
+                         "give those instead")
+    if cfg.kwargs:
+        return bad_value("model.kwargs", dict(cfg.kwargs), f"{cfg.name}: {_one_line(exc)}")
+    return bad_value("model.input_shape", list(cfg.input_shape),
+                     f"{cfg.name} cannot be built for it with model.num_classes="
+                     f"{cfg.num_classes} ({_one_line(exc)})")

@@ -60,6 +60,15 @@ def test_target_and_kwarg(capsys: pytest.CaptureFixture[str]) -> None:
         (["resnet18", "model.nope=1"], "model.nope: unknown key"),
         (["resnet18", "model.num_classes=-3"], "model.num_classes=-3: must be >= 1"),
         (["resnet18", "bert_base"], "'resnet18' and 'bert_base'; allowed: one zoo name"),
+        # A builder's failure names what the user gave: the input shape, or the keyword.
+        (["vit_b_16", "--input-shape", "3", "100", "100"], "model.input_shape=[3, 100, 100]: "
+         "height and width multiples of the patch size, 16, for vit_b_16 (e.g. [3, 96, 96])"),
+        (["mnist_cnn", "--input-shape", "1", "2", "2"], "model.input_shape=[1, 2, 2]: mnist_cnn "
+         "cannot be built for it with model.num_classes=10 (ValueError: "),
+        (["mnist_cnn", "--kwarg", "width=3"], "model.kwargs.width=3: set by mnist_cnn from "
+         "model.input_shape and model.num_classes; give those instead"),
+        (["vit_b_16", "--kwarg", "patch_size=0"], "model.kwargs={'patch_size': 0}: vit_b_16: "
+         "ZeroDivisionError"),
     ],
 )
 def test_errors_are_one_line_on_stderr(argv, needle, capsys: pytest.CaptureFixture[str]) -> None:
