@@ -308,9 +308,14 @@ def rate_text(samples_per_s: float) -> str:
 
 
 def describe(cfg: Any) -> str:
-    """The plan line of a config (run summary, `evaluate`): every labelled knob, in order."""
+    """The plan line of a config (run summary, `evaluate`): every labelled knob, in order; an
+    inference plan's without the knobs of training (gradient accumulation, recomputation, the
+    optimizer state's offload and sharding), which it does not run."""
     shown_knobs = []
+    infer = get_key(cfg, "workload.mode") == "infer"
     for k in KNOBS:
+        if infer and k.training_only:
+            continue
         value = get_key(cfg, k.key)
         if k.label and not (k.quiet and _at_default(k, value)):
             shown_knobs.append(f"{k.label} {k.text(value)}")

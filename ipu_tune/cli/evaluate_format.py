@@ -28,8 +28,8 @@ def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
     packs = "" if per_pack == 1.0 else f" packs of {per_pack:g} sequences"
     lines = [
         f"{name} on {s.num_ipus} x {s.ipu} ({s.servers} host{'s' if s.servers > 1 else ''}): "
-        f"{w.mode}, micro-batch {w.micro_batch_size}{packs}, {w.optimizer}, "
-        f"precision {p.precision}",
+        f"{w.mode}, micro-batch {w.micro_batch_size}{packs}, "
+        f"{w.optimizer + ', ' if w.mode == 'train' else ''}precision {p.precision}",
         f"plan: {describe(cfg)}",
         "",
     ]

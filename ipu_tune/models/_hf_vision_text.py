@@ -42,9 +42,13 @@ def image_token_id(config: Any, vocab_size: Any) -> int:
         if not isinstance(value, int) or isinstance(value, bool):
             continue
         if isinstance(vocab_size, int) and not 0 <= value < vocab_size:
+            # Transformers' own config classes default some so (LLaVA: 32000 of 32000): the
+            # model fails on them in Transformers too; published checkpoints add the token.
             raise bad_value(f"model.hf.config.{key}", value, f"a token of the text "
                             f"vocabulary, 0..{vocab_size - 1} (text_config.vocab_size="
-                            f"{vocab_size})")
+                            f"{vocab_size}; its embedding looks the id up, so Transformers "
+                            f"fails on it too): raise model.hf.config.text_config.vocab_size "
+                            f"above {value}, as the model's published checkpoints do")
         return value
     raise bad_value("model.hf.task", _TASK, f"a vision-language model whose config names its "
                     f"image token ({' or '.join(IMAGE_TOKEN_KEYS)}); {config.model_type}'s "
