@@ -91,3 +91,12 @@ def run_source(source: str, filename: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__export__"}
     exec(compile(source, filename, "exec"), namespace)
     return namespace
+
+
+def poptorch_model(monkeypatch: pytest.MonkeyPatch, source: str) -> Any:
+    """The `model` a PopTorch program builds, run on the CPU with poptorch recorded (its
+    pipeline annotations pass the module through): the real module PopTorch would compile."""
+    log = Log()
+    install(monkeypatch, log, "poptorch", "popdist.poptorch")
+    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
+    return run_source(source, "poptorch_options.py")["model"]

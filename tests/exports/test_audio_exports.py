@@ -15,7 +15,7 @@ from ipu_tune.exports import render_ipu_config, render_run_with_optimum
 from ipu_tune.models import profile_model
 from ipu_tune.plan import ExecutionPlan
 
-from ._recorder import Log, install, run_source
+from ._recorder import Log, install, poptorch_model, run_source
 from ._render import poptorch_snippet
 
 PLAN = ExecutionPlan(micro_batch_size=2, precision="16.16", gradient_accumulation=16,
@@ -94,10 +94,7 @@ def test_ctc_program_trains_a_real_wav2vec2_under_ctc_loss(
     source = poptorch_snippet(cfg, None, profile_model(cfg.model))
     assert "torch.nn.CTCLoss(zero_infinity=True)" in source
     assert "INPUT_DTYPE = torch.float32" in source
-    log = Log()
-    install(monkeypatch, log, "poptorch", "popdist.poptorch")
-    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
-    model = run_source(source, "poptorch_options.py")["model"]
+    model = poptorch_model(monkeypatch, source)
     audio = torch.randn(3, 1600)
     labels = torch.randint(1, 32, (3, 20))
     out, loss = model(audio, labels)

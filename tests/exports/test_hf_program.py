@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PipelineConfig, PlanConfig
 from ipu_tune.models import profile_model
 
-from ._recorder import Log, install, run_source
+from ._recorder import poptorch_model
 from ._render import poptorch_snippet
 
 
@@ -74,10 +74,7 @@ def test_question_answering_loss_runs_on_a_real_transformers_model(
             "intermediate_size": 64, "vocab_size": 100}  # fmt: skip
     source = _source(HfConfig(model_type="bert", task="question-answering", config=tiny),
                      ["bert.encoder.layer.1"], precision="32.32")  # fmt: skip
-    log = Log()
-    install(monkeypatch, log, "poptorch", "popdist.poptorch")
-    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
-    model = run_source(source, "poptorch_options.py")["model"]
+    model = poptorch_model(monkeypatch, source)
     ids = torch.randint(100, (4, 64))
     spans = torch.tensor([[3, 5], [0, 0], [10, 12], [63, 63]])
     out, loss = model(ids, spans)
@@ -105,10 +102,7 @@ def test_a_tower_program_trains_its_features_under_a_marked_stand_in_loss(
     hf = HfConfig(model_type=model_type, config=tiny)
     source = _source(hf, ["encoder.layers.1"], precision="32.32")
     assert built_by in "".join(source.split()) and "your objective" in source
-    log = Log()
-    install(monkeypatch, log, "poptorch", "popdist.poptorch")
-    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
-    model = run_source(source, "poptorch_options.py")["model"]
+    model = poptorch_model(monkeypatch, source)
     ids = torch.randint(100, (4, 64))
     out, loss = model(ids, ids)
     assert out.shape == (4, 64, 32) and torch.isfinite(loss)
@@ -139,10 +133,7 @@ def test_an_image_text_program_trains_on_images_with_their_captions(
     source = poptorch_snippet(cfg, None, profile_model(cfg.model))
     flat = " ".join(source.replace("\n#", " ").split())  # comment lines wrap
     assert "each with its caption's 16 token ids (torch.int32)" in flat
-    log = Log()
-    install(monkeypatch, log, "poptorch", "popdist.poptorch")
-    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
-    model = run_source(source, "poptorch_options.py")["model"]
+    model = poptorch_model(monkeypatch, source)
     pixels = (torch.randint(256, (4, 3, 32, 32), dtype=torch.uint8) if eight_bit
               else torch.randn(4, 3, 32, 32))
     ids = torch.randint(100, (4, 16))

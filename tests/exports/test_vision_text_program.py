@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PipelineConfig, PlanConfig
 from ipu_tune.models import profile_model
 
-from ._recorder import Log, install, run_source
+from ._recorder import poptorch_model
 from ._render import poptorch_snippet
 
 TEXT = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
@@ -36,10 +36,7 @@ def test_a_vision_language_program_trains_the_next_tokens_after_the_image(
     flat = " ".join(source.replace("\n#", " ").split())  # comment lines wrap
     assert "AutoModelForImageTextToText" in flat
     assert "each with its 12 token ids (torch.int32), the image token at the places" in flat
-    log = Log()
-    install(monkeypatch, log, "poptorch", "popdist.poptorch")
-    log.returns["poptorch.BeginBlock"] = lambda module, **_: module
-    model = run_source(source, "poptorch_options.py")["model"]
+    model = poptorch_model(monkeypatch, source)
     pixels = (torch.randint(256, (2, 3, 32, 32), dtype=torch.uint8) if eight_bit
               else torch.randn(2, 3, 32, 32))
     ids = torch.randint(90, (2, 12), dtype=torch.int32)
