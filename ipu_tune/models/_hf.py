@@ -51,6 +51,7 @@ from ipu_tune.models._hf_runner import (
     tower_call,
 )
 from ipu_tune.models._hf_vision_text import (
+    check_feature_layers,
     image_token_id,
     image_tokens_call,
     image_tokens_per_image,
@@ -252,10 +253,18 @@ def _vision_text(cfg: ModelConfig, config: Any, model: nn.Module,
     tokens and 128 text tokens), the image's places first; next-token logits out."""
     _masked_positions(cfg, "image-text-to-text", None, 0)  # refuses model.kwargs
     text = getattr(config, "text_config", None) or config
+    if getattr(config, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False):
+        raise bad_value("model.hf.task", "image-text-to-text", f"{config.model_type} is an "
+                        "encoder-decoder: its decoder's tokens beside the image and prompt are "
+                        f"not modelled for this head; {AS_FACTORY}")
     image_id = image_token_id(config, getattr(text, "vocab_size", None))
-    places, shape = image_tokens_per_image(model, _pixel_shape(config),
-                                           config_source(cfg, False))
+    check_feature_layers(config)
+    places, shape = image_tokens_per_image(model, _pixel_shape(config), config_source(cfg, False))
     seq = _sequence_length(cfg, text, "text_config.", extra=places)
+    if seq <= places and cfg.sequence_length is None:  # the image alone fills the positions
+        raise bad_value(*config_source(cfg, False), f"one image makes {places:,} image tokens, "
+                        f"as many as the language model's {seq:,} positions or more: a smaller "
+                        "image, a larger patch or more positions")
     if seq <= places:
         raise bad_value("model.sequence_length", seq, f"more than the image's {places} tokens "
                         f"(its features take {places} places in the ids)")

@@ -4,6 +4,7 @@ built."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,10 +27,11 @@ __all__ = ["MAX_HF_LAYERS", "MAX_HF_SIZE", "hf_config", "layer_counts"]
 # field `depths` (Swin, ConvNeXt: layers per stage) counts the stages by its length.
 _LAYER_KEYS = re.compile(r"^(n_layers?|num_layers|num_(hidden|encoder|decoder)_layers|"
                          r"(encoder|decoder)_layers|num_stages|num_encoder_blocks)$")  # fmt: skip
-# Most layers a config may count: 30x the deepest published Transformers model (Llama 3.1
-# 405B: 126 layers), yet building it on the meta device stays within minutes and ~1.5 GB;
-# beyond, a typo (1e9) would build for ever.
-MAX_HF_LAYERS = 4096
+# Most layers a config may count: 8x the deepest published Transformers model (Llama 3.1
+# 405B: 126 layers), yet tracing it on the meta device stays within a minute; beyond, a typo
+# (1e9) would build for ever, and autograd's backward through 4,096 GPT-2 layers overflows
+# the C stack (a segmentation fault, no line).
+MAX_HF_LAYERS = 1024
 
 
 # Config fields that size a model (widths, heads, vocabulary, positions, image and patch
@@ -40,7 +42,9 @@ _SIZE_KEYS = re.compile(
     r"max_position_embeddings|max_(source|target)_positions|n_positions|n_ctx|n_embd|n_inner|"
     r"n_head|d_model|d_ff|d_kv|(num|encoder|decoder)_attention_heads|num_heads|"
     r"num_key_value_heads|num_channels|num_labels|projection_dim|(encoder|decoder)_ffn_dim|"
-    r"num_mel_bins|num_frames|tubelet_size|num_image_tokens)$")
+    r"num_mel_bins|num_frames|tubelet_size|num_image_tokens|"
+    # Per-stage lists (ResNet's, ConvNeXt's, SegFormer's widths, heads and patches).
+    r"\w+_sizes|\w+_dims|\w+_channels)$")
 # Largest size (2^24, as `model.num_classes`): far above any published model's width,
 # vocabulary (256 k) or image side, and small enough that a tensor of two such sizes stays
 # within int64 bytes. Any other integer given is at most 2^31 - 1: beyond, torch's C++ cannot
@@ -53,14 +57,17 @@ def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
                    prefix: str = "") -> None:
     """Refuse, in what the user gave (nested configs too): a layer count (`_LAYER_KEYS`, an
     entry of `depths`) not 1..MAX_HF_LAYERS, a size (`_SIZE_KEYS`, or each side of a
-    [height, width]) not 1..MAX_HF_SIZE, any other integer beyond +-(2^31 - 1). `where(path)`
-    names the key as the user wrote it."""
+    [height, width]) not 1..MAX_HF_SIZE, any other integer beyond +-(2^31 - 1), a float that
+    is not finite (JSON's Infinity, YAML's .nan: the config would hold it, and its export
+    writes None). `where(path)` names the key as the user wrote it."""
     for key, value in data.items():
         if isinstance(value, Mapping):
             _check_numbers(value, where, f"{prefix}{key}.")
             continue
-        ints = [v for v in (value if isinstance(value, list) else [value])
-                if isinstance(v, int) and not isinstance(v, bool)]
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in items):
+            raise bad_value(where(prefix + key), value, "a finite number (not inf or nan)")
+        ints = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
         if _LAYER_KEYS.match(key) or key == "depths":
             low, high = 1, MAX_HF_LAYERS
             allowed = (f"a layer count from 1 to {high} (the deepest published models have "

@@ -28,7 +28,8 @@ from ipu_tune.errors import bad_value
 from ipu_tune.models._hf_names import IMAGE_TOKEN_KEYS, _one_line
 from ipu_tune.models._hf_runner import AS_FACTORY
 
-__all__ = ["image_sizes", "image_token_id", "image_tokens_call", "image_tokens_per_image"]
+__all__ = ["check_feature_layers", "image_sizes", "image_token_id", "image_tokens_call",
+           "image_tokens_per_image"]
 
 _TASK = "image-text-to-text"
 
@@ -39,8 +40,10 @@ def image_token_id(config: Any, vocab_size: Any) -> int:
     config naming none is refused (it is no model of this head)."""
     for key in IMAGE_TOKEN_KEYS:
         value = getattr(config, key, None)
-        if not isinstance(value, int) or isinstance(value, bool):
+        if value is None:
             continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise bad_value(f"model.hf.config.{key}", value, "an integer token id")
         if isinstance(vocab_size, int) and not 0 <= value < vocab_size:
             # Transformers' own config classes default some so (LLaVA: 32000 of 32000): the
             # model fails on them in Transformers too; published checkpoints add the token.
@@ -71,13 +74,15 @@ def image_tokens_per_image(model: nn.Module, image: tuple[int, ...],
     for shape in (image, (1, *image)):
         pixels = torch.zeros((1, *shape), device=device)
         try:
-            rows = _rows(get(pixel_values=pixels, **image_sizes(model, pixels)))
+            features = _features(get(pixel_values=pixels, **image_sizes(model, pixels)))
         except Exception as exc:  # any failure: try the next shape, or refuse
             failures.append(exc)
             continue
+        rows = sum(f.numel() // int(f.shape[-1]) for f in features)
         if rows < 1:
             raise bad_value("model.hf.task", _TASK, "its vision tower makes no features of an "
                             f"image of shape {list(image)}")
+        _check_width(model, features, config_key)
         return rows, shape
     # A shape that got as far as the pixels' values (`.item()`, `nonzero` on the meta device)
     # is the one the model takes; else the first shape's failure says what is missing.
@@ -119,20 +124,48 @@ def image_sizes(model: nn.Module, pixels: Tensor) -> dict[str, Tensor]:
     return {"image_sizes": sides.expand(pixels.shape[0], 2)}
 
 
-def _rows(out: Any) -> int:
-    """Feature rows in `out`: a tensor (images x rows x width), a list of per-image tensors
-    (rows x width), or a model output holding one of them as `pooler_output` (the projected
-    features, Transformers 5) or first."""
+def _features(out: Any) -> list[Tensor]:
+    """The feature tensors in `out` (each rows x width, or images x rows x width): a tensor, a
+    list of per-image tensors, or a model output holding one of them as `pooler_output` (the
+    projected features, Transformers 5) or first."""
     if isinstance(out, Tensor):
-        return out.numel() // max(1, int(out.shape[-1])) if out.dim() >= 2 else 0
+        return [out] if out.dim() >= 2 and out.shape[-1] > 0 else []
     if isinstance(out, list | tuple):
-        return sum(_rows(item) for item in out)
+        return [f for item in out for f in _features(item)]
     pooled = getattr(out, "pooler_output", None)
     if pooled is None and hasattr(out, "to_tuple"):
         pooled = out.to_tuple()[0]
     if pooled is None:
         raise TypeError(f"get_image_features returned {type(out).__name__}")
-    return _rows(pooled)
+    return _features(pooled)
+
+
+def _check_width(model: nn.Module, features: list[Tensor], config_key: tuple[str, Any]) -> None:
+    """The features take the places of token embeddings, so they are as wide; the meta device
+    does not check it (`masked_scatter`), Transformers' forward does."""
+    embeddings = model.get_input_embeddings()  # type: ignore[operator]
+    width = getattr(embeddings, "embedding_dim", None)
+    found = {int(f.shape[-1]) for f in features}
+    if isinstance(width, int) and found != {width}:
+        raise bad_value(*config_key, f"its image features are {min(found)} wide and its text "
+                        f"embeddings {width}: the features cannot take the image tokens' "
+                        "places (a projection size that differs from the text width)")
+
+
+def check_feature_layers(config: Any) -> None:
+    """LLaVA's `vision_feature_layer` (VipLLaVA's `vision_feature_layers`) index the vision
+    tower's hidden states: its layers and its embeddings, so -(n + 1)..n for n layers."""
+    layers = getattr(getattr(config, "vision_config", None), "num_hidden_layers", None)
+    if not isinstance(layers, int):
+        return
+    for key in ("vision_feature_layer", "vision_feature_layers"):
+        value = getattr(config, key, None)
+        indices = list(value) if isinstance(value, list | tuple) else [value]
+        if value is not None and not all(
+                isinstance(i, int) and -(layers + 1) <= i <= layers for i in indices):
+            raise bad_value(f"model.hf.config.{key}", value, f"indices of the vision tower's "
+                            f"{layers + 1} hidden states, {-(layers + 1)}..{layers} "
+                            f"(vision_config.num_hidden_layers={layers})")
 
 
 def image_tokens_call(image_tokens: int, tokens: int, image_id: int,

@@ -247,11 +247,11 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
     ({"hf": {"model_type": "gpt2", "config": {"n_layers": 2}}}, "model.hf.config.n_layers=2"),
     ({"hf": {"model_type": "gpt2", "task": "translation"}}, "model.hf.task='translation'"),
     ({"hf": {}}, "model.hf.model_type: missing"),
-    # Layer counts out of 1..4096: none (a model with no layers) or past any model (for ever).
+    # Layer counts out of 1..1024: none (a model with no layers) or past any model (for ever).
     ({"hf": {"model_type": "gpt2", "config": {"n_layer": -1}}}, "model.hf.config.n_layer=-1"),
     ({"hf": {"model_type": "gpt2", "config": {"n_layer": 0}}}, "model.hf.config.n_layer=0"),
     ({"hf": {"model_type": "gpt2", "config": {"n_layer": 10**9}}},
-     "model.hf.config.n_layer=1000000000: a layer count from 1 to 4096"),
+     "model.hf.config.n_layer=1000000000: a layer count from 1 to 1024"),
     ({"hf": {"model_type": "clip", "config": {"text_config": {"num_hidden_layers": 5000}}}},
      "model.hf.config.text_config.num_hidden_layers=5000"),
     # Sizes out of 1..2^24: a model of no width or heads divides by zero, a negative side is a
@@ -271,6 +271,16 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
      "model.hf.config.vision_config.hidden_size=1000000000000000000000000000000"),
     ({"hf": {"model_type": "bert", "config": {"pad_token_id": 2**40}}},
      "model.hf.config.pad_token_id=1099511627776: an integer within +-2,147,483,647"),
+    # Autograd's backward through 4,096 GPT-2 layers overflowed the C stack (a segfault).
+    ({"hf": {"model_type": "gpt2", "config": {"n_layer": 4096}}},
+     "model.hf.config.n_layer=4096: a layer count from 1 to 1024"),
+    # Per-stage widths, and floats that are not numbers (their export would write None).
+    ({"hf": {"model_type": "resnet", "config": {"hidden_sizes": [64, 64, 64, 2**30]}}},
+     "model.hf.config.hidden_sizes=[64, 64, 64, 1073741824]: a size from 1"),
+    ({"hf": {"model_type": "gpt2", "config": {"layer_norm_epsilon": float("inf")}}},
+     "model.hf.config.layer_norm_epsilon=inf: a finite number (not inf or nan)"),
+    ({"hf": {"model_type": "gpt2", "config": {"text_config": {"x": [1.0, float("nan")]}}}},
+     "model.hf.config.text_config.x=[1.0, nan]: a finite number"),
     ({"hf": {"model_type": "gpt2"}, "sequence_length": 4096}, "model.sequence_length=4096"),
     ({"hf": {"config_file": "/nonexistent/config.json"}}, "model.hf.config_file="),
     ({"hf": {"model_type": "whisper", "task": "causal-lm", "config": {"decoder_layers": 0}}},
@@ -486,7 +496,7 @@ def test_a_config_file_past_the_layer_bound_exits_2_naming_its_field(tmp_path: P
                     "study.storage=memory", "study.progress_bar=false"], tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert "field n_layer=1000000000: a layer count from 1 to 4096" in line
+    assert "field n_layer=1000000000: a layer count from 1 to 1024" in line
 
 
 def test_a_tower_wanting_a_required_input_besides_its_pixels_names_it(profile_of: Any) -> None:

@@ -138,3 +138,35 @@ def test_a_vision_tower_failing_on_its_image_names_the_config(profile_of: Any) -
     text = str(err.value)
     assert text.startswith("model.hf.config={") and "\n" not in text
     assert "its vision tower fails on one image of shape [3, 8, 8] (RuntimeError: " in text
+
+
+SMALL = {"text_config": TEXT, "vision_config": VISION, "image_token_id": 999}
+
+
+@pytest.mark.parametrize(("model_type", "config", "needle"), [
+    # PaliGemma's projector keeps its default width (2048) beside a 64-wide text model: the
+    # meta device would not notice, Transformers' forward does.
+    ("paligemma", SMALL, "its image features are 2048 wide and its text embeddings 64"),
+    # VipLLaVA's default feature layers reach past a 3-layer tower.
+    ("vipllava", SMALL, "model.hf.config.vision_feature_layer=(-2, -5, -8, -11, 6): indices of "
+     "the vision tower's 4 hidden states, -4..3"),
+    ("llava", {**SMALL, "image_token_id": 999.0}, "model.hf.config.image_token_id=999.0: an "
+     "integer token id"),
+    # An image of more tokens than the language model has positions names the config.
+    ("llava", {**SMALL, "vision_config": {**VISION, "image_size": 16384}},
+     "one image makes 1,048,576 image tokens, as many as the language model's"),
+    # An encoder-decoder's decoder tokens are not modelled for this head.
+    ("florence2", {"text_config": {"vocab_size": 51290}}, "florence2 is an encoder-decoder"),
+])
+def test_a_vision_language_config_that_cannot_run_is_refused_naming_why(
+    profile_of: Any, model_type: str, config: dict[str, Any], needle: str,
+) -> None:
+    with pytest.raises(IpuTuneError) as err:
+        profile_of(name="hf", hf={"model_type": model_type, "config": config})
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_valid_feature_layers_of_a_tuple_profile(profile_of: Any) -> None:
+    config = {**SMALL, "vision_feature_layers": [-2, -3, 0, 1, 2]}
+    profile = profile_of(name="hf", hf={"model_type": "vipllava", "config": config})
+    assert profile.paired_tokens == 16 + 128
