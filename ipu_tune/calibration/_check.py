@@ -33,6 +33,11 @@ def _model_label(cfg: EvalConfig) -> str:
     return cfg.model.name or cfg.model._target_ or "model"
 
 
+def _cycles_text(cycles: float) -> str:
+    """Cycles in millions to 0.1, or whole below 100,000 (1,000.5 cycles is no "0.0 M")."""
+    return f"{cycles / 1e6:,.1f} M cycles" if cycles >= 1e5 else f"{cycles:,.0f} cycles"
+
+
 def _rows(p: Prediction) -> list[dict[str, object]]:
     cfg, point = p.point.config, p.point
     fits = p.memory_ratio <= 1.0
@@ -50,8 +55,8 @@ def _rows(p: Prediction) -> list[dict[str, object]]:
                     "error_pct": 100 * errors["samples_per_s"], "kind": "samples_per_s",
                     "measured_value": point.samples_per_s, "predicted_value": p.samples_per_s})
     if point.device_cycles is not None:
-        out.append({**base, "measured": f"{point.device_cycles / 1e6:.1f} M cycles",
-                    "predicted": f"{p.device_cycles / 1e6:.1f} M cycles{oom}",
+        out.append({**base, "measured": _cycles_text(point.device_cycles),
+                    "predicted": f"{_cycles_text(p.device_cycles)}{oom}",
                     "error_pct": 100 * errors["device_cycles"], "kind": "device_cycles",
                     "measured_value": point.device_cycles, "predicted_value": p.device_cycles})
     if point.result is not None:

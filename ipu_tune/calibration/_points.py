@@ -50,6 +50,8 @@ def _number(row: str, key: str, value: Any) -> float | None:
     if value is None or value == "":
         return None
     try:
+        if isinstance(value, bool):  # YAML's true would be 1 sample/s
+            raise TypeError
         out = float(value)
     except (TypeError, ValueError):
         raise bad_value(f"{row}.{key}", value, "must be a number") from None

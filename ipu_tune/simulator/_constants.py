@@ -201,8 +201,9 @@ def _constant_range(key: str) -> tuple[float, float]:
     if key in FITTED:
         return FITTED[key]
     shipped = float(getattr(DEFAULT_CONSTANTS, key))
-    high = shipped * _UNFITTED_SPAN
-    return shipped / _UNFITTED_SPAN, min(high, 1.0) if key.endswith("_efficiency") else high
+    # To 12 digits, as printed: 0.00105, not 0.0010500000000000002 (which 0.00105 is below).
+    low, high = (float(f"{v:.12g}") for v in (shipped / _UNFITTED_SPAN, shipped * _UNFITTED_SPAN))
+    return low, min(high, 1.0) if key.endswith("_efficiency") else high
 
 
 def constants_from_mapping(
@@ -217,6 +218,8 @@ def constants_from_mapping(
             raise bad_value(f"constants.{key}", value, "unknown constant; known: "
                             + ", ".join(sorted(known)))
         try:
+            if isinstance(value, bool):  # YAML's true is no constant
+                raise TypeError
             number = float(value)
         except (TypeError, ValueError):
             raise bad_value(f"constants.{key}", value, "must be a number") from None

@@ -223,6 +223,8 @@ def test_constants_from_mapping_overrides_and_checks() -> None:
         constants_from_mapping({"nope": 1.0})
     with pytest.raises(IpuTuneError, match="positive"):
         constants_from_mapping({"call_overhead_s": -1.0})
+    with pytest.raises(IpuTuneError, match=r"constants.matmul_efficiency=True: must be a number"):
+        constants_from_mapping({"matmul_efficiency": True})
 
 
 @pytest.mark.parametrize(("key", "value", "allowed"), [
@@ -230,6 +232,7 @@ def test_constants_from_mapping_overrides_and_checks() -> None:
     ("matmul_efficiency", 1.5, "in 0.05..1"),
     ("ipu_link_efficiency", 1.2, "in 0.00085..1"),  # a share of a peak: at most 1
     ("sync_latency_s", 1.0, "in 3e-11..3e-05"),  # 1000x either way of the shipped 30 ns
+    ("io_tile_overhead", 1e-4, "in 0.00105..1050"),  # its printed bound is allowed (below)
 ])
 def test_constants_out_of_range_are_refused(key: str, value: float, allowed: str) -> None:
     with pytest.raises(IpuTuneError, match=f"constants.{key}=.*: must be {allowed}$"):

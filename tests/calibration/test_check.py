@@ -125,3 +125,13 @@ def test_check_json_gives_the_same_figures_as_numbers(
     assert data["memory"] == {"predicted_as_measured": 2, "rows": 2}
     assert {g["model"] for g in data["samples_per_s_error_by_model_and_mode"]} == {
         "resnet50", "resnet101", "all"}
+
+
+def test_a_small_cycle_count_is_printed_whole_not_as_zero_millions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = tmp_path / "runs.yaml"
+    runs.write_text("- {name: r, model: {name: mnist_cnn}, system: {num_ipus: 1}, "
+                    "device_cycles: 2500}\n")
+    assert calibrate_main([str(runs), "--check"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("r "))
+    assert "2,500 cycles" in row and "0.0 M" not in row

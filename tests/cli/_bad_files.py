@@ -83,6 +83,7 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "rows_empty.yaml").write_text("- {model: {name: resnet18}}\n")
     (tmp / "rows_inf.yaml").write_text("- {model: {name: resnet18}, samples_per_s: .inf}\n")
     (tmp / "rows_tiny.yaml").write_text("- {model: {name: resnet18}, device_cycles: 1.0e-300}\n")
+    (tmp / "rows_bool.yaml").write_text("- {model: {name: resnet18}, samples_per_s: true}\n")
     (tmp / "rows_inf_weight.yaml").write_text(
         "- {model: {name: resnet18}, samples_per_s: 100, weight: .inf}\n")
     (tmp / "column_twice.csv").write_text(

@@ -483,6 +483,8 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
      "row1.samples_per_s=inf: must be in 0.001..1e+09"),
     ("calibrate a tiny cycle count", ["calibrate", "{tmp}/rows_tiny.yaml"],
      "row1.device_cycles=1e-300: must be in 1000..1e+15"),
+    ("calibrate a boolean rate", ["calibrate", "{tmp}/rows_bool.yaml"],
+     "row1.samples_per_s=True: must be a number"),
     ("calibrate an infinite weight", ["calibrate", "{tmp}/rows_inf_weight.yaml"],
      "row1.weight=inf: must be in 1e-06..1e+06"),
     ("calibrate csv column twice", ["calibrate", "{tmp}/column_twice.csv"],
