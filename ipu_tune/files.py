@@ -29,11 +29,13 @@ from ipu_tune.errors import IpuTuneError, bad_value, disk_hint
 
 __all__ = [
     "BAD_PLACE",
+    "NOT_PSEUDO",
     "atomic_write",
     "check_places",
     "check_target",
     "folder_lock",
     "inside",
+    "on_pseudo_filesystem",
     "remove_stale_temps",
     "write_files",
 ]
@@ -49,6 +51,18 @@ _LOCK_TIMEOUT_S = 120.0
 _KINDS = ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
+
+
+# The kernel's views (processes, devices): no file a user writes belongs there, and what fails
+# there fails with any errno (ENOENT, EACCES, EPERM) after a journal or lock was tried.
+_PSEUDO_FILESYSTEMS = (Path("/proc"), Path("/sys"))
+NOT_PSEUDO = "not under /proc or /sys"
+
+
+def on_pseudo_filesystem(path: str | Path) -> bool:
+    """Whether `path` resolves under /proc or /sys (`_PSEUDO_FILESYSTEMS`)."""
+    resolved = Path(os.path.abspath(path))
+    return any(resolved.is_relative_to(root) for root in _PSEUDO_FILESYSTEMS)
 
 
 def inside(path: str | Path, root: str | Path) -> bool:
@@ -114,6 +128,9 @@ def check_places(paths: Iterable[Path], key: str, root: str | Path | None = None
     """Refuse, in one line, a path that resolves outside `root` (when given) or exists and is
     not a regular file: what `write_files` checks before writing, and a run checks before its
     trials (a refused export must not wait for a finished search)."""
+    if root is not None and on_pseudo_filesystem(root):
+        raise bad_value("results_dir", str(root), f"allowed: a folder that can hold files "
+                        f"({NOT_PSEUDO})")
     if root is not None:  # a file where results_dir or a folder above it belongs
         _check_folders([Path(root), *Path(root).parents], "results_dir", "")
     for path in paths:

@@ -31,7 +31,7 @@ from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 import ipu_tune.storage._places as _places
 from ipu_tune._redact import redact
 from ipu_tune.errors import UNREACHABLE, IpuTuneError, disk_hint
-from ipu_tune.files import BAD_PLACE, inside
+from ipu_tune.files import BAD_PLACE, NOT_PSEUDO, inside
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._beating import (
     HEARTBEAT_GRACE_S,
@@ -204,7 +204,7 @@ def _folder_fault(key: str, folder: str, exc: OSError) -> IpuTuneError:
     holds no folder (/proc) is the input's fault (exit 2); a full or read-only disk is the
     machine's (exit 1)."""
     bad = exc.errno in BAD_PLACE
-    hint = ("allowed: a folder that can hold files (not a file, not under /proc)" if bad
+    hint = (f"allowed: a folder that can hold files (not a file, {NOT_PSEUDO})" if bad
             else disk_hint(exc.strerror or "") if exc.errno in (errno.ENOSPC, errno.EDQUOT)
             else "make it writable, or choose another folder")
     return IpuTuneError(f"{key}={folder!r}: cannot be written ({exc.strerror}); {hint}",

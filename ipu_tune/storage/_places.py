@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ipu_tune.errors import bad_value
+from ipu_tune.files import NOT_PSEUDO, on_pseudo_filesystem
 from ipu_tune.storage._results_table import sqlite_path
 
 __all__ = [
@@ -98,6 +99,9 @@ def check_storage_places(target: StorageTarget) -> None:
     # The value the user gave: the storage, or the results folder its default journal is in.
     given = target.display if target.given else target.results_dir
     for what, path in storage_files(target):
+        if on_pseudo_filesystem(path):
+            raise bad_value(target.key, given, f"its {what} {str(path)!r} would be in the "
+                            f"kernel's files; allowed: a {what} file on a disk ({NOT_PSEUDO})")
         try:
             mode = os.stat(path).st_mode
         except OSError:

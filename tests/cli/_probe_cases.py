@@ -147,10 +147,19 @@ PROBE_CASES: list[tuple[str, list[str], str]] = [
      "--storage='journal:///': empty; allowed: a path"),
     # Places that cannot hold the run's files, refused before the first trial (before, after
     # the whole study ran, or exit 1 as if the disk were at fault).
+    # The kernel's files: refused by where they are, whatever errno a write there would give.
     ("results dir under /proc", ["model=mnist_cnn", "study.n_trials=1",
                                  "results_dir=/proc/self/results"],
-     "results_dir='/proc/self/results': cannot be written (No such file or directory); "
-     "allowed: a folder that can hold files"),
+     "results_dir='/proc/self/results': its journal '/proc/self/results/ipu_tune.journal' would "
+     "be in the kernel's files; allowed: a journal file on a disk (not under /proc or /sys)"),
+    ("results dir /proc", ["model=mnist_cnn", "study.n_trials=1", "results_dir=/proc"],
+     "results_dir='/proc': its journal '/proc/ipu_tune.journal' would be in the kernel's"),
+    ("results dir under /sys", ["model=mnist_cnn", "study.n_trials=1", "results_dir=/sys/kernel"],
+     "results_dir='/sys/kernel': its journal"),
+    ("sqlite under /proc", ["model=mnist_cnn", "study.n_trials=1",
+                            "study.storage=sqlite:////proc/x.db"],
+     "study.storage='sqlite:////proc/x.db': its SQLite database '/proc/x.db' would be in the "
+     "kernel's files"),
     ("a file where the export folder belongs", ["model=mnist_cnn", "study.n_trials=1",
                                                 "results_dir={tmp}/r_ff"],
      "export path='{tmp}/r_ff/mnist_cnn-mk2x2-throughput': exists and is not a folder"),
