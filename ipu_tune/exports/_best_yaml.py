@@ -12,6 +12,7 @@ import yaml
 
 from ipu_tune._escape import printable
 from ipu_tune.config import to_plain_dict
+from ipu_tune.models import hf_source
 
 from ._context import BEST_YAML, EveryPlan, ExportContext
 from ._poprun import poprun_provenance
@@ -28,6 +29,9 @@ class BestYamlExporter(EveryPlan):
 
     def render(self, ctx: ExportContext) -> str:
         config = to_plain_dict(ctx.config)
+        if hf_source(ctx.config.model) is not None:
+            # Its input is sized by its config, not by this key (which would say otherwise).
+            config["model"].pop("input_shape", None)
         body = {k: config[k] for k in ("model", "workload", "system", "plan")}
         text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None)
         text += yaml.safe_dump({"ipu_tune": _provenance(ctx)}, sort_keys=False)

@@ -71,12 +71,27 @@ def _hf_inputs(cfg: ModelConfig, device: str = "meta",
         raise IpuTuneError(f"{label(cfg)}: Transformers cannot build it on the {device} device "
                            f"({_one_line(exc)}); give the sizes of a published model in "
                            "model.hf.config, or its config.json as model.hf.config_file") from None
+    _check_input_shape(cfg, kind, shape)
     if any(t.device.type != device for t in itertools.chain(model.parameters(), model.buffers())):
         # A weight made by torch.Tensor(n, d), which ignores the device it is built under
         # (Deformable DETR's and Mask2Former's level embeddings): the model is on one device.
         model = model.to(device)
     dtype = torch.long if kind == "tokens" else torch.float32
     return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
+
+
+def _check_input_shape(cfg: ModelConfig, kind: str, shape: tuple[int, ...]) -> None:
+    """A Transformers model reads the pixels or audio its config sizes (`image_size`, its
+    position embeddings' grid); `model.input_shape` given otherwise would be ignored, so it
+    is refused. Unset (the schema's default) it is not read; token models take
+    `model.sequence_length`."""
+    given = list(cfg.input_shape)
+    if kind == "tokens" or given in (list(ModelConfig().input_shape), list(shape)):
+        return
+    raise bad_value("model.input_shape", given, f"a Transformers model reads the {kind} its "
+                    f"config sizes, {list(shape)} (model.hf.config: image_size, num_channels, "
+                    f"num_frames, or the audio's model.sequence_length); allowed: unset or "
+                    f"{list(shape)}")
 
 
 def _hf_compute(cfg: ModelConfig) -> ModelProfile:

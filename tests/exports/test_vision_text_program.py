@@ -63,3 +63,19 @@ def test_a_vision_language_plan_gets_no_optimum_graphcore_files() -> None:
     written = {e.file_name for e in EXPORTERS if e.applies(ctx)}
     assert "poptorch_options.py" in written
     assert not written & {"ipu_config.json", "run_with_optimum.py"}
+
+
+def test_best_yaml_of_a_transformers_model_states_no_input_shape_its_config_sizes() -> None:
+    # The pixels a Transformers model reads are its config's (here 32 x 32); the schema's
+    # default input_shape was never simulated, so best.yaml does not state it.
+    import yaml
+
+    from ipu_tune.exports import EXPORTERS, export_context
+
+    hf = HfConfig(model_type="llava", config={"text_config": TEXT, "vision_config": VISION,
+                                               "image_token_id": IMAGE_TOKEN})
+    cfg = EvalConfig(model=ModelConfig(name="hf", hf=hf, sequence_length=12))
+    ctx = export_context(cfg, None, profile_model(cfg.model))
+    best = next(e for e in EXPORTERS if e.file_name == "best.yaml")
+    model = yaml.safe_load(best.render(ctx))["model"]
+    assert "input_shape" not in model and model["hf"]["model_type"] == "llava"
