@@ -38,8 +38,15 @@ _REASONS = (
     # Fails on the meta device for want of values, and on the CPU too or too large to try.
     ("cannot run on the meta device", "cannot run forward and backward on the meta device"),
     ("cannot run on the meta device", "depend on the pixels' values"),
-    # A vision-language model's defaults name an image token outside its text vocabulary.
+    # A vision-language model's defaults that Transformers' forward refuses too: an image
+    # token outside the text vocabulary, features of another width than the text (Ovis2's
+    # table at 1536 beside a 4096-wide text model), feature layers past the tower, an image
+    # of more tokens than positions.
     ("Transformers cannot build it", "a token of the text vocabulary"),
+    ("Transformers cannot build it", "its image features are"),
+    ("Transformers cannot build it", "indices of the vision tower's"),
+    ("Transformers cannot build it", "one image makes"),
+    ("reads another input", "is an encoder-decoder: its decoder's tokens"),
     ("reads another input", "a model of one input"),
     ("reads another input", "an audio model ipu-tune can feed"),
     ("reads another input", " alone ("),  # a base model on one of its inputs fails
