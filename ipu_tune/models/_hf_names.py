@@ -4,6 +4,7 @@ configs take the path (`hf_source`). Exports and labels read these without impor
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -115,6 +116,7 @@ def splices_images(config: Any) -> bool:
     return any(getattr(config, key, None) is not None for key in IMAGE_TOKEN_KEYS)
 
 
+@functools.cache  # a config class built once per type: labels and exports ask again
 def _splices_by_default(model_type: str) -> bool:
     """`splices_images` of the model type's config class defaults (an image-captioning model
     such as BLIP's has no image token: it is no image-text-to-text model here)."""
