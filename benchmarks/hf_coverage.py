@@ -124,7 +124,7 @@ def main() -> None:
         outcomes = {t: _profile_outcome(t, args.timeout) for t in types}
         counts = Counter(outcome for outcome, _ in outcomes.values())
         for t, (outcome, detail) in outcomes.items():
-            if outcome in ("crashed", "timed out"):
+            if outcome in ("crashed", "timed out", "refused: other"):
                 print(f"{t}: {outcome}: {detail}")
         profiled = [t for t, (outcome, _) in outcomes.items() if outcome == "profiled"]
         step = max(1, len(profiled) // max(1, args.search))

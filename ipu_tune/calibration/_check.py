@@ -46,19 +46,26 @@ def _rows(p: Prediction) -> list[dict[str, object]]:
     base = {"row": point.name, "model": _model_label(cfg), "mode": cfg.workload.mode,
             "system": f"{cfg.system.num_ipus} x {cfg.system.ipu}", "memory_right": fits,
             "fullest_memory_ratio": p.memory_ratio}
-    oom = "" if fits else " (predicted out of memory)"
     out: list[dict[str, object]] = []
     errors = p.errors()
+    # A run that ran, predicted out of memory: the simulator says it does not run at all (0
+    # samples/s, error -100 %); the rate of its step is shown beside, for what it is.
     if point.samples_per_s is not None:
+        rate = p.samples_per_s if fits else 0.0
         out.append({**base, "measured": rate_text(point.samples_per_s),
-                    "predicted": f"{rate_text(p.samples_per_s)}{oom}",
-                    "error_pct": 100 * errors["samples_per_s"], "kind": "samples_per_s",
-                    "measured_value": point.samples_per_s, "predicted_value": p.samples_per_s})
+                    "predicted": rate_text(rate) if fits else
+                    f"out of memory (its step alone: {rate_text(p.samples_per_s)})",
+                    "error_pct": 100 * errors["samples_per_s"] if fits else -100.0,
+                    "kind": "samples_per_s", "measured_value": point.samples_per_s,
+                    "predicted_value": rate})
     if point.device_cycles is not None:
+        cycles = p.device_cycles if fits else 0.0
         out.append({**base, "measured": _cycles_text(point.device_cycles),
-                    "predicted": f"{_cycles_text(p.device_cycles)}{oom}",
-                    "error_pct": 100 * errors["device_cycles"], "kind": "device_cycles",
-                    "measured_value": point.device_cycles, "predicted_value": p.device_cycles})
+                    "predicted": _cycles_text(cycles) if fits else
+                    f"out of memory (its call alone: {_cycles_text(p.device_cycles)})",
+                    "error_pct": 100 * errors["device_cycles"] if fits else -100.0,
+                    "kind": "device_cycles", "measured_value": point.device_cycles,
+                    "predicted_value": cycles})
     if point.result is not None:
         verdict = "fits" if fits else "out_of_memory"
         fullest = f"fullest IPU or tile at {100 * p.memory_ratio:.0f}% of its limit"

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from ipu_tune.calibration._points import CalibrationPoint
 from ipu_tune.case import Case, build_case
 from ipu_tune.errors import bad_value
-from ipu_tune.simulator import DEFAULT_CONSTANTS, FITTED, SimConstants, SimResult, simulate
+from ipu_tune.simulator import (
+    DEFAULT_CONSTANTS,
+    FITTED,
+    REFITTABLE,
+    SimConstants,
+    SimResult,
+    simulate,
+)
 
 __all__ = [
     "FitResult",
@@ -152,10 +159,41 @@ def nelder_mead(
 @dataclass(frozen=True)
 class FitResult:
     constants: SimConstants
-    names: tuple[str, ...]
+    names: tuple[str, ...]  # the constants refitted
     loss_before: float
     loss_after: float
     predictions: tuple[Prediction, ...]
+    # Constants asked for (all of FITTED by default) that no row's measured figure depends on:
+    # left as they were, since a fit would move them by chance and carry that to other runs.
+    unmoved: tuple[str, ...] = ()
+
+
+def _figures(p: Prediction) -> list[float]:
+    """The predicted figures of a row that its measurement can compare."""
+    out = []
+    if p.point.samples_per_s is not None:
+        out.append(p.samples_per_s)
+    if p.point.device_cycles is not None:
+        out.append(p.device_cycles)
+    if p.point.result is not None:
+        out.append(p.memory_ratio)
+    return out
+
+
+def _moved(cases: Sequence[_Case], base: SimConstants, names: Sequence[str]) -> tuple[str, ...]:
+    """The constants of `names` that some row's measured figure depends on: halving or
+    doubling it changes one."""
+    before = [_figures(p) for p in _predict(cases, base)]
+    out = []
+    for name in names:
+        value = getattr(base, name)
+        for factor in (0.5, 2.0):
+            after = _predict(cases, base.with_values({name: value * factor}))
+            if any(not math.isclose(a, b, rel_tol=1e-9) for row, p in zip(before, after,
+                   strict=True) for a, b in zip(row, _figures(p), strict=True)):
+                out.append(name)
+                break
+    return tuple(out)
 
 
 def fit_constants(
@@ -165,14 +203,26 @@ def fit_constants(
     max_evals: int = 3000,
     restarts: int = 2,
 ) -> FitResult:
-    """Refit `names` (default: all of `FITTED`) to `points`, starting from `base`."""
-    chosen = tuple(names) if names is not None else tuple(FITTED)
-    for name in chosen:
-        if name not in FITTED:
-            raise bad_value("calibrate.fit", name, "allowed: " + ", ".join(FITTED))
+    """Refit `names` (default: all of `FITTED`; any of `REFITTABLE`) to `points`, starting from
+    `base`. A constant no row depends on is left as it was (`FitResult.unmoved`); one named
+    in `names` is refused."""
+    asked = tuple(names) if names is not None else tuple(FITTED)
+    for name in asked:
+        if name not in REFITTABLE:
+            raise bad_value("calibrate.fit", name, "allowed: " + ", ".join(REFITTABLE))
     cases = _cases(points)
-    lows = [math.log(FITTED[k][0]) for k in chosen]
-    highs = [math.log(FITTED[k][1]) for k in chosen]
+    chosen = _moved(cases, base, asked)
+    unmoved = tuple(n for n in asked if n not in chosen)
+    if names is not None and unmoved:
+        raise bad_value("calibrate.fit", ",".join(unmoved),
+                        "no row's measured figure depends on it; allowed: constants a row "
+                        "depends on (infer_call_overhead_s needs inference rows, "
+                        "preprocess_s_per_sample rows with a host data pipeline)")
+    if not chosen:
+        raise bad_value("calibrate.fit", ",".join(asked),
+                        "no row's measured figure depends on any of these constants")
+    lows = [math.log(REFITTABLE[k][0]) for k in chosen]
+    highs = [math.log(REFITTABLE[k][1]) for k in chosen]
 
     def constants_at(x: Sequence[float]) -> SimConstants:
         clipped = [min(max(v, lo), hi) for v, lo, hi in zip(x, lows, highs, strict=True)]
@@ -196,4 +246,5 @@ def fit_constants(
         loss_before=before,
         loss_after=best,
         predictions=tuple(_predict(cases, fitted)),
+        unmoved=unmoved,
     )

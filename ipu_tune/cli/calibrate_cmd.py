@@ -49,6 +49,8 @@ def format_fit(fit: object) -> str:
         f"# loss {fit.loss_before:.4g} -> {fit.loss_after:.4g} over {len(fit.predictions)} rows; "
         f"fitted: {', '.join(fit.names)}",
     ]
+    if fit.unmoved:
+        lines.append(f"# not refitted, no row depends on them: {', '.join(fit.unmoved)}")
     for p in fit.predictions:
         errs = ", ".join(f"{k} {v:+.1%}" for k, v in p.errors().items())
         verdict = "fits" if p.memory_ratio <= 1.0 else "out_of_memory"
@@ -168,10 +170,10 @@ def _fit_names(text: str | None) -> list[str] | None:
         return None
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
-        from ipu_tune.simulator import FITTED
+        from ipu_tune.simulator import REFITTABLE
 
         raise IpuTuneError(f"--fit={text!r}: names no constant; allowed: comma-separated names "
-                           f"of {', '.join(FITTED)}, or no --fit to refit them all")
+                           f"of {', '.join(REFITTABLE)}, or no --fit to refit the fitted ones")
     return names
 
 

@@ -17,7 +17,8 @@ from ipu_tune.config import (
     check_sweep,
     load_unvalidated,
     parse_overrides,
-    to_plain_dict,
+    read_config_file,
+    section_mapping,
     validate,
 )
 from ipu_tune.errors import IpuTuneError
@@ -41,16 +42,20 @@ def apply_overrides(path: str, overrides: Sequence[str],
 
 
 def _overridden(path: str, overrides: Sequence[str], trust_remote_code: bool) -> EvalConfig:
-    """The unchecked config of `path` with `overrides` applied."""
-    cfg = load_unvalidated(path, trust_remote_code=trust_remote_code)
+    """The unchecked config of `path` with `overrides` applied to the file as written, so a
+    preset the overrides choose fills in what neither the file nor they give."""
     if not overrides:
-        return cfg
+        return load_unvalidated(path, trust_remote_code=trust_remote_code)
     from omegaconf import OmegaConf
 
     from ipu_tune.knobs import knob
 
-    plain = OmegaConf.create(to_plain_dict(cfg))
-    for text, o in zip(overrides, parse_overrides(overrides), strict=True):
+    plain = OmegaConf.create(dict(read_config_file(path, trust_remote_code)))
+    parsed = list(zip(overrides, parse_overrides(overrides), strict=True))
+    # As Hydra composes them: a preset chosen (`system=bow`, `model=vit_b_16`) first, then the
+    # keys set over it, in whatever order the command line gives them.
+    parsed.sort(key=lambda to: "." in to[1].key_or_group)
+    for text, o in parsed:
         key = o.key_or_group
         check_sweep(o, text, False, "evaluate")
         if o.is_delete():
@@ -74,6 +79,10 @@ def _overridden(path: str, overrides: Sequence[str], trust_remote_code: bool) ->
             if section not in ("model", "workload", "system", "plan"):
                 raise IpuTuneError(f"override {text!r}: unknown key {key!r}; keys begin with "
                                    "model., workload., system. or plan.")
+        section = key.split(".", 1)[0]
+        if "." in key and plain.get(section) is not None and not OmegaConf.is_dict(
+                plain[section]):  # a preset's name (`system: bow`) as its mapping
+            plain[section] = dict(section_mapping(section, plain[section]))
         OmegaConf.update(plain, key, value, merge=False, force_add=True)
     data = OmegaConf.to_container(plain)
     assert isinstance(data, dict)

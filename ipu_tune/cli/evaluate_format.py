@@ -24,6 +24,8 @@ def _count(samples: float) -> str:
 def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     name = m.name or m._target_ or "model"
+    if m.name == "hf":  # the Transformers model it stands for
+        name = f"hf ({m.hf.model_type or m.hf.config_file})"
     per_pack = m.dataset.sequences_per_pack
     packs = "" if per_pack == 1.0 else f" packs of {per_pack:g} sequences"
     lines = [
@@ -37,8 +39,13 @@ def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
         lines.append("fits: yes")
         lines.append(
             f"throughput: {rate_text(result.throughput)} "
-            f"(device alone {rate_text(result.device_throughput)})"
+            f"(without the host's data pipeline {rate_text(result.device_throughput)})"
         )
+        if w.mode == "infer":  # outputs come back when the call ends
+            per_call = p.device_iterations * w.micro_batch_size
+            each = " on each replica" if p.replication_factor > 1 else ""
+            lines.append(f"latency: {result.latency_s * 1e3:,.3f} ms per call of {per_call:,} "
+                         f"samples{each} (inputs on the host to results on the host)")
     else:
         lines.append(f"fits: NO - {result.reason}")
         lines.append("throughput: none (a plan that does not fit does not run)")

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
 # OmegaConf (~0.15 s to import) loads on first use: `evaluate(mapping)` of a valid mapping
 # never needs it.
-__all__ = ["check_trusted", "load_config", "omegaconf_error", "to_plain_dict", "typed"]
+__all__ = ["check_trusted", "load_config", "omegaconf_error", "read_config_file",
+           "section_mapping", "to_plain_dict",
+           "typed"]
 
 T = TypeVar("T")
 # The provenance block of an exported best.yaml (`ipu_tune.exports`).
@@ -267,6 +269,15 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
     return data
 
 
+def read_config_file(path: str | Path, trust_remote_code: bool = False) -> Mapping[str, Any]:
+    """A config file's mapping as written (no preset or default filled in), refused when it
+    names code to run and `trust_remote_code` is not given."""
+    data = _read_yaml(Path(path))
+    if not trust_remote_code:
+        check_trusted(data, f"config file {str(path)!r}")
+    return data
+
+
 def check_trusted(data: Mapping[str, Any], where: str) -> None:
     model = data.get("model")
     target = model.get("_target_") if isinstance(model, Mapping) else None
@@ -305,9 +316,7 @@ def load_unvalidated(
     elif isinstance(source, EvalConfig):
         data = to_plain_dict(source)
     elif isinstance(source, str | Path):
-        data = _read_yaml(Path(source))
-        if not trust_remote_code:
-            check_trusted(data, f"config file {str(source)!r}")
+        data = read_config_file(source, trust_remote_code)
     elif _is_dictconfig(source):
         from omegaconf import OmegaConf
 
@@ -325,11 +334,11 @@ def load_unvalidated(
                 f"{key}: unknown top-level key; allowed: {', '.join(sorted(sections))}, "
                 f"{PROVENANCE_KEY}"
             )
-    picked = {k: _section(k, v) for k, v in data.items() if k in sections and v is not None}
+    picked = {k: section_mapping(k, v) for k, v in data.items() if k in sections and v is not None}
     return typed(EvalConfig, with_model_preset(picked))
 
 
-def _section(key: str, value: Any) -> Any:
+def section_mapping(key: str, value: Any) -> Any:
     """A top-level section as a mapping; `system` may name a preset (`system: pod16`) and
     `model` a zoo model (`model: resnet50`), as `system=pod16 model=resnet50` do on the command
     line."""

@@ -82,14 +82,15 @@ def _per_sample(n: int) -> int:
 
 def _liveness(trace: Trace, n_ops: int) -> tuple[list[int], list[int]]:
     """Inference liveness of every stored value: live[j] = elements alive while op j runs;
-    cross[j] = elements written at or before op j and read after it."""
+    cross[j] = elements written at or before op j and read after it, of the values an input
+    or a weight flows into (one made from shapes alone is made again where it is read)."""
     live_diff = [0] * (n_ops + 1)
     cross_diff = [0] * (n_ops + 1)
     for v in trace.values:
         first, last = min(v.first, n_ops - 1), min(v.last, n_ops - 1)
         live_diff[first] += v.elements
         live_diff[last + 1] -= v.elements
-        if last > first:
+        if last > first and v.data:
             cross_diff[first] += v.elements
             cross_diff[last] -= v.elements
     live, cross = [], []

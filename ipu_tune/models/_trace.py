@@ -19,7 +19,11 @@ How the numbers are obtained (all from torch itself, nothing estimated):
   are not activations and are left out.
 * Liveness: every storage an op writes is tracked from its first writer to its last reader in the
   forward pass (inference liveness). This gives the elements that cross a block boundary and the
-  peak transient elements inside a block.
+  peak transient elements inside a block. A storage made from shapes alone (a causal mask built
+  from `arange`, position ids, masks of `ones_like(ids)`: no input value or weight flows into
+  it) is a constant of the program: live where it is used, but each IPU makes its own, so it
+  does not cross a block boundary (Graphcore's GPT-2 keeps its causal mask as a buffer of every
+  attention layer; a pipeline stage receives only the hidden states).
 
 The model runs with a batch of `BATCH` samples (BatchNorm needs more than one value per channel
 in training mode) and every count is divided back to one sample.
@@ -80,6 +84,16 @@ class _Value:
     elements: int
     first: int
     last: int
+    # Whether an input value or a weight flows into it (False: made from shapes alone).
+    data: bool = True
+
+
+# Ops that read only their tensor arguments' shapes, dtypes and devices, not their values.
+_SHAPE_ONLY_OPS = frozenset({
+    "ones_like", "zeros_like", "empty_like", "full_like", "new_ones", "new_zeros",
+    "new_empty", "new_full", "new_empty_strided", "rand_like", "randn_like", "randint_like",
+    "scalar_tensor", "arange", "zeros", "ones", "empty", "full",
+})
 
 
 @dataclass
@@ -226,25 +240,32 @@ class _Tracer:
         if kind in ("conv", "matmul") and flops > rec.mm[0]:
             rec.mm = (flops, *matmul_view(op_name, args, out, flops, self._is_param))
         read: set[int] = set()
+        data = False  # an input value or a weight flows into this op's outputs
         for t in tree_leaves(args):
             if not isinstance(t, Tensor):
                 continue
             key = _storage_key(t)
             if key in self.param_numel:
+                data = True
                 if key not in self.used_params:
                     self.used_params.add(key)
                     rec.parameters += self.param_numel[key]
             elif key in self.value_of:
-                self.values[self.value_of[key]].last = idx
+                value = self.values[self.value_of[key]]
+                value.last = idx
+                data = data or value.data
                 read.add(key)
+        if op_name in _SHAPE_ONLY_OPS:
+            data = False
         for t in outs:
             key = _storage_key(t)
             if key in self.param_numel or key in self.buffers:
                 continue
             if key in read:  # in-place update or alias of an input: no new storage
+                self.values[self.value_of[key]].data |= data
                 continue
             self.value_of[key] = len(self.values)
-            self.values.append(_Value(_storage_elements(t), idx, idx))
+            self.values.append(_Value(_storage_elements(t), idx, idx, data))
 
     def add_input(self, t: Tensor) -> None:
         self.value_of[_storage_key(t)] = len(self.values)

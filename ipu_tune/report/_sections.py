@@ -74,7 +74,7 @@ def summary_table(study: optuna.Study, results: Rows, best: SimResult | None,
         if "throughput" not in named:
             pairs.append(("throughput", rate_text(best.throughput)))
         if "latency" not in named:
-            pairs.append(("latency per micro-batch", f"{best.latency_s * 1e3:.3f} ms"))
+            pairs.append(("latency per call", f"{best.latency_s * 1e3:.3f} ms"))
         pairs += [
             ("bottleneck", best.bottleneck),
             ("step time", f"{best.step_time_s * 1e3:.3f} ms"),

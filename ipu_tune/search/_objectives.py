@@ -5,8 +5,9 @@ Objectives (`search.objectives`):
 - ``throughput`` (maximise): samples/s of the whole system (`SimResult.throughput`).
 - ``memory`` (minimise): peak bytes on the fullest IPU.
 - ``memory_headroom`` (maximise): share of the fullest IPU's memory left free, 1 - peak/limit.
-- ``latency`` (minimise): seconds from a micro-batch entering the device to its result
-  (`SimResult.latency_s`: the pipeline traversal, not amortised over device iterations).
+- ``latency`` (minimise): seconds from a call's inputs on the host to its results on the
+  host (`SimResult.latency_s`: the per-call cost, the stream copies and the device passes of
+  its device iterations x micro-batch samples; outputs come back when the call ends).
 - ``changes`` (minimise): plan knobs that differ from the user's own plan, ties broken by
   throughput: value = changes + 1 / (1 + throughput / 1000 samples/s). The integer part is
   the count; the fraction, below 1, only orders plans with the same count.
@@ -78,7 +79,7 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               1e-6, lambda v: f"{v:,.1f}"),
     Objective("memory_headroom", "maximize", "memory headroom [fraction of IPU SRAM]",
               "memory headroom of the fullest IPU", "%", 100.0, lambda v: f"{v:.1f}"),
-    Objective("latency", "minimize", "latency per micro-batch [s]", "latency per micro-batch",
+    Objective("latency", "minimize", "latency per call [s]", "latency per call",
               "ms", 1e3, lambda v: f"{v:,.3f}"),
     Objective("changes", "minimize", "knobs changed [count + throughput tie-break < 1]",
               "knobs changed from your plan", "", 1.0, _int_changes),

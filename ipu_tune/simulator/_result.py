@@ -84,11 +84,12 @@ class SimResult:
     stages: tuple[StageTime, ...]
     reason: str = ""  # why it does not fit: IPU, category and excess
     samples_per_step: float = 0.0  # dataset samples per step (sequences, when packed)
-    # Throughput the device alone could sustain (ignores host), samples/s.
+    # Throughput without the host's data pipeline (the device call: its passes, its stream
+    # copies and its per-call cost), samples/s.
     device_throughput: float = 0.0
     extras: Mapping[str, Any] = field(default_factory=dict)
-    # Seconds from one micro-batch entering the device to its result (not amortised over
-    # device iterations or overlapped micro-batches): the pipeline traversal, see `_simulate`.
+    # Seconds from a call's inputs on the host to its results on the host (device iterations
+    # x micro-batch samples): per-call cost, stream copies and device passes, see `_simulate`.
     latency_s: float = 0.0
 
     @property

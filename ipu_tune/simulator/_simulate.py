@@ -54,7 +54,10 @@ def simulate(
               for amp in set(plan.stage_memory_proportions)}
     costs = [by_amp[amp] for amp in plan.stage_memory_proportions]
     mb_in_bytes = _host.input_bytes_per_sample(profile, plan) * plan.micro_batch_size
-    parts, memory, times, fits = _stages(shapes, costs, system, pm, c, mb_in_bytes)
+    # Synthetic data is made on the IPU (PopTorch enableSyntheticData): no stream, so no
+    # stream buffers and nothing for I/O tiles to hold.
+    stream_bytes = 0.0 if profile.input_source == "synthetic" else mb_in_bytes
+    parts, memory, times, fits = _stages(shapes, costs, system, pm, c, stream_bytes)
     core = pipeline_step(parts, plan.schedule,
                          plan.gradient_accumulation if training else 1, training)
     update = update_times(shapes, system, plan, c)
@@ -66,12 +69,13 @@ def simulate(
     samples_per_step = plan.samples_per_step * profile.sequences_per_pack
     samples_per_call = samples_per_step * di
     phases = _phases(core, update, call, di)
-    # Latency of one micro-batch: pipeline slots are synchronous across IPUs (`_pipeline`), so
-    # in the steady state a micro-batch crosses N stages in N slots of the longest stage;
-    # sharded or one stage: the stages one after another (core.slot is then their sum).
-    n = len(shapes)
-    pipelined = n > 1 and plan.schedule != "sharded"
-    latency_s = n * core.slot if pipelined else core.slot
+    # Latency: a call's inputs on the host to its results on the host. PopTorch and PopART
+    # return a call's outputs when the call ends (seed guide 4.5.3), so every micro-batch of
+    # the call waits for the whole call: its per-call cost, its device passes (pipeline fill
+    # included) and its stream copies, the first of which nothing before it hides. Host
+    # preprocessing is not in it: the inputs are ready when the call starts.
+    exposed_copy = call.host_io_s / (plan.gradient_accumulation if training else 1)
+    latency_s = call.device_call_s + call.stream_copy_s - exposed_copy
     return built(SimResult, {
         "fits": fits,
         "throughput": samples_per_call / call.call_s if fits else 0.0,
@@ -80,7 +84,7 @@ def simulate(
         "bottleneck": _bottleneck(fits, plan, call, phases),
         "memory": tuple(memory),
         "stages": tuple(times),
-        "reason": "" if fits else _reason(memory, mb_in_bytes, plan.io_tiles,
+        "reason": "" if fits else _reason(memory, stream_bytes, plan.io_tiles,
                                           c.io_tile_overhead),
         "samples_per_step": samples_per_step,
         "device_throughput": samples_per_call / call.device_call_s,
@@ -270,36 +274,46 @@ def _extras(
     }
 
 
+def _overflow(m: IpuMemory) -> float:
+    """How far an IPU is over its limits: the larger of its total's and its fullest tile's
+    ratio to theirs."""
+    return max(m.total_bytes / m.limit_bytes, m.max_tile_bytes / m.tile_limit_bytes)
+
+
 def _reason(memory: list[IpuMemory], mb_in_bytes: float, io_tiles: int, io_overhead: float) -> str:
-    for m in memory:
-        if m.fits:
-            continue
-        cats = m.categories
-        largest = max(cats, key=cats.__getitem__)
-        where = f"IPU{m.ipu} (stage {m.stage})"
-        io_need = io_overhead * mb_in_bytes
-        if io_tiles and m.stage == 0 and io_need > io_tiles * m.tile_limit_bytes:
-            need = math.ceil(io_need / m.tile_limit_bytes)
-            need = max(32, need + need % 2)
-            hint = (f"use at least {need} I/O tiles" if need <= 192
-                    else "more than 192 I/O tiles would be needed: lower the micro-batch")
-            return (
-                f"{where}: io_tiles: {io_tiles} I/O tiles hold "
-                f"{io_tiles * m.tile_limit_bytes / MB:.1f} MB, a micro-batch needs "
-                f"{io_need / MB:.1f} MB (excess "
-                f"{(io_need - io_tiles * m.tile_limit_bytes) / MB:.1f} MB); {hint}"
-            )
-        if m.total_bytes > m.limit_bytes:
-            return (
-                f"{where}: {m.total_bytes / MB:.1f} MB exceeds the {m.limit_bytes / MB:.1f} MB "
-                f"of the IPU by {(m.total_bytes - m.limit_bytes) / MB:.1f} MB; largest category "
-                f"{largest} ({cats[largest] / MB:.1f} MB)"
-            )
-        over = m.max_tile_bytes - m.tile_limit_bytes
+    """Why the plan does not fit, said of the IPU furthest over its limits ("" when it fits)."""
+    over = sorted((m for m in memory if not m.fits), key=_overflow, reverse=True)
+    others = len({m.ipu for m in over}) - 1
+    also = f"; {others} other IPU(s) over their limits too" if others > 0 else ""
+    return _reason_of(over[0], mb_in_bytes, io_tiles, io_overhead) + also if over else ""
+
+
+def _reason_of(m: IpuMemory, mb_in_bytes: float, io_tiles: int, io_overhead: float) -> str:
+    cats = m.categories
+    largest = max(cats, key=cats.__getitem__)
+    where = f"IPU{m.ipu} (stage {m.stage})"
+    io_need = io_overhead * mb_in_bytes
+    if io_tiles and m.stage == 0 and io_need > io_tiles * m.tile_limit_bytes:
+        need = math.ceil(io_need / m.tile_limit_bytes)
+        need = max(32, need + need % 2)
+        hint = (f"use at least {need} I/O tiles" if need <= 192
+                else "more than 192 I/O tiles would be needed: lower the micro-batch")
         return (
-            f"{where}: the most-loaded tile needs {m.max_tile_bytes / 1e3:.1f} kB of "
-            f"{m.tile_limit_bytes / 1e3:.1f} kB; {largest} ({cats[largest] / MB:.1f} MB) is the "
-            f"largest category; excess {over / 1e3:.1f} kB per tile "
-            f"(~{over * (m.limit_bytes // m.tile_limit_bytes) / MB:.1f} MB over the IPU)"
+            f"{where}: io_tiles: {io_tiles} I/O tiles hold "
+            f"{io_tiles * m.tile_limit_bytes / MB:.1f} MB, a micro-batch needs "
+            f"{io_need / MB:.1f} MB (excess "
+            f"{(io_need - io_tiles * m.tile_limit_bytes) / MB:.1f} MB); {hint}"
         )
-    return ""
+    if m.total_bytes > m.limit_bytes:
+        return (
+            f"{where}: {m.total_bytes / MB:.1f} MB exceeds the {m.limit_bytes / MB:.1f} MB "
+            f"of the IPU by {(m.total_bytes - m.limit_bytes) / MB:.1f} MB; largest category "
+            f"{largest} ({cats[largest] / MB:.1f} MB)"
+        )
+    over = m.max_tile_bytes - m.tile_limit_bytes
+    return (
+        f"{where}: the most-loaded tile needs {m.max_tile_bytes / 1e3:.1f} kB of "
+        f"{m.tile_limit_bytes / 1e3:.1f} kB; {largest} ({cats[largest] / MB:.1f} MB) is the "
+        f"largest category; excess {over / 1e3:.1f} kB per tile "
+        f"(~{over * (m.limit_bytes // m.tile_limit_bytes) / MB:.1f} MB over the IPU)"
+    )

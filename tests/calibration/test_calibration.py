@@ -17,6 +17,7 @@ import yaml
 
 from ipu_tune.calibration import (
     POINTS_FILE,
+    CalibrationPoint,
     Prediction,
     default_points,
     fit_constants,
@@ -182,6 +183,40 @@ def test_fit_recovers_perturbed_host_constants() -> None:
             assert abs(value) <= RATE_TOLERANCE
     assert fit.constants.preprocess_s_per_sample == pytest.approx(
         DEFAULT_CONSTANTS.preprocess_s_per_sample, rel=0.25)
+
+
+def _inference_rows() -> list[CalibrationPoint]:
+    """ResNet-50 inference on synthetic data at device iterations 1 and 100: rows that depend
+    on the inference call's cost and on the device, not on the host's data pipeline."""
+    rows = []
+    for di, rate in ((1, 2000.0), (100, 2700.0)):
+        rows.extend(load_points([{
+            "name": f"r50_b1_di{di}", "samples_per_s": rate,
+            "model": {"name": "resnet50", "dataset": {"name": "synthetic"}},
+            "system": {"ipu": "mk2", "num_ipus": 1},
+            "workload": {"mode": "infer", "micro_batch_size": 1},
+            "plan": {"precision": "16.16", "partials": "half", "device_iterations": di}}]))
+    return rows
+
+
+def test_a_fit_leaves_the_constants_no_row_depends_on() -> None:
+    """Training's call cost and the host pipeline's constants moved by chance on inference
+    rows with synthetic data, and the file carried them to every other run."""
+    fit = fit_constants(_inference_rows(), max_evals=60, restarts=0)
+    assert set(fit.unmoved) == {"call_overhead_s", "preprocess_s_per_sample",
+                                "convert_s_per_element", "stream_latency_s"}
+    for name in fit.unmoved:
+        assert getattr(fit.constants, name) == getattr(DEFAULT_CONSTANTS, name)
+    assert "matmul_efficiency" in fit.names
+    with pytest.raises(IpuTuneError, match=r"calibrate.fit='call_overhead_s': no row's"):
+        fit_constants(_inference_rows(), names=["matmul_efficiency", "call_overhead_s"])
+
+
+def test_the_inference_call_cost_is_refitted_from_rows_at_one_device_iteration() -> None:
+    fit = fit_constants(_inference_rows(), names=["infer_call_overhead_s"], max_evals=200)
+    assert fit.names == ("infer_call_overhead_s",)
+    assert fit.constants.infer_call_overhead_s != DEFAULT_CONSTANTS.infer_call_overhead_s
+    assert fit.loss_after < fit.loss_before
 
 
 def test_fit_rejects_unknown_constant() -> None:

@@ -3,6 +3,8 @@ model and workload mode (median absolute and worst samples/s error)."""
 
 from __future__ import annotations
 
+import json
+
 import dataclasses
 import math
 from pathlib import Path
@@ -100,8 +102,12 @@ def test_a_measured_run_predicted_out_of_memory_is_shown_and_counted(
     runs.write_text(yaml.safe_dump([row]))
     assert calibrate_main([str(runs), "--check"]) == 0
     out = capsys.readouterr().out
-    assert "samples/s (predicted out of memory)" in out
+    # The simulator says it does not run: 0 samples/s, -100 %, in the median too.
+    assert "out of memory (its step alone: " in out and "-100.0%" in out
     assert "memory: 0 of 1 row predicted as measured" in out
+    assert calibrate_main([str(runs), "--check", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["samples_per_s_error_by_model_and_mode"][0]["median_abs_error_pct"] == 100.0
 
 
 def test_check_json_gives_the_same_figures_as_numbers(

@@ -54,6 +54,22 @@ def test_readable_breakdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert word in out, word
 
 
+def test_an_inference_plan_states_its_latency(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    config = {"model": {"name": "resnet50", "dataset": {"name": "synthetic"}},
+              "system": {"ipu": "mk2", "num_ipus": 2}, "workload": {"mode": "infer",
+                                                                   "micro_batch_size": 4},
+              "plan": {"device_iterations": 10, "replication_factor": 2}}
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    out = _run(["evaluate", str(cfg)], capsys)
+    ms = ipu_tune.evaluate(config).latency_s * 1e3
+    assert f"latency: {ms:,.3f} ms per call of 40 samples on each replica" in out
+    train = _run(["evaluate", str(tmp_path / "plan.yaml"), "workload.mode=train",
+                  "plan.device_iterations=1"], capsys)
+    assert "latency:" not in train
+
+
 def test_overrides_complete_a_file_before_it_is_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -70,6 +86,40 @@ def test_overrides_complete_a_file_before_it_is_checked(
         main(["evaluate", str(cfg), "plan.replication_factor=4"])
     assert done.value.code == 2
     assert "system.num_ipus=16: must equal" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("overrides", [
+    ["system=bow", "system.num_ipus=4", "plan.replication_factor=4"],
+    ["system.num_ipus=4", "system=bow", "plan.replication_factor=4"],  # any order, as Hydra
+])
+def test_a_preset_chosen_keeps_the_keys_set_over_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], overrides: list[str]
+) -> None:
+    # A preset named on the command line was a string that a later `system.KEY=` replaced
+    # with a mapping of that key alone: the schema's Mk2 came back, silently.
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text("model: {name: resnet50, dataset: {name: synthetic}}\n"
+                   "system: {ipu: mk2, num_ipus: 1}\nworkload: {mode: infer}\n")
+    out = json.loads(_run(["evaluate", str(cfg), "--json", *overrides], capsys))
+    want = ipu_tune.evaluate({"model": {"name": "resnet50", "dataset": {"name": "synthetic"}},
+                              "system": {"ipu": "bow", "num_ipus": 4},
+                              "workload": {"mode": "infer"},
+                              "plan": {"replication_factor": 4}})
+    assert out == json.loads(json.dumps(want.to_dict()))
+
+
+@pytest.mark.parametrize("overrides", [["model=vit_b_16", "model.dataset.name=synthetic"],
+                                       ["model.dataset.name=synthetic", "model=vit_b_16"]])
+def test_a_model_chosen_keeps_the_keys_set_over_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], overrides: list[str]
+) -> None:
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text("model: resnet50\nsystem: {ipu: mk2, num_ipus: 1}\nworkload: {mode: infer}\n")
+    out = json.loads(_run(["evaluate", str(cfg), "--json", *overrides], capsys))
+    want = ipu_tune.evaluate({"model": {"name": "vit_b_16", "dataset": {"name": "synthetic"}},
+                              "system": {"ipu": "mk2", "num_ipus": 1},
+                              "workload": {"mode": "infer"}})
+    assert out == json.loads(json.dumps(want.to_dict()))
 
 
 def test_the_ipu_config_named_is_applied_and_overrides_win(

@@ -38,6 +38,31 @@ def skip_net() -> nn.Module:
     return SkipNet()
 
 
+class MaskedNet(nn.Module):
+    """Block `a` makes a causal mask from the input's shape alone (as Transformers' GPT-2
+    does once for every layer) and a mask of values; blocks `b` and `c` read both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+        self.c = nn.Linear(8, 3)
+        self.pipeline_blocks = ["a", "b", "c"]
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.a(x)
+        n = torch.arange(8, device=x.device)
+        causal = torch.where(n[:, None] >= n[None, :], 0.0, -1e4)  # 64 elements, no values
+        weights = torch.softmax(torch.ones_like(x)[:, :, None] + causal, dim=-1)  # 2 x 64
+        by_value = h[:, :, None] * h[:, None, :]  # 8 x 8 from the values: must cross
+        h = self.b(h + (weights * by_value).sum(-1))
+        return self.c(h + (causal[None] * by_value).sum(-1))
+
+
+def masked_net() -> nn.Module:
+    return MaskedNet()
+
+
 class NeedsValues(nn.Module):
     """Reads tensor values, which the meta device does not have."""
 

@@ -123,6 +123,15 @@ def test_elements_that_skip_a_block_cross_every_boundary(profile_of) -> None:
     assert c.output_elements == 3
 
 
+def test_values_made_from_shapes_alone_do_not_cross_a_boundary(profile_of) -> None:
+    """A causal mask is a constant each IPU makes for itself: only what the input's values or
+    the weights flow into crosses (GPT-2's 1024 x 1024 mask doubled its stage outputs)."""
+    prof = profile_of(_target_="tests.models.factories.masked_net", input_shape=[8])
+    a, b, _ = prof.block_stats
+    assert a.output_elements == 8 + 64  # h and the mask of its values (8 x 8 per sample)
+    assert b.output_elements == 8  # what b reads of them is read within b
+
+
 def test_peak_live_elements_of_the_mnist_first_block(profile_of) -> None:
     prof = profile_of(name="mnist_cnn", input_shape=[1, 28, 28], num_classes=10)
     # While the max-pool runs: the conv output (10x24x24) and the pooled values and indices
