@@ -3,9 +3,8 @@ model and workload mode (median absolute and worst samples/s error)."""
 
 from __future__ import annotations
 
-import json
-
 import dataclasses
+import json
 import math
 from pathlib import Path
 
