@@ -122,7 +122,8 @@ def _sim_result(detail: Mapping[str, Any]) -> SimResult | None:
                           recompute_s=float(t["recompute_s"]),
                           inter_ipu_s=float(t["inter_ipu_s"]),
                           inter_ipu_back_s=(None if t.get("inter_ipu_back_s") is None
-                                            else float(t["inter_ipu_back_s"])))
+                                            else float(t["inter_ipu_back_s"])),
+                          also=tuple(t.get("also") or ()))
                 for t in detail["stages"]),
             reason=str(detail.get("reason") or ""),
             samples_per_step=float(detail.get("samples_per_step") or 0.0),

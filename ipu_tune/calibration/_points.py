@@ -61,8 +61,22 @@ def _number(row: str, key: str, value: Any) -> float | None:
     return out
 
 
-def _point(index: int, row: Mapping[str, Any]) -> CalibrationPoint:
+_NAME_CHARS = 200  # a row's name is a label of the tables and of `--output`'s comments
+
+
+def _name(index: int, row: Mapping[str, Any]) -> str:
+    """The row's name: printable text on one line. A newline in it would begin a line of its
+    own in `calibrate --output`'s YAML (a constant the fit never wrote), an escape would reach
+    the terminal."""
     name = str(row.get("name") or f"row{index + 1}")
+    if len(name) > _NAME_CHARS or not name.isprintable():
+        raise bad_value(f"row{index + 1}.name", name, "printable text on one line, at most "
+                        f"{_NAME_CHARS} characters")
+    return name
+
+
+def _point(index: int, row: Mapping[str, Any]) -> CalibrationPoint:
+    name = _name(index, row)
     result = row.get("result")
     if result in ("", None):
         result = None

@@ -97,15 +97,19 @@ def _time(result: SimResult) -> list[str]:
 def _stages(result: SimResult) -> list[str]:
     if not result.stages:
         return []
-    lines = ["", "Stages, one micro-batch (ms)",
-             f"{'stage':<7}{'blocks':<30}{'forward':>10}{'backward':>10}{'recompute':>11}"
-             f"{'inter-IPU':>11}"]
+    names = []
     for st in result.stages:
         first, last = st.blocks[0], st.blocks[-1]
-        blocks = first if first == last else f"{first} .. {last}"
+        names.append((first if first == last else f"{first} .. {last}")
+                     + "".join(f" + {b}" for b in st.also))  # the tied head on IPU0
+    width = max(30, *(len(n) + 2 for n in names))
+    lines = ["", "Stages, one micro-batch (ms)",
+             f"{'stage':<7}{'blocks':<{width}}{'forward':>10}{'backward':>10}{'recompute':>11}"
+             f"{'inter-IPU':>11}"]
+    for st, blocks in zip(result.stages, names, strict=True):
         lines.append(
-            f"{st.stage:<7}{blocks:<30}{st.forward_s * 1e3:10.3f}{st.backward_s * 1e3:10.3f}"
-            f"{st.recompute_s * 1e3:11.3f}{st.inter_ipu_s * 1e3:11.3f}"
+            f"{st.stage:<7}{blocks:<{width}}{st.forward_s * 1e3:10.3f}"
+            f"{st.backward_s * 1e3:10.3f}{st.recompute_s * 1e3:11.3f}{st.inter_ipu_s * 1e3:11.3f}"
         )
     return lines
 

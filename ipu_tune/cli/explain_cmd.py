@@ -22,6 +22,14 @@ __all__ = ["NO_CLOSEST", "NO_TRIAL_FINISHED", "format_explain", "format_ladder",
 MB = 1e6
 
 
+def _objective_title(row: Mapping[str, Any]) -> str:
+    """The column of the study's objective beside samples/s ("" for a throughput study)."""
+    from ipu_tune.search import OBJECTIVES
+
+    name = row.get("objective", "throughput")
+    return "" if name == "throughput" or name not in OBJECTIVES else OBJECTIVES[name].title
+
+
 def format_ladder(data: Explanation) -> list[str]:
     """The ladder table: step, change, fits, peak memory per IPU vs limit, samples/s, speed-up."""
     from ipu_tune.explain import INVALID_PLAN, invalid_start
@@ -30,8 +38,10 @@ def format_ladder(data: Explanation) -> list[str]:
     if not steps:
         return []
     width = min(60, max(len("change"), *(len(s["change"]) for s in steps)))
+    title = _objective_title(steps[0])
+    extra = f"  {title:>18}" if title else ""
     head = (f"{'step':>4}  {'change':<{width}}  {'fits':<4}  {'peak MB/IPU (limit)':>20}  "
-            f"{'samples/s':>10}  {'speed-up':>8}  bottleneck")
+            f"{'samples/s':>10}  {'speed-up':>8}{extra}  bottleneck")
     lines = [f"steps ranked by: {data.ladder_rank}"] if data.ladder_rank else []
     lines += [head, "-" * len(head)]
     for s in steps:
@@ -42,8 +52,9 @@ def format_ladder(data: Explanation) -> list[str]:
         speed = f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-"
         tp = rate_number(s['throughput']) if s["fits"] else "-"
         fits = "yes" if s["fits"] else ("n/a" if invalid else "NO")
+        shown = f"  {s['objective_shown'] if s['fits'] else '-':>18}" if title else ""
         lines.append(f"{s['step']:>4}  {change:<{width}}  {fits:<4}  "
-                     f"{mem:>20}  {tp:>10}  {speed:>8}  {s['bottleneck']}")
+                     f"{mem:>20}  {tp:>10}  {speed:>8}{shown}  {s['bottleneck']}")
     lines.append("speed-up: samples/s over the first step that fits; peak MB on the fullest IPU.")
     note = invalid_start(data)
     if note:
@@ -103,16 +114,24 @@ def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list
 def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return []
+    title = _objective_title(rows[0])
+    extra = f" {title:>18} {'change':>8}" if title else ""
+    width = max(12, *(len(str(r["value"])) for r in rows))  # a pipeline cut's block name
     lines = ["", "sensitivity of the best plan (one knob one step down / up, simulated):",
-             f"  {'knob':<16} {'value':>12}  {'fits':<4} {'samples/s':>10} {'change':>8}"
-             "  in search space"]
+             f"  {'knob':<16} {'value':>{width}}  {'fits':<4} {'samples/s':>10} {'change':>8}"
+             f"{extra}  in search space"]
     for r in rows:
         change = f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"
         tp = rate_number(r['throughput']) if r["fits"] else "-"
         fits = "yes" if r["fits"] else ("NO" if r["valid"] else "n/a")
         searched = "yes" if r["searched"] else "no"
-        lines.append(f"  {r['knob']:<16} {r['value']!s:>12}  {fits:<4} {tp:>10} {change:>8}"
-                     f"  {searched}")
+        shown = ""
+        if title:
+            pct = r.get("objective_change_pct")
+            shown = (f" {r.get('objective_shown', '-'):>18} "
+                     f"{f'{pct:+.1f}%' if pct is not None else '-':>8}")
+        lines.append(f"  {r['knob']:<16} {r['value']!s:>{width}}  {fits:<4} {tp:>10} "
+                     f"{change:>8}{shown}  {searched}")
     lines.append("in search space: no = the study could not draw it: pinned by you, moot in "
                  "this mode, derived (GA of a fixed global batch), or outside the range fitted "
                  "to your plan (the micro-batch above yours; widen the space file for others)")

@@ -7,11 +7,12 @@ trials ran), never an extrapolation. The remedies when nothing fits: `_remedies`
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 from ipu_tune.config import EvalConfig, at_one_proportion_if_moved, at_pipeline_minimum
 from ipu_tune.knobs import KNOBS, Knob, get_key, set_key
-from ipu_tune.search import SearchProblem, TrialOutcome, even_split
+from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome, even_split
 
 __all__ = ["sensitivity"]
 
@@ -58,6 +59,9 @@ def _row(problem: SearchProblem, cfg: EvalConfig, base: TrialOutcome, label: str
     r = o.result
     invalid = r.bottleneck == "invalid plan"
     base_tp = base.result.throughput
+    name = problem.objective_names[0]
+    got, was = o.values[0], base.values[0]  # the study's first objective
+    ok = r.fits and math.isfinite(got) and math.isfinite(was) and was != 0
     return {
         "knob": label, "key": key, "value": value,
         "valid": not invalid, "fits": bool(r.fits), "feasible": o.feasible,
@@ -67,6 +71,10 @@ def _row(problem: SearchProblem, cfg: EvalConfig, base: TrialOutcome, label: str
                        if r.fits and base_tp > 0 else None),
         "peak_memory_bytes": int(max(r.memory_per_ipu, default=0)),
         "reason": r.reason,
+        # The study's first objective, when it is not throughput (a latency study's rows)
+        "objective": name,
+        "objective_shown": OBJECTIVES[name].show(got) if r.fits and math.isfinite(got) else "-",
+        "objective_change_pct": 100.0 * (got / was - 1.0) if ok else None,
     }
 
 

@@ -72,11 +72,12 @@ IPU_CONFIG_FIELDS: Mapping[str, str] = {
     "parallelize_kwargs": "Optional[Dict[str, Any]]",
     "inference_parallelize_kwargs": "Optional[Dict[str, Any]]",
 }
-_LAYER = re.compile(r"\.\d+$")
+_LAYER = re.compile(r"[._]\d+$")  # `transformer.h.7`; torchvision ViT `encoder_layer_7`
 
 
 def layer_blocks(profile: ModelProfile) -> list[bool]:
-    """Per block: is it a layer of `layers_per_ipu` (a repeated block, `transformer.h.7`)?
+    """Per block: is it a layer of `layers_per_ipu` (a repeated block, `transformer.h.7`,
+    `encoder.layers.encoder_layer_7`)?
     The first block never is: it holds the embeddings, which optimum places on IPU0."""
     return [i > 0 and bool(_LAYER.search(name)) for i, name in enumerate(profile.blocks)]
 

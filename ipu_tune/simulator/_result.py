@@ -71,6 +71,8 @@ class StageTime:
     inter_ipu_s: float  # both IPU-Link copies: activations forward and gradients back
     # The gradient copy back alone (None: not reported, e.g. a result stored before it was).
     inter_ipu_back_s: float | None = None
+    # Blocks it runs besides its own range: the tied masked-LM head on the first stage.
+    also: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class SimResult:
                     "recompute_s": s.recompute_s,
                     "inter_ipu_s": s.inter_ipu_s,
                     "inter_ipu_back_s": s.inter_ipu_back_s,
+                    "also": list(s.also),
                 }
                 for s in self.stages
             ],

@@ -103,6 +103,7 @@ def _stage_time(x: StageShape, p: StageParts) -> StageTime:
         "recompute_s": p.r_compute + p.r_exchange,
         "inter_ipu_s": p.f_link + p.b_link,
         "inter_ipu_back_s": p.b_link,
+        "also": (x.head_block,) if x.head_block else (),
     })
 
 

@@ -46,6 +46,7 @@ class StageShape:
     # Blocks [head_lo, head_hi) it also runs: the tied head on the first stage (else empty).
     head_lo: int = 0
     head_hi: int = 0
+    head_block: str = ""  # its name
     sends: bool = False  # sends its output over IPU-Links (not the last stage of a plain chain)
 
 
@@ -98,7 +99,7 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
             sends=s < n - 1 or head,
         )
         if head and s == 0:
-            shape = _with_head(shape, a, a.n_blocks - 1)
+            shape = _with_head(shape, a, a.n_blocks - 1, profile.block_stats[-1].name)
         shapes.append(shape)
     out = tuple(shapes)
     with LOCK:
@@ -106,8 +107,9 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
     return out
 
 
-def _with_head(shape: StageShape, a: ProfileArrays, h: int) -> StageShape:
-    """`shape` also running block `h` (the tied head): its parameters, ops and activations."""
+def _with_head(shape: StageShape, a: ProfileArrays, h: int, name: str) -> StageShape:
+    """`shape` also running block `h`, named `name` (the tied head): its parameters, ops and
+    activations."""
     return replace(
         shape,
         params=shape.params + float(a.params[h + 1] - a.params[h]),
@@ -117,4 +119,5 @@ def _with_head(shape: StageShape, a: ProfileArrays, h: int) -> StageShape:
         infer_live_el=max(shape.infer_live_el, float(a.infer_live_block[h])),
         head_lo=h,
         head_hi=h + 1,
+        head_block=name,
     )

@@ -450,3 +450,21 @@ def test_pareto_ladder_ranks_each_step_by_the_compromise_rule(
             if o.result.bottleneck == "invalid plan" or not o.feasible:
                 continue
             assert rule.distance(o.values) >= d_chosen - 1e-12, (b["change"], k.key)
+
+
+def test_a_latency_study_explains_in_latency(
+        studies: dict[str, tuple[RunSummary, Path]], capsys: pytest.CaptureFixture[str]) -> None:
+    """The ladder and the sensitivity of a latency study show each plan's latency per call and
+    its change, beside samples/s (which alone ranked nothing the study searched for)."""
+    from ipu_tune.cli.explain_cmd import main as explain_main
+
+    summary, tmp = studies["latency"]
+    assert explain_main([summary.study_name, "--results-dir", str(tmp)]) == 0
+    text = capsys.readouterr().out
+    ladder = next(ln for ln in text.splitlines() if ln.lstrip().startswith("step "))
+    assert "latency per call" in ladder
+    sensitivity = text.split("sensitivity of the best plan")[1].splitlines()
+    assert "latency per call" in sensitivity[1]
+    best_ms = summary.best_result.latency_s * 1e3 if summary.best_result else 0.0
+    assert f"{best_ms:,.3f} ms" in text
+    assert any(re.search(r"\d ms +[+-]\d+\.\d%", ln) for ln in sensitivity[2:])

@@ -116,6 +116,15 @@ def test_layers_per_ipu_counts_layers_with_the_embeddings_on_ipu0(
     assert data["layers_per_ipu"] == [5, 8, 11] and data["ipus_per_replica"] == 3
 
 
+def test_the_zoo_vit_s_encoder_layers_are_its_layers() -> None:
+    """torchvision names ViT's layers `encoder_layer_N`: Graphcore's ViT file, 3 layers on each
+    of 4 IPUs, was refused as placing "the 0 layers of vit_b_16"."""
+    vit = profile_model(ModelConfig(name="vit_b_16", input_shape=[3, 224, 224],
+                                    num_classes=1000))
+    values = plan_values_from_ipu_config({"layers_per_ipu": [3, 3, 3, 3]}, vit, "train")
+    assert values["splits"] == tuple(f"encoder.layers.encoder_layer_{i}" for i in (3, 6, 9))
+
+
 @pytest.mark.parametrize("mode", ["train", "infer"])
 def test_reimporting_the_file_gives_back_the_plan(
     gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path, mode: str

@@ -36,12 +36,16 @@ def test_tied_head_runs_on_ipu0_and_the_last_stage_sends_back(bert_base: ModelPr
     # Its output goes back to IPU0 over the IPU-Links (a plain chain's last stage sends none).
     assert r.stages[3].inter_ipu_s > 0.0
     assert r.stages[0].forward_s > 0.0 and r.stages[0].blocks == ("embeddings", "embeddings")
+    # The stage rows say IPU0 runs the head too, and a stored result reads back the same.
+    assert r.stages[0].also == ("cls",) and all(not s.also for s in r.stages[1:])
+    assert r.to_dict()["stages"][0]["also"] == ["cls"]
 
 
 def test_unpipelined_bert_keeps_every_block_on_its_one_ipu(bert_base: ModelProfile) -> None:
     plan = ExecutionPlan(micro_batch_size=4, optimizer="lamb", precision="16.16")
     r = simulate(bert_base, make_system("mk2", 1), plan)
     assert r.memory[0].categories["weights"] == bert_base.parameters * 2
+    assert r.stages[0].blocks == ("embeddings", "cls") and r.stages[0].also == ()
 
 
 def test_masked_positions_shrink_the_head_cost(bert_base: ModelProfile) -> None:
