@@ -7,7 +7,9 @@ length 128) on one IPU, FP16.16 with half partials, synthetic data (made on the 
 work, no host-device stream), one replica, no pipelining. Per IPU (Mk2 at 1.33 GHz, Bow at 1.85
 GHz, a C600 card at 1.5 GHz) and micro-batch, at device iterations 1 and 100: samples/s of the
 whole call (device iterations x micro-batch over the call time, the per-call cost included) and
-the latency of one micro-batch on the device (one forward pass). The per-call cost of an
+the latency of a call of one micro-batch (device iterations 1: the per-call cost and one
+forward pass; PopTorch returns a call's outputs when it ends, so at 100 iterations every
+sample waits for the whole call). The per-call cost of an
 inference call is an estimate (`infer_call_overhead_s`): no published figure fixes it.
 Deterministic: no timing.
 """
@@ -46,7 +48,7 @@ def mapping(model: dict[str, Any], ipu: str, batch: int, iterations: int) -> dic
 
 def main() -> None:
     record = Run("inference_latency")
-    print("| model | IPU | micro-batch | samples/s, DI 1 | samples/s, DI 100 | latency (ms) |")
+    print("| model | IPU | micro-batch | samples/s, DI 1 | samples/s, DI 100 | latency at DI 1 (ms) |")
     print("|---|---|---|---|---|---|")
     for label, (model, batches) in MODELS.items():
         for ipu in IPUS:
@@ -56,13 +58,13 @@ def main() -> None:
                 if not (one.fits and many.fits):
                     print(f"| {label} | {ipu} | {batch} | does not fit: {one.reason} |")
                     continue
-                latency_ms = 1e3 * float(many.to_dict()["latency_s"])
+                latency_ms = 1e3 * float(one.to_dict()["latency_s"])
                 print(f"| {label} | {ipu} | {batch} | {one.throughput:,.0f} | "
                       f"{many.throughput:,.0f} | {latency_ms:.3f} |")
                 name = f"{label}, {ipu}, micro-batch {batch}"
                 record.add(f"{name}: samples/s at DI 1", one.throughput, "samples/s")
                 record.add(f"{name}: samples/s at DI 100", many.throughput, "samples/s")
-                record.add(f"{name}: latency of one micro-batch", latency_ms, "ms")
+                record.add(f"{name}: latency of a call at DI 1", latency_ms, "ms")
     record.save()
 
 

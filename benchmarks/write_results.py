@@ -50,7 +50,7 @@ BENCHMARKS = (
               "Graphcore's benchmarks run it (deterministic): ResNet-50, ViT-B/16 and "
               "BERT-Large SQuAD SL128, FP16.16 with half partials, synthetic data, on a Mk2, a "
               "Bow and a C600, per micro-batch: samples/s at device iterations 1 and 100 and "
-              "the latency of one micro-batch.",
+              "the latency of a call of one micro-batch (device iterations 1).",
               "python benchmarks/inference_latency.py"),
     Benchmark("hf_coverage", "Every Hugging Face Transformers model type with its defaults "
               "(`model=hf model.hf.model_type=TYPE`): how many profile, are refused in one line "
