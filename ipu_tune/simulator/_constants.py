@@ -11,8 +11,8 @@ topology and host figures (IPU-Machines, IPU-Link domains, GW-Links, servers) li
 `ipu_tune.hardware` with theirs.
 
 Current fit (simulator 3.2.0, kept in 3.3.0, which moves no point's rate: every point encoded
-as run, the MLPerf ResNet-50, BERT and C600 inference points with half partials; a conv/matmul pass costs its FLOPs at E x the FP16.16 peak
-times (1 / rate + o_half / o): the arithmetic at the partials' rate (float partials: half) plus
+as run, the MLPerf ResNet-50, BERT and C600 inference points with half partials; a conv/matmul
+pass costs its FLOPs at E x the FP16.16 peak times (1 / rate + o_half / o): the arithmetic at the partials' rate (float partials: half) plus
 a fill/drain latency per output that the partials type does not change, with o the pass's own
 outputs per tile (forward M x N, data gradient M x K, weight gradient K x N, or each sample's
 own keys and values in attention); gradients all-reduced in merged 50 MB buffers over the
