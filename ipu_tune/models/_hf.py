@@ -178,9 +178,14 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
         if task == "feature-extraction":  # the base model itself: its defaults do not build
             raise
         key, value = config_source(cfg, False)
-        if "Unrecognized configuration class" in str(exc) or key == "model.hf.model_type":
+        if "Unrecognized configuration class" in str(exc):
             raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
                             f"({_one_line(exc)})") from None  # fmt: skip
+        if key == "model.hf.model_type":  # the head exists; its class's defaults do not build
+            raise bad_value(key, value, f"Transformers cannot build it as {task} from its "
+                            f"config class's defaults ({_one_line(exc)}); give the sizes of a "
+                            "published model in model.hf.config, or its config.json as "
+                            "model.hf.config_file") from None
         # The head exists; a setting the user gave does not build it (an unknown activation).
         raise bad_value(key, value, f"its {task} model does not build: "
                         f"{_one_line(exc)}") from None

@@ -303,6 +303,10 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
      "model.sequence_length=500: unset or 1024"),
     ({"hf": {"model_type": "wav2vec2", "task": "masked-lm"}}, "model.hf.task='masked-lm'"),
     ({"hf": {"model_type": "bert", "task": "ctc"}}, "model.hf.task='ctc': a head bert has"),
+    # The head exists, but its config class's defaults do not build it (Transformers fails too).
+    ({"hf": {"model_type": "cohere_compass_text"}},
+     "model.hf.model_type='cohere_compass_text': Transformers cannot build it as causal-lm from "
+     "its config class's defaults (KeyError"),
     # A head that exists but a setting that does not build it names the setting, not the task.
     ({"hf": {"model_type": "bert", "config": {"hidden_act": "os.system"}}},
      "model.hf.config={'hidden_act': 'os.system'}: its masked-lm model does not build: "
