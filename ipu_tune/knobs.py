@@ -28,6 +28,7 @@ __all__ = [
     "KNOBS",
     "PLAN_KNOBS",
     "SQL_TYPES",
+    "SYNTHETIC",
     "WORKLOAD_KNOBS",
     "Knob",
     "checker",
@@ -78,6 +79,12 @@ def pipeline_minimum(training: bool, stages: int, schedule: str) -> tuple[str, i
     return ("plan.gradient_accumulation" if training else "plan.device_iterations", stages)
 
 
+# `model.dataset.name` of data made on the IPU (PopTorch `Options.enableSyntheticData`): no
+# host pipeline and no stream, so the `host_only` knobs are moot (`ipu_tune.config` lists the
+# dataset names).
+SYNTHETIC = "synthetic"
+
+
 @dataclass(frozen=True)
 class Knob:
     """One plan knob (see the module docstring)."""
@@ -106,6 +113,9 @@ class Knob:
     change: bool = True  # counts as one change for the `changes` objective
     training_only: bool = False  # moot for inference: never searched there
     image_only: bool = False  # only for pixel inputs: never searched for token inputs
+    # The host's data pipeline and its stream to the IPU: moot with synthetic data, which is
+    # made on the IPU (no loader, no stream), so never searched there.
+    host_only: bool = False
     rule: str = ""  # an extra check: power_of_two | io_tiles
     # When the search draws it: "" always, "pipelined" with >= 2 stages, "replicated" with
     # >= 2 replicas (moot otherwise).
@@ -239,21 +249,22 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     Knob("plan.replicated_tensor_sharding", "replicated_tensor_sharding", bool, False, "bool",
          "RTS", "RTS", "categorical", domain=_BOOL, training_only=True, condition="replicated"),
     Knob("plan.prefetch_depth", "prefetch_depth", int, 1, "int", "prefetch", "prefetch", "int",
-         low=1, high=1024),
+         low=1, high=1024, host_only=True),
     Knob("plan.io_tiles", "io_tiles", int, 0, "int", "I/O tiles", "I/O tiles", "categorical",
          domain=_IO_TILE_CHOICES, rule="io_tiles"),
     # 8-bit I/O is for pixels (seed session)
     Knob("plan.eight_bit_io", "eight_bit_io", bool, False, "bool", "8-bit I/O", "8-bit I/O",
-         "categorical", domain=_BOOL, image_only=True),
+         "categorical", domain=_BOOL, image_only=True, host_only=True),
     Knob("plan.async_dataloader", "async_dataloader", bool, False, "bool", "async loader",
-         "async loader", "categorical", domain=_BOOL),
+         "async loader", "categorical", domain=_BOOL, host_only=True),
     Knob("plan.dataloader_workers", "dataloader_workers", int, 1, "int", "workers",
-         "loader workers", "int", low=1, high=1024),
+         "loader workers", "int", low=1, high=1024, host_only=True),
     # PopRun host instances (poprun --num-instances; seed guide 4.3.2): a power of two, a
     # multiple of system.hosts, dividing the replicas. Drawn from powers of two (`instances`
     # draw: null in a space file = 1..num_ipus), then fitted to the drawn replicas and servers.
     Knob("plan.host_instances", "host_instances", int, 1, "int", "instances", "instances",
-         "instances", low=1, high=1024, rule="power_of_two", highlight="changed"),
+         "instances", low=1, high=1024, rule="power_of_two", highlight="changed",
+         host_only=True),
     # Precision of matmul/conv partial sums (PopTorch setPartialsType).
     Knob("plan.partials", "partials", str, "float", "str8", "partials", "partials",
          "categorical", domain=("float", "half")),
@@ -310,11 +321,13 @@ def rate_text(samples_per_s: float) -> str:
 def describe(cfg: Any) -> str:
     """The plan line of a config (run summary, `evaluate`): every labelled knob, in order; an
     inference plan's without the knobs of training (gradient accumulation, recomputation, the
-    optimizer state's offload and sharding), which it does not run."""
+    optimizer state's offload and sharding), which it does not run; with synthetic data,
+    without those of the host's data pipeline and stream, which it does not have."""
     shown_knobs = []
     infer = get_key(cfg, "workload.mode") == "infer"
+    synthetic = get_key(cfg, "model.dataset.name") == SYNTHETIC
     for k in KNOBS:
-        if infer and k.training_only:
+        if (infer and k.training_only) or (synthetic and k.host_only):
             continue
         value = get_key(cfg, k.key)
         if k.label and not (k.quiet and _at_default(k, value)):

@@ -25,7 +25,7 @@ from typing import (  # noqa: UP035
 )
 
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, Knob
+from ipu_tune.knobs import KNOBS, SYNTHETIC, Knob
 
 # (OmegaConf reads typing generics: `List[int]`, not `list[int]`.)
 
@@ -38,7 +38,6 @@ IPUS = ("mk1", "mk2", "bow", "c600")
 #   `Options.enableSyntheticData`, PopART `SessionOptions.syntheticDataMode`): no host work;
 # - generated: random samples made in host memory in the stream's type (no load, augmentation
 #   or cast), copied to the IPU each step as real data is.
-SYNTHETIC = "synthetic"
 GENERATED = "generated"
 # Every `model.dataset.name`: the datasets of the model presets and the calibration rows, then
 # the two inputs no pipeline makes. A fixed set, because a name is not only a label: a typo of

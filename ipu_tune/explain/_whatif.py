@@ -10,7 +10,12 @@ import copy
 import math
 from typing import Any
 
-from ipu_tune.config import EvalConfig, at_one_proportion_if_moved, at_pipeline_minimum
+from ipu_tune.config import (
+    SYNTHETIC,
+    EvalConfig,
+    at_one_proportion_if_moved,
+    at_pipeline_minimum,
+)
 from ipu_tune.knobs import KNOBS, Knob, get_key, set_key
 from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome, even_split
 
@@ -49,6 +54,7 @@ def _moot(k: Knob, cfg: EvalConfig, pixels: bool) -> bool:
     training = cfg.workload.mode == "train"
     return (not k.change or k.draw in ("splits", "replicas", "")
             or (k.training_only and not training) or (k.image_only and not pixels)
+            or (k.host_only and cfg.model.dataset.name == SYNTHETIC)
             or (k.condition == "pipelined" and not cfg.plan.pipeline.splits)
             or (k.condition == "replicated" and cfg.plan.replication_factor < 2))
 

@@ -58,6 +58,7 @@ _MB = "workload.micro_batch_size"
 # Knobs that only matter when training (optimiser state, backward pass, accumulation).
 _TRAIN_ONLY = tuple(k.key for k in KNOBS if k.training_only)
 _IMAGE_ONLY = tuple(k.key for k in KNOBS if k.image_only)
+_HOST_ONLY = tuple(k.key for k in KNOBS if k.host_only)
 
 
 def is_pinned(key: str, pinned: frozenset[str]) -> bool:
@@ -100,6 +101,9 @@ class Codec:
                 searched.pop(key, None)
         if profile.input_kind != "image":
             for key in _IMAGE_ONLY:
+                searched.pop(key, None)
+        if profile.input_source == "synthetic":  # made on the IPU: no loader, no stream
+            for key in _HOST_ONLY:
                 searched.pop(key, None)
 
         self.target_global_batch = cfg.search.global_batch_size

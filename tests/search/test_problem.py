@@ -322,3 +322,26 @@ def test_pinned_per_ipu_proportions_are_kept_by_every_trial() -> None:
     assert "plan.available_memory_proportion" not in problem.codec.knobs
     for _, outcome in _collect(problem, 12):
         assert outcome.config.plan.available_memory_proportion_per_ipu == [0.2, 0.3]
+
+
+def test_synthetic_data_leaves_the_host_pipeline_unsearched() -> None:
+    """Data made on the IPU has no loader and no stream: a search that drew prefetch, 8-bit I/O,
+    the loader or PopRun instances spent trials on knobs that change nothing."""
+    from ipu_tune.knobs import KNOBS, describe
+
+    host = [k for k in KNOBS if k.host_only]
+    assert {k.key for k in host} == {"plan.prefetch_depth", "plan.eight_bit_io",
+                                     "plan.async_dataloader", "plan.dataloader_workers",
+                                     "plan.host_instances"}
+    for dataset, searched in (("imagenet", True), ("synthetic", False)):
+        cfg = compose_cfg("model=resnet50", "system=pod4", f"model.dataset.name={dataset}")
+        problem = make_problem(cfg)
+        assert all(problem.searches(k.key, v) == searched
+                   for k in host for v in (k.domain or (2,))[-1:]), dataset
+        line = describe(problem.codec.user)
+        assert ("prefetch" in line) == searched and ("8-bit I/O" in line) == searched
+    from ipu_tune.knobs import get_key
+
+    r = make_problem(compose_cfg("model=resnet50", "system=pod4", "model.dataset.name=synthetic"))
+    for _, out in _collect(r, 10):  # every trial keeps the user's host settings
+        assert all(get_key(out.config, k.key) == get_key(r.codec.user, k.key) for k in host)
