@@ -27,6 +27,7 @@ __all__ = [
     "server_fault",
     "shorten",
     "shown",
+    "unreachable",
 ]
 
 # A value echoed in a message is cut in its middle past this many characters, so that the
@@ -47,7 +48,19 @@ _RESUME = "and run the same command again to resume"
 UNREACHABLE = ("connection refused", "timeout expired", "timed out", "could not translate host",
                "failed to resolve host", "no route to host", "network is unreachable",
                "server closed the connection", "could not connect", "connection reset",
-               "terminating connection", "connection already closed")
+               "terminating connection", "connection already closed",
+               # libpq's hint after a connection that got no answer, by TCP or by a Unix
+               # socket (whose missing socket file says "No such file or directory"); never
+               # after the server answered (a wrong password, an unknown database).
+               "is the server running")
+
+
+def unreachable(text: str) -> bool:
+    """Whether a driver's message (all of its lines: libpq puts its hint on the second) says
+    the database server did not answer, rather than refused what it was asked. SQLAlchemy's
+    `[SQL: ...]` after them is not read: its parameters are a trial's text."""
+    lowered = text.split("\n[SQL:", 1)[0].lower()
+    return any(s in lowered for s in UNREACHABLE)
 
 
 class IpuTuneError(ValueError):
@@ -169,8 +182,7 @@ def server_fault(exc: BaseException) -> str | None:
         seen.add(id(cur))
         lines = str(cur).strip().splitlines()
         first = lines[0] if lines else ""
-        if type(cur).__name__ == "OperationalError" and any(
-                s in first.lower() for s in UNREACHABLE):
+        if type(cur).__name__ == "OperationalError" and unreachable(str(cur)):
             why = re.sub(r"^\([\w.]+\)\s*", "", first)  # SQLAlchemy's "(driver.Error) "
             return f"the database server stopped answering ({why})"
         cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)

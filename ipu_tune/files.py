@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ipu_tune import interrupts
+from ipu_tune._own_files import CLAIMS_RUNNING, storage_file
 from ipu_tune.errors import IpuTuneError, bad_value, disk_hint
 
 __all__ = [
@@ -72,7 +73,11 @@ def inside(path: str | Path, root: str | Path) -> bool:
 
 
 def check_target(path: Path, key: str) -> None:
-    """Refuse, in one line naming `key`, a `path` that exists and is not a regular file."""
+    """Refuse, in one line naming `key`, a `path` that exists and is not a regular file, or is
+    a storage's file (a journal, a SQLite database, their locks and claims)."""
+    if Path(path).parent.name.endswith(CLAIMS_RUNNING):  # a worker's record, for recovery
+        raise bad_value(key, str(path), "is in the folder of the workers' claims; allowed: a "
+                        "file outside it")
     try:
         mode = os.lstat(path).st_mode
     except NotADirectoryError:  # a file where one of its folders belongs: never a folder
@@ -81,6 +86,10 @@ def check_target(path: Path, key: str) -> None:
     except OSError:
         return  # absent (or unreachable: the write itself says why)
     if stat.S_ISREG(mode):
+        # A storage's file replaced by a YAML or CSV loses every study it holds.
+        if (what := storage_file(path)) is not None:
+            raise bad_value(key, str(path), f"exists and is {what}, which keeps the studies; "
+                            "allowed: a new name or a file that no storage keeps")
         return
     kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     raise bad_value(key, str(path), f"exists and is {kind}; allowed: a regular file or a new "

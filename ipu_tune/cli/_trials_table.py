@@ -4,11 +4,22 @@ shows them."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from optuna.trial import TrialState
 
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.records import TrialRecord
 
-__all__ = ["column_named", "filter_rows", "readable_table"]
+if TYPE_CHECKING:
+    import optuna
+
+    from ipu_tune.search import SearchProblem
+
+__all__ = ["column_named", "filter_rows", "readable_table", "trials_frame"]
+
+# A finished trial: COMPLETE (a feasible plan, with values) or PRUNED (infeasible, no value).
+_FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 _OPS = (">=", "<=", "!=", "=", ">", "<")
 
@@ -88,3 +99,55 @@ def readable_table(df: Any) -> str:
     head = ("same in every row: " + ", ".join(f"{c} {shown[c].iloc[0]}" for c in same) + "\n"
             if same else "")
     return head + shown.drop(columns=same).to_string(index=False)
+
+
+def _knob_cells(config: Any) -> dict[str, Any]:
+    """The plan knobs a trial ran with, by their column headers; `mode` too (dropped again
+    by `trials_frame` when every trial ran in one mode)."""
+    from ipu_tune.knobs import KNOBS
+
+    row: dict[str, Any] = {}
+    for k in KNOBS:
+        if not k.header and k.key != "workload.mode":
+            continue
+        node: Any = config
+        for part in k.key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        row[k.header or "mode"] = ", ".join(node) if isinstance(node, list) else node
+    return row
+
+
+def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
+    """One row per finished trial: objectives (named with units; empty for an infeasible
+    trial, which has no value), fit, memory, knobs, why it is infeasible; the mode when the
+    trials differ in it (a study whose space fixed another mode: a training and an inference
+    rate side by side are no ranking)."""
+    import pandas as pd
+
+    from ipu_tune.search import OBJECTIVES
+
+    rows = []
+    for t in study.get_trials(deepcopy=False, states=_FINISHED):
+        rec = TrialRecord.of(t)
+        memory = rec.result.get("memory_per_ipu") or []
+        row: dict[str, Any] = {"trial": t.number}
+        values = t.values if rec.feasible and t.values else [None] * len(problem.objective_names)
+        for name, value in zip(problem.objective_names, values, strict=False):
+            o = OBJECTIVES[name]
+            if value is None:
+                row[o.axis()] = None
+            else:
+                row[o.axis()] = int(value) if name == "changes" else value * o.scale
+        row["fits"] = bool(rec.result.get("fits"))
+        row["feasible"] = rec.feasible
+        row["peak MB/IPU"] = max(memory) / 1e6 if memory else None
+        if "throughput" not in problem.objective_names:
+            row["samples/s"] = rec.result.get("throughput") if row["fits"] else None
+        row["bottleneck"] = rec.result.get("bottleneck")
+        row.update(_knob_cells(rec.config))
+        row["reason"] = rec.reason
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if "mode" in frame and frame["mode"].nunique(dropna=False) <= 1:
+        frame = frame.drop(columns=["mode"])
+    return frame

@@ -21,10 +21,10 @@ from ipu_tune.cli._common import (
     print_out,
     printable,
 )
-from ipu_tune.cli._trials_table import column_named, filter_rows, readable_table
+from ipu_tune.cli._trials_table import column_named, filter_rows, readable_table, trials_frame
 from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.records import StudyMeta, TrialRecord
+from ipu_tune.records import StudyMeta
 from ipu_tune.storage import (
     ResultsStore,
     StorageTarget,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "export_main", "list_main", "load_problem", "readable_table", "report_main", "storage_args",
+    "trials_frame",
 ]
 
 # A finished trial: COMPLETE (a feasible plan, with values) or PRUNED (infeasible, no value).
@@ -307,44 +308,6 @@ def _synced_store(url: str, study: optuna.Study) -> ResultsStore:
     store = ResultsStore("sqlite:///:memory:")
     sync_results(store, study)
     return store
-
-
-def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
-    """One row per finished trial: objectives (named with units; empty for an infeasible
-    trial, which has no value), fit, memory, knobs, why it is infeasible."""
-    import pandas as pd
-
-    from ipu_tune.knobs import KNOBS
-    from ipu_tune.search import OBJECTIVES
-
-    rows = []
-    for t in study.get_trials(deepcopy=False, states=_FINISHED):
-        rec = TrialRecord.of(t)
-        memory = rec.result.get("memory_per_ipu") or []
-        row: dict[str, Any] = {"trial": t.number}
-        values = t.values if rec.feasible and t.values else [None] * len(problem.objective_names)
-        for name, value in zip(problem.objective_names, values, strict=False):
-            o = OBJECTIVES[name]
-            if value is None:
-                row[o.axis()] = None
-            else:
-                row[o.axis()] = int(value) if name == "changes" else value * o.scale
-        row["fits"] = bool(rec.result.get("fits"))
-        row["feasible"] = rec.feasible
-        row["peak MB/IPU"] = max(memory) / 1e6 if memory else None
-        if "throughput" not in problem.objective_names:
-            row["samples/s"] = rec.result.get("throughput") if row["fits"] else None
-        row["bottleneck"] = rec.result.get("bottleneck")
-        for k in KNOBS:
-            if not k.header:
-                continue
-            node: Any = rec.config
-            for part in k.key.split("."):
-                node = node.get(part) if isinstance(node, dict) else None
-            row[k.header] = ", ".join(node) if isinstance(node, list) else node
-        row["reason"] = rec.reason
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def trials_main(argv: Sequence[str]) -> int:

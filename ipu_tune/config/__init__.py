@@ -64,6 +64,7 @@ from ipu_tune.config._validate import (
     at_pipeline_minimum,
     check_name,
     check_pinned_layout,
+    check_study_name,
     validate,
 )
 from ipu_tune.config._yaml import parse_json, parse_yaml, read_text, read_yaml, unique_keys
@@ -99,6 +100,7 @@ __all__ = [
     "check_pinned_layout",
     "check_side_doors",
     "check_storage_path",
+    "check_study_name",
     "check_sweep",
     "check_trusted",
     "compose",

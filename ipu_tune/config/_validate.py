@@ -7,6 +7,7 @@ from collections.abc import Callable, Collection
 from operator import attrgetter
 from typing import Any
 
+from ipu_tune._own_files import reserved_study_name
 from ipu_tune.config._numbers import check_numbers
 from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
 from ipu_tune.config._strings import check_strings
@@ -33,6 +34,7 @@ __all__ = [
     "check_limits",
     "check_name",
     "check_pinned_layout",
+    "check_study_name",
     "is_power_of_two",
     "valid_io_tiles",
     "validate",
@@ -96,6 +98,16 @@ def check_name(key: str, value: object) -> str:
     return value
 
 
+def check_study_name(key: str, value: object) -> str:
+    """A name for a new study: a safe directory name (`check_name`) that is no other study's
+    export folder (`<name>@<tag>`) and none of the files kept in results_dir, which the
+    study's exports would collide with - some exist only while a worker runs."""
+    name = check_name(key, value)
+    if (why := reserved_study_name(name)) is not None:
+        raise bad_value(key, name, f"{why}; {_NAME_ALLOWED}, not one of those")
+    return name
+
+
 def _bounded(key: str, value: Any, limit: int) -> None:
     if (type(value) is int or (isinstance(value, int) and not isinstance(value, bool))) and (
             value > limit):
@@ -135,7 +147,7 @@ _TUNE_BOUNDS = _bounds(_OTHER_LIMITS, _KNOB_LIMITS, _TUNE_LIMITS)
 def _check_tune(cfg: TuneConfig) -> None:
     check_name("search.name", cfg.search.name)
     if cfg.study.name is not None:
-        check_name("study.name", cfg.study.name)
+        check_study_name("study.name", cfg.study.name)
     if cfg.study.n_trials < 1:
         raise bad_value("study.n_trials", cfg.study.n_trials, "must be >= 1")
     if cfg.study.workers < 1:

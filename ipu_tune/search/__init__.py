@@ -26,7 +26,14 @@ from ipu_tune.search._select import (
     is_feasible,
     pareto_front,
 )
-from ipu_tune.search._space import KNOBS, KnobSpec, SearchSpace, load_space, parse_space
+from ipu_tune.search._space import (
+    KNOBS,
+    KnobSpec,
+    SearchSpace,
+    is_space_file,
+    load_space,
+    parse_space,
+)
 from ipu_tune.search._splits import (
     StageCostModel,
     balanced_split,
@@ -62,6 +69,7 @@ __all__ = [
     "even_split",
     "io_tiles_rule",
     "is_feasible",
+    "is_space_file",
     "load_space",
     "make_sampler",
     "metric_names",

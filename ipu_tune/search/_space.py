@@ -130,10 +130,15 @@ def space_names() -> list[str]:
     return sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))
 
 
+def is_space_file(name_or_path: str | Path) -> bool:
+    """Whether `search.space` names a file of the user's (not a preset of `search_spaces/`)."""
+    return Path(name_or_path).suffix in (".yaml", ".yml")
+
+
 def load_space(name_or_path: str | Path) -> SearchSpace:
     """A preset name of `search_spaces/` or a path to a space file (format: module docstring)."""
     path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
+    if not is_space_file(path):
         path = SPACES_DIR / f"{name_or_path}.yaml"
         if not path.is_file():
             raise IpuTuneError(

@@ -23,11 +23,14 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+from ipu_tune._own_files import CLAIMS_RUNNING, CLAIMS_SUFFIX
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage._journal_lock import LOCK_TIMEOUT_S, lock_fd, unlock_fd
 from ipu_tune.storage._running import RunningFile, held_trials
 
 __all__ = ["ClaimLock"]
+
+_RUNNING = CLAIMS_RUNNING[len(CLAIMS_SUFFIX):]  # the folder beside the claim lock
 
 
 class ClaimLock:
@@ -79,7 +82,7 @@ class ClaimLock:
         """This worker's record of the trial it runs (a local storage; make it under
         `claiming`). Close it when the worker stops; a dead worker's is removed by `held`."""
         assert self.path is not None
-        return RunningFile(self.path + ".running", worker)
+        return RunningFile(self.path + _RUNNING, worker)
 
     def held(self, study: str | None = None
              ) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
@@ -88,7 +91,7 @@ class ClaimLock:
         under `recovering`). Trial numbers restart in each study of a storage: a record of
         another study is not ours."""
         assert self.path is not None
-        return held_trials(self.path + ".running", study)
+        return held_trials(self.path + _RUNNING, study)
 
     def claiming(self) -> AbstractContextManager[None]:
         return self._flock() if self.path is not None else nullcontext()

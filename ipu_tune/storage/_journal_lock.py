@@ -18,6 +18,7 @@ import time
 
 from optuna.storages.journal._file import BaseJournalFileLock
 
+from ipu_tune._own_files import JOURNAL_LOCK_SUFFIX
 from ipu_tune.errors import IpuTuneError
 
 __all__ = ["FlockLock", "lock_fd", "unlock_fd"]
@@ -88,8 +89,11 @@ def unlock_fd(fd: int) -> None:
 
 
 class FlockLock(BaseJournalFileLock):
+    """The journal's lock, `<journal>.ipu_tune-lock`: not Optuna's `<journal>.lock`, which an
+    Optuna client (optuna-dashboard) deletes as stale after 30 s (`JOURNAL_LOCK_SUFFIX`)."""
+
     def __init__(self, filepath: str) -> None:
-        self._path = filepath + ".lock"
+        self._path = filepath + JOURNAL_LOCK_SUFFIX
         self._fd: int | None = None
 
     def acquire(self) -> bool:

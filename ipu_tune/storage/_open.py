@@ -29,8 +29,9 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 
 import ipu_tune.storage._places as _places
+from ipu_tune._own_files import CLAIMS_SUFFIX, DEFAULT_JOURNAL, EXPORT_TAG_CHARS, RESULTS_DB
 from ipu_tune._redact import redact
-from ipu_tune.errors import UNREACHABLE, IpuTuneError, disk_hint
+from ipu_tune.errors import IpuTuneError, disk_hint, unreachable
 from ipu_tune.files import BAD_PLACE, NOT_PSEUDO, inside
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._beating import (
@@ -55,7 +56,6 @@ __all__ = [
     "stale_trials",
 ]
 
-DEFAULT_JOURNAL = "ipu_tune.journal"
 MEMORY = "memory"  # study.storage=memory: a study in this process only, never resumed
 _MEMORY_RESULTS = "sqlite:///:memory:"
 _JOURNAL_PREFIX = "journal:///"
@@ -97,12 +97,12 @@ class StorageTarget:
     def claims(self) -> ClaimLock:
         """The claim lock of a storage on this machine's disk; a no-op for database servers."""
         if self.kind == "journal":
-            return ClaimLock(self.location + ".claims")
+            return ClaimLock(self.location + CLAIMS_SUFFIX)
         if self.kind == "memory":  # one process
             return ClaimLock(None)
         url = _make_url(self.location)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-            return ClaimLock(str(url.database) + ".claims")
+            return ClaimLock(str(url.database) + CLAIMS_SUFFIX)
         if url.get_backend_name() == "postgresql":
             return ClaimLock(None, self.location)
         return ClaimLock(None)
@@ -118,7 +118,7 @@ class StorageTarget:
         if self.kind == "memory":
             return MEMORY
         text = self.location if self.kind == "journal" else redact(self.location, self.location)
-        return hashlib.sha256(text.encode()).hexdigest()[:6]
+        return hashlib.sha256(text.encode()).hexdigest()[:EXPORT_TAG_CHARS]
 
     @property
     def display(self) -> str:
@@ -153,7 +153,7 @@ def resolve_storage(storage: str | None, results_dir: str,
                 "file); allowed: sqlite:///FILE, or memory for a study of this process only")
         return StorageTarget("rdb", storage, _places.connect_url(storage), results_dir, keys)
     # Beside the journal as the OS finds it (SQLite reads `..` by the letters: `database_file`).
-    results = "sqlite:///" + str(Path(os.path.realpath(Path(path).parent)) / "results.db")
+    results = "sqlite:///" + str(Path(os.path.realpath(Path(path).parent)) / RESULTS_DB)
     return StorageTarget("journal", path, results, results_dir, keys,
                          given=storage is not None and storage != "")
 
@@ -249,6 +249,8 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     it is, without the repair of a torn tail or the lock files, which reading does not need."""
     if not read_only:  # before the journal or a lock file is made
         _places.check_storage_places(target)
+    else:  # reading writes too: the results table, a lock beside the storage
+        _places.check_links(target)
     if read_only and not _writable(_folder_of(target)):
         if target.kind == "journal":
             return _read_journal(Path(target.location), target)
@@ -373,8 +375,8 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
             if racing and attempt < _SCHEMA_RACE_ATTEMPTS - 1:
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            down = _make_url(target.location).get_backend_name() != "sqlite" and any(
-                s in first.lower() for s in UNREACHABLE)
+            down = (_make_url(target.location).get_backend_name() != "sqlite"
+                    and unreachable("\n".join(detail)))
             raise IpuTuneError(
                 f"{target.key}={target.display!r}: cannot open ({redact(first, target.location)})"
                 + ("; run the same command again once the server is reachable" if down else ""),

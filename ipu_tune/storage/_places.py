@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from ipu_tune._own_files import OWN_SUFFIXES, SQLITE_COMPANIONS
 from ipu_tune.errors import bad_value
-from ipu_tune.files import NOT_PSEUDO, on_pseudo_filesystem
+from ipu_tune.files import NOT_PSEUDO, inside, on_pseudo_filesystem
 from ipu_tune.storage._results_table import sqlite_path
 
 __all__ = [
-    "SQLITE_MAX_PATH", "check_storage_places", "connect_url", "database_file",
+    "SQLITE_MAX_PATH", "check_links", "check_storage_places", "connect_url", "database_file",
     "removing_new_database", "removing_new_files", "storage_files",
 ]
 
@@ -49,7 +50,6 @@ class StorageTarget(Protocol):
 # SQLite's longest file name (SQLITE_MAX_PATHNAME, in bytes, once made absolute): a longer one
 # is "unable to open database file" after the journal and lock files were made.
 SQLITE_MAX_PATH = 512
-_COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite's files beside a database
 
 
 def database_file(url: str) -> Path | None:
@@ -93,11 +93,35 @@ def storage_files(target: StorageTarget) -> list[tuple[str, Path]]:
     return out
 
 
+def _given(target: StorageTarget) -> str:
+    """The value the user gave: the storage, or the results folder its default journal is in."""
+    return target.display if target.given else target.results_dir
+
+
+def check_links(target: StorageTarget) -> None:
+    """Refuse a storage file, or a lock, claim or SQLite file beside it, that is in
+    results_dir but resolves outside it (a symlink): everything written there stays there,
+    as for a study's export folder. A storage named outside results_dir is where it is said."""
+    root = target.results_dir
+    if not root or target.kind == "memory":
+        return
+    for what, path in storage_files(target):
+        if not inside(path.parent, root):
+            continue
+        for file in (path, *(Path(f"{path}{suffix}") for suffix in OWN_SUFFIXES)):
+            if os.path.lexists(file) and not inside(file, root):
+                raise bad_value(target.key, _given(target),
+                                f"{str(file)!r} (of its {what}) is a link that resolves "
+                                f"outside results_dir={root!r}; allowed: a file in "
+                                "results_dir (remove the link)")
+
+
 def check_storage_places(target: StorageTarget) -> None:
     """Refuse, before anything is written, a storage file's place that cannot hold it: a
-    folder, FIFO or device of its name, or a SQLite file SQLite cannot open."""
-    # The value the user gave: the storage, or the results folder its default journal is in.
-    given = target.display if target.given else target.results_dir
+    folder, FIFO or device of its name, a link out of results_dir, or a SQLite file SQLite
+    cannot open."""
+    check_links(target)
+    given = _given(target)
     for what, path in storage_files(target):
         if on_pseudo_filesystem(path):
             raise bad_value(target.key, given, f"its {what} {str(path)!r} would be in the "
@@ -140,7 +164,7 @@ def removing_new_files(target: StorageTarget) -> Iterator[None]:
     leaves the disk as it was. A file that existed before, or holds anything, is kept."""
     files = [path for _, path in storage_files(target)]
     new = [p for p in files if not os.path.lexists(p)]
-    new_companions = [Path(f"{p}{s}") for p in new for s in _COMPANIONS
+    new_companions = [Path(f"{p}{s}") for p in new for s in SQLITE_COMPANIONS
                       if not os.path.lexists(f"{p}{s}")]
     try:
         yield
@@ -165,7 +189,7 @@ def removing_new_database(path: Path | None) -> Iterator[None]:
         yield
     except BaseException:
         if made and path is not None:
-            for file in (*(Path(f"{path}{s}") for s in _COMPANIONS), path):
+            for file in (*(Path(f"{path}{s}") for s in SQLITE_COMPANIONS), path):
                 with contextlib.suppress(OSError):
                     file.unlink(missing_ok=True)
         raise

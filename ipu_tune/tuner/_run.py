@@ -18,7 +18,14 @@ from optuna.storages import BaseStorage
 
 from ipu_tune import interrupts
 from ipu_tune.case import Case, build_case
-from ipu_tune.config import EvalConfig, TuneConfig, check_pinned_layout, load_config, validate
+from ipu_tune.config import (
+    EvalConfig,
+    TuneConfig,
+    check_pinned_layout,
+    check_study_name,
+    load_config,
+    validate,
+)
 from ipu_tune.errors import IpuTuneError, disk_hint, one_line
 from ipu_tune.explain import Explanation, explain_study
 from ipu_tune.exports import (
@@ -142,7 +149,9 @@ def check_shared_studies(runs: Sequence[Prepared]) -> None:
 def _check_export_places(results_dir: str, name: str, target: StorageTarget) -> None:
     """The study's folder and export files as `export_study` will write them, checked before
     any trial: a folder or file linked outside results_dir, or a device or FIFO in a file's
-    place, is refused now, not after the search."""
+    place, is refused now, not after the search. So is a default name (`search.name` is
+    free) that would collide with a storage's files or another storage's study folder."""
+    check_study_name("study.name", name)
     tag = target.export_tag
     out_dir = study_dir(results_dir, f"{name}@{tag}" if tag else name)
     check_places([out_dir / f for f in (*EXPORT_FILE_NAMES, REPORT_FILE)], "export path",

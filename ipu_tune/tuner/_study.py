@@ -21,7 +21,7 @@ from ipu_tune.config import TuneConfig, host_servers, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import model_label
 from ipu_tune.records import StudyMeta, TrialRecord, next_worker_slot, retry_dead_trial
-from ipu_tune.search import SearchProblem, make_sampler
+from ipu_tune.search import SearchProblem, is_space_file, make_sampler
 from ipu_tune.simulator import SIMULATOR_VERSION
 from ipu_tune.storage import ClaimLock
 from ipu_tune.tuner._heartbeat import fail_stale
@@ -111,15 +111,20 @@ def _servers_for_hosts(out: dict[str, Any]) -> None:
 # problem (the stored trials were scored on the old one).
 _MODEL_AS_PROFILED = "model (as profiled)"
 _CONSTANTS_READ = "simulator.constants (values)"
+_SPACE_READ = "search.space (as read)"
 
 
 def problem_inputs(problem: SearchProblem) -> dict[str, str]:
     """Digests of the model as profiled (without the torch version that traced it) and, when
-    `simulator.constants` names a file, of the constants read from it. The defaults are not
-    digested: they change only with the simulator, whose version a study keeps."""
+    `simulator.constants` names a file, of the constants read from it, and when
+    `search.space` names a file, of the space read from it (its knobs, ranges and fixed
+    values; not its path, which the config holds). The defaults and the presets are not
+    digested: they change only with ipu-tune, whose simulator version a study keeps."""
     out = {_MODEL_AS_PROFILED: _value_digest(replace(problem.profile, torch_version=""))}
     if problem.cfg.simulator.constants:
         out[_CONSTANTS_READ] = _value_digest(problem.constants)
+    if is_space_file(problem.cfg.search.space):
+        out[_SPACE_READ] = _value_digest(replace(problem.space, source="", name=""))
     return out
 
 

@@ -121,3 +121,16 @@ def test_a_study_of_an_edited_model_is_not_explained_with_the_new_one(
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and "\n" not in err
     assert f"study={done.study_name!r}: model (as profiled) changed since its trials ran" in err
+
+
+def test_a_space_file_edited_in_place_is_another_study(tmp_path: Path) -> None:
+    space = tmp_path / "sp2.yaml"
+    space.write_text("knobs:\n  plan.gradient_accumulation: {low: 1, high: 4}\n")
+    first = _run(tmp_path / "results", 3, f"search.space={space}", "study.name=spst")
+    # Other knobs, and every trial in inference: the stored trials trained.
+    space.write_text("knobs:\n  plan.device_iterations: {low: 1, high: 8}\n"
+                     "fixed: {workload.mode: infer}\n")
+    with pytest.raises(IpuTuneError, match=r"study.name='spst'.*search\.space \(as read\)"):
+        _run(tmp_path / "results", 6, f"search.space={space}", "study.name=spst")
+    other = _run(tmp_path / "results", 3, f"search.space={space}")
+    assert other.study_name != first.study_name
