@@ -119,8 +119,7 @@ def _sim_result(detail: Mapping[str, Any]) -> SimResult | None:
             stages=tuple(
                 StageTime(stage=int(t["stage"]), blocks=tuple(t["blocks"]),
                           forward_s=float(t["forward_s"]), backward_s=float(t["backward_s"]),
-                          recompute_s=float(t["recompute_s"]),
-                          inter_ipu_s=float(t["inter_ipu_s"]),
+                          recompute_s=float(t["recompute_s"]), inter_ipu_s=float(t["inter_ipu_s"]),
                           inter_ipu_back_s=(None if t.get("inter_ipu_back_s") is None
                                             else float(t["inter_ipu_back_s"])),
                           also=tuple(t.get("also") or ()))

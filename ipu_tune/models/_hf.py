@@ -24,7 +24,7 @@ from typing import Any
 from torch import nn
 
 from ipu_tune.config import ModelConfig
-from ipu_tune.errors import bad_value
+from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
 from ipu_tune.models._hf_config import hf_config, layer_counts
@@ -151,6 +151,20 @@ def _first_block(model: nn.Module, first_layers: str) -> str | None:
     return parent if parent.endswith("embeddings") else name
 
 
+def _head_error(cfg: ModelConfig, config: Any, task: str, exc: Exception) -> IpuTuneError:
+    """Why the auto class of `task` did not build `config`: no such head, its class's defaults,
+    or a setting the user gave (an unknown activation)."""
+    key, value = config_source(cfg, False)
+    if "Unrecognized configuration class" in str(exc):
+        return bad_value("model.hf.task", task, f"a head {config.model_type} has "
+                         f"({_one_line(exc)})")
+    if key == "model.hf.model_type":  # the head exists; its class's defaults do not build
+        return bad_value(key, value, f"Transformers cannot build it as {task} from its config "
+                         f"class's defaults ({_one_line(exc)}); give the sizes of a published "
+                         "model in model.hf.config, or its config.json as model.hf.config_file")
+    return bad_value(key, value, f"its {task} model does not build: {_one_line(exc)}")
+
+
 def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     """(runner, input kind, per-sample input shape) of `cfg.hf`; call under the meta device
     (and `transformers_on_meta`). Audio heads: `_hf_audio`."""
@@ -177,18 +191,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     except (ValueError, KeyError) as exc:
         if task == "feature-extraction":  # the base model itself: its defaults do not build
             raise
-        key, value = config_source(cfg, False)
-        if "Unrecognized configuration class" in str(exc):
-            raise bad_value("model.hf.task", task, f"a head {config.model_type} has "
-                            f"({_one_line(exc)})") from None  # fmt: skip
-        if key == "model.hf.model_type":  # the head exists; its class's defaults do not build
-            raise bad_value(key, value, f"Transformers cannot build it as {task} from its "
-                            f"config class's defaults ({_one_line(exc)}); give the sizes of a "
-                            "published model in model.hf.config, or its config.json as "
-                            "model.hf.config_file") from None
-        # The head exists; a setting the user gave does not build it (an unknown activation).
-        raise bad_value(key, value, f"its {task} model does not build: "
-                        f"{_one_line(exc)}") from None
+        raise _head_error(cfg, config, task, exc) from None
     skip_padding_warning(model)
     grouped_experts(model)
     lists = _layer_lists(model, config)

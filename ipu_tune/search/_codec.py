@@ -96,15 +96,10 @@ class Codec:
         mode = base.workload.mode
         searched = {k: s for k, s in space.knobs.items()
                     if not is_pinned(k, pinned) and s.searched_in(mode)}
-        if not self.training:
-            for key in _TRAIN_ONLY:
-                searched.pop(key, None)
-        if profile.input_kind != "image":
-            for key in _IMAGE_ONLY:
-                searched.pop(key, None)
-        if profile.input_source == "synthetic":  # made on the IPU: no loader, no stream
-            for key in _HOST_ONLY:
-                searched.pop(key, None)
+        moot = ((not self.training, _TRAIN_ONLY), (profile.input_kind != "image", _IMAGE_ONLY),
+                (profile.input_source == "synthetic", _HOST_ONLY))  # synthetic: no loader
+        for key in (key for is_moot, keys in moot if is_moot for key in keys):
+            searched.pop(key, None)
 
         self.target_global_batch = cfg.search.global_batch_size
         if self.target_global_batch is None and space.keep_global_batch:
