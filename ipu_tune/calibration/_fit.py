@@ -69,10 +69,7 @@ def _predict(cases: Sequence[_Case], constants: SimConstants) -> list[Prediction
     for case in cases:
         c = case.case
         r = simulate(c.profile, c.system, c.plan, constants)
-        ratio = max(
-            max(m.total_bytes / m.limit_bytes, m.max_tile_bytes / m.tile_limit_bytes)
-            for m in r.memory
-        )
+        ratio = max(m.fullness for m in r.memory)
         out.append(Prediction(
             point=case.point,
             result=r,

@@ -133,11 +133,7 @@ def change_list(cfg: EvalConfig, user: EvalConfig) -> list[str]:
 
 
 def memory_constraint(result: SimResult) -> float:
-    ratio = max(
-        (max(m.total_bytes / m.limit_bytes, m.max_tile_bytes / m.tile_limit_bytes)
-         for m in result.memory if m.limit_bytes > 0 and m.tile_limit_bytes > 0),
-        default=0.0,
-    ) - 1.0
+    ratio = max((m.fullness for m in result.memory), default=0.0) - 1.0
     # The simulator's verdict decides; the ratio only says how far off a failing plan is
     # (a plan can also fail for a reason the totals do not show, e.g. I/O tiles too small).
     return min(ratio, 0.0) if result.fits else max(ratio, 1e-3)

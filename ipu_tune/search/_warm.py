@@ -156,7 +156,7 @@ def balanced_config(problem: SearchProblem, cfg: EvalConfig) -> EvalConfig:
         for m in result.memory:
             if 0 <= m.stage < stages and m.limit_bytes > 0 and m.tile_limit_bytes > 0:
                 # What the estimate leaves out, as the simulator sees it (tile excess included).
-                ratio = max(m.total_bytes / m.limit_bytes, m.max_tile_bytes / m.tile_limit_bytes)
+                ratio = m.fullness
                 est = model.stage_memory_bytes(starts[m.stage], ends[m.stage], m.stage, stages)
                 offsets[m.stage] = ratio * limit - est
     return best[1] if best is not None else cfg

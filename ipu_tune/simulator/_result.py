@@ -58,6 +58,14 @@ class IpuMemory:
     def fits(self) -> bool:
         return self.total_bytes <= self.limit_bytes and self.max_tile_bytes <= self.tile_limit_bytes
 
+    @property
+    def fullness(self) -> float:
+        """The larger of the IPU's total and its fullest tile over their limits (> 1: does not
+        fit); 0.0 for limits of 0 (an unreadable stored result)."""
+        if self.limit_bytes <= 0 or self.tile_limit_bytes <= 0:
+            return 0.0
+        return max(self.total_bytes / self.limit_bytes, self.max_tile_bytes / self.tile_limit_bytes)
+
 
 @dataclass(frozen=True)
 class StageTime:

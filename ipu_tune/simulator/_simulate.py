@@ -275,15 +275,9 @@ def _extras(
     }
 
 
-def _overflow(m: IpuMemory) -> float:
-    """How far an IPU is over its limits: the larger of its total's and its fullest tile's
-    ratio to theirs."""
-    return max(m.total_bytes / m.limit_bytes, m.max_tile_bytes / m.tile_limit_bytes)
-
-
 def _reason(memory: list[IpuMemory], mb_in_bytes: float, io_tiles: int, io_overhead: float) -> str:
     """Why the plan does not fit, said of the IPU furthest over its limits ("" when it fits)."""
-    over = sorted((m for m in memory if not m.fits), key=_overflow, reverse=True)
+    over = sorted((m for m in memory if not m.fits), key=lambda m: m.fullness, reverse=True)
     others = len({m.ipu for m in over}) - 1
     also = f"; {others} other IPU(s) over their limits too" if others > 0 else ""
     return _reason_of(over[0], mb_in_bytes, io_tiles, io_overhead) + also if over else ""
