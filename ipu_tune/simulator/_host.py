@@ -104,6 +104,15 @@ def stream_copy_s(
     return c.stream_latency_s * exposed + max(pcie, network)
 
 
+def first_copy_s(bytes_per_micro_batch: float, system: System, plan: ExecutionPlan,
+                 c: SimConstants) -> float:
+    """Seconds a call's first stream copy takes: nothing before it runs ahead, so neither its
+    transfer latency nor its network leg is hidden, whatever the prefetch depth."""
+    pcie = bytes_per_micro_batch / system.ipu.host_link_bytes_per_s
+    network = bytes_per_micro_batch / _network_bytes_per_s(system, plan)
+    return c.stream_latency_s + max(pcie, network)
+
+
 def io_call_s(bytes_per_call: float, system: System) -> float:
     """Seconds the servers' networks need to carry one call's input bytes (none for a card in
     its server: its PCIe copies are the stream copies of the device steps)."""

@@ -72,10 +72,12 @@ def simulate(
     # Latency: a call's inputs on the host to its results on the host. PopTorch and PopART
     # return a call's outputs when the call ends (seed guide 4.5.3), so every micro-batch of
     # the call waits for the whole call: its per-call cost, its device passes (pipeline fill
-    # included) and its stream copies, the first of which nothing before it hides. Host
-    # preprocessing is not in it: the inputs are ready when the call starts.
+    # included) and its stream copies, the first of which nothing before it hides (neither
+    # prefetch nor I/O tiles: no earlier slot). Host preprocessing is not in it: the inputs
+    # are ready when the call starts.
     exposed_copy = call.host_io_s / (plan.gradient_accumulation if training else 1)
-    latency_s = call.device_call_s + call.stream_copy_s - exposed_copy
+    first_copy = 0.0 if stream_bytes == 0.0 else _host.first_copy_s(stream_bytes, system, plan, c)
+    latency_s = call.device_call_s + first_copy - exposed_copy
     return built(SimResult, {
         "fits": fits,
         "throughput": samples_per_call / call.call_s if fits else 0.0,
