@@ -10,7 +10,7 @@ from typing import Any
 from ipu_tune.config._numbers import check_numbers
 from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
 from ipu_tune.config._strings import check_strings
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, safe_repr
 from ipu_tune.knobs import (
     KNOBS,
     PLAN_KNOBS,
@@ -83,7 +83,7 @@ _NAME_ALLOWED = (
 
 
 def _short(value: object) -> str:
-    text = repr(value)
+    text = safe_repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
