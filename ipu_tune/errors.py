@@ -24,6 +24,7 @@ __all__ = [
     "disk_hint",
     "mentions_disk_fault",
     "one_line",
+    "safe_repr",
     "server_fault",
     "shorten",
     "shown",
@@ -83,9 +84,27 @@ def _cut(text: str) -> str:
     return f"{text[:150]}...({len(text) - 190} characters)...{text[-40:]}"
 
 
+def safe_repr(value: object) -> str:
+    """`repr(value)`, also of an integer Python will not print in decimal (over 4300 digits,
+    from Python code or a file's `0x...`): such an integer is shown in hex, which has no
+    limit, inside lists, tuples and dicts too."""
+    try:
+        return repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return hex(value)
+        if isinstance(value, list | tuple):
+            inner = ", ".join(safe_repr(v) for v in value)
+            return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{safe_repr(k)}: {safe_repr(v)}"
+                                   for k, v in value.items()) + "}"
+        return f"<{type(value).__name__}>"
+
+
 def shown(value: object) -> str:
-    """`repr(value)`, cut in its middle past `MAX_SHOWN` characters."""
-    return _cut(repr(value))
+    """`repr(value)` (`safe_repr`), cut in its middle past `MAX_SHOWN` characters."""
+    return _cut(safe_repr(value))
 
 
 def shorten(text: str) -> str:

@@ -342,7 +342,14 @@ def _at_default(k: Knob, value: Any) -> bool:
 def shown(value: Any) -> str:
     """A knob value as tables and change lists print it (``[layer3.8]``, ``0.6``, ``16.16``)."""
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(map(str, value)) + "]"
+        return "[" + ", ".join(map(_text, value)) + "]"
     if isinstance(value, float):
         return f"{value:g}"
+    return _text(value)
+
+
+def _text(value: Any) -> str:
+    # Python prints no integer of over 4300 decimal digits (a ValueError): hex has no limit.
+    if isinstance(value, int) and value.bit_length() > 14_000:
+        return hex(value)
     return str(value)

@@ -57,3 +57,19 @@ def test_a_word_yaml_read_as_a_boolean_is_named_so(tmp_path: Path) -> None:
         "read as a boolean: quote a word meant as text)")
     # A key that takes booleans gets no such hint.
     assert "quote" not in str(bad_value("plan.offload_optimizer_state", "False", "true or false"))
+
+
+def test_an_integer_python_will_not_print_in_decimal_is_shown_in_hex() -> None:
+    """repr() of an integer over 4300 digits is a ValueError: a message naming one (from a
+    file's 0x... or from Python code) crashed where it was written."""
+    from ipu_tune.errors import safe_repr
+    from ipu_tune.knobs import shown as knob_shown
+
+    huge = 16**5000 - 1
+    assert safe_repr(huge) == hex(huge)
+    assert safe_repr([1, huge]) == f"[1, {hex(huge)}]"
+    assert safe_repr({"a": (huge,)}) == f"{{'a': ({hex(huge)})}}"
+    assert shown(huge).startswith("0xfff") and "characters)" in shown(huge)
+    assert str(bad_value("plan.io_tiles", huge, "allowed: 0")).startswith("plan.io_tiles=0xfff")
+    assert knob_shown(huge) == hex(huge) and knob_shown([huge]) == f"[{hex(huge)}]"
+    assert knob_shown(10**4000) == str(10**4000)  # printable in decimal: as before

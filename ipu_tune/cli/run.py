@@ -224,7 +224,7 @@ def _run_hydra(command: _Command, printing: bool, argv: Sequence[str]) -> int:
             _hydra_app(command)()
     except (OmegaConfBaseException, HydraException) as exc:
         shape = composed_file_error(str(exc), argv)
-        return fail(str(shape or hydra_error(exc)))
+        return fail(str(shape or hydra_error(exc, argv)))
     return 0
 
 

@@ -21,6 +21,7 @@ from ipu_tune.cli._common import (
     print_out,
     printable,
 )
+from ipu_tune.cli._exported import exported_note
 from ipu_tune.cli._trials_table import column_named, filter_rows, readable_table, trials_frame
 from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed
 from ipu_tune.errors import IpuTuneError
@@ -111,7 +112,7 @@ def list_main(argv: Sequence[str]) -> int:
         else:
             shown = f"trial {best.number}: " + ", ".join(f"{v:.6g}" for v in best.values)
         if best is not None and best.values:
-            shown += _exported(args.results_dir, s.study_name)
+            shown += exported_note(args.results_dir, s.study_name)
         system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
         model = meta.model if meta else "?"
         print(f"{printable(s.study_name):40} {printable(model):14} {system:9} "
@@ -119,19 +120,6 @@ def list_main(argv: Sequence[str]) -> int:
         if differ:
             print(f"{'':4}differs: {printable(differ)}")
     return 0
-
-
-def _exported(results_dir: str, name: str) -> str:
-    """Whether the best plan's exports are on disk: an interrupted study's are not yet."""
-    from ipu_tune.exports import BEST_YAML
-    from ipu_tune.storage import study_dir
-
-    try:
-        if (study_dir(results_dir, name) / BEST_YAML).is_file():
-            return ", exported"
-    except IpuTuneError:  # a name no folder can have: nothing was exported under it
-        pass
-    return ", not exported (the `report` command writes its exports)"
 
 
 _DIFFERS_SHOWN = 4

@@ -60,6 +60,7 @@ from ipu_tune.config._trust import (
 )
 from ipu_tune.config._validate import (
     LIMITS,
+    NAME_MAX_CHARS,
     at_one_proportion_if_moved,
     at_pipeline_minimum,
     check_name,
@@ -77,6 +78,7 @@ __all__ = [
     "GENERATED",
     "GROUPS",
     "LIMITS",
+    "NAME_MAX_CHARS",
     "SPACES_DIR",
     "SYNTHETIC",
     "DatasetConfig",

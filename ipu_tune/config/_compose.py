@@ -33,18 +33,20 @@ from ipu_tune.config._load import to_plain_dict, typed
 from ipu_tune.config._messages import composition_error, omegaconf_error
 from ipu_tune.config._schema import TuneConfig
 from ipu_tune.config._trust import trusted_composition
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, shorten
 from ipu_tune.files import atomic_write
 
 __all__ = ["compose", "compose_raw", "hydra_error", "quick_compose"]
 
 # Hydra's wording of an override it cannot apply -> what to type instead.
 _NO_DEFAULT = re.compile(r"Could not override '([\w/.]+)'\. No match in the defaults list")
+_ALREADY = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 
 
-def hydra_error(exc: Exception) -> IpuTuneError:
+def hydra_error(exc: Exception, overrides: Sequence[str] = ()) -> IpuTuneError:
     """One line for an error of Hydra's composition (OmegaConf's, or Hydra's own first line),
-    with what to type instead where Hydra does not say it."""
+    with what to type instead where Hydra does not say it; `overrides` (the command line's)
+    give the value of an override Hydra names only by its key."""
     from omegaconf.errors import OmegaConfBaseException
 
     cause = exc.__cause__
@@ -61,7 +63,19 @@ def hydra_error(exc: Exception) -> IpuTuneError:
         group = found.group(1)
         return IpuTuneError(f"{group}=...: {group} has no default to override; allowed: "
                             f"+{group}=NAME adds one (e.g. +experiment=seed_mnist)")
+    found = _ALREADY.search(line)
+    if found:
+        return _already_set(found.group(1), overrides)
     return IpuTuneError(line)
+
+
+def _already_set(key: str, overrides: Sequence[str]) -> IpuTuneError:
+    """`+key=value` of a key a preset or file already sets: Hydra names the key only."""
+    given = next((o for o in overrides if o.partition("=")[0] == f"+{key}"), f"+{key}=VALUE")
+    return IpuTuneError(shorten(
+        f"{given}: {key} is already set (by its preset or a config file) and + only adds a "
+        f"key; allowed: drop the + to set it ({given[1:]}; its value is checked as usual), or "
+        f"write ++"))
 
 
 def compose_raw(overrides: list[str], conf_dir: Path = CONF_DIR) -> Any:
@@ -79,7 +93,7 @@ def compose_raw(overrides: list[str], conf_dir: Path = CONF_DIR) -> Any:
         with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):
             return hydra_compose(config_name="config", overrides=overrides)
     except (OmegaConfBaseException, HydraException) as exc:
-        raise hydra_error(exc) from None
+        raise hydra_error(exc, overrides) from None
     finally:
         GlobalHydra.instance().clear()
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ipu_tune.config._cycles import check_cycles
 from ipu_tune.config._hydra import parse_overrides, split_hydra_args
 from ipu_tune.config._messages import composed_name
 from ipu_tune.config._shapes import check_file_shapes
@@ -113,7 +114,8 @@ def _check_defaults(entries: Any, where: str) -> None:
             _check_key(name.lstrip("/"), str(value), where)
 
 
-def _check_file(path: Path, root: Path, trusted: bool) -> None:
+def _check_file(path: Path, root: Path, trusted: bool) -> Any:
+    """The data of a file of a config folder, once checked for routes to code."""
     where = f" in {str(path)!r}"
     if not path.is_file():  # a FIFO would block the read; a device never ends
         raise IpuTuneError(f"config file {str(path)!r}: not a regular file")
@@ -127,7 +129,7 @@ def _check_file(path: Path, root: Path, trusted: bool) -> None:
                            "oc.env); allowed in a file only with trust_remote_code=true")
     data = read_yaml(path, "config file")
     if not isinstance(data, Mapping):
-        return
+        return data
     in_model = rel[0] == "model" and "_global_" not in header
     for keys, value in _walk(data, ()):
         if keys and keys[0] == "hydra" and not isinstance(value, Mapping):
@@ -138,6 +140,7 @@ def _check_file(path: Path, root: Path, trusted: bool) -> None:
             full = ("model", *keys) if in_model else keys
             if full != ("model", "_target_"):
                 _check_key(".".join(full), str(value), where)
+    return data
 
 
 def composed_file_error(error: str, argv: Sequence[str]) -> IpuTuneError | None:
@@ -194,8 +197,7 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
         files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml"))
         if len(files) > _MAX_FILES:
             raise IpuTuneError(f"--config-dir={_show(folder)}: more than {_MAX_FILES} files")
-        for path in files:
-            _check_file(path, root, trusted)
+        check_cycles(root, {path: _check_file(path, root, trusted) for path in files})
 
 
 # Keys of a composition that decide where files go or which code runs: a cached composition

@@ -11,7 +11,7 @@ from ipu_tune._own_files import reserved_study_name
 from ipu_tune.config._numbers import check_numbers
 from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
 from ipu_tune.config._strings import check_strings
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, safe_repr
 from ipu_tune.knobs import (
     KNOBS,
     PLAN_KNOBS,
@@ -85,7 +85,7 @@ _NAME_ALLOWED = (
 
 
 def _short(value: object) -> str:
-    text = repr(value)
+    text = safe_repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, shown
 
 __all__ = [
     "MAX_YAML_BYTES",
@@ -27,7 +30,102 @@ __all__ = [
 MAX_YAML_BYTES = 1 << 20
 MAX_YAML_DEPTH = 50
 MAX_YAML_NODES = 100_000
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Python reads no decimal integer of more than 4300 digits (nor prints one): an integer of any
+# base at or beyond 10**4300 is refused when read, whatever its form (0x..., 0b..., 0o...).
+MAX_INT_DIGITS = 4300
+_INT_BOUND = 10**MAX_INT_DIGITS
+_BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TAG = "tag:yaml.org,2002:"
+
+
+class _Loader(_BASE):
+    """PyYAML's safe loader reading scalars as OmegaConf's loader does (Hydra reads a
+    `--config-dir` with it, so a file means the same to both): `1e-300` is a float (YAML 1.1
+    wants a dot) and `2001-12-14` text, not a date no key takes. What neither should take is
+    built as `_Refused` and refused with its key (`parse_yaml`)."""
+
+
+# Copies of the lists: adding to them must not change PyYAML's own loaders.
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in found if tag != _TAG + "timestamp"]
+    for ch, found in _BASE.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(_TAG + "float", re.compile(r"""^(?:
+     [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+    |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""", re.X), list("-+0123456789."))
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A scalar the reader does not take (`text` as written), and why: refused once the
+    whole is read, with the key it is under."""
+
+    text: str
+    why: str
+
+
+_BASE60 = ("YAML 1.1 reads a:b as a number in base 60 (1:30 is 90); allowed: quote it ('1:30') "
+           "for text, or write the number")
+_HUGE = (f"an integer of more than {MAX_INT_DIGITS} digits; allowed: integers of at most "
+         f"{MAX_INT_DIGITS} digits, in any base")
+
+
+def _int(loader: Any, node: Any) -> Any:
+    text = loader.construct_scalar(node)
+    if ":" in text:
+        return _Refused(text, _BASE60)
+    try:
+        value = yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
+    except ValueError:  # over 4300 decimal digits: Python refuses to read them
+        return _Refused(text, _HUGE)
+    # 0x, 0b and octal digits read without Python's limit, but no message could print them.
+    return value if -_INT_BOUND < value < _INT_BOUND else _Refused(text, _HUGE)
+
+
+def _float(loader: Any, node: Any) -> Any:
+    text = loader.construct_scalar(node)
+    if ":" in text:
+        return _Refused(text, _BASE60)
+    return yaml.constructor.SafeConstructor.construct_yaml_float(loader, node)
+
+
+def _tagged(loader: Any, node: Any) -> Any:
+    """`!!timestamp`, `!!binary`, `!!set`, `!!omap`, `!!pairs`: values (dates, bytes, sets,
+    pairs) that no key takes and OmegaConf cannot hold."""
+    text = node.value if isinstance(node.value, str) else "..."
+    kind = node.tag.removeprefix(_TAG)
+    return _Refused(text, f"the tag !!{kind} makes a {kind} value, which no key takes; allowed: "
+                          "plain values (numbers, text, true/false, lists, mappings)")
+
+
+_Loader.add_constructor(_TAG + "int", _int)
+_Loader.add_constructor(_TAG + "float", _float)
+for _kind in ("timestamp", "binary", "set", "omap", "pairs"):
+    _Loader.add_constructor(_TAG + _kind, _tagged)
+
+
+def _refused(node: Any, path: str) -> Iterator[tuple[str, _Refused]]:
+    """(key path, refused value) of every `_Refused` in the data read, keys included."""
+    if isinstance(node, _Refused):
+        yield path, node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, _Refused):  # shown once, as the value of the message
+                yield f"{path}.<a key>".lstrip("."), key
+            yield from _refused(value, f"{path}.{key}".lstrip("."))
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _refused(item, f"{path}.{i}".lstrip("."))
+
+
+def _check_values(data: Any, name: str) -> Any:
+    for path, bad in _refused(data, ""):
+        where = f"{name}: {path}" if path else name
+        raise IpuTuneError(f"{where}={shown(bad.text)}: {bad.why}")
+    return data
 
 
 def _check_shape(text: str, name: str) -> None:
@@ -37,7 +135,7 @@ def _check_shape(text: str, name: str) -> None:
     # Each open collection: [anchor, nodes, its keys so far (mappings only), children done].
     frames: list[list[Any]] = [[None, 0, None, 0]]
     sizes: dict[str, int] = {}
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=_BASE):
         if isinstance(event, yaml.CollectionStartEvent):
             keys: set[str] | None = set() if isinstance(event, yaml.MappingStartEvent) else None
             frames.append([event.anchor, 1, keys, 0])
@@ -114,10 +212,11 @@ _INT_LIMIT = "integer string conversion"
 def parse_yaml(text: str, name: str) -> Any:
     """YAML text (a file's, a `--kwarg` value, a CSV cell) as plain data, never constructing
     objects; one line naming `name` on anything bad: not YAML, nesting over 50 levels, alias
-    bombs, a key twice, an integer over Python's 4300 digits."""
+    bombs, a key twice, an integer over Python's 4300 digits in any base, a number in base 60
+    (`1:30`), a tag no key takes (`!!binary`); a date is read as text."""
     try:
         _check_shape(text, name)
-        return yaml.load(text, Loader=_Loader)
+        return _check_values(yaml.load(text, Loader=_Loader), name)
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "")):  # PyYAML 6.0.4 stops at 1000
             raise IpuTuneError(f"{name}: nested deeper than {MAX_YAML_DEPTH} levels") from None

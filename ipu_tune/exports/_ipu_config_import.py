@@ -74,8 +74,15 @@ def _split_args(text: str) -> list[str]:
     return parts
 
 
+def _where(path: str | Path) -> str:
+    """How an error starts: the key and the path it was given (`plan.from_ipu_config='a.json'`),
+    then the file's field (`replication_factor=0: ...`)."""
+    return f"{KEY}={shown(str(path))}"
+
+
 def read_ipu_config(path: str | Path) -> dict[str, Any]:
     """The checked contents of an `ipu_config.json` (a file or the folder holding one)."""
+    where = _where(path)
     file = Path(path).expanduser()
     if file.is_dir():
         file = file / "ipu_config.json"
@@ -93,14 +100,14 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
         hint = IPU_CONFIG_FIELDS.get(key)
         if hint is None:
             allowed = ", ".join(IPU_CONFIG_FIELDS)
-            raise IpuTuneError(f"{file}: {key}={shown(value)}: unknown key; IPUConfig's fields "
+            raise IpuTuneError(f"{where}: {key}={shown(value)}: unknown key; IPUConfig's fields "
                                f"(optimum-graphcore 0.7.1): {allowed}")
         if not _matches(value, hint):
-            raise IpuTuneError(f"{file}: {key}={shown(value)}: must be {hint}")
-        _check_range(file, key, value)
+            raise IpuTuneError(f"{where}: {key}={shown(value)}: must be {hint}")
+        _check_range(where, key, value)
     checked = {k: v for k, v in data.items() if k not in _IGNORED}
     for mode in ("train", "infer"):  # optimum checks both modes whichever one runs
-        _check_lengths(file, _managed(checked, mode))
+        _check_lengths(where, _managed(checked, mode))
     return checked
 
 
@@ -120,7 +127,7 @@ _CEILINGS = {"matmul_proportion": 1, "ipus_per_replica": LIMITS["system.num_ipus
              "device_iterations": LIMITS["plan.device_iterations"]}
 
 
-def _check_range(file: Path, key: str, value: Any) -> None:
+def _check_range(where: str, key: str, value: Any) -> None:
     base = key.removeprefix("inference_")
     floor, ceiling = _FLOORS.get(base), _CEILINGS.get(base)
     values = value if isinstance(value, list) else [value]
@@ -130,7 +137,7 @@ def _check_range(file: Path, key: str, value: Any) -> None:
             ceiling is not None and v > ceiling for v in values):
         what = "every element must be" if isinstance(value, list) else "must be"
         span = f">= {floor}" if ceiling is None else f"in {floor}..{ceiling}"
-        raise IpuTuneError(f"{file}: {key}={shown(value)}: {what} {span}")
+        raise IpuTuneError(f"{where}: {key}={shown(value)}: {what} {span}")
 
 
 def _managed(data: Mapping[str, Any], mode: str) -> dict[str, tuple[str, Any]]:
@@ -161,13 +168,13 @@ def _managed(data: Mapping[str, Any], mode: str) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _check_lengths(file: Path, managed: Mapping[str, tuple[str, Any]]) -> None:
+def _check_lengths(where: str, managed: Mapping[str, tuple[str, Any]]) -> None:
     """`IPUConfig._validate_ipu_config`: per-IPU lists as long as the IPUs of a replica."""
     ipus_key, ipus = managed["ipus_per_replica"]
     for name in ("matmul_proportion", "layers_per_ipu"):
         key, value = managed[name]
         if isinstance(value, list) and -1 not in value and len(value) != ipus:
-            raise IpuTuneError(f"{file}: {key}={shown(value)}: must give one value per IPU, "
+            raise IpuTuneError(f"{where}: {key}={shown(value)}: must give one value per IPU, "
                                f"{ipus} ({ipus_key}={ipus})")
 
 
@@ -187,7 +194,7 @@ def _expand(layers: list[int], n_layers: int, ipus: int) -> list[int]:
 
 
 def _splits(
-    managed: Mapping[str, tuple[str, Any]], profile: ModelProfile, file: str
+    managed: Mapping[str, tuple[str, Any]], profile: ModelProfile, where: str
 ) -> tuple[str, ...]:
     key, raw = managed["layers_per_ipu"]
     ipus = managed["ipus_per_replica"][1]
@@ -195,10 +202,10 @@ def _splits(
     layer_index = [i for i, flag in enumerate(is_layer) if flag]
     layers = _expand(list(raw), len(layer_index), int(ipus))
     if len(layers) != ipus or sum(layers) != len(layer_index) or min(layers) < 0:
-        raise IpuTuneError(f"{file}: {key}={shown(raw)}: must place the {len(layer_index)} "
+        raise IpuTuneError(f"{where}: {key}={shown(raw)}: must place the {len(layer_index)} "
                            f"layers of {profile.name} on {ipus} IPUs (ipus_per_replica)")
     if any(n == 0 for n in layers[1:]):
-        raise IpuTuneError(f"{file}: {key}={shown(raw)}: every IPU after IPU0 needs a layer "
+        raise IpuTuneError(f"{where}: {key}={shown(raw)}: every IPU after IPU0 needs a layer "
                            "(IPU0 may hold the embeddings alone)")  # fmt: skip
     done, splits = 0, []
     for n in layers[:-1]:
@@ -217,12 +224,14 @@ def _proportions(value: Any) -> tuple[float, tuple[float, ...]]:
 
 
 def plan_values_from_ipu_config(
-    data: Mapping[str, Any], profile: ModelProfile, mode: str, file: str = KEY
+    data: Mapping[str, Any], profile: ModelProfile, mode: str, file: str | None = None
 ) -> dict[str, Any]:
-    """The plan knobs (`ExecutionPlan` field names) an IPUConfig sets for a `mode` run."""
+    """The plan knobs (`ExecutionPlan` field names) an IPUConfig sets for a `mode` run; an
+    error names `plan.from_ipu_config=file` (the key alone without `file`)."""
     prefix = "" if mode == "train" else "inference_"
     managed = _managed(data, mode)
-    values: dict[str, Any] = {"splits": _splits(managed, profile, file)}
+    values: dict[str, Any] = {"splits": _splits(managed, profile,
+                                                _where(file) if file else KEY)}
     # optimum-graphcore picks the strategy itself (ipu_configuration.py L615-619):
     # PipelinedExecution to train, ShardedExecution for inference.
     values["schedule"] = "grouped" if mode == "train" else "sharded"
@@ -293,6 +302,6 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
         text = str(exc)
         for key, name in ipu_config_fields(data, cfg.workload.mode).items():
             if text.startswith(f"{key}=") and key not in pinned:
-                raise IpuTuneError(f"{path}: {name} (sets {text})") from None
+                raise IpuTuneError(f"{_where(path)}: {name} (sets {text})") from None
         raise
     return out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -16,6 +15,7 @@ from ipu_tune.config import SamplerConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.records import native_constraints, user_attr_constraints
 from ipu_tune.search._history import HistoryWindow
+from ipu_tune.search._sampler_params import check_params
 
 __all__ = ["SAMPLERS", "AskTellBruteForceSampler", "make_sampler"]
 
@@ -67,18 +67,11 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
                 "sampler.name='cmaes': needs the `cmaes` package (pip install cmaes)"
             ) from None
     cls = SAMPLERS[cfg.name]
-    signature = inspect.signature(cls.__init__).parameters
-    accepted = set(signature) - {"self"}
-    kwargs: dict[str, Any] = {"seed": cfg.seed}
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
     params = dict(cfg.params)
-    history = _history(cfg.name, params.pop("history", None))
-    for key, value in params.items():
-        if key not in accepted or key in ("seed", "constraints_func"):
-            allowed = sorted(accepted - {"seed", "constraints_func"})
-            raise bad_value(f"sampler.params.{key}", value,
-                            f"not a {cls.__name__} argument; allowed: " + ", ".join(allowed))
-        _check_param(key, value, signature[key].default)
-        kwargs[key] = value
+    check_params(cfg.name, cls.__name__, params, accepted)
+    history = params.pop("history", None)
+    kwargs: dict[str, Any] = {"seed": cfg.seed, **params}
     if not native_constraints() and "constraints_func" in accepted:
         kwargs["constraints_func"] = user_attr_constraints
     with warnings.catch_warnings():
@@ -88,39 +81,3 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
         except (TypeError, ValueError) as exc:
             raise IpuTuneError(f"sampler.params: {exc}") from None
     return sampler if history is None else HistoryWindow(sampler, history)
-
-
-_SIZES = frozenset({"n_ei_candidates", "population_size"})
-
-
-def _check_param(key: str, value: Any, default: Any) -> None:
-    """A sampler argument of the kind of its default: Optuna's samplers check few of their
-    arguments when made, and a string where a count belongs ends a later trial in a traceback
-    (`n_startup_trials=abc` fails at the first comparison, after the study was written)."""
-    kind = type(default)
-    if kind is bool:
-        ok, allowed = type(value) is bool, "true or false"
-    elif kind is int:
-        # Sizes Optuna divides by or draws that many of (TPE with no candidate fails at its
-        # first model); CMA-ES's inc_popsize is -1 for "not set".
-        least = 1 if key in _SIZES else min(default, 0)
-        ok, allowed = type(value) is int and value >= least, f"an integer >= {least}"
-    elif kind is float:
-        ok = type(value) in (int, float) and math.isfinite(value) and value >= 0
-        allowed = "a finite number >= 0"
-    else:  # None or a callable by default: Optuna checks what it takes
-        return
-    if not ok:
-        raise bad_value(f"sampler.params.{key}", value, f"allowed: {allowed} (as its default, "
-                                                         f"{default!r})")
-
-
-def _history(name: str, value: Any) -> int | None:
-    """`sampler.params.history`: TPE models the last N finished trials and the best N/10."""
-    if value is None:
-        return None
-    if name != "tpe":
-        raise bad_value("sampler.params.history", value, f"TPE only; sampler.name={name!r}")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 20:
-        raise bad_value("sampler.params.history", value, "allowed: an integer >= 20")
-    return value

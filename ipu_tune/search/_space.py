@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config import SPACES_DIR, EvalConfig, read_yaml
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, shown
 from ipu_tune.knobs import KNOBS as _ALL_KNOBS
 from ipu_tune.knobs import Knob, get_key, is_power_of_two, knob, valid_io_tiles
 
@@ -80,6 +80,8 @@ FIXABLE_KEYS = frozenset(k.key for k in _ALL_KNOBS)
 _TOP_KEYS = ("description", "knobs", "fixed", "constraints")
 _CONSTRAINT_KEYS = ("keep_global_batch", "throughput_floor_ratio")
 _SPEC_KEYS = ("low", "high", "step", "log", "choices", "modes")
+# Values of a stepped range: more are no search a budget of trials can cover.
+_MAX_STEPS = 10**6
 _MODES = ("train", "infer")
 
 
@@ -156,10 +158,15 @@ def _fail(source: str, key: str, message: str) -> IpuTuneError:
 
 def _number(source: str, key: str, value: object, integer: bool) -> float:
     ok = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok or not math.isfinite(float(value)):  # type: ignore[arg-type]
-        kind = "an integer" if integer else "a number"
-        raise _fail(source, key, f"{value!r} is not {kind}")
-    return float(value)  # type: ignore[arg-type]
+    kind = "an integer" if integer else "a number"
+    try:  # float() of an integer past 1e308 overflows
+        number = float(value) if ok and not isinstance(value, bool) else math.nan  # type: ignore[arg-type]
+    except OverflowError:
+        raise _fail(source, key, f"{shown(value)}: past 1e308; allowed: {kind} within "
+                    "+-1e308") from None
+    if not math.isfinite(number):
+        raise _fail(source, key, f"{shown(value)} is not {kind}")
+    return number
 
 
 def _check_choice(source: str, key: str, kind: str, domain: tuple[Any, ...] | None,
@@ -265,6 +272,10 @@ def _parse_domain(source: str, key: str, spec: object) -> KnobSpec:
             raise _fail(source, f"knobs.{key}.step", f"{spec['step']!r}: must be > 0")
         if log:
             raise _fail(source, f"knobs.{key}", "step and log cannot be combined")
+        if (high - low) / step > _MAX_STEPS:  # Optuna's Decimal arithmetic fails past 10^28
+            raise _fail(source, f"knobs.{key}.step", f"{spec['step']!r}: more than "
+                        f"{_MAX_STEPS:,} steps from low to high; allowed: a step >= "
+                        f"(high - low) / {_MAX_STEPS:,}")
     return KnobSpec(key, kind, low=low, high=high, step=step, log=log)
 
 

@@ -6,9 +6,12 @@ import os
 import sqlite3
 from pathlib import Path
 
+from tests.cli._probe_cases_b import write_probe_b_fixtures
+
 
 def write_fixtures(tmp: Path) -> None:
     """Every file and folder the cases of tests/cli/test_bad_input.py read."""
+    write_probe_b_fixtures(tmp)
     (tmp / "confdir").mkdir(exist_ok=True)  # an empty --config-dir
     (tmp / "ok.yaml").write_text("model: {name: resnet18}\n")
     # Lists and mappings inside a typed list, in a file and in an experiment (below).

@@ -164,10 +164,10 @@ def test_a_library_warning_is_one_line_once(tmp_path: Path) -> None:
     """Optuna deprecates a TPE argument at each sampler built (two per run): Python printed
     the library's path and source line each time; it is one line, once."""
     proc = run_cli(["model=mnist_cnn", "study.n_trials=2", "study.progress_bar=false",
-                    "+sampler.params.gamma=5"], cwd=tmp_path)
+                    "+sampler.params.prior_weight=2.0"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ipu-tune: warning: `gamma`"), lines
+    assert len(lines) == 1 and lines[0].startswith("ipu-tune: warning: `prior_weight`"), lines
     assert lines[0].endswith("(FutureWarning)")
 
 

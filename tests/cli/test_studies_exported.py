@@ -25,3 +25,29 @@ def test_a_study_without_its_exports_is_not_said_to_be_exported(
     assert list_main(["--results-dir", str(tmp_path)]) == 0
     (row,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith(name)]
     assert "not exported" in row and "report" in row
+
+
+def test_a_study_whose_name_report_refuses_is_not_offered_to_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A study stored with Optuna directly under a name no folder can have: `report` refuses
+    it, so `studies` says why it cannot be exported instead of pointing at `report`."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    name = run(compose([f"results_dir={tmp_path}", "study.n_trials=2",
+                        "study.progress_bar=false"])).study_name
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "ipu_tune.journal")))
+    bad = ["../../pwn", "a b", "x" * 101]
+    for other in bad:
+        optuna.copy_study(from_study_name=name, from_storage=storage, to_storage=storage,
+                          to_study_name=other)
+    capsys.readouterr()
+    assert list_main(["--results-dir", str(tmp_path)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    for other in bad:
+        (row,) = [x for x in rows if x.startswith(other[:30])]
+        assert row.endswith(", not exported, and cannot be: its name is no safe folder name "
+                            "(1-100 letters, digits and . _ - + = @ , starting with a letter "
+                            "or digit), so `report` refuses it"), row
+    assert not (tmp_path.parent / "pwn").exists()

@@ -175,7 +175,7 @@ def test_wildcards_expand_as_optimum_does(gpt2: tuple[ModelProfile, EvalConfig])
     ({"inference_device_iterations": 2**21}, "inference_device_iterations=2097152: must be in "
                                              "1..1048576"),
 ])
-def test_a_bad_ipu_config_is_one_line_naming_the_file_field_value_and_rule(
+def test_a_bad_ipu_config_is_one_line_naming_the_key_file_field_value_and_rule(
     tmp_path: Path, content: dict[str, Any], message: str
 ) -> None:
     """Keys, types and values are checked as optimum-graphcore checks them."""
@@ -183,7 +183,9 @@ def test_a_bad_ipu_config_is_one_line_naming_the_file_field_value_and_rule(
     path.write_text(json.dumps(content))
     with pytest.raises(IpuTuneError) as err:
         read_ipu_config(path)
-    assert str(err.value).startswith(f"{path}: {message}") and "\n" not in str(err.value)
+    # The key the path came from first, as every bad value (KEY=VALUE: FIELD=...).
+    assert str(err.value).startswith(f"plan.from_ipu_config={str(path)!r}: {message}")
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(("content", "mode", "message"), [
@@ -205,7 +207,7 @@ def test_a_file_plan_the_system_cannot_hold_names_the_file_field(
                   workload=replace(gpt2[1].workload, mode=mode))
     with pytest.raises(IpuTuneError) as err:
         apply_ipu_config(cfg)
-    assert str(err.value).startswith(f"{tmp_path}: {message}")
+    assert str(err.value).startswith(f"plan.from_ipu_config={str(tmp_path)!r}: {message}")
 
 
 def test_layers_that_do_not_add_up_are_refused(gpt2: tuple[ModelProfile, EvalConfig]) -> None:
@@ -353,7 +355,8 @@ def test_a_file_plan_evaluated_whole_names_the_file_field(
                   system=SystemConfig(num_ipus=4))
     with pytest.raises(IpuTuneError) as err:
         apply_ipu_config(cfg, whole=True)
-    assert str(err.value).startswith(f"{tmp_path}: gradient_accumulation_steps (sets "
+    assert str(err.value).startswith(f"plan.from_ipu_config={str(tmp_path)!r}: "
+                                     "gradient_accumulation_steps (sets "
                                      "plan.gradient_accumulation=1: must be >= 4")
     assert apply_ipu_config(cfg).plan.gradient_accumulation == 1  # a start: the search raises it
 

@@ -74,6 +74,12 @@ BAD_FILES = [
      "available_memory_proportion.high: 1.5: must be <= 1"),
     ("knobs:\n  plan.available_memory_proportion: {low: 0.1, high: 0.9, step: 0}\n",
      "step: 0: must be > 0"),
+    # Optuna's Decimal arithmetic on the range failed (DivisionImpossible) at the first draw.
+    ("knobs:\n  plan.available_memory_proportion: {low: 0.1, high: 0.9, step: 1e-300}\n",
+     "step: 1e-300: more than 1,000,000 steps from low to high; allowed: a step >= (high - "
+     "low) / 1,000,000"),
+    ("knobs:\n  plan.device_iterations: {low: 1, high: 1" + "0" * 400 + "}\n",
+     "knobs.plan.device_iterations.high: 1000"),
     ("knobs:\n  plan.precision: {choices: []}\n", "choices: must be a non-empty list"),
     ("knobs:\n  plan.precision: {choices: ['8.8']}\n", "knobs.plan.precision.choices: '8.8'"),
     ("knobs:\n  plan.precision: {low: 1, high: 2}\n", "takes choices"),
@@ -114,6 +120,16 @@ def test_space_files_are_loaded_safely(tmp_path: Path) -> None:
     with pytest.raises(IpuTuneError, match=r"not valid YAML"):
         load_space(path)
     assert not marker.exists()
+
+
+def test_a_number_yaml_1_1_reads_as_text_is_a_number(tmp_path: Path) -> None:
+    """`1e-2` has no dot: YAML 1.1 reads it as text ("'1e-2' is not a number"); Hydra's loader
+    reads it as the number it is, and so does the space file's."""
+    path = tmp_path / "s.yaml"
+    path.write_text("knobs:\n  plan.available_memory_proportion: {low: 1e-1, high: 1, step: "
+                    "5e-2}\n")
+    spec = load_space(path).knobs["plan.available_memory_proportion"]
+    assert (spec.low, spec.high, spec.step) == (0.1, 1.0, 0.05)
 
 
 def test_null_spec_takes_the_natural_domain() -> None:
