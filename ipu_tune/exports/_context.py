@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ipu_tune.config import EvalConfig
+from ipu_tune.config import SYNTHETIC, EvalConfig
 from ipu_tune.knobs import knob, pipeline_minimum
 from ipu_tune.models import ModelProfile, model_label
 from ipu_tune.plan import ExecutionPlan, plan_from_config
@@ -70,6 +70,11 @@ class ExportContext:
     @property
     def stages(self) -> int:
         return self.plan.stages
+
+    @property
+    def synthetic(self) -> bool:
+        """The inputs are made on the IPU, as simulated (no host pipeline, no stream)."""
+        return self.config.model.dataset.name == SYNTHETIC
 
     @property
     def replicas(self) -> int:

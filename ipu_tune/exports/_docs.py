@@ -45,6 +45,8 @@ _CITATIONS: dict[str, str] = {
     "popart_rts": f'{_POPART}, "Tensor locations" > "Replicated tensor sharding"',
     "popart_session": f'{_POPART}, "Executing graphs" > "Session options"',
     "popart_dataflow": f'{_POPART}, "Executing graphs"',
+    "synthetic": f"{_POPTORCH}, API reference: poptorch.Options.enableSyntheticData",
+    "popart_synthetic": f"{_POPART}, API reference: SessionOptions.syntheticDataMode",
     "tf_replication": f'{_TF}, "Training a model" > "Replicated graphs"',
     "tf_pipeline": f'{_TF}, "Training a model" > "Pipelined training"; {_TF_NOTE}, 3.3.3'
     ' "Pipeline scheduling"',

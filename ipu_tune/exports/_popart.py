@@ -183,7 +183,13 @@ def _memory_lines(ctx: ExportContext) -> list[str]:
 def _io_lines(ctx: ExportContext) -> list[str]:
     facts = ctx.facts
     p = ctx.plan
-    out = [
+    out = knob(
+        "Synthetic data, as simulated: PopART makes the inputs on the IPU, so no host-device"
+        f" stream runs ({cite('popart_synthetic')}). Set it back to Off to feed your data,"
+        " and simulate that data (model.dataset) to see what its host pipeline costs.",
+        "opts.syntheticDataMode = popart.SyntheticDataMode.RandomNormal",
+    ) if ctx.synthetic else []
+    out += [
         *knob(
             f"Batches per step {p.device_iterations}: pass BATCHES_PER_STEP to"
             " popart.DataFlow(BATCHES_PER_STEP, anchors), the device iterations of one"

@@ -260,6 +260,13 @@ def _tensor_location_lines(ctx: ExportContext) -> list[str]:
 def _io_lines(ctx: ExportContext) -> list[str]:
     p = ctx.plan
     out = knob(
+        "Synthetic data, as simulated: PopTorch makes the inputs on the IPU (random normal),"
+        " so no host-device stream runs and the loader's settings below change nothing"
+        f" ({cite('synthetic')}). Remove this line to feed your data, and simulate that data"
+        " (model.dataset) to see what its host pipeline costs.",
+        "opts.enableSyntheticData(True)",
+    ) if ctx.synthetic else []
+    out += knob(
         f"Prefetch depth {p.prefetch_depth}: the host fills stream buffers ahead of the"
         f" transfer ({cite('prefetch')}). {ctx.facts.phase_sentence('host_io')}",
         f'opts._Popart.set("defaultBufferingDepth", {p.prefetch_depth})',

@@ -279,6 +279,10 @@ def _keras_lines(ctx: ExportContext) -> list[str]:
         f"# Host input: tf.data with num_parallel_calls={p.dataloader_workers} in its map and"
         " .prefetch(), so preprocessing overlaps the device. "
         + ctx.facts.phase_sentence("host_preprocess"),
+        *(["# Simulated with synthetic data made on the IPU (no host pipeline, no stream). The"
+           " IPUConfig options listed here have no switch for it: a tf.data dataset of random"
+           " tensors in host memory comes closest, and costs its transfers, which the"
+           " simulation did not count."] if ctx.synthetic else []),
         f"# 8-bit I/O {p.eight_bit_io}: "
         + (
             "feed uint8 pixels and cast and normalise in the model's first layer"

@@ -60,7 +60,16 @@ MULTI_HOST: dict[str, Any] = {
         "partials": "half", "recompute": "auto",
     },
 }  # fmt: skip
-PLANS = {"default-study": DEFAULT_STUDY, "pipelined-bert": PIPELINED_BERT, "multi-host": MULTI_HOST}
+# ResNet-50 inference on one Mk2 as Graphcore benchmarks it: synthetic data made on the IPU.
+SYNTHETIC_INFERENCE: dict[str, Any] = {
+    "model": {"name": "resnet50", "input_shape": [3, 224, 224], "num_classes": 1000,
+              "dataset": {"name": "synthetic"}},
+    "workload": {"mode": "infer", "micro_batch_size": 16},
+    "system": {"ipu": "mk2", "num_ipus": 1, "hosts": 1},
+    "plan": {"precision": "16.16", "device_iterations": 100, "partials": "half"},
+}  # fmt: skip
+PLANS = {"default-study": DEFAULT_STUDY, "pipelined-bert": PIPELINED_BERT, "multi-host": MULTI_HOST,
+         "synthetic-inference": SYNTHETIC_INFERENCE}
 
 
 def make_config(raw: dict[str, Any]) -> EvalConfig:

@@ -41,6 +41,10 @@ def check_popart(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], pop
         "popdist.popart",
     }
     assert log.only_call(S) == ((), {})
+    # Synthetic data, as simulated, is made on the IPU; any other dataset streams from the host.
+    synthetic = [repr(v) for v in log.sets(f"{S}.syntheticDataMode")]
+    assert synthetic == (["popart.SyntheticDataMode.RandomNormal"]
+                         if cfg.model.dataset.name == "synthetic" else [])
     if host_instances(cfg) > 1 and popdist:
         (args, _) = log.only_call("popdist.popart.configureSessionOptions")
         assert repr(args[0]) == S and not log.sets(f"{S}.replicatedGraphCount")

@@ -65,6 +65,9 @@ def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) ->
     public = {**POPTORCH_API, **POPDIST_API, **MODEL_API}
     unknown = sorted(path for path in log.paths() if path not in public)
     assert not unknown, f"not in the public API list: {unknown}"
+    # Synthetic data, as simulated, is made on the IPU; any other dataset streams from the host.
+    assert log.calls("poptorch.Options.enableSyntheticData") == (
+        [((True,), {})] if cfg.model.dataset.name == "synthetic" else [])
     for (key, _), _ in log.calls("poptorch.Options._Popart.set"):
         assert key in POPART_PASS_THROUGH_KEYS, key
     # Self-contained: no ipu_tune import (the Poplar SDK cannot install it).
