@@ -34,7 +34,7 @@ from ipu_tune.search._space import (
     SearchSpace,
     fit_instances,
     fitted_to_user,
-    power_of_two_divisors,
+    power_of_two_divisors,  # fmt: skip
 )
 from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
 
@@ -91,7 +91,7 @@ class Codec:
             if not is_pinned(key, pinned):
                 set_key(base, key, value)
         self.training = base.workload.mode == "train"
-        if not self.training:
+        if not self.training:  # a pinned GA other than 1 is refused (SearchProblem)
             base.plan.gradient_accumulation = 1
         mode = base.workload.mode
         searched = {k: s for k, s in space.knobs.items()

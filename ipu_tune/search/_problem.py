@@ -125,6 +125,10 @@ class SearchProblem:
         self.objective_names: list[str] = names
         self.directions: list[str] = [DIRECTIONS[n] for n in names]
         self.codec = Codec(cfg, self.space, profile, self.pinned)
+        ga = cfg.plan.gradient_accumulation
+        if not self.codec.training and ga != 1 and "plan.gradient_accumulation" in self.pinned:
+            raise bad_value("plan.gradient_accumulation", ga,  # as `validate` refuses it
+                            f"must be 1 for infer (search space {self.space.name} runs it)")
         if "latency" in names and self.codec.training:
             raise bad_value("workload.mode", "train",
                             "the latency objective times inference; use workload.mode=infer "

@@ -345,3 +345,12 @@ def test_synthetic_data_leaves_the_host_pipeline_unsearched() -> None:
     r = make_problem(compose_cfg("model=resnet50", "system=pod4", "model.dataset.name=synthetic"))
     for _, out in _collect(r, 10):  # every trial keeps the user's host settings
         assert all(get_key(out.config, k.key) == get_key(r.codec.user, k.key) for k in host)
+
+
+def test_a_pinned_accumulation_is_refused_by_a_space_that_runs_inference() -> None:
+    """`search=latency plan.gradient_accumulation=8` ran with GA 1 in silence, while every
+    other way of asking for accumulated inference is refused."""
+    cfg = compose_cfg("search=latency", "plan.gradient_accumulation=8")
+    with pytest.raises(IpuTuneError, match=r"^plan.gradient_accumulation=8: must be 1 for infer"):
+        make_problem(cfg, pinned=["plan.gradient_accumulation"])
+    make_problem(cfg)  # the file's own GA, not pinned: the space sets it to 1
