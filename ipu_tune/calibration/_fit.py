@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ipu_tune.calibration._points import CalibrationPoint
 from ipu_tune.case import Case, build_case
-from ipu_tune.errors import bad_value
+from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.simulator import (
     DEFAULT_CONSTANTS,
     FITTED,
@@ -218,6 +218,14 @@ def fit_constants(
     if not chosen:
         raise bad_value("calibrate.fit", ",".join(asked),
                         "no row's measured figure depends on any of these constants")
+    if len(points) < len(chosen):
+        # With fewer rows than constants, any constants reproduce the rows and the fit says
+        # nothing about other runs.
+        raise IpuTuneError(
+            f"calibrate: {len(points)} measured row{'s' if len(points) != 1 else ''} for "
+            f"{len(chosen)} constants ({', '.join(chosen)}): a fit needs at least "
+            f"{len(chosen)} rows; add rows, add --defaults to fit with the package's own runs "
+            "too, or refit fewer constants with --fit NAME,...")
     lows = [math.log(REFITTABLE[k][0]) for k in chosen]
     highs = [math.log(REFITTABLE[k][1]) for k in chosen]
 

@@ -86,20 +86,6 @@ def _load_file(file: str, load_points: Callable[[Any], list[Any]], trusted: bool
     return points
 
 
-def _check_enough(rows: int, names: list[str] | None) -> None:
-    """A least-squares fit of N constants needs at least N measured rows: with fewer, any
-    constants reproduce the rows and the fit says nothing about other runs."""
-    from ipu_tune.simulator import FITTED
-
-    chosen = names or list(FITTED)
-    if rows < len(chosen):
-        raise IpuTuneError(
-            f"calibrate: {rows} measured row{'s' if rows != 1 else ''} for {len(chosen)} "
-            f"constants ({', '.join(chosen)}): a fit needs at least {len(chosen)} rows; add "
-            "rows, add --defaults to fit with the package's own runs too, or refit fewer "
-            "constants with --fit NAME,...")
-
-
 def _check_text(predictions: Sequence[Any], constants_label: str) -> str:
     """The text of `--check`: each row's figures, the errors per model and mode, memory."""
     from ipu_tune.calibration import check_table, error_summary, memory_agreement
@@ -233,7 +219,6 @@ def main(argv: Sequence[str]) -> int:
         if args.check:
             return print_out(_check(points, args.constants, args.json))
         names = _fit_names(args.fit)
-        _check_enough(len(points), names)
         if not 10 <= args.max_evals <= _MAX_EVALS:
             raise IpuTuneError(f"--max-evals={args.max_evals}: must be in 10..{_MAX_EVALS}")
         fit = fit_constants(points, names=names, max_evals=args.max_evals)

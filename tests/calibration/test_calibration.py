@@ -186,10 +186,10 @@ def test_fit_recovers_perturbed_host_constants() -> None:
 
 
 def _inference_rows() -> list[CalibrationPoint]:
-    """ResNet-50 inference on synthetic data at device iterations 1 and 100: rows that depend
-    on the inference call's cost and on the device, not on the host's data pipeline."""
+    """ResNet-50 inference on synthetic data at device iterations 1, 10 and 100: rows that
+    depend on the inference call's cost and on the device, not on the host's data pipeline."""
     rows = []
-    for di, rate in ((1, 2000.0), (100, 2700.0)):
+    for di, rate in ((1, 2000.0), (10, 2500.0), (100, 2700.0)):
         rows.extend(load_points([{
             "name": f"r50_b1_di{di}", "samples_per_s": rate,
             "model": {"name": "resnet50", "dataset": {"name": "synthetic"}},
@@ -210,6 +210,9 @@ def test_a_fit_leaves_the_constants_no_row_depends_on() -> None:
     assert "matmul_efficiency" in fit.names
     with pytest.raises(IpuTuneError, match=r"calibrate.fit='call_overhead_s': no row's"):
         fit_constants(_inference_rows(), names=["matmul_efficiency", "call_overhead_s"])
+    # Enough rows: as many as the constants refitted (3), not as the 7 asked for.
+    with pytest.raises(IpuTuneError, match=r"^calibrate: 2 measured rows for 3 constants"):
+        fit_constants(_inference_rows()[:2], max_evals=10, restarts=0)
 
 
 def test_the_inference_call_cost_is_refitted_from_rows_at_one_device_iteration() -> None:
