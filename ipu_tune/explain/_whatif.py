@@ -22,6 +22,7 @@ from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome, even_split
 __all__ = ["sensitivity"]
 
 MB = 1e6
+_REPLICAS = "plan.replication_factor"
 _AMP_STEP = 0.1  # one step of the available memory proportion (seed guide 5.4 uses 0.1s)
 
 
@@ -71,7 +72,9 @@ def _row(problem: SearchProblem, cfg: EvalConfig, base: TrialOutcome, label: str
     return {
         "knob": label, "key": key, "value": value,
         "valid": not invalid, "fits": bool(r.fits), "feasible": o.feasible,
-        "searched": problem.searches(key, value),  # False: the study could not draw it
+        # False: the study could not draw it. Replicas are shown with their stages
+        # ("2 (2 stages)"); the study drew the count.
+        "searched": problem.searches(key, get_key(cfg, key) if key == _REPLICAS else value),
         "throughput": float(r.throughput),
         "change_pct": (100.0 * (r.throughput / base_tp - 1.0)
                        if r.fits and base_tp > 0 else None),
@@ -140,7 +143,7 @@ def _replica_moves(problem: SearchProblem,
     stages = len(splits) + 1
     blocks = list(problem.profile.blocks)
     out: list[tuple[str, str, Any, EvalConfig]] = []
-    key = "plan.replication_factor"
+    key = _REPLICAS
     if stages % 2 == 0:
         fewer = splits[1::2]  # stages 2k-1 and 2k merge
         out.append(("replicas", key, _layout(replicas * 2, stages // 2),

@@ -69,3 +69,5 @@ def test_each_row_says_whether_the_study_could_have_chosen_it() -> None:
     assert rows[("plan.gradient_accumulation", "128")]["searched"] is False  # high: 64
     assert rows[("plan.eight_bit_io", "False")]["searched"] is False  # pinned on the command line
     assert rows[("plan.offload_optimizer_state", "True")]["searched"] is True
+    # The replicas row shows its stages beside the count; the study draws the count.
+    assert rows[("plan.replication_factor", "2 (1 stage)")]["searched"] is True
