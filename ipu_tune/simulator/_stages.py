@@ -75,6 +75,8 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
     a = profile_arrays(profile)
     n = len(starts)
     head = n > 1 and tied_head(profile) and starts[-1] < a.n_blocks - 1
+    # A stage of the head alone (a split at it): that IPU needs the tied weight too, a copy.
+    alone = n > 1 and tied_head(profile) and not head
     bounds = [*starts, a.n_blocks - (1 if head else 0)]
     shapes = []
     for s in range(n):
@@ -100,11 +102,21 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
         )
         if head and s == 0:
             shape = _with_head(shape, a, a.n_blocks - 1, profile.block_stats[-1].name)
+        if alone and s == n - 1:
+            shape = replace(shape, params=shape.params + _tied_weight(a, a.n_blocks - 1))
         shapes.append(shape)
     out = tuple(shapes)
     with LOCK:
         lru_put(_CACHE, key, (profile, out), _CACHE_SIZE)
     return out
+
+
+def _tied_weight(a: ProfileArrays, h: int) -> float:
+    """Elements of the weight block `h` (the tied head) shares with the embeddings: its largest
+    matmul's K x N, the decoder onto the vocabulary (counted once, with the embeddings, in the
+    profile's parameters)."""
+    ops = (a.block == h) & a.kind_mm
+    return float((a.k[ops] * a.n[ops]).max(initial=0.0))
 
 
 def _with_head(shape: StageShape, a: ProfileArrays, h: int, name: str) -> StageShape:

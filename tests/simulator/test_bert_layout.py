@@ -80,3 +80,19 @@ def test_the_bert_presets_follow_the_sequence_length() -> None:
     assert cfg.model.dataset.sample_bytes is None
     profile = profile_model(cfg.model)
     assert profile.sample_bytes == 3 * 384 * 4  # ids, mask, token types as int32
+
+
+def test_a_stage_of_the_head_alone_holds_the_weight_it_shares(bert_base: ModelProfile) -> None:
+    """Split at `cls`, the head runs on the last IPU, which needs the word embeddings' weight
+    (its decoder): before, that stage held the head's own 0.6 M parameters only, a plan the
+    search and the remedies could pick for being small."""
+    from dataclasses import replace
+
+    plan = replace(PLAN, splits=("encoder.layer.4", "encoder.layer.8", "cls"))
+    r = simulate(bert_base, make_system("mk2", 4), plan)
+    head = bert_base.block_stats[-1]
+    tied = 30522 * 768  # BERT-Base's word embeddings, vocabulary x hidden
+    assert r.stages[3].blocks == ("cls", "cls") and r.stages[3].also == ()
+    assert r.memory[3].categories["weights"] == (head.parameters + tied) * 2
+    assert r.memory[0].categories["weights"] == bert_base.block_stats[0].parameters * 2 + sum(
+        b.parameters for b in bert_base.block_stats[1:5]) * 2  # no head on IPU0 now
