@@ -37,6 +37,7 @@ __all__ = [
     "is_power_of_two",
     "knob",
     "knob_by_field",
+    "moot_keys",
     "never_wrong",
     "pipeline_minimum",
     "rate_number",
@@ -318,16 +319,25 @@ def rate_text(samples_per_s: float) -> str:
     return rate_number(samples_per_s) + " samples/s"
 
 
+def moot_keys(mode: str, dataset: str) -> frozenset[str]:
+    """Keys of the knobs a plan of workload `mode` on dataset `dataset` does not run: those of
+    training for inference, those of the host's data pipeline and stream with synthetic data.
+    Every view of a plan (the plan line, the report's plan list and trials table) leaves them
+    out, so none shows a setting that has no effect."""
+    return frozenset(k.key for k in KNOBS
+                     if (mode == "infer" and k.training_only)
+                     or (dataset == SYNTHETIC and k.host_only))
+
+
 def describe(cfg: Any) -> str:
     """The plan line of a config (run summary, `evaluate`): every labelled knob, in order; an
     inference plan's without the knobs of training (gradient accumulation, recomputation, the
     optimizer state's offload and sharding), which it does not run; with synthetic data,
     without those of the host's data pipeline and stream, which it does not have."""
     shown_knobs = []
-    infer = get_key(cfg, "workload.mode") == "infer"
-    synthetic = get_key(cfg, "model.dataset.name") == SYNTHETIC
+    moot = moot_keys(get_key(cfg, "workload.mode"), get_key(cfg, "model.dataset.name"))
     for k in KNOBS:
-        if (infer and k.training_only) or (synthetic and k.host_only):
+        if k.key in moot:
             continue
         value = get_key(cfg, k.key)
         if k.label and not (k.quiet and _at_default(k, value)):

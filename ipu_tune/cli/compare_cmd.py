@@ -20,10 +20,17 @@ __all__ = ["main"]
 MB = 1e6
 
 
-def _pct(a: float, b: float) -> str:
-    if a == b:
+def _pct(a: float, b: float, a_text: str, b_text: str) -> str:
+    """The mark of a figure's row: judged on the values as printed (`a_text`, `b_text`), so no
+    row claims a difference it does not show (0.04 MB against 0.01 MB both print 0.0); a
+    change that rounds to 0% keeps two significant digits (+0.021%)."""
+    if a_text == b_text:
         return ""
-    return f"* {100 * (b / a - 1):+.0f}%" if a else "*"
+    if not a:
+        return "*"
+    pct = 100 * (b / a - 1)
+    text = f"{pct:+.0f}"
+    return f"* {text if text not in ('+0', '-0') else f'{pct:+.2g}'}%"
 
 
 _FIRST = ("model.name", "system.ipu", "system.num_ipus")  # rows always shown, above the knobs
@@ -100,6 +107,11 @@ def compare(a_path: str, b_path: str) -> dict[str, Any]:
         {"name": "bottleneck", "a": res[0].bottleneck, "b": res[1].bottleneck,
          "differs": res[0].bottleneck != res[1].bottleneck},
     ]
+    if "infer" in (c.workload.mode for c in cfgs):
+        # A call's latency (inputs on the host to results on the host) is what inference is
+        # served by; a training step has no caller waiting on it.
+        verdict.insert(3, {"name": "latency_s", "a": res[0].latency_s, "b": res[1].latency_s,
+                           "differs": res[0].latency_s != res[1].latency_s})
     return {"a": a_path, "b": b_path, "plan": plan, "memory_bytes_fullest_ipu": memory,
             "time_s_per_step": time, "result": verdict,
             "reasons": [res[0].reason, res[1].reason]}
@@ -117,20 +129,37 @@ def _row(name: str, a: str, b: str, mark: str) -> list[str]:
     return [f"{name}{mark}", f"  A: {a}", f"  B: {b}"]
 
 
+def _figure(value: float, fmt: str) -> str:
+    """A figure in `fmt`; one below 1 in three significant digits instead (0.000342 ms, not
+    0.000), so that the change its row shows is the change of the printed values."""
+    return format(value, fmt) if value == 0 or abs(value) >= 1 else f"{value:.3g}"
+
+
 def _figures(title: str, rows: list[dict[str, Any]], scale: float, fmt: str) -> list[str]:
     lines = ["", f"{title:<{_W}}{'A':>{_V}}{'B':>{_V}}"]
     for r in rows:
         if r["a"] or r["b"]:
-            lines += _row(r["name"], format(r["a"] * scale, fmt), format(r["b"] * scale, fmt),
-                          f"  {_pct(r['a'], r['b'])}".rstrip())
+            a, b = _figure(r["a"] * scale, fmt), _figure(r["b"] * scale, fmt)
+            lines += _row(r["name"], a, b, f"  {_pct(r['a'], r['b'], a, b)}".rstrip())
     return lines
+
+
+# Result rows of figures: (name printed, its unit's scale, format); a plan that does not fit
+# has neither throughput nor latency ("-").
+_RESULT_FIGURES: dict[str, tuple[str, float, str]] = {
+    "throughput": ("samples/s", 1.0, ""),
+    "latency_s": ("latency per call (ms)", 1e3, ",.3f"),
+}
 
 
 def _result_cell(name: str, value: Any, fits: bool) -> str:
     if name == "fits":
         return "yes" if value else "NO"
-    if name == "throughput":  # a plan that does not fit has no throughput
-        return rate_number(value) if fits else "-"
+    if name in _RESULT_FIGURES:
+        if not fits:
+            return "-"
+        _, scale, fmt = _RESULT_FIGURES[name]
+        return format(value * scale, fmt) if fmt else rate_number(value)
     return f"{value:,.0f}" if isinstance(value, float) else str(value)
 
 
@@ -139,7 +168,7 @@ def format_compare(d: dict[str, Any]) -> str:
     lines.append(f"{'plan':<{_W}}{'A':>{_V}}{'B':>{_V}}")
     for r in d["plan"]:
         a, b = ("null" if v is None else shown(v) for v in (r["a"], r["b"]))  # as YAML says
-        lines += _row(r["name"], a, b, "  *" if r["differs"] else "")
+        lines += _row(r["name"], a, b, "  *" if a != b else "")  # as printed, as `_pct`
     lines += _figures("memory, fullest IPU (MB)", d["memory_bytes_fullest_ipu"], 1 / MB, ",.1f")
     lines += _figures("time per step (ms)", d["time_s_per_step"], 1e3, ",.3f")
     lines += ["", f"{'result':<{_W}}{'A':>{_V}}{'B':>{_V}}"]
@@ -147,9 +176,10 @@ def format_compare(d: dict[str, Any]) -> str:
     for r in d["result"]:
         a, b = (_result_cell(r["name"], v, f) for v, f in zip((r["a"], r["b"]), fits,
                                                                  strict=True))
-        name = "samples/s" if r["name"] == "throughput" else r["name"]
-        mark = (f"  {_pct(r['a'], r['b'])}".rstrip() if r["name"] == "throughput" and all(fits)
-                else "  *" if r["differs"] else "")
+        name = _RESULT_FIGURES.get(r["name"], (r["name"],))[0]
+        mark = (f"  {_pct(r['a'], r['b'], a, b)}".rstrip()
+                if r["name"] in _RESULT_FIGURES and all(fits)
+                else "  *" if a != b else "")  # as printed, as `_pct`
         lines += _row(name, a, b, mark)
     for label, reason in zip("AB", d["reasons"], strict=True):
         if reason:

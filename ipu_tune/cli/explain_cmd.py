@@ -24,10 +24,9 @@ MB = 1e6
 
 def _objective_title(row: Mapping[str, Any]) -> str:
     """The column of the study's objective beside samples/s ("" for a throughput study)."""
-    from ipu_tune.search import OBJECTIVES
+    from ipu_tune.explain import objective_title  # loaded with the explanation it renders
 
-    name = row.get("objective", "throughput")
-    return "" if name == "throughput" or name not in OBJECTIVES else OBJECTIVES[name].title
+    return objective_title(row)
 
 
 def format_ladder(data: Explanation) -> list[str]:

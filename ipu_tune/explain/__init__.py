@@ -6,7 +6,15 @@ sensitivity, remedies); each part is also usable alone.
 """
 
 from ipu_tune.explain._command import remedy_command
-from ipu_tune.explain._ladder import Rank, Step, differing_keys, ladder, rank_by, step_row
+from ipu_tune.explain._ladder import (
+    Rank,
+    Step,
+    differing_keys,
+    ladder,
+    objective_title,
+    rank_by,
+    step_row,
+)
 from ipu_tune.explain._phases import phase_shares
 from ipu_tune.explain._remedies import larger_system, override_text, remedies
 from ipu_tune.explain._start import SEED_LABEL, START_LABEL, start_label
@@ -36,6 +44,7 @@ __all__ = [
     "invalid_start",
     "ladder",
     "larger_system",
+    "objective_title",
     "override_text",
     "phase_shares",
     "rank_by",

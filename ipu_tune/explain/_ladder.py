@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from ipu_tune.config import EvalConfig, to_plain_dict
 from ipu_tune.knobs import KNOBS, get_key, knob, set_key, shown
 from ipu_tune.search import OBJECTIVES, Compromise, SearchProblem, TrialOutcome
 
-__all__ = ["Rank", "Step", "differing_keys", "ladder", "rank_by", "step_row"]
+__all__ = ["Rank", "Step", "differing_keys", "ladder", "objective_title", "rank_by", "step_row"]
 
 # Larger is better: how the ladder orders the candidate changes of a step.
 Rank = Callable[[TrialOutcome], tuple[float, float]]
@@ -138,3 +138,11 @@ def step_row(problem: SearchProblem, step: Step, first_fit_throughput: float | N
         "objective_shown": OBJECTIVES[name].show(value) if math.isfinite(value) else "-",
         "config": to_plain_dict(step.config),
     }
+
+
+def objective_title(row: Mapping[str, Any]) -> str:
+    """The title of the column a ladder or sensitivity row's objective gets beside samples/s
+    (`objective_shown`): "" for a throughput study, whose samples/s column already is it.
+    `explain` and the report both ask here, so they show the same columns."""
+    name = row.get("objective", "throughput")
+    return "" if name == "throughput" or name not in OBJECTIVES else OBJECTIVES[name].title

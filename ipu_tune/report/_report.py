@@ -23,8 +23,10 @@ from optuna.trial import TrialState
 from ipu_tune.config import EvalConfig
 from ipu_tune.explain import Explanation
 from ipu_tune.files import atomic_write
+from ipu_tune.knobs import moot_keys
 from ipu_tune.plan import plan_from_config
 from ipu_tune.records import TrialRecord
+from ipu_tune.search import OBJECTIVES, Objective
 from ipu_tune.simulator import SimResult
 
 from ._figures import memory_figure, phases_figure, plotly_js, plotly_js_bytes, timeline_figure
@@ -78,16 +80,46 @@ def _records(results: Rows | pd.DataFrame) -> list[dict[str, Any]]:
              for k, v in r.items()} for r in rows]
 
 
-def _section(cfg: EvalConfig, name: str, tokens: bool) -> dict[str, Any]:
+def _section(cfg: EvalConfig, name: str, tokens: bool,
+             moot: frozenset[str] = frozenset()) -> dict[str, Any]:
     d = asdict(getattr(cfg, name))
     if name == "model" and tokens:
         # image-only: a token or audio model's input comes from its sequence length or config
         d.pop("input_shape", None)
+    for key in moot:  # knobs the plan does not run (as its plan line: `knobs.describe`)
+        section, _, rest = key.partition(".")
+        *parents, leaf = rest.split(".")
+        node = d if section == name else {}
+        for part in parents:
+            node = node.get(part, {})
+        node.pop(leaf, None)
     return d
 
 
+def _moot_keys(study: optuna.Study, cfg: EvalConfig | None) -> frozenset[str]:
+    """The knobs the study's plans do not run (`knobs.moot_keys`): its mode and dataset are the
+    same in every trial, read from the best plan or, when none fits, from a finished trial."""
+    if cfg is not None:
+        return moot_keys(cfg.workload.mode, cfg.model.dataset.name)
+    for t in study.get_trials(deepcopy=False, states=_FINISHED):
+        plain = TrialRecord.of(t).config
+        if plain:
+            dataset = plain.get("model", {}).get("dataset", {}) or {}
+            return moot_keys(str(plain.get("workload", {}).get("mode", "")),
+                             str(dataset.get("name", "")))
+    return frozenset()
+
+
+def _objectives(study: optuna.Study, ex: Explanation | None) -> list[Objective]:
+    """The study's objectives, in order: the explanation's, else the study's metric names."""
+    if ex is not None:
+        return [OBJECTIVES[o["name"]] for o in ex.objectives if o["name"] in OBJECTIVES]
+    by_metric = {o.metric: o for o in OBJECTIVES.values()}
+    return [by_metric[m] for m in study.metric_names or [] if m in by_metric]
+
+
 def _best_plan(page: Page, cfg: EvalConfig | None, result: SimResult | None,
-               tokens: bool = False) -> None:
+               tokens: bool = False, moot: frozenset[str] = frozenset()) -> None:
     page.heading("Best plan")
     if result is None or not result.fits:
         why = f" Closest plan: {result.reason}." if result is not None and result.reason else ""
@@ -99,7 +131,8 @@ def _best_plan(page: Page, cfg: EvalConfig | None, result: SimResult | None,
         )
     if cfg is not None:
         tables = "".join(
-            f"<div><h3>{k}</h3>{rows_table(flatten('', _section(cfg, k, tokens)), 'plan')}</div>"
+            f"<div><h3>{k}</h3>{rows_table(flatten('', _section(cfg, k, tokens, moot)), 'plan')}"
+            "</div>"
             for k in ("model", "workload", "system", "plan")
         )
         page.add(f'<div class="plan-sections">{tables}</div>')
@@ -194,6 +227,14 @@ def _search_figures(page: Page, study: optuna.Study, results: list[dict[str, Any
         page.figure("trials", trials_figure(results, best_trial))
 
 
+def _top_caption(first: Objective | None) -> str:
+    """How the trials table is ordered: by the study's first objective, as it was searched."""
+    o = first or OBJECTIVES["throughput"]
+    best = "highest" if o.direction == "maximize" else "lowest"
+    return (f"By {o.title} ({best} first), plans that fit first; plans that do not fit by peak "
+            "memory, the closest to fitting first. Click a column header to sort.")
+
+
 def _page(**inputs: Unpack[ReportInputs]) -> list[str | None]:
     """The report's segments: HTML text, None where plotly.js goes (see `write_report`)."""
     study, title = inputs["study"], inputs["title"]
@@ -205,17 +246,16 @@ def _page(**inputs: Unpack[ReportInputs]) -> list[str | None]:
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(summary_table(study, results, best_result, explanation, best_trial))
     explain_section(page, explanation)
+    moot = _moot_keys(study, best_config)
     _best_plan(page, best_config, best_result,
-               tokens=explanation is not None and explanation.input_kind != "image")
+               tokens=explanation is not None and explanation.input_kind != "image", moot=moot)
 
     _search_figures(page, study, results,
                     explanation.objectives if explanation is not None else (), best_trial)
-    page.heading(
-        f"Top {top_n} trials",
-        "By throughput, plans that fit first; plans that do not fit by peak memory, the "
-        "closest to fitting first. Click a column header to sort.",
-    )
-    page.add(f'<div class="table-wrap">{top_trials_table(results, top_n, best_trial)}</div>')
+    objectives = _objectives(study, explanation)
+    page.heading(f"Top {top_n} trials", _top_caption(objectives[0] if objectives else None))
+    page.add('<div class="table-wrap">'
+             f"{top_trials_table(results, top_n, best_trial, objectives, moot)}</div>")
     if snippet is not None:
         page.heading("PopTorch options", "The snippet written beside best.yaml.")
         page.add(f"<details><summary>show</summary><pre>{html.escape(snippet)}</pre></details>")

@@ -9,7 +9,13 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.explain import INVALID_PLAN, Explanation, invalid_start, remedy_command
+from ipu_tune.explain import (
+    INVALID_PLAN,
+    Explanation,
+    invalid_start,
+    objective_title,
+    remedy_command,
+)
 from ipu_tune.knobs import rate_number, rate_text
 from ipu_tune.simulator import SimResult
 
@@ -88,11 +94,15 @@ def _cell(v: Any, css: str = "") -> str:
 
 
 def _ladder_html(ex: Explanation) -> str:
+    steps = ex.steps
+    # A study whose first objective is not throughput (latency): its value beside samples/s,
+    # as `explain` prints it; each value carries its unit.
+    title = objective_title(steps[0]) if steps else ""
+    extra = f"<th>{html.escape(title)}</th>" if title else ""
     head = ("<tr><th>step</th><th class=text>change</th><th>fits</th>"
-            "<th>peak MB per IPU (limit)</th><th>samples/s</th><th>speed-up</th>"
+            f"<th>peak MB per IPU (limit)</th><th>samples/s</th><th>speed-up</th>{extra}"
             "<th class=text>bottleneck</th></tr>")
     rows = []
-    steps = ex.steps
     for s in steps:
         css = "nofit" if not s["fits"] else ("exported" if s is steps[-1] else "")
         # An invalid plan is not simulated: it has no memory, and fitting does not apply.
@@ -104,6 +114,7 @@ def _ladder_html(ex: Explanation) -> str:
                                           f" ({s['memory_limit_bytes'] / 1e6:,.0f})")
             + _cell(rate_number(s['throughput']) if s["fits"] else "-")
             + _cell(f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-")
+            + (_cell(s["objective_shown"] if s["fits"] else "-") if title else "")
             + _cell(s["bottleneck"], "text") + "</tr>")
     caption = (f"<caption>Steps ranked by: {html.escape(ex.ladder_rank)}</caption>"
                if ex.ladder_rank else "")
@@ -111,14 +122,24 @@ def _ladder_html(ex: Explanation) -> str:
             "</table>")
 
 
+def _objective_cells(r: Mapping[str, Any]) -> str:
+    """A sensitivity row's objective (with its unit) and its change against the best plan."""
+    pct = r.get("objective_change_pct")
+    return (_cell(r.get("objective_shown", "-"))
+            + _cell(f"{pct:+.1f}%" if pct is not None else "-"))
+
+
 def _sensitivity_html(rows: Sequence[Mapping[str, Any]]) -> str:
+    title = objective_title(rows[0]) if rows else ""  # as in the ladder
+    extra = f"<th>{html.escape(title)}</th><th>change</th>" if title else ""
     head = ("<tr><th class=text>knob</th><th>value</th><th>fits</th><th>samples/s</th>"
-            "<th>change</th><th>in search space</th></tr>")
+            f"<th>change</th>{extra}<th>in search space</th></tr>")
     body = "".join(
         "<tr>" + _cell(r["knob"], "text") + _cell(r["value"])
         + _cell("yes" if r["fits"] else ("NO" if r["valid"] else "n/a"))
         + _cell(rate_number(r['throughput']) if r["fits"] else "-")
         + _cell(f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-")
+        + (_objective_cells(r) if title else "")
         + _cell("yes" if r.get("searched") else "no") + "</tr>"
         for r in rows)
     return f'<table class="ladder" data-table="sensitivity">{head}{body}</table>'

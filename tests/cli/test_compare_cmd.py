@@ -88,3 +88,55 @@ def test_every_key_that_differs_has_a_row(
     text = capsys.readouterr().out
     assert re.search(rf"^{section}\.{key}\.{sub}\b.*\*", text, re.M), text
     assert f"  B: {want:g}" in text or re.search(rf"\b{want:g}\s+\*$", text, re.M), text
+
+
+def _infer(path: Path, micro_batch: int, mode: str = "infer") -> str:
+    path.write_text(yaml.safe_dump({
+        "model": {"name": "bert_large_squad"}, "system": {"ipu": "mk2", "num_ipus": 4},
+        "workload": {"mode": mode, "micro_batch_size": micro_batch},
+        "plan": {"replication_factor": 4, "precision": "16.16", "partials": "half"}}))
+    return str(path)
+
+
+@pytest.mark.parametrize(("mode_a", "mode_b", "shown"), [
+    ("infer", "infer", True), ("train", "infer", True), ("train", "train", False)])
+def test_inference_plans_compare_their_latency_per_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], mode_a: str, mode_b: str,
+        shown: bool) -> None:
+    a = _infer(tmp_path / "a.yaml", 4, mode_a)
+    b = _infer(tmp_path / "b.yaml", 2, mode_b)
+    assert compare_main([a, b]) == 0
+    text = capsys.readouterr().out
+    # A training plan of BERT-large this size does not fit: no latency ("-"), a difference.
+    row = re.search(r"^latency per call \(ms\)\s+([\d.,]+|-)\s+([\d.,]+|-)\s+\*(?: ([+-]\d+)%)?$",
+                    text, re.M)
+    assert (row is not None) == shown, text
+    assert compare_main([a, b, "--json"]) == 0
+    result = {r["name"]: r for r in json.loads(capsys.readouterr().out)["result"]}
+    assert ("latency_s" in result) == shown
+    if row is not None and row.group(3) is not None:
+        ms = [float(v.replace(",", "")) for v in row.groups()[:2]]
+        assert ms == pytest.approx([1e3 * result["latency_s"][s] for s in "ab"], abs=1e-3)
+        assert int(row.group(3)) == round(100 * (ms[1] / ms[0] - 1))
+
+
+def test_no_row_marks_a_difference_its_printed_values_do_not_show(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Micro-batch 4 against 2: the stream buffers (tens of kB) printed 0.0 MB against 0.0 MB
+    and were marked -100%; a phase a hair apart printed equal and was marked -0%."""
+    assert compare_main([_infer(tmp_path / "a.yaml", 4), _infer(tmp_path / "b.yaml", 2)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if len(line) > 24 and not line.startswith(("A:", "B:", "  ", "("))]
+    checked = 0
+    for line in rows:
+        cells = line[24:].split()
+        if len(cells) < 2 or cells[:2] == ["A", "B"]:
+            continue
+        checked += 1
+        marked = "*" in cells[2:]
+        assert marked == (cells[0] != cells[1]), line
+        assert not re.search(r"[+-]0%", line), line
+    assert checked > 10
+    from ipu_tune.cli.compare_cmd import _pct
+    assert _pct(4.7231, 4.7229, "4.723", "4.723") == ""
+    assert _pct(1.0, 1.0002, "1.0000", "1.0002") == "* +0.02%"

@@ -85,3 +85,21 @@ def test_a_multi_instance_plan_prints_its_poprun_line(tmp_path: Path) -> None:
     assert "poprun: poprun --num-instances 2" in best
     for name in ("poptorch_options.py", "popart_options.py", "tf_ipu_config.py"):
         assert next((tmp_path / "results").glob(f"*/{name}")).is_file()
+
+
+def test_a_sweep_of_inference_runs_shows_latency_and_no_moot_highlights() -> None:
+    infer = load_config({"workload": {"mode": "infer"}, "system": {"num_ipus": 2},
+                         "plan": {"replication_factor": 2}})
+    synthetic = load_config({"model": {"dataset": {"name": "synthetic"}},
+                             "system": {"num_ipus": 2},
+                             "plan": {"replication_factor": 2, "host_instances": 2}})
+    runs = [RunSummary(n, "journal", 3, 3, (), 1, c, ipu_tune.evaluate(c))
+            for n, c in (("infer", infer), ("synthetic", synthetic))]
+    header, *rows = format_comparison(runs).splitlines()[1:]
+    at = header.index("latency ms/call")
+    latency = runs[0].best_result
+    assert latency is not None and latency.fits
+    assert rows[0][at:at + 15].strip() == f"{latency.latency_s * 1e3:,.3f}"
+    assert rows[1][at:at + 15].strip() == "-"  # a training run: no caller waits on a step
+    assert "instances" not in rows[1]  # no host pipeline with synthetic data
+    assert "latency" not in format_comparison(runs[1:])
