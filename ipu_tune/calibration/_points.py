@@ -69,9 +69,9 @@ def _name(index: int, row: Mapping[str, Any]) -> str:
     own in `calibrate --output`'s YAML (a constant the fit never wrote), an escape would reach
     the terminal."""
     name = str(row.get("name") or f"row{index + 1}")
-    if len(name) > _NAME_CHARS or not name.isprintable():
-        raise bad_value(f"row{index + 1}.name", name, "printable text on one line, at most "
-                        f"{_NAME_CHARS} characters")
+    if len(name) > _NAME_CHARS or not name.isprintable() or not name.strip():
+        raise bad_value(f"row{index + 1}.name", name, "printable text on one line, not blank, "
+                        f"at most {_NAME_CHARS} characters")
     return name
 
 

@@ -1,7 +1,8 @@
 """`ipu-tune evaluate FILE [key=value ...] [--json]`: simulate one config, print the breakdown.
 
 Overrides are spelled as Hydra spells them (`plan.precision=16.16`, `plan.pipeline.splits=[a,b]`,
-`~plan.io_tiles` back to the default) and applied to the file's config before it is checked.
+`system=bow system.num_ipus=4`, `~model.kwargs.NAME`) and applied to the file as written before
+it is checked.
 """
 
 from __future__ import annotations

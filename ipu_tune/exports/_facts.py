@@ -129,8 +129,10 @@ class Facts:
             return "Needs replication; this plan has one replica."
         return "Every replica keeps the whole optimizer state. " + self.headroom_sentence()
 
-    def io_sentence(self, eight_bit: bool) -> str:
-        size = "1 byte" if eight_bit else ("2 bytes" if self.plan.input_fp16 else "4 bytes")
+    def io_sentence(self, eight_bit: bool, tokens: bool = False) -> str:
+        """What the host sends per input element: token ids are int32 whatever the precision."""
+        size = ("4 bytes" if tokens else "1 byte" if eight_bit
+                else "2 bytes" if self.plan.input_fp16 else "4 bytes")
         base = f"The host sends {size} per input element ({cite('eight_bit')}). "
         if eight_bit:
             base = (

@@ -192,7 +192,8 @@ def input_lines(
         f"# Precision {plan.precision}: input {in_dtype}, model {model_dtype}; fp16 halves the"
         f" bytes of weights and activations and speeds up conv/matmul ({cite('precision')}).",
         f"INPUT_DTYPE = {in_dtype}",
-        f"# 8-bit I/O: {plan.eight_bit_io}. " + ctx.facts.io_sentence(eight_bit),
+        f"# 8-bit I/O: {plan.eight_bit_io}. "
+        + ctx.facts.io_sentence(eight_bit, tokens=kind == "tokens"),
     ]
     if plan.eight_bit_io and not image:
         what = "token ids" if kind == "tokens" else "audio samples or features"

@@ -222,12 +222,13 @@ def test_the_inference_call_cost_is_refitted_from_rows_at_one_device_iteration()
     assert fit.loss_after < fit.loss_before
 
 
-@pytest.mark.parametrize("name", ["r0\ncall_overhead_s: 0.19 #", "red \x1b[31m", "x" * 201])
+@pytest.mark.parametrize("name", ["r0\ncall_overhead_s: 0.19 #", "red \x1b[31m", "x" * 201,
+                                  "   "])
 def test_a_row_name_is_one_printable_line(name: str) -> None:
     """A newline in a name began a line of its own in `calibrate --output`'s YAML: a constant
     the fit never wrote, which `--constants` then applied."""
     row = {"name": name, "model": {"name": "mnist_cnn"}, "samples_per_s": 1000}
-    with pytest.raises(IpuTuneError, match=r"^row1\.name=.*printable text on one line"):
+    with pytest.raises(IpuTuneError, match=r"^row1\.name=.*printable text on one line, not blank"):
         load_points([row])
 
 

@@ -369,3 +369,12 @@ def test_a_plan_poptorch_would_reject_says_so_in_the_header() -> None:
     assert "WARNING, PopTorch will reject this plan at compile time" in doc
     assert "gradient accumulation 2 < 4 pipeline stages" in doc
     assert "WARNING" not in poptorch_snippet(make_config(bert))
+
+
+def test_token_ids_are_sent_as_int32_whatever_the_precision() -> None:
+    """A BERT program at FP16.16 said the host sends 2 bytes per input element: its ids are
+    int32, as INPUT_DTYPE says beside it."""
+    source = poptorch_snippet(make_config(PLANS["pipelined-bert"]))
+    assert "INPUT_DTYPE = torch.int32" in source
+    assert "The host sends 4 bytes per input element" in " ".join(
+        line.strip("# ") for line in source.splitlines())
