@@ -11,19 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ipu_tune.__main__ import main
 from ipu_tune._own_files import reserved_study_name, storage_file
+from tests.cli._one_line import exit_line
 
 _LOCK = "ipu_tune.journal.ipu_tune-lock"
 
 
-def _exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    assert isinstance(info.value.code, int)
-    return info.value.code, err
 
 
 @pytest.mark.parametrize("name", ["ipu_tune.journal", "results.db", _LOCK,
@@ -32,7 +25,7 @@ def test_calibrate_output_onto_a_storage_file_is_refused(
         name: str, stored_study: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = stored_study / name
     before = target.read_bytes()
-    code, err = _exit(["calibrate", "--fit", "matmul_efficiency", "--max-evals", "10",
+    code, err = exit_line(["calibrate", "--fit", "matmul_efficiency", "--max-evals", "10",
                        "--output", str(target)], capsys)
     assert code == 2 and err.startswith(f"ipu-tune: error: --output='{target}': exists and is")
     assert target.read_bytes() == before
@@ -46,7 +39,7 @@ def test_export_output_onto_a_storage_under_another_name_is_refused(
     target = tmp_path / "s.csv"
     shutil.copy(stored_study / source, target)
     before = target.read_bytes()
-    code, err = _exit(["export", "s", "--results-dir", str(stored_study), "--output",
+    code, err = exit_line(["export", "s", "--results-dir", str(stored_study), "--output",
                        str(target)], capsys)
     assert code == 2 and "exists and is a" in err and "keeps the studies" in err
     assert target.read_bytes() == before
@@ -71,7 +64,7 @@ def test_storage_file_knows_a_plain_file_from_a_storage_file(tmp_path: Path) -> 
                                   "multirun"])
 def test_a_study_name_among_the_storage_files_is_refused_before_the_first_trial(
         name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = _exit(["model=mnist_cnn", "study.n_trials=1", f"results_dir={tmp_path}",
+    code, err = exit_line(["model=mnist_cnn", "study.n_trials=1", f"results_dir={tmp_path}",
                        f"study.name={name}", "study.progress_bar=false"], capsys)
     assert code == 2 and err.startswith(f"ipu-tune: error: study.name='{name}': ")
     assert "allowed:" in err
@@ -91,17 +84,17 @@ def test_a_storage_file_linked_outside_results_dir_is_refused(
     results.mkdir()
     outside.mkdir()
     (results / name).symlink_to(outside / f"new-{name}")
-    code, err = _exit(["model=mnist_cnn", "study.n_trials=1", f"results_dir={results}",
+    code, err = exit_line(["model=mnist_cnn", "study.n_trials=1", f"results_dir={results}",
                        "study.progress_bar=false"], capsys)
     assert code == 2 and "resolves outside results_dir" in err and name in err
     assert list(outside.iterdir()) == []
-    code, err = _exit(["studies", "--results-dir", str(results)], capsys)
+    code, err = exit_line(["studies", "--results-dir", str(results)], capsys)
     assert code == 2
 
 
 def test_the_claims_folder_takes_no_output(stored_study: Path, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     target = stored_study / "ipu_tune.journal.claims.running" / "x.yaml"
-    code, err = _exit(["calibrate", "--fit", "matmul_efficiency", "--max-evals", "10",
+    code, err = exit_line(["calibrate", "--fit", "matmul_efficiency", "--max-evals", "10",
                        "--output", str(target)], capsys)
     assert code == 2 and "claims" in err and not target.exists()

@@ -14,7 +14,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 import ipu_tune
-from ipu_tune.__main__ import main
+from tests.cli._one_line import exit_line
 from tests.conftest import run_cli
 
 TARGET = "tests.models.factories.tiny_mlp"
@@ -34,13 +34,6 @@ def _tmpfs(where: Path, size: str, *options: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
-def _exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    assert isinstance(info.value.code, int)
-    return info.value.code, err
 
 
 @pytest.mark.parametrize("where", ["/proc/ipu_tune_table.csv", "{tmp}/a_dir.csv",
@@ -50,7 +43,8 @@ def test_export_output_unwritable_is_one_line(
 ) -> None:
     (tmp_path / "a_dir.csv").mkdir()
     out = where.replace("{tmp}", str(tmp_path))
-    code, err = _exit(["export", "s", "--output", out, "--results-dir", str(stored_study)], capsys)
+    code, err = exit_line(["export", "s", "--output", out, "--results-dir", str(stored_study)],
+                          capsys)
     refusal = "exists and is a directory" if out.endswith("a_dir.csv") else "cannot be written"
     assert code == 2 and out in err and refusal in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_dir.csv"]
@@ -62,7 +56,7 @@ def test_export_output_read_only_place_is_one_line(
 ) -> None:
     with _tmpfs(tmp_path / "ro", "1m", "ro") as ro:
         out = str(ro / "t.csv")
-        code, err = _exit(["export", "s", "--output", out, "--results-dir", str(stored_study)],
+        code, err = exit_line(["export", "s", "--output", out, "--results-dir", str(stored_study)],
                           capsys)
         # A read-only disk is a fault of the machine (exit 1), not bad input (2).
         assert code == 1 and f"--output={out!r}" in err and "Read-only" in err
@@ -92,19 +86,19 @@ def test_a_read_only_results_dir_is_read_and_refused_for_writing(
         results = ["--results-dir", str(ro)]
         for command in (["studies"], ["trials", "s", "--top", "2"],
                         ["explain", "s", "--no-sensitivity"]):
-            code, err = _exit([*command, *results], capsys)
+            code, err = exit_line([*command, *results], capsys)
             assert code == 0 and err == "", (command, err)
         out = tmp_path / "t.csv"
-        assert _exit(["export", "s", "--output", str(out), *results], capsys)[0] == 0
+        assert exit_line(["export", "s", "--output", str(out), *results], capsys)[0] == 0
         assert len(out.read_text().splitlines()) == 1 + 2  # every trial of the stored study
         writes = {("report", "s"): f"export path={str(ro / 's' / 'best.yaml')!r}",
                   ("export", "s", "--output", str(ro / "t.csv")):
                       f"--output={str(ro / 't.csv')!r}"}
         for command, named in writes.items():
-            code, err = _exit([*command, *results], capsys)
+            code, err = exit_line([*command, *results], capsys)
             assert code == 1 and named in err and "(Read-only file system)" in err, err
         points = Path(ipu_tune.__file__).parent / "calibration" / "points.yaml"
-        code, err = _exit(["calibrate", str(points), "--output", str(ro / "c.yaml")], capsys)
+        code, err = exit_line(["calibrate", str(points), "--output", str(ro / "c.yaml")], capsys)
         assert code == 1 and f"--output={str(ro / 'c.yaml')!r}" in err, err
         tune = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=5",
                         "study.progress_bar=false", f"results_dir={ro}"], cwd=tmp_path)
@@ -131,10 +125,10 @@ def test_a_sqlite_study_in_a_read_only_folder_is_read_and_refused_for_writing(
     with _read_only(db, tmp_path / "ro") as ro:
         url = f"sqlite:///{ro / 'st.db'}"
         for command in (["studies"], ["trials", "q"]):
-            code, err = _exit([*command, "--storage", url], capsys)
+            code, err = exit_line([*command, "--storage", url], capsys)
             assert code == 0 and err == "", (command, err)
         out = tmp_path / "q.csv"
-        assert _exit(["export", "q", "--storage", url, "--output", str(out)], capsys)[0] == 0
+        assert exit_line(["export", "q", "--storage", url, "--output", str(out)], capsys)[0] == 0
         assert len(out.read_text().splitlines()) == 1 + 3
         tune = run_cli(["model=mnist_cnn", "study.name=q", "study.n_trials=5",
                         "study.progress_bar=false", f"study.storage={url}"], cwd=tmp_path)
@@ -151,9 +145,9 @@ def test_report_of_a_stored_target_needs_the_trust_flag(
                     "study.n_trials=2", "study.progress_bar=false"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     results = str(tmp_path / "results")
-    code, err = _exit(["report", "t", "--results-dir", results], capsys)
+    code, err = exit_line(["report", "t", "--results-dir", results], capsys)
     assert code == 2 and "--trust-remote-code" in err and TARGET in err
-    code, _ = _exit(["report", "t", "--results-dir", results, "--trust-remote-code"], capsys)
+    code, _ = exit_line(["report", "t", "--results-dir", results, "--trust-remote-code"], capsys)
     assert code == 0
 
 

@@ -15,19 +15,12 @@ import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from ipu_tune.__main__ import main
+from tests.cli._one_line import exit_line
 from tests.conftest import run_cli
 
 QUICK = ["model=mnist_cnn", "study.n_trials=1", "study.progress_bar=false"]
 
 
-def _exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    assert isinstance(info.value.code, int)
-    return info.value.code, err
 
 
 def _touch(marker: Path) -> str:
@@ -61,7 +54,7 @@ def test_hydra_side_doors_on_the_command_line_run_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "PWNED"
-    code, err = _exit([*QUICK, *(a.replace("{m}", str(marker)) for a in args)], capsys)
+    code, err = exit_line([*QUICK, *(a.replace("{m}", str(marker)) for a in args)], capsys)
     assert code == 2, case
     assert err.startswith("ipu-tune: error: "), err
     assert "only model._target_" in err or "Hydra keys" in err, err
@@ -134,7 +127,7 @@ def test_pip_call_subprocess_is_refused_before_it_is_called(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "PWNED"
-    code, err = _exit([*QUICK, "model._target_=pip._internal.utils.subprocess.call_subprocess",
+    code, err = exit_line([*QUICK, "model._target_=pip._internal.utils.subprocess.call_subprocess",
                        f"+model.kwargs.cmd=[touch,{marker}]", "+model.kwargs.command_desc=x"],
                       capsys)
     assert code == 2 and "returns str, not a torch.nn.Module" in err, err
