@@ -97,8 +97,7 @@ def stream_copy_s(
     slot here, or the same slot would hide the network leg twice and a faster device would
     expose more of it."""
     exposed = max(0.0, 1.0 - (plan.prefetch_depth - 1) / 2.0)
-    pcie = bytes_per_micro_batch / system.ipu.host_link_bytes_per_s
-    network = bytes_per_micro_batch / _network_bytes_per_s(system, plan)
+    pcie, network = _copy_legs(bytes_per_micro_batch, system, plan)
     if plan.prefetch_depth > 1:
         network -= slot_s
     return c.stream_latency_s * exposed + max(pcie, network)
@@ -108,9 +107,15 @@ def first_copy_s(bytes_per_micro_batch: float, system: System, plan: ExecutionPl
                  c: SimConstants) -> float:
     """Seconds a call's first stream copy takes: nothing before it runs ahead, so neither its
     transfer latency nor its network leg is hidden, whatever the prefetch depth."""
-    pcie = bytes_per_micro_batch / system.ipu.host_link_bytes_per_s
-    network = bytes_per_micro_batch / _network_bytes_per_s(system, plan)
-    return c.stream_latency_s + max(pcie, network)
+    return c.stream_latency_s + max(_copy_legs(bytes_per_micro_batch, system, plan))
+
+
+def _copy_legs(bytes_per_micro_batch: float, system: System,
+               plan: ExecutionPlan) -> tuple[float, float]:
+    """Seconds of a micro-batch's copy over the IPU's PCIe link and over the servers' network
+    share of its replica."""
+    return (bytes_per_micro_batch / system.ipu.host_link_bytes_per_s,
+            bytes_per_micro_batch / _network_bytes_per_s(system, plan))
 
 
 def io_call_s(bytes_per_call: float, system: System) -> float:
