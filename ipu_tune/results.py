@@ -40,6 +40,7 @@ def row_from_trial(study_name: str, trial: FrozenTrial,
                    else None),
         # A plan that does not fit has no throughput (not 0 samples/s).
         "throughput": result.get("throughput") if result.get("fits") else None,
+        "latency_s": result.get("latency_s") if result.get("fits") else None,
         "fits": result.get("fits"),
         "feasible": record.feasible,
         "peak_memory_bytes": max(memory) if memory else None,

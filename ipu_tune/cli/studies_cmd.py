@@ -266,7 +266,8 @@ def export_main(argv: Sequence[str]) -> int:
         study, target, _ = _load(args)
         store = _synced_store(target.results_url, study)
         try:
-            path = export_table(store.frame(study.study_name), Path(args.output))
+            path = export_table(store.frame(study.study_name), Path(args.output),
+                                study.metric_names or ())
         finally:
             store.close()
     except IpuTuneError as exc:

@@ -11,7 +11,7 @@ import sqlite3
 import stat
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,14 +159,30 @@ def csv_text(frame: Any, **options: Any) -> str:
     from pandas.api.types import is_object_dtype, is_string_dtype
 
     safe = frame.copy()
+    safe.columns = [spreadsheet_cell(str(n)) for n in safe.columns]  # a study's metric names
     for name in safe.columns:
         if is_object_dtype(safe[name]) or is_string_dtype(safe[name]):
             safe[name] = safe[name].map(spreadsheet_cell)
     return str(safe.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC, **options))
 
 
-def export_table(frame: Any, path: Path) -> Path:
-    """Write the results table as Parquet or CSV, chosen by the file suffix.
+def _named_objectives(table: Any, metrics: Sequence[str]) -> Any:
+    """`table` with a column per objective after ``values``, named by its Optuna metric name
+    (the quantity and its unit: ``latency per call [s]``), holding that objective's value."""
+    if "values" not in table.columns:
+        return table
+    at = list(table.columns).index("values") + 1
+    for i, metric in enumerate(metrics):
+        if metric not in table.columns:
+            column = table["values"].map(
+                lambda v, i=i: float(v[i]) if v is not None and i < len(v) else None)
+            table.insert(at + i, metric, column.astype("float64"))
+    return table
+
+
+def export_table(frame: Any, path: Path, metrics: Sequence[str] = ()) -> Path:
+    """Write the results table as Parquet or CSV, chosen by the file suffix; `metrics`: the
+    study's objectives' metric names, in the order of ``values`` (a column each).
 
     Parquet keeps the types: list columns as lists, times as timestamps. CSV has no types, so
     lists are written as JSON arrays and times in ISO 8601.
@@ -175,10 +191,10 @@ def export_table(frame: Any, path: Path) -> Path:
         import io
 
         buf = io.BytesIO()
-        typed_table(frame).to_parquet(buf, index=False)
+        _named_objectives(typed_table(frame), metrics).to_parquet(buf, index=False)
         return atomic_write(path, buf.getvalue(), key="--output")
     if path.suffix == ".csv":
-        table = typed_table(frame)
+        table = _named_objectives(typed_table(frame), metrics)
         for name in _LIST_COLUMNS:
             if name in table.columns:
                 table[name] = table[name].map(lambda v: None if v is None else json.dumps(v))

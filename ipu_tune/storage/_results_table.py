@@ -62,6 +62,7 @@ _COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("state", "str16", True),
     ("values", "str1000", False),
     ("throughput", "float", False),
+    ("latency_s", "float", False),  # a call's, inputs on the host to results on the host
     ("fits", "bool", False),
     ("feasible", "bool", False),  # every constraint <= 0 (memory, global batch, floor)
     ("peak_memory_bytes", "bigint", False),

@@ -89,3 +89,28 @@ def test_csv_cells_a_spreadsheet_would_evaluate_are_plain_text(tmp_path: Path) -
     assert len(rows) == 1 + len(formulas)
     column = rows[0].index("bottleneck")
     assert [r[column] for r in rows[1:]] == ["'" + t for t in formulas]
+
+
+def test_each_objective_has_a_column_named_by_its_metric(tmp_path: Path) -> None:
+    study = optuna.create_study(study_name="s", directions=["minimize", "minimize"])
+    study.set_metric_names(["latency per call [s]", "=peak memory per IPU [bytes]"])
+    trial = study.ask()
+    TrialRecord.write_plan(trial, {
+        "model": {"name": "resnet50"},
+        "workload": {"mode": "infer", "micro_batch_size": 1},
+        "system": {"ipu": "mk2", "num_ipus": 1},
+        "plan": {"precision": "16.16", "device_iterations": 1},
+    }, {"fits": True, "throughput": 2400.0, "latency_s": 4.2e-4,
+        "memory_per_ipu": [10]})  # fmt: skip
+    trial.set_user_attr("constraints", [-0.5])
+    study.tell(trial, [4.2e-4, 10.0])
+    store = ResultsStore(f"sqlite:///{tmp_path / 'r.db'}")
+    sync_results(store, study)
+    frame = store.frame("s")
+    back = pd.read_parquet(export_table(frame, tmp_path / "t.parquet", study.metric_names))
+    assert back["latency per call [s]"].tolist() == [4.2e-4]
+    assert back["latency_s"].tolist() == [4.2e-4]  # the plan's, whatever the objectives
+    text = (export_table(frame, tmp_path / "t.csv", study.metric_names)).read_text()
+    header = next(csv.reader(io.StringIO(text)))
+    assert "latency per call [s]" in header
+    assert "'=peak memory per IPU [bytes]" in header  # a header is a cell a sheet evaluates
