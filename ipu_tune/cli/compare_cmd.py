@@ -61,18 +61,27 @@ def _other_differences(cfgs: list[Any], listed: set[str]) -> list[dict[str, Any]
     return rows
 
 
+_NOT_RUN = "not run"  # a knob's value in a plan that does not run it
+
+
 def compare(a_path: str, b_path: str) -> dict[str, Any]:
     """Both plans simulated: rows of (name, A, B, differs) per section."""
     from ipu_tune._api import evaluate_config
     from ipu_tune.config import load_config
-    from ipu_tune.knobs import KNOBS, get_key
+    from ipu_tune.knobs import KNOBS, get_key, moot_keys
     from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES
 
     cfgs = [load_config(a_path), load_config(b_path)]
     res = [evaluate_config(c) for c in cfgs]
+    # A knob a plan does not run (training's in inference, the host pipeline's with synthetic
+    # data) is "not run" on its side, and no row when neither plan runs it.
+    moot = [moot_keys(c.workload.mode, c.model.dataset.name) for c in cfgs]
     plan = []
     for k in KNOBS:
-        va, vb = (get_key(c, k.key) for c in cfgs)
+        if all(k.key in m for m in moot):
+            continue
+        va, vb = (_NOT_RUN if k.key in m else get_key(c, k.key)
+                  for c, m in zip(cfgs, moot, strict=True))
         va, vb = (list(v) if isinstance(v, tuple) else v for v in (va, vb))
         plan.append({"name": k.label or k.key, "a": va, "b": vb, "differs": va != vb})
     for key in _FIRST:

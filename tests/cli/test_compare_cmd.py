@@ -140,3 +140,17 @@ def test_no_row_marks_a_difference_its_printed_values_do_not_show(
     from ipu_tune.cli.compare_cmd import _pct
     assert _pct(4.7231, 4.7229, "4.723", "4.723") == ""
     assert _pct(1.0, 1.0002, "1.0000", "1.0002") == "* +0.02%"
+
+
+def test_a_knob_neither_plan_runs_has_no_row_and_one_side_reads_not_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _infer(tmp_path / "a.yaml", 4, "infer")
+    b = _infer(tmp_path / "b.yaml", 2, "infer")
+    assert compare_main([a, b, "--json"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)["plan"]}
+    assert not {"GA", "recompute", "offload", "RTS"} & names, names
+    c = _infer(tmp_path / "c.yaml", 2, "train")
+    assert compare_main([a, c, "--json"]) == 0
+    plan = {r["name"]: r for r in json.loads(capsys.readouterr().out)["plan"]}
+    ga = plan["GA"]
+    assert ga["a"] == "not run" and ga["b"] != "not run" and ga["differs"]
