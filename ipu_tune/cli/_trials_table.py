@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ipu_tune.search import SearchProblem
 
-__all__ = ["column_named", "filter_rows", "readable_table", "trials_frame"]
+__all__ = ["PARETO", "column_named", "filter_rows", "ranked", "readable_table", "trials_frame"]
 
 # A finished trial: COMPLETE (a feasible plan, with values) or PRUNED (infeasible, no value).
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -117,6 +117,26 @@ def _knob_cells(config: Any) -> dict[str, Any]:
     return row
 
 
+PARETO = "Pareto front"  # the column of a study of several objectives
+
+
+def ranked(df: Any, study: optuna.Study, problem: SearchProblem) -> Any:
+    """`df` (`trials_frame`'s) best first, as the exported trial is chosen: feasible first;
+    one objective: by its value; several: the Pareto front by distance to the ideal point
+    (the compromise first), then the other trials by the first objective."""
+    from ipu_tune.search import OBJECTIVES, front_distances
+
+    first = OBJECTIVES[problem.objective_names[0]]
+    front = front_distances(study, problem.directions)
+    keys = ["feasible", first.axis()]
+    ascending = [False, first.direction == "minimize"]
+    if front:
+        df = df.assign(_distance=df["trial"].map(front))
+        keys, ascending = ["feasible", "_distance", *keys[1:]], [False, True, *ascending[1:]]
+    out = df.sort_values(keys, ascending=ascending, kind="stable", na_position="last")
+    return out.drop(columns=["_distance"], errors="ignore")
+
+
 def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
     """One row per finished trial: objectives (named with units; empty for an infeasible
     trial, which has no value), fit, memory, knobs, why it is infeasible; the mode when the
@@ -124,8 +144,9 @@ def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
     rate side by side are no ranking)."""
     import pandas as pd
 
-    from ipu_tune.search import OBJECTIVES
+    from ipu_tune.search import OBJECTIVES, front_distances
 
+    front = front_distances(study, problem.directions)
     rows = []
     for t in study.get_trials(deepcopy=False, states=_FINISHED):
         rec = TrialRecord.of(t)
@@ -138,6 +159,8 @@ def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
                 row[o.axis()] = None
             else:
                 row[o.axis()] = int(value) if name == "changes" else value * o.scale
+        if len(problem.directions) > 1:
+            row[PARETO] = t.number in front
         row["fits"] = bool(rec.result.get("fits"))
         row["feasible"] = rec.feasible
         row["peak MB/IPU"] = max(memory) / 1e6 if memory else None

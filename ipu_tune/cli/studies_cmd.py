@@ -22,7 +22,13 @@ from ipu_tune.cli._common import (
     printable,
 )
 from ipu_tune.cli._exported import exported_note
-from ipu_tune.cli._trials_table import column_named, filter_rows, readable_table, trials_frame
+from ipu_tune.cli._trials_table import (
+    column_named,
+    filter_rows,
+    ranked,
+    readable_table,
+    trials_frame,
+)
 from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta
@@ -330,16 +336,11 @@ def trials_main(argv: Sequence[str]) -> int:
             df = df[df["feasible"]]
         for spec in args.where:
             df = filter_rows(df, spec)
-        from ipu_tune.search import OBJECTIVES
-
-        first = OBJECTIVES[problem.objective_names[0]]
         if args.sort is not None:  # "" names no column: refused, not ignored
             sort = column_named(df, args.sort, f"--sort={args.sort!r}")
             df = df.sort_values(sort, ascending=args.ascending, kind="stable")
         else:
-            # Feasible first, then the objective in its own direction.
-            df = df.sort_values(["feasible", first.axis()],
-                                ascending=[False, first.direction == "minimize"], kind="stable")
+            df = ranked(df, study, problem)
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
     df = df.head(args.top)

@@ -23,6 +23,7 @@ from ipu_tune.search._select import (
     Compromise,
     best_trial,
     compromise,
+    front_distances,
     is_feasible,
     pareto_front,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "count_changes",
     "cuts_to_starts",
     "even_split",
+    "front_distances",
     "io_tiles_rule",
     "is_feasible",
     "is_space_file",

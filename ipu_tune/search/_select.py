@@ -23,7 +23,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.records import TrialRecord
 
-__all__ = ["Compromise", "best_trial", "compromise", "is_feasible", "pareto_front"]
+__all__ = [
+    "Compromise", "best_trial", "compromise", "front_distances", "is_feasible", "pareto_front",
+]
 
 
 def is_feasible(trial: FrozenTrial) -> bool:
@@ -87,6 +89,18 @@ def compromise(study: optuna.Study, directions: Sequence[str]) -> Compromise | N
     signs = [1.0 if d == "maximize" else -1.0 for d in directions]
     trials = _feasible_complete(study, len(signs))
     return _rule(pareto_front(trials, signs), signs) if trials else None
+
+
+def front_distances(study: optuna.Study, directions: Sequence[str]) -> dict[int, float]:
+    """A study of several objectives: its feasible Pareto front's trial numbers -> distance to
+    the ideal point (smallest: the compromise `best_trial` exports); else {}."""
+    signs = [1.0 if d == "maximize" else -1.0 for d in directions]
+    trials = _feasible_complete(study, len(signs)) if len(signs) > 1 else []
+    if not trials:
+        return {}
+    front = pareto_front(trials, signs)
+    rule = _rule(front, signs)
+    return {t.number: rule.distance(t.values or ()) for t in front}
 
 
 def best_trial(study: optuna.Study, directions: Sequence[str]) -> FrozenTrial | None:
