@@ -117,7 +117,10 @@ def reserved_study_name(name: str) -> str | None:
     if name.startswith((DEFAULT_JOURNAL, RESULTS_DB)) or name == "multirun":
         return (f"names starting with {DEFAULT_JOURNAL} or {RESULTS_DB}, and multirun, are "
                 "ipu-tune's own files in results_dir")
-    if name.endswith(OWN_SUFFIXES):
-        return ("names ending in " + ", ".join(OWN_SUFFIXES) + " are the files kept beside a "
-                "storage")
+    # A storage file has a suffix of its own (`studies.db`, `runs.journal`): a name like
+    # `my-journal` is nothing's companion.
+    base = next((name[: -len(s)] for s in OWN_SUFFIXES if name.endswith(s)), None)
+    if base is not None and "." in base:
+        return ("names of a file and one of " + ", ".join(OWN_SUFFIXES) + " are the files "
+                "kept beside a storage")
     return None

@@ -71,7 +71,8 @@ def test_a_study_name_among_the_storage_files_is_refused_before_the_first_trial(
     assert list(tmp_path.iterdir()) == []  # refused before anything was made
 
 
-@pytest.mark.parametrize("name", ["run@2024", "s", "a.journal-notes", "v1@abc"])
+@pytest.mark.parametrize("name", ["run@2024", "s", "a.journal-notes", "v1@abc", "my-journal",
+                                  "ablation-wal", "x-shm", "v2.claims"])
 def test_other_names_with_at_or_dots_stay_allowed(name: str) -> None:
     assert reserved_study_name(name) is None
 
