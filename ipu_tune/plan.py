@@ -40,6 +40,12 @@ class _Plan:
         return len(self.splits) + 1
 
     @property
+    def pipelined(self) -> bool:
+        """PopTorch's PipelinedExecution: more than one stage, not sharded (stages run one
+        after another: `ShardedExecution`)."""
+        return self.stages > 1 and self.schedule != "sharded"
+
+    @property
     def input_fp16(self) -> bool:
         return self.precision.split(".")[0] == "16"
 

@@ -99,7 +99,7 @@ class ExportContext:
     @property
     def pipelined(self) -> bool:
         """PopTorch's PipelinedExecution (more than one stage, not sharded)."""
-        return self.stages > 1 and self.plan.schedule != "sharded"
+        return bool(self.plan.pipelined)
 
     @property
     def model_label(self) -> str:

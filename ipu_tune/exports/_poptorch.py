@@ -173,7 +173,7 @@ def _recompute_lines(
             "PopTorch sets PopART's pipeline recomputation (autoRecomputation = Pipeline) for a"
             " pipeline over more than one IPU"
             if pipelined
-            else "PopTorch recomputes nothing on one stage"
+            else "PopTorch recomputes nothing outside a pipeline (one stage, or sharded)"
         )
         return [
             f"# Recomputation: auto, PopTorch's default left as it is: {default}"

@@ -33,7 +33,7 @@ from ipu_tune.simulator._result import (
 from ipu_tune.simulator._simulate import simulate
 
 # Bump when the physics or the constants change (results stores keep it with each trial).
-SIMULATOR_VERSION = "3.3.0"
+SIMULATOR_VERSION = "3.4.0"
 
 __all__ = [
     "ALL_REDUCE_TERMS",

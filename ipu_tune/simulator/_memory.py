@@ -15,8 +15,8 @@ Sources per category:
 - activation_stash: grouped schedule stashes 2(N-s)+1 micro-batches on stage s (s=0 first
   IPU), interleaved N+1 (seed guide 4.2), sharded 1.
 - recompute: `auto` is PopTorch's default (`recompute_mode`): PopART pipeline recomputation
-  (`autoRecomputation = RecomputationType::Pipeline`) when the plan has more than one stage,
-  none otherwise (graphcore/poptorch Compiler.cpp; docs/references.md).
+  (`autoRecomputation = RecomputationType::Pipeline`) when the plan is pipelined (more than one
+  stage, not sharded), none otherwise (graphcore/poptorch Compiler.cpp; docs/references.md).
 - recompute_checkpoints: `checkpoints` stashes only each stage's input (a single-stage program
   has no stage boundary and keeps block boundaries, as MLPerf ResNet-50 places its checkpoints);
   `every_block` stashes block boundaries (seed guide 4.2 "pipelining comes with recomputation").
@@ -49,12 +49,14 @@ __all__ = ["PlanMemory", "plan_memory", "recompute_mode", "stage_memory", "stash
 
 def recompute_mode(plan: ExecutionPlan) -> str:
     """The recomputation a plan runs: `none`, `checkpoints` or `every_block`; `auto` resolves
-    as PopTorch does (pipeline recomputation, i.e. `checkpoints` at stage boundaries, when
-    pipelined; none for one stage or inference)."""
+    as PopTorch does (pipeline recomputation, i.e. `checkpoints` at stage boundaries, under
+    PipelinedExecution over more than one IPU; none for one stage, a sharded plan or
+    inference: poptorch Compiler.cpp sets `autoRecomputation = Pipeline` in the pipelined
+    case only)."""
     if not plan.training:
         return "none"
     if plan.recompute == "auto":
-        return "checkpoints" if plan.stages > 1 else "none"
+        return "checkpoints" if plan.pipelined else "none"
     return plan.recompute
 
 

@@ -69,15 +69,9 @@ def simulate(
     samples_per_step = plan.samples_per_step * profile.sequences_per_pack
     samples_per_call = samples_per_step * di
     phases = _phases(core, update, call, di)
-    # Latency: a call's inputs on the host to its results on the host. PopTorch and PopART
-    # return a call's outputs when the call ends (seed guide 4.5.3), so every micro-batch of
-    # the call waits for the whole call: its per-call cost, its device passes (pipeline fill
-    # included) and its stream copies, the first of which nothing before it hides (neither
-    # prefetch nor I/O tiles: no earlier slot). Host preprocessing is not in it: the inputs
-    # are ready when the call starts.
-    exposed_copy = call.host_io_s / (plan.gradient_accumulation if training else 1)
-    first_copy = 0.0 if stream_bytes == 0.0 else _host.first_copy_s(stream_bytes, system, plan, c)
-    latency_s = call.device_call_s + first_copy - exposed_copy
+    # Latency: a call's inputs on the host to its results on the host (`_call_time`). Host
+    # preprocessing is not in it: the inputs are ready when the call starts.
+    latency_s = call.device_call_s
     return built(SimResult, {
         "fits": fits,
         "throughput": samples_per_call / call.call_s if fits else 0.0,
@@ -176,7 +170,7 @@ class CallTime:
     host_exposed_s: float  # host time not overlapped with the device
     call_cost_s: float  # per-call device cost
     ramp_s: float  # pipeline ramp per step
-    host_io_s: float  # exposed stream copies per step
+    host_io_s: float  # exposed stream copies per step (a call's first one amortised)
     stream_copy_s: float  # one micro-batch's copy
     host_s_per_sample: float
     io_overlap: bool
@@ -201,7 +195,12 @@ def _call_time(
     host_io = g * exposed_copy
     device_step = core.compute + core.exchange + core.inter_ipu + ramp + host_io + update.total_s
     call_cost = _host.call_overhead_s(system, plan, c)
-    device_call = di * device_step + call_cost
+    # PopTorch and PopART return a call's outputs when it ends (seed guide 4.5.3) and take
+    # the next call's inputs only then: a call's first stream copy has no earlier slot to
+    # run in (neither prefetch nor I/O tiles hide it), so it is paid in full once per call.
+    first_excess = 0.0 if on_device else (
+        _host.first_copy_s(mb_in_bytes, system, plan, c) - exposed_copy)
+    device_call = di * device_step + call_cost + first_excess
     per_sample = _host.host_seconds_per_sample(profile, system, plan, c)
     io_call = 0.0 if on_device else _host.io_call_s(mb_in_bytes * samples / plan.micro_batch_size,
                                                      system)
@@ -215,8 +214,8 @@ def _call_time(
     else:
         call = host_call + device_call
         host_exposed = host_call
-    return CallTime(call, device_call, host_call, host_exposed, call_cost, ramp, host_io,
-                    copy_s, per_sample, overlap, io_call)
+    return CallTime(call, device_call, host_call, host_exposed, call_cost, ramp,
+                    host_io + first_excess / di, copy_s, per_sample, overlap, io_call)
 
 
 def _phases(core: StepCore, update: UpdateTimes, call: CallTime, di: int) -> dict[str, float]:

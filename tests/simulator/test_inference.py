@@ -29,6 +29,13 @@ def resnet50_synthetic() -> ModelProfile:
 
 
 @pytest.fixture(scope="module")
+def resnet50_generated() -> ModelProfile:
+    # Data already in host memory: no host pipeline, only the stream copies.
+    return profile_model(ModelConfig(name="resnet50", input_shape=[3, 224, 224],
+                                     num_classes=1000, dataset=DatasetConfig(name=GENERATED)))
+
+
+@pytest.fixture(scope="module")
 def bert_large() -> ModelProfile:
     # Graphcore's BERT runs the MLM head on the masked tokens only: 20 at sequence length 128.
     return profile_model(ModelConfig(name="bert_large", sequence_length=128, num_classes=30522,
@@ -186,3 +193,23 @@ def test_c600_clock_speeds_up_the_same_chip(resnet50_generated: ModelProfile) ->
     latency = DEFAULT_CONSTANTS.stream_latency_s  # paid on either path
     assert fast.extras["stream_copy_s"] - latency < 0.6 * (slow.extras["stream_copy_s"] - latency)
     assert fast.extras["io_call_s"] == 0.0 < slow.extras["io_call_s"]
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+@pytest.mark.parametrize(("io_tiles", "depth"), [(0, 1), (0, 3), (64, 1), (64, 3)])
+@pytest.mark.parametrize("di", [1, 4])
+def test_no_call_loop_runs_faster_than_its_calls(resnet50: ModelProfile,
+                                                 resnet50_generated: ModelProfile, mode: str,
+                                                 io_tiles: int, depth: int, di: int) -> None:
+    """A call takes its inputs when it starts and returns its results when it ends: calls run
+    one after another, so the samples of a call over its latency bound the throughput (a call's
+    first copy has no earlier slot to hide in, whatever the prefetch depth or I/O tiles)."""
+    for mb in (1, 8):
+        plan = replace(INFER, mode=mode, micro_batch_size=mb, io_tiles=io_tiles,
+                       prefetch_depth=depth, device_iterations=di, eight_bit_io=False)
+        for system, profile in ((s, p) for s in (ONE, C600)
+                                for p in (resnet50, resnet50_generated)):
+            r = simulate(profile, system, plan)
+            assert r.fits
+            per_call = r.samples_per_step * di
+            assert r.throughput <= per_call / r.latency_s * (1 + 1e-9), (system, plan)

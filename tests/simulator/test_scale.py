@@ -49,6 +49,11 @@ def test_auto_recompute_is_pipeline_recomputation_when_pipelined(
     assert simulate(resnet101, one, single) == simulate(
         resnet101, one, replace(single, recompute="none"))
     assert recompute_mode(replace(auto, mode="infer", gradient_accumulation=1)) == "none"
+    # ShardedExecution: PopTorch sets pipeline recomputation only when pipelined.
+    sharded = replace(auto, schedule="sharded")
+    assert recompute_mode(sharded) == "none"
+    assert run(resnet101, mk2x2, sharded) == run(resnet101, mk2x2, schedule="sharded",
+                                                 recompute="none")
 
 
 def test_seed_ladder_as_the_seed_states_it(resnet101: ModelProfile, mk2x2: System) -> None:
