@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ipu_tune.calibration._points import CalibrationPoint
+from ipu_tune.calibration._points import CalibrationPoint, row_named
 from ipu_tune.case import Case, build_case
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.simulator import (
@@ -61,7 +61,11 @@ class Prediction:
 
 
 def _cases(points: Sequence[CalibrationPoint]) -> list[_Case]:
-    return [_Case(p, build_case(p.config)) for p in points]
+    out = []
+    for p in points:
+        with row_named(p.name):  # a split that is no block of the model, ...
+            out.append(_Case(p, build_case(p.config)))
+    return out
 
 
 def _predict(cases: Sequence[_Case], constants: SimConstants) -> list[Prediction]:

@@ -9,7 +9,8 @@ mappings; bad rows raise `IpuTuneError` naming the row and key.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,9 +84,11 @@ def _point(index: int, row: Mapping[str, Any]) -> CalibrationPoint:
     elif result not in _RESULTS:
         raise bad_value(f"{name}.result", result, "allowed: fits, out_of_memory")
     config = {k: v for k, v in row.items() if k not in _MEASURED and k not in _META}
+    with row_named(name):
+        loaded = load_config(config)
     point = CalibrationPoint(
         name=name,
-        config=load_config(config),
+        config=loaded,
         samples_per_s=_number(name, "samples_per_s", row.get("samples_per_s")),
         device_cycles=_number(name, "device_cycles", row.get("device_cycles")),
         result=result,
@@ -95,6 +98,16 @@ def _point(index: int, row: Mapping[str, Any]) -> CalibrationPoint:
     if point.samples_per_s is None and point.device_cycles is None and point.result is None:
         raise IpuTuneError(f"{name}: nothing measured; give samples_per_s, device_cycles or result")
     return point
+
+
+@contextmanager
+def row_named(where: str) -> Iterator[None]:
+    """An `IpuTuneError` raised inside starts with `where` (the file, then the row's name):
+    a config key's error (`plan.io_tiles=33: ...`) alone does not say which row holds it."""
+    try:
+        yield
+    except IpuTuneError as exc:
+        raise IpuTuneError(f"{where}: {exc}", exc.fault) from None
 
 
 def _undot(flat: Mapping[str, str]) -> dict[str, Any]:
@@ -149,10 +162,12 @@ def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[Calibr
     else:
         rows = list(source)
     points = []
-    for i, row in enumerate(rows):
-        if not isinstance(row, Mapping):
-            raise IpuTuneError(f"row{i + 1}: expected a mapping, got {type(row).__name__}")
-        points.append(_point(i, row))
+    in_file = isinstance(source, str | Path)
+    with row_named(f"calibration file {str(source)!r}") if in_file else nullcontext():
+        for i, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                raise IpuTuneError(f"row{i + 1}: expected a mapping, got {type(row).__name__}")
+            points.append(_point(i, row))
     if not points:
         raise IpuTuneError("calibration: no measured rows")
     return points

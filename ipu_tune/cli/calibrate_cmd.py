@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ from ipu_tune.cli._common import (
     path_arg,
     print_out,
 )
-from ipu_tune.config import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
 __all__ = ["format_fit", "main"]
@@ -65,17 +64,7 @@ def format_fit(fit: object) -> str:
 def _load_file(file: str, load_points: Callable[[Any], list[Any]], trusted: bool) -> list[Any]:
     """Rows of one file read by the safe readers (size, encoding, YAML depth and aliases); a row
     naming model._target_ is refused without --trust-remote-code, before any model is built."""
-    path = Path(file)
-    if path.suffix.lower() == ".csv":
-        read_text(path, "calibration file")
-        points = load_points(path)
-    else:
-        data = read_yaml(path, "calibration file")
-        if isinstance(data, Mapping):
-            data = data.get("points")
-        if not isinstance(data, list):
-            raise IpuTuneError(f"{file!r}: expected a list of rows or a `points:` list")
-        points = load_points(data)
+    points = load_points(Path(file))
     for p in points:
         target = p.config.model._target_
         if target and not trusted:

@@ -290,3 +290,20 @@ def test_constants_out_of_range_are_refused(key: str, value: float, allowed: str
     for name, (low, high) in FITTED.items():
         value = getattr(DEFAULT_CONSTANTS, name)
         assert low <= value <= high and math.isfinite(value), name
+
+
+@pytest.mark.parametrize(("plan", "key"), [
+    ({"io_tiles": 33}, "plan.io_tiles=33"),
+    ({"gradient_accumulation": 4}, "plan.gradient_accumulation=4"),
+])
+def test_a_bad_key_in_a_file_names_the_file_and_the_row(tmp_path: Path, plan: dict[str, int],
+                                                         key: str) -> None:
+    """`plan.io_tiles=33: allowed ...` alone does not say which file or row holds it."""
+    good = {"name": "good", "model": {"name": "mnist_cnn"}, "samples_per_s": 1000}
+    bad = {"name": "bad_row", "model": {"name": "mnist_cnn"}, "workload": {"mode": "infer"},
+           "plan": plan, "samples_per_s": 1000}
+    path = tmp_path / "rows.yaml"
+    path.write_text(yaml.safe_dump([good, bad]))
+    with pytest.raises(IpuTuneError) as got:
+        load_points(path)
+    assert str(got.value).startswith(f"calibration file {str(path)!r}: bad_row: {key}: ")
