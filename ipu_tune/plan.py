@@ -104,6 +104,7 @@ def plan_from_config(cfg: EvalConfig) -> ExecutionPlan:
     values: dict[str, Any] = {**vars(cfg.workload), **vars(plan_cfg), **vars(plan_cfg.pipeline)}
     del values["pipeline"]
     values.pop("from_ipu_config", None)
+    values.pop("ipu_config_carried", None)
     for name in _AS_TUPLE:
         values[name] = tuple(values[name])
     # The instance `ExecutionPlan(**values)` makes, without its generated __init__: a frozen

@@ -157,9 +157,20 @@ def check_sweep_secrets(argv: Sequence[str]) -> None:
                 "password, with PGPASSWORD or ~/.pgpass (read by libpq and psycopg)")
 
 
-def _prepared(command: _Command, cfg: TuneConfig, pinned: frozenset[str]) -> Prepared | TuneConfig:
-    """The preflight's preparation of this run (so it is not prepared twice), else `cfg`."""
-    return next((p for p in command.prepared if p.cfg == cfg and p.pinned == pinned), cfg)
+def _prepared(command: _Command, cfg: TuneConfig, pinned: frozenset[str]) -> Prepared:
+    """The preflight's preparation of this run (so it is not prepared twice), else made."""
+    found = next((p for p in command.prepared if p.cfg == cfg and p.pinned == pinned), None)
+    return found or prepare(cfg, pinned)
+
+
+def _start(prepared: Prepared) -> None:
+    """What the run says before its trials: the fields of an ipu_config.json read in that it
+    does not simulate, and where they go (one line)."""
+    from ipu_tune.exports import ipu_config_note  # imports optuna: only for such a run
+
+    note = ipu_config_note(prepared.cfg) if prepared.cfg.plan.from_ipu_config else None
+    if note:
+        print(note, flush=True)
 
 
 def _run_one(command: _Command, cfg: Any) -> None:
@@ -172,7 +183,9 @@ def _run_one(command: _Command, cfg: Any) -> None:
         # Checked here too: --config-dir skips the preflight.
         check_target_typed(tune_cfg.model._target_, task, command.trusted)
         pinned = pinned_keys(task)
-        summary = run(_prepared(command, tune_cfg, pinned), pinned)
+        prepared = _prepared(command, tune_cfg, pinned)
+        _start(prepared)
+        summary = run(prepared, pinned)
     except IpuTuneError as exc:
         sys.exit(fail(str(exc), exc.fault))
     except Exception as exc:  # a full or read-only disk is one line; anything else is a bug
@@ -202,6 +215,7 @@ def _composed_once(prepared: list[Prepared], argv: Sequence[str]) -> bool:
 
 def _run_prepared(prepared: Prepared, argv: Sequence[str]) -> int:
     try:
+        _start(prepared)
         summary = run(prepared, prepared.pinned)
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)

@@ -72,9 +72,11 @@ def _knob_field(k: Knob) -> Any:
 
 
 # Settings of a section that are no knob (never searched, not part of the plan): an
-# optimum-graphcore ipu_config.json whose plan is the starting plan.
+# optimum-graphcore ipu_config.json whose plan is the starting plan, and the fields of that
+# file no knob reads (set from the file when it is read), which its export carries unchanged.
 _NOT_KNOBS: dict[str, tuple[tuple[str, Any], ...]] = {
-    "plan": (("from_ipu_config", Optional[str]),),  # noqa: UP045
+    "plan": (("from_ipu_config", Optional[str]),  # noqa: UP045
+             ("ipu_config_carried", Optional[Dict[str, Any]])),  # noqa: UP006, UP045
 }
 
 

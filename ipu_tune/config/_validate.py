@@ -224,6 +224,9 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
 
     _check_knobs(cfg, _PLAN_CHECKS)
     _check_instances(p.host_instances, s.servers, p.replication_factor, check_layout)
+    if p.ipu_config_carried and not p.from_ipu_config:  # only ever what a checked file held
+        raise bad_value("plan.ipu_config_carried", dict(p.ipu_config_carried),
+                        "null: it is read from the file of plan.from_ipu_config")
     if len(set(p.pipeline.splits)) != len(p.pipeline.splits):
         raise bad_value("plan.pipeline.splits", list(p.pipeline.splits), "names must be unique")
     _check_per_ipu(p.available_memory_proportion_per_ipu, len(p.pipeline.splits) + 1)

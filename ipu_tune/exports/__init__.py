@@ -13,6 +13,7 @@ from ipu_tune.exports._ipu_config import (
 )
 from ipu_tune.exports._ipu_config_import import (
     apply_ipu_config,
+    ipu_config_note,
     plan_values_from_ipu_config,
     read_ipu_config,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "StoredTrials",
     "apply_ipu_config",
     "export_context",
+    "ipu_config_note",
     "plan_values_from_ipu_config",
     "poprun_command",
     "prepare_exports",

@@ -16,7 +16,13 @@ from ipu_tune.config import SYNTHETIC, EvalConfig
 from ipu_tune.knobs import knob, pipeline_minimum
 from ipu_tune.models import ModelProfile, model_label
 from ipu_tune.plan import ExecutionPlan, plan_from_config
-from ipu_tune.simulator import SIMULATOR_VERSION, SimConstants, SimResult
+from ipu_tune.simulator import (
+    SIMULATOR_VERSION,
+    HeadPlacement,
+    SimConstants,
+    SimResult,
+    head_placement,
+)
 
 from ._facts import Facts
 from ._schedules import Schedules, StandIn
@@ -108,6 +114,25 @@ class ExportContext:
         return self.config.model._target_ or model_label(self.config.model)
 
     @cached_property
+    def head(self) -> HeadPlacement | None:
+        """A tied output head the simulator ran on an earlier stage's IPU than the last (the
+        embeddings' IPU0), which every program places there; None: none, or no profile."""
+        if self.profile is None or self.stages == 1:
+            return None
+        return head_placement(self.profile, self.plan)
+
+    @property
+    def pipeline_stages(self) -> int:
+        """Pipeline stages a program runs: a stage per IPU, and the placed head's own after
+        them (on an IPU that already runs a stage: its input comes from the last one)."""
+        return self.stages + (self.head is not None)
+
+    @property
+    def device_mapping(self) -> list[int]:
+        """The IPU of each pipeline stage (`pipeline_stages`)."""
+        return [*range(self.stages), *([self.head.stage] if self.head is not None else [])]
+
+    @cached_property
     def facts(self) -> Facts:
         """The sentences quoting the simulated result, shared by every program."""
         return Facts(self.plan, self.result)
@@ -140,11 +165,12 @@ def compile_problems(ctx: ExportContext, framework: str = "poptorch") -> list[st
     """
     p = ctx.plan
     out: list[str] = []
-    rule = pipeline_minimum(p.training, ctx.stages, p.schedule)
+    # The placed head is a pipeline stage of its own in both frameworks' programs.
+    rule = pipeline_minimum(p.training, ctx.pipeline_stages, p.schedule)
     if framework in ("poptorch", "popart") and rule is not None:
         name = knob(rule[0]).field
         if getattr(p, name) < rule[1]:
-            out.append(f"{name.replace('_', ' ')} {getattr(p, name)} < {ctx.stages} pipeline "
+            out.append(f"{name.replace('_', ' ')} {getattr(p, name)} < {rule[1]} pipeline "
                        "stages")
     if ctx.replicas % ctx.host_instances:
         out.append(

@@ -17,6 +17,8 @@ How a plan maps onto them:
 * Training plans fill `replication_factor`, `gradient_accumulation_steps`, `device_iterations`;
   inference plans the `inference_*` fields (optimum compiles inference with
   `ShardedExecution` and these).
+* The other fields of a file the study started from (`plan.ipu_config_carried`: seed,
+  serialisation, output mode, the other mode's fields, ...) are written as the file gave them.
 """
 
 from __future__ import annotations
@@ -107,6 +109,25 @@ def _layers_per_ipu(plan: ExecutionPlan, profile: ModelProfile) -> list[int]:
     return layers
 
 
+# The fields a plan sets, per IPU of a replica or per run, with the `inference_` prefix for an
+# inference plan; the others of a file read in (`plan.from_ipu_config`) are carried unchanged.
+_PER_MODE = ("layers_per_ipu", "ipus_per_replica", "matmul_proportion", "replication_factor",
+             "device_iterations")
+_BOTH_MODES = ("enable_half_partials", "recompute_checkpoint_every_layer")
+_TRAINING = ("gradient_accumulation_steps", "optimizer_state_offchip",
+             "replicated_tensor_sharding")
+# Fields holding one value per IPU of a replica: carried only to a plan of as many IPUs.
+PER_IPU_FIELDS = frozenset(f"{p}serialized_{what}_splits_per_ipu" for p in ("", "inference_")
+                           for what in ("embedding", "projection"))  # fmt: skip
+
+
+def plan_fields(training: bool) -> frozenset[str]:
+    """The IPUConfig fields a plan of that mode sets (`ipu_config_values`)."""
+    prefix = "" if training else "inference_"
+    return frozenset((*(prefix + f for f in _PER_MODE), *_BOTH_MODES,
+                      *(_TRAINING if training else ())))
+
+
 def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, Any]:
     """The IPUConfig fields of `plan` (training or `inference_*` fields by its mode)."""
     layers = _layers_per_ipu(plan, profile)
@@ -120,22 +141,33 @@ def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, A
         f"{prefix}device_iterations": plan.device_iterations,
         "enable_half_partials": plan.partials == "half",
         "recompute_checkpoint_every_layer": plan.recompute == "every_block",
-        "embedding_serialization_factor": 1,
     }
     if plan.training:
         values["gradient_accumulation_steps"] = plan.gradient_accumulation
         values["optimizer_state_offchip"] = plan.offload_optimizer_state
         values["replicated_tensor_sharding"] = plan.replicated_tensor_sharding
-        values["output_mode"] = "final"
-    else:
-        values["output_mode"] = "all"
+    assert values.keys() == plan_fields(plan.training)  # the one list of what a plan sets
     return values
 
 
+def carried_fields(plan: ExecutionPlan, cfg: EvalConfig) -> tuple[dict[str, Any], list[str]]:
+    """The fields of the file read in (`plan.ipu_config_carried`) that go into the export as
+    they were, and those left out: a per-IPU list of another IPU count than the plan's."""
+    carried = dict(cfg.plan.ipu_config_carried or {})
+    misfit = sorted(k for k in PER_IPU_FIELDS & carried.keys()
+                    if isinstance(carried[k], list) and len(carried[k]) != plan.stages)
+    return {k: v for k, v in carried.items() if k not in misfit}, misfit
+
+
 def render_ipu_config(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig) -> str:
-    """The `ipu_config.json` text of `plan` (`IPUConfig.from_pretrained(folder)` reads it)."""
-    del cfg  # the plan and the profile say it all; kept for the exporters' common signature
-    return json.dumps(ipu_config_values(plan, profile), indent=2) + "\n"
+    """The `ipu_config.json` text of `plan` (`IPUConfig.from_pretrained(folder)` reads it):
+    the plan's fields over those of the file the study started from (`carried_fields`)."""
+    carried, _ = carried_fields(plan, cfg)
+    # Outputs returned to the host: the last step's to train, every one to infer, unless the
+    # file says (ipu-tune does not simulate the outputs' traffic).
+    mode = {"output_mode": "final" if plan.training else "all"}
+    values = {**mode, **carried, **ipu_config_values(plan, profile)}
+    return json.dumps(values, indent=2) + "\n"
 
 
 # optimum-graphcore's pipeline task of each profiled task (optimum/graphcore/pipelines).
@@ -264,6 +296,11 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
     if task not in _PIPELINE_TASKS:
         raise bad_value("model.hf.task", task, "a head optimum-graphcore runs: "
                         + ", ".join(_PIPELINE_TASKS))
+    _, misfit = carried_fields(plan, cfg)
+    if misfit:  # optimum refuses a per-IPU list of another length than the IPUs of a replica
+        notes = (*notes, f"Left out of ipu_config.json: {', '.join(misfit)} of the file read in"
+                 f" (plan.from_ipu_config), one value per IPU of another IPU count than this"
+                 f" plan's {plan.stages}.")
     names = "IPUTrainer, IPUTrainingArguments" if plan.training else "pipeline"
     title = (f"Run the plan ipu-tune chose with optimum-graphcore {OPTIMUM_VERSION} (Poplar SDK"
              " 3.x): ipu_config.json beside this file.")

@@ -4,12 +4,15 @@ The file is checked against `IPUConfig.__init__`'s fields and types (`IPU_CONFIG
 an unknown key or a value of the wrong type ends with one line naming the key, the value and
 what is allowed. The fields that have a plan knob become the plan's values, by the mapping of
 `_ipu_config` read backwards; the others (seed, cache folder, serialisation of embeddings and
-projections, parallelize kwargs) change nothing ipu-tune simulates and are accepted as they are.
+projections, parallelize kwargs, the other mode's fields) change nothing ipu-tune simulates:
+they ride in the config (`plan.ipu_config_carried`) to the exported `ipu_config.json`
+unchanged, and the run names them in one line at its start (`ipu_config_note`).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,11 +27,11 @@ from ipu_tune.config import (
     validate,
 )
 from ipu_tune.errors import IpuTuneError, bad_value, shown
-from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks
+from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks, plan_fields
 from ipu_tune.models import ModelProfile
 
-__all__ = ["apply_ipu_config", "ipu_config_fields", "plan_values_from_ipu_config",
-           "read_ipu_config"]
+__all__ = ["apply_ipu_config", "carried_from_ipu_config", "ipu_config_fields",
+           "ipu_config_note", "plan_values_from_ipu_config", "read_ipu_config"]
 
 T = TypeVar("T", bound=EvalConfig)
 
@@ -269,6 +272,40 @@ def ipu_config_fields(data: Mapping[str, Any], mode: str) -> dict[str, str]:
     return fields
 
 
+# The carried fields are stored with every trial's config: at most this much JSON text (a
+# Hub ipu_config.json holds a few hundred bytes; the file itself may hold 1 MiB).
+_MAX_CARRIED_BYTES = 16 << 10
+
+
+def carried_from_ipu_config(data: Mapping[str, Any], mode: str, file: str) -> dict[str, Any]:
+    """The checked file's fields a `mode` plan does not set (`plan_fields`), in the file's
+    order and JSON types: what the export carries unchanged."""
+    carried = {k: v for k, v in data.items() if k not in plan_fields(mode == "train")}
+    size = len(json.dumps(carried))
+    if size > _MAX_CARRIED_BYTES:
+        largest = max(carried, key=lambda k: len(json.dumps(carried[k])))
+        raise IpuTuneError(f"{_where(file)}: {largest}: the fields ipu-tune does not simulate "
+                           f"hold {size} bytes of JSON; at most {_MAX_CARRIED_BYTES}")
+    return carried
+
+
+def ipu_config_note(cfg: EvalConfig) -> str | None:
+    """One line naming the fields of the `plan.from_ipu_config` file the simulator ignores and
+    where they go (None: no file, or nothing to say)."""
+    from ipu_tune.exports._optimum import optimum_runs
+
+    path, carried = cfg.plan.from_ipu_config, cfg.plan.ipu_config_carried or {}
+    if not path:
+        return None
+    names = ", ".join(carried)
+    if optimum_runs(cfg.model):
+        return (f"{_where(path)}: not simulated, carried into the export unchanged: {names}"
+                if carried else None)
+    head = f"{_where(path)}: not simulated: {names}; " if carried else f"{_where(path)}: "
+    return head + ("no ipu_config.json or run_with_optimum.py for this model: optimum-graphcore "
+                   "runs Transformers models (model=hf, a gpt2 or bert_*_squad size)")
+
+
 def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool = False) -> T:
     """`cfg` with the plan of its `plan.from_ipu_config` file (unchanged without one), checked
     as a search's starting plan (`whole`: as a plan to evaluate, filling the system). Keys
@@ -283,6 +320,7 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
     values = plan_values_from_ipu_config(data, profile_model(cfg.model), cfg.workload.mode,
                                          str(path))  # fmt: skip
     out = copy.deepcopy(cfg)
+    out.plan.ipu_config_carried = carried_from_ipu_config(data, cfg.workload.mode, str(path))
     for name, value in values.items():
         key = knob_by_field(name).key
         if key in pinned:

@@ -4,13 +4,15 @@ models get neither file)."""
 
 from __future__ import annotations
 
+from ipu_tune.config import ModelConfig
 from ipu_tune.models import hf_identity, hf_source
 
 from ._context import ExportContext
 from ._ipu_config import render_ipu_config, render_run_with_optimum
 from ._schedules import OPTIMUM
 
-__all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model"]
+__all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model",
+           "optimum_runs"]
 
 
 # Heads optimum-graphcore 0.7.1 cannot run: it has no feature-extraction pipeline and pipelines
@@ -19,13 +21,17 @@ __all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model
 _NOT_IN_OPTIMUM = ("feature-extraction", "image-text-to-text")
 
 
+def optimum_runs(model: ModelConfig) -> bool:
+    """The model is built through Transformers (`model.hf`, or a zoo size of `HUB_MODELS`)
+    with a head optimum-graphcore 0.7.1 can run (`_NOT_IN_OPTIMUM`). The zoo's own BERT and
+    the vision models are ipu-tune's restatements, not Transformers classes: no optimum files."""
+    source = hf_source(model)
+    return source is not None and hf_identity(source)[1] not in _NOT_IN_OPTIMUM
+
+
 def is_transformers_model(ctx: ExportContext) -> bool:
-    """The model is built through Transformers (`model.hf`, or a GPT-2 zoo size), profiled,
-    and has a head optimum-graphcore 0.7.1 can run (`_NOT_IN_OPTIMUM`): otherwise it gets
-    neither file."""
-    source = hf_source(ctx.config.model)
-    return (ctx.profile is not None and source is not None
-            and hf_identity(source)[1] not in _NOT_IN_OPTIMUM)
+    """`optimum_runs`, and the model was profiled: otherwise it gets neither file."""
+    return ctx.profile is not None and optimum_runs(ctx.config.model)
 
 
 class IpuConfigExporter:

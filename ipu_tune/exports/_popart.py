@@ -71,7 +71,7 @@ def _pipeline_lines(ctx: ExportContext) -> list[str]:
         " builder.pipelineStage(stage) (PopART's Builder); stage s begins at the op of"
         f" STAGE_STARTS[s - 1] (the torch module names ipu-tune split at). {facts.stage_balance()}"
     )
-    lines = [stage_note, f"STAGE_STARTS = {literal(starts)}"]
+    lines = [stage_note, f"STAGE_STARTS = {literal(starts)}", *_head_lines(ctx)]
     if p.schedule == "sharded":
         return lines + knob(
             "Schedule sharded: stages one after another on their IPUs, no pipelining"
@@ -91,6 +91,22 @@ def _pipeline_lines(ctx: ExportContext) -> list[str]:
         )
     manual = "opts.virtualGraphMode = popart.VirtualGraphMode.Manual"
     return lines + knob(why, "opts.enablePipelining = True", manual)
+
+
+def _head_lines(ctx: ExportContext) -> list[str]:
+    """The tied output head's IPU as simulated (`ExportContext.head`), and its stage: one of
+    its own after the last, since its input comes from the last stage."""
+    head = ctx.head
+    if head is None:
+        return []
+    module = module_path(ctx.config, head.module)
+    return [
+        f"# The output head {module} shares its weight with the input embeddings and runs on"
+        f" IPU{head.stage}, as simulated: annotate its ops with"
+        f" builder.virtualGraph(HEAD_IPU[{module!r}]) and builder.pipelineStage({ctx.stages}),"
+        " a stage after the last, whose output it takes.",
+        f"HEAD_IPU = {literal({module: head.stage})}",
+    ]
 
 
 def _recompute_name(ctx: ExportContext) -> str | None:

@@ -107,11 +107,13 @@ def _pipeline_lines(ctx: ExportContext) -> list[str]:
     ]
     out += [_begin_block(module_path(ctx.config, split), ipu)
             for ipu, split in enumerate(p.splits, start=1)]
+    out += _head_lines(ctx)
+    stage = _auto_stage(ctx)
     if p.schedule == "sharded":
         return out + knob(
             "Schedule sharded: one stage at a time, so only one IPU works at once"
             f" ({cite('sharded')}). {ctx.facts.why_sharded()}",
-            "opts.setExecutionStrategy(poptorch.ShardedExecution(poptorch.AutoStage.SameAsIpu))",
+            f"opts.setExecutionStrategy(poptorch.ShardedExecution({stage}))",
         )
     if p.schedule == "interleaved":
         why = (
@@ -125,9 +127,32 @@ def _pipeline_lines(ctx: ExportContext) -> list[str]:
         )
     else:
         why = f"Schedule grouped, PopART's default ({cite('pipeline')}; {cite('pipelined')})."
-    return out + knob(
-        why, "opts.setExecutionStrategy(poptorch.PipelinedExecution(poptorch.AutoStage.SameAsIpu))"
-    )
+    return out + knob(why, f"opts.setExecutionStrategy(poptorch.PipelinedExecution({stage}))")
+
+
+def _head_lines(ctx: ExportContext) -> list[str]:
+    """The tied output head on the IPU the simulator ran it on (`ExportContext.head`): called
+    after the last layer, it would otherwise belong to the last block, on the last IPU."""
+    head = ctx.head
+    if head is None or ctx.profile is None:
+        return []
+    first = module_path(ctx.config, ctx.profile.blocks[0])
+    return [
+        f"# The output head {head.module} shares its weight with the input embeddings: it runs"
+        f" on IPU{head.stage}, as simulated and as optimum-graphcore and Graphcore's BERT place"
+        f" it ({cite('blocks')}); the last stage sends its output back to IPU{head.stage}."
+        " Each block is a stage of its own (AutoIncrement, below), the first one named too.",
+        _begin_block(first, 0),
+        _begin_block(module_path(ctx.config, head.module), head.stage),
+    ]
+
+
+def _auto_stage(ctx: ExportContext) -> str:
+    """How blocks become pipeline stages. The placed head's block runs after the last stage
+    on an earlier IPU: under SameAsIpu it would join that IPU's stage, before the stages whose
+    output it takes; AutoIncrement gives it a stage of its own after them, as optimum-graphcore
+    sets it (`ipu_configuration.py`)."""
+    return "poptorch.AutoStage.AutoIncrement" if ctx.head else "poptorch.AutoStage.SameAsIpu"
 
 
 def _checkpoint_lines(names: list[str]) -> list[str]:

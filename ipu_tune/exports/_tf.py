@@ -117,11 +117,13 @@ def _stage_options_lines(ctx: ExportContext) -> list[str]:
     """Each stage's own available memory proportion, when the IPUs' differ: a
     PipelineStageOptions per stage for its forward (and backward) pass."""
     p = ctx.plan
-    amps = p.stage_memory_proportions
+    # The placed head's stage runs on its IPU, at that IPU's proportion.
+    amps = [p.stage_memory_proportions[ipu] for ipu in ctx.device_mapping]
     if len(set(amps)) == 1:
         return []
     return [
-        f"    # Available memory proportion {literal(list(amps))} per pipeline stage (IPU), each"
+        f"    # Available memory proportion {literal(amps)} per pipeline stage (on the IPUs of"
+        " device_mapping), each"
         f" stage's matmuls and convolutions ({cite('amp')}; {cite('tf_pipeline')}).",
         "    stage_options = [",
         "        ipu.pipelining_ops.PipelineStageOptions(convolution_options=o, matmul_options=o)",
@@ -145,7 +147,7 @@ def _pipeline_args(ctx: ExportContext) -> list[str]:
     p = ctx.plan
     args = [
         f"gradient_accumulation_steps_per_replica={p.gradient_accumulation}",
-        f"device_mapping={literal(list(range(ctx.stages)))}",
+        f"device_mapping={literal(ctx.device_mapping)}",
         f"pipeline_schedule=ipu.pipelining_ops.PipelineSchedule.{_SCHEDULES[p.schedule]}",
     ]
     if _allow_recompute(ctx):
@@ -172,7 +174,7 @@ def _stage_lines(ctx: ExportContext) -> list[str]:
             f"    # {ctx.stages} pipeline stages ({cite('tf_pipeline')}): put the layers of stage s"
             " under `with keras.ipu.PipelineStage(s):` or set them with"
             " model.set_pipeline_stage_assignment(...); stage s begins at the layer matching"
-            f" torch module {literal(starts)}[s - 1]. {facts.stage_balance()}",
+            f" torch module {literal(starts)}[s - 1].{_head_note(ctx)} {facts.stage_balance()}",
         ]
         if p.training:
             body += [
@@ -189,7 +191,7 @@ def _stage_lines(ctx: ExportContext) -> list[str]:
             body += [
                 *_stage_options_lines(ctx),
                 "    model.set_pipelining_options("
-                f"device_mapping={literal(list(range(ctx.stages)))}, pipeline_schedule="
+                f"device_mapping={literal(ctx.device_mapping)}, pipeline_schedule="
                 f"ipu.pipelining_ops.PipelineSchedule.{_SCHEDULES[p.schedule]}"
                 + "".join(", " + a for a in _stage_options_args(ctx)) + ")",
             ]
@@ -204,6 +206,17 @@ def _stage_lines(ctx: ExportContext) -> list[str]:
             f" {', '.join(_state_args(ctx))})",
         ]
     return body
+
+
+def _head_note(ctx: ExportContext) -> str:
+    """Where the tied output head runs, as simulated (`ExportContext.head`): a stage after the
+    last, mapped to its IPU by device_mapping."""
+    head = ctx.head
+    if head is None:
+        return ""
+    return (f" The output head (torch module {module_path(ctx.config, head.module)!r}), which"
+            f" shares its weight with the input embeddings, is stage {ctx.stages}, on"
+            f" IPU{head.stage} (device_mapping).")
 
 
 def _checkpoints(ctx: ExportContext) -> tuple[str, list[str]] | None:

@@ -68,4 +68,5 @@ def fold_head(profile: ModelProfile, head: str, into: int = 0) -> ModelProfile:
         new_stats.append(_totals(block, per_block[b], first, out, live))
         first += len(per_block[b])
     ops = tuple(op for block_ops in per_block for op in block_ops)
-    return replace(profile, ops=ops, block_stats=tuple(new_stats))
+    return replace(profile, ops=ops, block_stats=tuple(new_stats), tied_head=head,
+                   tied_head_block=stats[into].name)

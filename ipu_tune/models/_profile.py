@@ -99,6 +99,12 @@ class ModelProfile:
     # Token ids per sample that travel with the main input (int32): a speech-seq2seq model's
     # decoder ids beside its audio, an image-text model's caption beside its pixels; 0: none.
     paired_tokens: int = 0
+    # An output head tied to the input embeddings whose ops the profile charged to another
+    # block than its own (`fold_head`): its module name, and the block whose stage runs it
+    # (optimum-graphcore's IPU0, or Whisper's decoder layer 0). Empty: no such head. The
+    # simulator and every export read where it runs from here (`head_placement`).
+    tied_head: str = ""
+    tied_head_block: str = ""
 
     @property
     def parameters(self) -> int:

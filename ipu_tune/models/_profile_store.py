@@ -97,6 +97,9 @@ def _profile(data: Any) -> ModelProfile:
         raise _Bad("input kind or shape")
     if source not in INPUT_SOURCES:
         raise _Bad("input source")
+    head_block = _str(data.get("tied_head_block"))
+    if head_block and head_block not in {b.name for b in blocks}:
+        raise _Bad("tied head's block is no block")
     per_pack = _float(data.get("sequences_per_pack"))
     if per_pack < 1.0:
         raise _Bad("fewer than one sequence per pack")
@@ -105,7 +108,8 @@ def _profile(data: Any) -> ModelProfile:
         input_kind=kind, ops=ops, block_stats=blocks, sample_bytes=_int(data.get("sample_bytes")),
         preprocess_s_per_sample=None if pre is None else _float(pre),
         torch_version=_str(data.get("torch_version")), input_source=str(source),
-        sequences_per_pack=per_pack, paired_tokens=_int(data.get("paired_tokens")))
+        sequences_per_pack=per_pack, paired_tokens=_int(data.get("paired_tokens")),
+        tied_head=_str(data.get("tied_head")), tied_head_block=head_block)
 
 
 def _list(value: Any) -> list[Any]:

@@ -29,7 +29,7 @@ __all__ = ["PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
            "profile_model"]  # fmt: skip
 
 # Bump when what the profiler records changes, so that old disk entries are not reused.
-PROFILE_FORMAT = 11  # 11: values made from shapes alone (masks) do not cross blocks
+PROFILE_FORMAT = 12  # 12: a folded tied head is named (`tied_head`, `tied_head_block`)
 
 
 @cache

@@ -31,6 +31,7 @@ from ipu_tune.simulator._result import (
     StageTime,
 )
 from ipu_tune.simulator._simulate import simulate
+from ipu_tune.simulator._stages import HeadPlacement, head_placement
 
 # Bump when the physics or the constants change (results stores keep it with each trial).
 SIMULATOR_VERSION = "3.4.0"
@@ -45,6 +46,7 @@ __all__ = [
     "REFITTABLE",
     "SIMULATOR_VERSION",
     "TIME_PHASES",
+    "HeadPlacement",
     "IpuMemory",
     "ReplicaLayout",
     "SimConstants",
@@ -52,6 +54,7 @@ __all__ = [
     "StageTime",
     "block_costs",
     "constants_from_mapping",
+    "head_placement",
     "recompute_mode",
     "replica_layout",
     "simulate",

@@ -7,7 +7,9 @@ A masked-LM head tied to the word embeddings (the zoo's BERT: its last block `cl
 naming) runs on the first IPU, beside the embedding whose weight it shares, as Graphcore runs
 BERT (graphcore/examples nlp/bert/popart configs and nlp/bert/pytorch/modeling.py: embedding and
 MLM head on IPU0, the encoder layers from the next IPU). The last stage then sends the encoder
-output back to IPU0 and receives its gradient.
+output back to IPU0 and receives its gradient. A Transformers model's tied head is already
+charged to its first block by the profile (`ModelProfile.tied_head`); its stage is only named.
+`head_placement` is where every export reads the stage that runs the head.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, stage_starts
 from ipu_tune.simulator._arrays import LOCK, ProfileArrays, lru_put, peak_block, profile_arrays
 
-__all__ = ["TIED_HEAD_BLOCKS", "StageShape", "stage_shapes", "tied_head"]
+__all__ = ["TIED_HEAD_BLOCKS", "HeadPlacement", "StageShape", "head_placement", "stage_shapes",
+           "tied_head"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
             shape = _with_head(shape, a, a.n_blocks - 1, profile.block_stats[-1].name)
         if alone and s == n - 1:
             shape = replace(shape, params=shape.params + _tied_weight(a, a.n_blocks - 1))
+        if n > 1 and profile.tied_head and lo <= _folded_block(profile) < hi:
+            # Its ops are already in that block's sums (`fold_head`): only its name is marked.
+            shape = replace(shape, head_block=profile.tied_head)
         shapes.append(shape)
     out = tuple(shapes)
     with LOCK:
@@ -133,3 +139,28 @@ def _with_head(shape: StageShape, a: ProfileArrays, h: int, name: str) -> StageS
         head_hi=h + 1,
         head_block=name,
     )
+
+
+def _folded_block(profile: ModelProfile) -> int:
+    """The index of the block a folded tied head was charged to (`ModelProfile.tied_head`)."""
+    return profile.block_index(profile.tied_head_block)
+
+
+@dataclass(frozen=True)
+class HeadPlacement:
+    """A tied output head that runs on an earlier pipeline stage's IPU than the last layers:
+    `module` (its name in the profiled model) on stage (IPU of a replica) `stage`."""
+
+    module: str
+    stage: int
+
+
+def head_placement(profile: ModelProfile, plan: ExecutionPlan) -> HeadPlacement | None:
+    """Where the simulator ran a tied head, when that is not the last stage, where a program
+    would run it by default (it is called after the last layer). Every export places it from
+    this: it is the stage `stage_shapes` charged it to (`StageShape.head_block`)."""
+    shapes = stage_shapes(profile, plan)
+    for shape in shapes[:-1]:
+        if shape.head_block:
+            return HeadPlacement(shape.head_block, shape.stage)
+    return None

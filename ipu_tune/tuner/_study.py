@@ -53,6 +53,7 @@ _CLAIM_AGE_S = 60.0
 _PROBLEM_SECTIONS = ("model", "workload", "system", "plan", "sampler", "simulator")
 _SEARCH_KEYS = ("name", "space", "objectives", "throughput_floor", "global_batch_size")
 _HASH_CHARS = 8
+_CARRIED = "plan.ipu_config_carried"
 _MAX_DIFFS_SHOWN = 6
 
 
@@ -86,6 +87,10 @@ def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str],
     out: dict[str, Any] = dict(inputs or {})
     for section in _PROBLEM_SECTIONS:
         _flatten(plain.get(section) or {}, section, out)
+    # What an ipu_config.json's export carries changes no simulated figure (and a study stored
+    # before the key existed has none): not part of the problem.
+    for key in [k for k in out if k.startswith(_CARRIED)]:
+        del out[key]
     search = plain.get("search") or {}
     for key in _SEARCH_KEYS:
         value = search.get(key)

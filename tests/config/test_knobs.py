@@ -32,9 +32,10 @@ def _fields(cls: type) -> dict[str, object]:
 def test_schema_sections_spell_out_exactly_the_declared_knobs() -> None:
     workload = _fields(WorkloadConfig)
     assert workload == {k.key.split(".")[1]: k.default for k in WORKLOAD_KNOBS}
-    # (plan.from_ipu_config names a file to start from: no knob.)
+    # (plan.from_ipu_config names a file to start from, ipu_config_carried what of it the
+    # export carries: no knobs.)
     plan = {n: v for n, v in _fields(PlanConfig).items()
-            if n not in ("pipeline", "from_ipu_config")}
+            if n not in ("pipeline", "from_ipu_config", "ipu_config_carried")}
     pipeline = _fields(PipelineConfig)
     declared_plan = {k.key.split(".", 1)[1]: k.default for k in PLAN_KNOBS}
     have = {**plan, **{f"pipeline.{n}": v for n, v in pipeline.items()}}

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from torch import nn
 
+import ipu_tune
 from ipu_tune.config import EvalConfig, ModelConfig, load_config
 from ipu_tune.models import build_model
 
@@ -84,6 +85,15 @@ def stages(cfg: EvalConfig) -> int:
     return len(cfg.plan.pipeline.splits) + 1
 
 
+def simulated_head(cfg: EvalConfig) -> tuple[str, int] | None:
+    """(module path in the exported model, IPU) of a tied head the simulation charged to an
+    earlier stage than the last (its `StageTime.also`), read from the simulated result."""
+    from ipu_tune.exports._model_source import module_path
+
+    stages = ipu_tune.evaluate(cfg).stages
+    return next(((module_path(cfg, t.also[0]), t.stage) for t in stages[:-1] if t.also), None)
+
+
 def stage_amps(cfg: EvalConfig) -> list[float]:
     """Each IPU's available memory proportion, as the plan states it (not through the
     `ExecutionPlan` property the exports use)."""
@@ -128,6 +138,10 @@ class _HuggingFaceBert(nn.Module):
 
 def install_frameworks(monkeypatch: pytest.MonkeyPatch, popdist_env: bool) -> Log:
     """Recorders for every framework an export imports; models built for real (meta device)."""
+    # torch imports its compiler lazily, the first time a meta-device init runs, and then
+    # looks up `tensorflow`'s spec, which the recorder below lacks: import it first, so that
+    # building a model does not depend on which test ran before.
+    import torch._dynamo  # noqa: F401
     log = Log()
     install(monkeypatch, log, "poptorch", "popart", "popdist.poptorch", "popdist.popart",
             "popdist.tensorflow", "tensorflow.python.ipu.distributed.popdist_strategy",

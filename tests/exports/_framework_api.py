@@ -35,6 +35,7 @@ POPTORCH_API: dict[str, str] = {
     "poptorch.ShardedExecution": "options.py L924",
     "poptorch.AutoStage": "enums.py L175",
     "poptorch.AutoStage.SameAsIpu": "enums.py L175",
+    "poptorch.AutoStage.AutoIncrement": "enums.py L175",
     "poptorch.OutputMode": "enums.py L65",
     "poptorch.OutputMode.All": "enums.py L65",
     "poptorch.BeginBlock": "ops.py L689",

@@ -30,9 +30,13 @@ from .test_poptorch import configs
 S = "popart.SessionOptions"
 
 
-def check_popart(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist: bool) -> None:
+def check_popart(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist: bool,
+                 head: tuple[str, int] | None = None) -> None:
+    """`head`: where the simulation ran a tied output head, for a file made with the profile:
+    its IPU in HEAD_IPU, and a pipeline stage of its own."""
     p, training = cfg.plan, cfg.workload.mode == "train"
     n = stages(cfg)
+    assert ns.get("HEAD_IPU") == (dict([head]) if head else None)
     unknown = sorted(path for path in log.paths() if path not in {**POPART_API, **POPDIST_API})
     assert not unknown, f"not in the public API list: {unknown}"
     assert {n.names[0].name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import)} <= {
@@ -64,7 +68,7 @@ def check_popart(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], pop
         assert log.only_set(f"{S}.accumulationFactor") == p.gradient_accumulation
         assert log.only_set(f"{S}.enableGradientAccumulation") == (p.gradient_accumulation > 1)
         if pipelined:  # PopART pipelining needs accumulation >= stages (as PopTorch checks)
-            assert p.gradient_accumulation >= n
+            assert p.gradient_accumulation >= n + (head is not None)
         recompute = {
             "auto": "Pipeline" if pipelined else None,
             "none": "NoRecompute",

@@ -26,6 +26,7 @@ from ._export_plans import (
     host_instances,
     install_frameworks,
     make_config,
+    simulated_head,
     stage_amps,
     stages,
 )
@@ -58,9 +59,12 @@ def _pipelined(log: Log) -> bool:
     )
 
 
-def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) -> None:
+def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool,
+                   head: tuple[str, int] | None = None) -> None:
+    """`head`: where the simulation ran a tied output head (`simulated_head`), for a program
+    made with the profile; None: the program places none."""
     p, w = cfg.plan, cfg.workload
-    n_stages, training = stages(cfg), w.mode == "train"
+    n_stages, training = stages(cfg) + (head is not None), w.mode == "train"
     # Only public API: every attribute read, write and call is listed with its source.
     public = {**POPTORCH_API, **POPDIST_API, **MODEL_API}
     unknown = sorted(path for path in log.paths() if path not in public)
@@ -106,7 +110,7 @@ def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) ->
     assert "defaultPrefetchBufferingDepth" not in popart  # the deprecated alias
     merge = popart.get("replicatedCollectivesSettings.mergeAllReduceCollectives")
     assert merge is (True if training and p.replication_factor > 1 else None)
-    _check_blocks(cfg, log)
+    _check_blocks(cfg, log, head)
     _check_recompute(cfg, log, popart)
     _check_locations(cfg, log)
     # PopTorch's compile-time rules (Compiler.cpp L675-701, L1766-1783; options.py L600).
@@ -136,16 +140,23 @@ def check_poptorch(cfg: EvalConfig, source: str, log: Log, popdist_env: bool) ->
     assert max(len(line) for line in source.splitlines()) <= 99
 
 
-def _check_blocks(cfg: EvalConfig, log: Log) -> None:
-    """Each split begins a block on the next IPU, on the very module ipu-tune profiled."""
+def _check_blocks(cfg: EvalConfig, log: Log, head: tuple[str, int] | None) -> None:
+    """Each split begins a block on the next IPU, on the very module ipu-tune profiled; a tied
+    head begins one on the IPU the simulation ran it on, each block a stage of its own."""
     p = cfg.plan
     calls = log.calls("poptorch.BeginBlock")
-    assert len(calls) == len(p.pipeline.splits)
+    placements = [(module_path(cfg, s), ipu) for ipu, s in enumerate(p.pipeline.splits, 1)]
+    if head is not None:
+        placements += [(module_path(cfg, ipu_tune.profile(cfg.model).blocks[0]), 0), head]
+    assert len(calls) == len(placements)
+    strategies = [log.calls(f"poptorch.{s}Execution") for s in ("Pipelined", "Sharded")]
+    auto = "AutoIncrement" if head is not None else "SameAsIpu"
+    assert all(repr(args[0]) == f"poptorch.AutoStage.{auto}"
+               for calls in strategies for args, _ in calls if args)  # one IPU: no stages
     if log.built:
         model = log.built[0]
-        placements = enumerate(p.pipeline.splits, 1)
-        for (args, kwargs), (ipu, split) in zip(calls, placements, strict=True):
-            assert args[0] is model.get_submodule(module_path(cfg, split))
+        for (args, kwargs), (path, ipu) in zip(calls, placements, strict=True):
+            assert args[0] is model.get_submodule(path)
             assert kwargs == {"ipu_id": ipu}
 
 
@@ -192,7 +203,7 @@ def test_export_runs_public_api_with_the_plans_values(
     result = ipu_tune.evaluate(cfg)
     source = poptorch_snippet(cfg, result, _profile(cfg))
     log, _ = run_export(monkeypatch, source, popdist_env)
-    check_poptorch(cfg, source, log, popdist_env)
+    check_poptorch(cfg, source, log, popdist_env, simulated_head(cfg))
     doc = " ".join((ast.get_docstring(ast.parse(source)) or "").split())
     assert f"bottleneck {result.bottleneck}" in doc
     assert rate_text(result.throughput) in doc
@@ -322,7 +333,8 @@ def test_any_valid_plan_gives_a_program_with_its_values(
         log, _ = run_export(patch, source, popdist_env)
         if not with_profile:
             log.built.clear()  # no profile: no checkpoint names to compare
-        check_poptorch(cfg, source, log, popdist_env)
+        check_poptorch(cfg, source, log, popdist_env,
+                       simulated_head(cfg) if with_profile else None)
     assert "No simulated result" in source
 
 
@@ -353,8 +365,14 @@ def test_every_zoo_model_is_built_by_its_public_constructor(
     log, namespace = run_export(monkeypatch, source)
     built = log.built[0] if log.built else namespace["model"].model  # mnist: defined in the file
     assert "ipu_tune" not in source.replace("ipu-tune", "")
-    ((args, kwargs),) = log.calls("poptorch.BeginBlock")
+    (args, kwargs), *head = log.calls("poptorch.BeginBlock")
     assert args[0] is built.get_submodule(module_path(cfg, split)) and kwargs == {"ipu_id": 1}
+    # BERT's tied MLM head, run on IPU0 as simulated, with the embeddings' block named.
+    placed = simulated_head(cfg)
+    expected = [] if placed is None else [(module_path(cfg, blocks[0]), 0), placed]
+    assert [(a[0], k) for a, k in head] == [(built.get_submodule(m), {"ipu_id": i})
+                                            for m, i in expected]
+    assert (placed is not None) == name.startswith("bert")
     hooked = {n for n, m in built.named_modules() if m._forward_hooks}
     assert hooked == {module_path(cfg, b) for b in blocks[:-1]}
 

@@ -32,7 +32,7 @@ from ipu_tune.plan import plan_from_config
 from ipu_tune.records import TrialRecord, result_payload
 from ipu_tune.simulator import SimResult
 
-from ._export_plans import install_frameworks
+from ._export_plans import install_frameworks, simulated_head
 from ._recorder import run_source
 from .test_popart import check_popart
 from .test_poptorch import check_poptorch, run_export
@@ -132,12 +132,13 @@ def test_a_best_interleaved_study_gives_poptorch_and_popart_its_best_grouped_tri
     grouped = bert("grouped", micro_batch=6)
     source = exports.texts["poptorch"]
     log, _ = run_export(monkeypatch, source)
-    check_poptorch(grouped, source, log, False)
+    check_poptorch(grouped, source, log, False, simulated_head(grouped))
     assert "poptorch.PipelinedExecution" in {repr(a[0]) for a, _ in
                                              log.calls("poptorch.Options.setExecutionStrategy")}
     log = install_frameworks(monkeypatch, False)
     source = exports.texts["popart"]
-    check_popart(grouped, source, log, run_source(source, "popart_options.py"), False)
+    check_popart(grouped, source, log, run_source(source, "popart_options.py"), False,
+                 simulated_head(grouped))
     assert log.sets("popart.SessionOptions.enablePipelining") == [True]
 
 
@@ -149,7 +150,8 @@ def test_tensorflow_and_best_yaml_keep_the_interleaved_best_plan(
     source = exports.texts["tensorflow"]
     assert "PipelineSchedule.Interleaved" in source and "cannot run" not in source
     log, namespace = run_tf(monkeypatch, source, False)
-    check_tf(bert("interleaved"), source, log, namespace, False)
+    check_tf(bert("interleaved"), source, log, namespace, False,
+             simulated_head(bert("interleaved")))
     best = yaml.safe_load(exports.paths["best"].read_text())
     assert best["plan"]["pipeline"]["schedule"] == "interleaved"
     assert best["ipu_tune"]["trial"] == 0

@@ -41,7 +41,9 @@ def run_tf(
     return log, namespace
 
 
-def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist: bool) -> None:
+def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist: bool,
+             head: tuple[str, int] | None = None) -> None:
+    """`head`: where the simulation ran a tied output head, for a file made with the profile."""
     p, training = cfg.plan, cfg.workload.mode == "train"
     n = stages(cfg)
     recompute = training and p.recompute != "none" and (p.recompute != "auto" or n > 1)
@@ -71,7 +73,7 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
         options = log.only_set(f"{CFG}.{kind}.poplar_options")
         assert float(options["availableMemoryProportion"]) == outside_amp(cfg)
         assert options["partialsType"] == partials
-    _check_stage_options(cfg, log)
+    _check_stage_options(cfg, log, head)
     assert log.only_set(f"{CFG}.allow_recompute") == recompute
     assert log.sets(f"{CFG}.io_tiles.num_io_tiles") == ([p.io_tiles] if p.io_tiles else [])
     assert log.only_call(f"{CFG}.configure_ipu_system") == ((), {})
@@ -88,7 +90,8 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
     pipelining = log.calls("keras.Model.set_pipelining_options")
     if n > 1:
         ((_, kwargs),) = pipelining
-        assert kwargs["device_mapping"] == list(range(n))
+        # A tied head runs as a stage of its own after the last, on its simulated IPU.
+        assert kwargs["device_mapping"] == list(range(n)) + ([head[1]] if head else [])
         assert repr(kwargs["pipeline_schedule"]) == (
             f"{OPS}.PipelineSchedule.{SCHEDULES[p.pipeline.schedule]}"
         )
@@ -108,9 +111,11 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
     assert max(len(line) for line in source.splitlines()) <= 99
 
 
-def _check_stage_options(cfg: EvalConfig, log: Log) -> None:
-    """Different proportions per IPU: each pipeline stage's forward (and backward) options."""
+def _check_stage_options(cfg: EvalConfig, log: Log, head: tuple[str, int] | None) -> None:
+    """Different proportions per IPU: each pipeline stage's forward (and backward) options
+    (a tied head's stage at its IPU's)."""
     amps = stage_amps(cfg)
+    amps += [amps[head[1]]] if head else []
     made = log.calls(f"{OPS}.PipelineStageOptions")
     if len(set(amps)) == 1:
         assert not made

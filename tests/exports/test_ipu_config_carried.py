@@ -1,0 +1,115 @@
+"""An ipu_config.json read in (`plan.from_ipu_config`) comes back whole: the fields the plan
+sets hold the plan's values, the others (which nothing simulates) are carried unchanged, and
+the run names those in one line at its start."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ipu_tune.cli.run import _start
+from ipu_tune.config import EvalConfig, ModelConfig, PlanConfig, SystemConfig, validate
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.exports import apply_ipu_config, ipu_config_note, render_run_with_optimum
+from ipu_tune.exports._ipu_config import render_ipu_config
+from ipu_tune.models import profile_model
+from ipu_tune.plan import plan_from_config
+from ipu_tune.tuner._study import problem_fingerprint
+
+# What the simulator reads (layers, IPUs, proportions, counts, partials, state, recompute)...
+PLAN_FIELDS = {"layers_per_ipu": [0, 8, 8, 8], "ipus_per_replica": 4,
+               "matmul_proportion": [0.2, 0.2, 0.2, 0.2], "replication_factor": 4,
+               "gradient_accumulation_steps": 128, "device_iterations": 1,
+               "enable_half_partials": True, "optimizer_state_offchip": True,
+               "replicated_tensor_sharding": True, "recompute_checkpoint_every_layer": True}
+# ... and what it does not, of every JSON type IPUConfig declares.
+OTHERS = {"embedding_serialization_factor": 4, "seed": 42, "executable_cache_dir": "./exe_cache",
+          "auto_loss_scaling": False, "output_mode": "final", "inference_device_iterations": 4,
+          "inference_matmul_proportion": 0.3,
+          "parallelize_kwargs": {"use_cache": True, "max_len": 7}}
+
+
+def _applied(tmp_path: Path, content: dict[str, Any],
+             model: ModelConfig | None = None) -> EvalConfig:
+    (tmp_path / "ipu_config.json").write_text(json.dumps(content))
+    model = model or ModelConfig(name="gpt2_medium", sequence_length=1024)
+    cfg = EvalConfig(model=model, plan=PlanConfig(from_ipu_config=str(tmp_path)),
+                     system=SystemConfig(num_ipus=16))  # fmt: skip
+    return apply_ipu_config(cfg)
+
+
+def _exported(cfg: EvalConfig) -> dict[str, Any]:
+    text = render_ipu_config(plan_from_config(cfg), profile_model(cfg.model), cfg)
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def test_fields_the_plan_does_not_set_come_back_unchanged_with_their_json_types(
+    tmp_path: Path,
+) -> None:
+    cfg = _applied(tmp_path, {**PLAN_FIELDS, **OTHERS})
+    cfg.plan.replication_factor = 2  # as a search moves it
+    out = _exported(cfg)
+    for key, value in OTHERS.items():
+        assert out[key] == value and type(out[key]) is type(value), key
+    assert out["replication_factor"] == 2  # the plan's value replaces the file's
+    assert {k: out[k] for k in PLAN_FIELDS if k != "replication_factor"} == {
+        k: v for k, v in PLAN_FIELDS.items() if k != "replication_factor"}
+    assert set(out) == {*PLAN_FIELDS, *OTHERS}
+
+
+def test_the_run_names_the_fields_it_does_not_simulate_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _applied(tmp_path, {**OTHERS, **PLAN_FIELDS})
+    line = (f"plan.from_ipu_config={str(tmp_path)!r}: not simulated, carried into the export "
+            f"unchanged: {', '.join(OTHERS)}")
+    assert ipu_config_note(cfg) == line
+    _start(SimpleNamespace(cfg=cfg))  # type: ignore[arg-type]  # what the main command prints
+    assert capsys.readouterr().out == line + "\n"
+    assert ipu_config_note(_applied(tmp_path, PLAN_FIELDS)) is None  # nothing to say
+
+
+def test_a_model_without_optimum_exports_says_so_in_that_line(tmp_path: Path) -> None:
+    bert = ModelConfig(name="bert_large", sequence_length=128, num_classes=30522)
+    layers = {**PLAN_FIELDS, "layers_per_ipu": [0, 8, 8, 8]}
+    note = ipu_config_note(_applied(tmp_path, {**layers, "seed": 1}, bert))
+    assert note == (f"plan.from_ipu_config={str(tmp_path)!r}: not simulated: seed; no "
+                    "ipu_config.json or run_with_optimum.py for this model: optimum-graphcore "
+                    "runs Transformers models (model=hf, a gpt2 or bert_*_squad size)")
+
+
+def test_a_per_ipu_list_of_another_ipu_count_is_left_out_and_said(tmp_path: Path) -> None:
+    splits = {"serialized_embedding_splits_per_ipu": [1, 0, 0, 0]}
+    cfg = _applied(tmp_path, {**PLAN_FIELDS, **splits})
+    assert _exported(cfg)["serialized_embedding_splits_per_ipu"] == [1, 0, 0, 0]
+    two = replace(cfg, plan=replace(cfg.plan, pipeline=replace(
+        cfg.plan.pipeline, splits=["transformer.h.12"]), available_memory_proportion_per_ipu=[]))
+    assert "serialized_embedding_splits_per_ipu" not in _exported(two)
+    program = " ".join(render_run_with_optimum(
+        plan_from_config(two), profile_model(two.model), two).split())
+    assert ("Left out of ipu_config.json: serialized_embedding_splits_per_ipu of the file read"
+            " in (plan.from_ipu_config), one value per IPU of another IPU count than this"
+            " plan's 2.") in program
+
+
+def test_carried_fields_are_bounded_only_from_a_file_and_no_part_of_the_problem(
+    tmp_path: Path,
+) -> None:
+    big = {"parallelize_kwargs": {f"k{i}": "x" * 100 for i in range(200)}}
+    with pytest.raises(IpuTuneError, match=r"parallelize_kwargs: the fields ipu-tune does not "
+                                           r"simulate hold \d+ bytes of JSON; at most 16384"):
+        _applied(tmp_path, {**PLAN_FIELDS, **big})
+    given = EvalConfig(plan=PlanConfig(ipu_config_carried={"seed": 1}))
+    with pytest.raises(IpuTuneError, match=r"plan\.ipu_config_carried=.*: null: it is read from "
+                                           r"the file of plan\.from_ipu_config"):
+        validate(given)
+    cfg = _applied(tmp_path, {**PLAN_FIELDS, **OTHERS})
+    bare = replace(cfg, plan=replace(cfg.plan, ipu_config_carried=None))
+    plain = [{"plan": {**vars(c.plan), "pipeline": vars(c.plan.pipeline)}} for c in (cfg, bare)]
+    assert problem_fingerprint(plain[0], []) == problem_fingerprint(plain[1], [])
