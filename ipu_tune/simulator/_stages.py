@@ -8,7 +8,8 @@ naming) runs on the first IPU, beside the embedding whose weight it shares, as G
 BERT (graphcore/examples nlp/bert/popart configs and nlp/bert/pytorch/modeling.py: embedding and
 MLM head on IPU0, the encoder layers from the next IPU). The last stage then sends the encoder
 output back to IPU0 and receives its gradient. A Transformers model's tied head is already
-charged to its first block by the profile (`ModelProfile.tied_head`); its stage is only named.
+charged to its first block by the profile (`ModelProfile.tied_head`); its stage is named, and
+the last stage sends its output back to it as for BERT.
 `head_placement` is where every export reads the stage that runs the head.
 """
 
@@ -81,6 +82,9 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
     # A stage of the head alone (a split at it): that IPU needs the tied weight too, a copy.
     alone = n > 1 and tied_head(profile) and not head
     bounds = [*starts, a.n_blocks - (1 if head else 0)]
+    # A head the profile folded into the first stage's block reads the last stage's output
+    # there too: that stage sends it back to IPU0 (and receives its gradient), as for BERT.
+    folded = n > 1 and bool(profile.tied_head) and _folded_block(profile) < bounds[1]
     shapes = []
     for s in range(n):
         lo, hi = bounds[s], bounds[s + 1]
@@ -101,7 +105,7 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
             infer_live_el=float(max(a.infer_live_block[lo:hi])),
             peak_checkpoint_el=float(a.out_el[peak] - a.out_el[lo]),
             peak_block_el=float(a.saved_block[peak] + a.max_live_block[peak]),
-            sends=s < n - 1 or head,
+            sends=s < n - 1 or head or folded,
         )
         if head and s == 0:
             shape = _with_head(shape, a, a.n_blocks - 1, profile.block_stats[-1].name)

@@ -96,3 +96,19 @@ def test_a_stage_of_the_head_alone_holds_the_weight_it_shares(bert_base: ModelPr
     assert r.memory[3].categories["weights"] == (head.parameters + tied) * 2
     assert r.memory[0].categories["weights"] == bert_base.block_stats[0].parameters * 2 + sum(
         b.parameters for b in bert_base.block_stats[1:5]) * 2  # no head on IPU0 now
+
+
+def test_a_folded_transformers_head_receives_the_last_stages_output() -> None:
+    """GPT-2's `lm_head` (tied to `wte`) runs on IPU0 with the embeddings: the last stage's
+    hidden states cross back to it, as BERT's do to `cls`."""
+    from ipu_tune.config import HfConfig
+
+    gpt2 = profile_model(ModelConfig(name="hf", sequence_length=128,
+                                     hf=HfConfig(model_type="gpt2", config={"n_layer": 4})))
+    assert gpt2.tied_head == "lm_head"
+    plan = ExecutionPlan(micro_batch_size=4, precision="16.16", gradient_accumulation=16,
+                         splits=("transformer.h.2",))
+    r = simulate(gpt2, make_system("mk2", 2), plan)
+    assert r.stages[0].also == ("lm_head",)
+    # The last stage receives the hidden states and sends its own back: twice IPU0's send.
+    assert r.stages[-1].inter_ipu_s == pytest.approx(2 * r.stages[0].inter_ipu_s)
