@@ -29,13 +29,6 @@ def resnet50_synthetic() -> ModelProfile:
 
 
 @pytest.fixture(scope="module")
-def resnet50_generated() -> ModelProfile:
-    # Data already in host memory: no host pipeline, only the stream copies.
-    return profile_model(ModelConfig(name="resnet50", input_shape=[3, 224, 224],
-                                     num_classes=1000, dataset=DatasetConfig(name=GENERATED)))
-
-
-@pytest.fixture(scope="module")
 def bert_large() -> ModelProfile:
     # Graphcore's BERT runs the MLM head on the masked tokens only: 20 at sequence length 128.
     return profile_model(ModelConfig(name="bert_large", sequence_length=128, num_classes=30522,
