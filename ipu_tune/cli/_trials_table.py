@@ -144,8 +144,11 @@ def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
     rate side by side are no ranking)."""
     import pandas as pd
 
-    from ipu_tune.search import OBJECTIVES, front_distances
+    from ipu_tune.search import OBJECTIVES, check_stored_trials, front_distances
 
+    # Its knobs are shown as each trial stored them (a `mode` column for an old study of two
+    # modes), of the study's model and system only.
+    check_stored_trials(problem, study, whole=False)
     front = front_distances(study, problem.directions)
     rows = []
     for t in study.get_trials(deepcopy=False, states=_FINISHED):
