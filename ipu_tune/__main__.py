@@ -12,7 +12,27 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from ipu_tune import interrupts
+
+def _masked_title() -> None:
+    """The process title (`ps`, /proc/PID/cmdline: anyone on the machine reads it) with every
+    password of the command line masked (`postgresql://user:***@host/db`), as early as the
+    command can: before any import of the command, before workers are forked (they inherit
+    it). Until Python runs this the kernel shows the command as typed: a URL without a
+    password, and libpq's PGPASSWORD or ~/.pgpass, keeps it out of the title altogether."""
+    from setproctitle import getproctitle, setproctitle
+
+    from ipu_tune._redact import redact
+
+    title = getproctitle()
+    masked = redact(title)
+    if masked != title:
+        setproctitle(masked)
+
+
+if __name__ == "__main__":  # `python -m ipu_tune`: before anything else is imported
+    _masked_title()
+
+from ipu_tune import interrupts  # noqa: E402
 
 interrupts.install()  # before anything slow: Ctrl-C during start-up is one line
 
@@ -133,7 +153,8 @@ def _one_line_warnings() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     interrupts.install()
-    if argv is None:  # the process is this command: its stderr is ours to format
+    if argv is None:  # the process is this command: its title and stderr are ours
+        _masked_title()
         _one_line_warnings()
     args = list(sys.argv[1:] if argv is None else argv)
     try:

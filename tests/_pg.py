@@ -37,8 +37,10 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """Yield a SQLAlchemy URL of a fresh database `ipu_tune` on a private server."""
+def postgres_server(password: str | None = None) -> Iterator[str]:
+    """Yield a SQLAlchemy URL of a fresh database `ipu_tune` on a private server; with
+    `password`, the server asks the user `postgres` for it (scram-sha-256) and the URL holds
+    none (give it by PGPASSWORD, ~/.pgpass or the URL)."""
     bin_dir = pg_bin_dir()
     assert bin_dir is not None, "PostgreSQL server binaries missing (apt-get install postgresql)"
     root = Path(tempfile.mkdtemp(prefix="ipu_tune_pg_"))
@@ -51,13 +53,21 @@ def postgres_server() -> Iterator[str]:
     run = lambda cmd: subprocess.run(  # noqa: E731
         _as_postgres(cmd), check=True, capture_output=True, text=True, cwd=root
     )
-    run([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"])
+    auth = ["-A", "trust"]
+    if password is not None:
+        (root / "pw").write_text(password + "\n")
+        if os.geteuid() == 0:
+            shutil.chown(root / "pw", "postgres")
+        auth = ["-A", "scram-sha-256", f"--pwfile={root / 'pw'}"]
+    run([str(bin_dir / "initdb"), "-D", str(data), *auth, "-U", "postgres", "--no-sync"])
     opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
     run([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", opts, "-w", "-t", "30",
          "-l", str(root / "log"), "start"])
     try:
-        run([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
-             "ipu_tune"])
+        subprocess.run(_as_postgres([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port),
+                                     "-U", "postgres", "ipu_tune"]), check=True,
+                       capture_output=True, text=True, cwd=root,
+                       env={**os.environ, "PGPASSWORD": password or ""})
         yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/ipu_tune"
     finally:
         subprocess.run(_as_postgres([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate",

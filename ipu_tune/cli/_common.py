@@ -166,13 +166,16 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def aligned_lines(columns: Sequence[str], rows: Sequence[Mapping[str, str]],
-                  right: Collection[str]) -> list[str]:
+                  right: Collection[str], headers: Sequence[str] | None = None) -> list[str]:
     """A plain-text table, header first: the columns of figures (`right`) aligned right, the
-    others (names) left, two spaces apart, no trailing blanks."""
-    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+    others (names) left, two spaces apart whatever their widths, no trailing blanks.
+    `headers`: the header's words where they are not the columns' keys (two columns of one
+    name)."""
+    head = dict(zip(columns, headers or columns, strict=True))
+    width = {c: max(len(head[c]), *(len(r[c]) for r in rows)) for c in columns}
 
     def line(cells: Mapping[str, str]) -> str:
         return "  ".join(cells[c].rjust(width[c]) if c in right else cells[c].ljust(width[c])
                          for c in columns).rstrip()
 
-    return [line({c: c for c in columns}), *(line(r) for r in rows)]
+    return [line(head), *(line(r) for r in rows)]

@@ -36,16 +36,45 @@ def column_named(df: Any, name: str, flag: str) -> str:
     raise IpuTuneError(f"{flag}: no column {name!r}; columns: " + ", ".join(df.columns))
 
 
-def filter_rows(df: Any, spec: str) -> Any:
-    """Rows of `df` matching `COLUMN<op>VALUE` (op one of >=, <=, !=, =, >, <)."""
+_TRUE, _FALSE = ("yes", "true"), ("no", "false")
+
+
+def _spec(spec: str) -> tuple[str, str, str]:
+    """COLUMN, op and VALUE of `COLUMN<op>VALUE`; a VALUE that starts with an operator's
+    character (`precision==16.16`, `fits=>1`) is a typo, not a value to look for."""
     for op in _OPS:
         if op in spec:
             col, _, raw = spec.partition(op)
-            col, raw = col.strip(), raw.strip()
-            break
-    else:
-        raise IpuTuneError(f"--where={spec!r}: expected COLUMN=VALUE (or >, <, >=, <=, !=)")
-    series = df[column_named(df, col, f"--where={spec!r}")]
+            if raw.strip()[:1] in ("=", "<", ">", "!"):
+                raise IpuTuneError(
+                    f"--where={spec!r}: the value {raw.strip()!r} starts with an operator's "
+                    "character; allowed: COLUMN<op>VALUE with one of =, !=, >, <, >=, <= "
+                    "(e.g. precision=16.16)")
+            return col.strip(), op, raw.strip()
+    raise IpuTuneError(f"--where={spec!r}: expected COLUMN=VALUE (or >, <, >=, <=, !=)")
+
+
+def _is_yes_no(series: Any) -> bool:
+    values = [v for v in series if v is not None and v == v]
+    return bool(values) and all(isinstance(v, bool) for v in values)
+
+
+def _yes_no(df: Any, series: Any, spec: str, col: str, op: str, raw: str) -> Any:
+    """Rows of a yes/no column (`fits`, `feasible`, `Pareto front`) equal to `raw` or not."""
+    if op not in ("=", "!=") or raw.lower() not in (*_TRUE, *_FALSE):
+        raise IpuTuneError(f"--where={spec!r}: {col} is a yes/no column; allowed: {col}=yes, "
+                           f"{col}=no (or true, false; != for the other)")
+    mask = series.map(lambda v: v is True) == (raw.lower() in _TRUE)
+    return df[mask if op == "=" else ~mask]
+
+
+def filter_rows(df: Any, spec: str) -> Any:
+    """Rows of `df` matching `COLUMN<op>VALUE` (op one of >=, <=, !=, =, >, <)."""
+    col, op, raw = _spec(spec)
+    col = column_named(df, col, f"--where={spec!r}")
+    series = df[col]
+    if _is_yes_no(series):
+        return _yes_no(df, series, spec, col, op, raw)
     value: Any = raw
     if raw.lower() in ("nan", "+nan", "-nan"):  # NaN equals nothing, orders against nothing
         raise IpuTuneError(f"--where={spec!r}: {raw} is not a number to compare with; "
@@ -68,6 +97,7 @@ def filter_rows(df: Any, spec: str) -> Any:
                "<=": series <= value}[op]]
 
 
+_BOUNDED = 1e15  # from here a figure is printed in exponent form (`knobs.rate_number`)
 _ALWAYS = 6  # trial, objective, fits, feasible, peak memory, bottleneck: always shown
 
 
@@ -82,6 +112,8 @@ def readable_table(df: Any) -> str:
             return "-"
         if isinstance(v, bool):
             return "yes" if v else "no"
+        if isinstance(v, float) and not (math.isfinite(v) and abs(v) < _BOUNDED):
+            return f"{v:.3g}"  # a stored 1e30 in 3 digits, not 31
         return format(v, number) if isinstance(v, float) else str(v)
 
     def number(column: Any) -> str:
@@ -137,6 +169,19 @@ def ranked(df: Any, study: optuna.Study, problem: SearchProblem) -> Any:
     return out.drop(columns=["_distance"], errors="ignore")
 
 
+def _figure(value: Any) -> float | None:
+    """A stored figure (a size, a rate) as a number when it can be one: finite and not
+    negative; else None, shown as `-` (a store anyone can write may hold anything)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) and value >= 0 else None
+
+
+def _sizes(stored: Any) -> list[float]:
+    """The bytes per IPU a trial stored; none when any of them is no size."""
+    sizes = [_figure(v) for v in stored] if isinstance(stored, list) else []
+    return [] if None in sizes else [s for s in sizes if s is not None]
+
+
 def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
     """One row per finished trial: objectives (named with units; empty for an infeasible
     trial, which has no value), fit, memory, knobs, why it is infeasible; the mode when the
@@ -144,13 +189,16 @@ def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
     rate side by side are no ranking)."""
     import pandas as pd
 
-    from ipu_tune.search import OBJECTIVES, front_distances
+    from ipu_tune.search import OBJECTIVES, check_stored_trials, front_distances
 
+    # Its knobs are shown as each trial stored them (a `mode` column for an old study of two
+    # modes), of the study's model and system only.
+    check_stored_trials(problem, study, whole=False)
     front = front_distances(study, problem.directions)
     rows = []
     for t in study.get_trials(deepcopy=False, states=_FINISHED):
         rec = TrialRecord.of(t)
-        memory = rec.result.get("memory_per_ipu") or []
+        memory = _sizes(rec.result.get("memory_per_ipu"))
         row: dict[str, Any] = {"trial": t.number}
         values = t.values if rec.feasible and t.values else [None] * len(problem.objective_names)
         for name, value in zip(problem.objective_names, values, strict=False):
@@ -165,7 +213,7 @@ def trials_frame(study: optuna.Study, problem: SearchProblem) -> Any:
         row["feasible"] = rec.feasible
         row["peak MB/IPU"] = max(memory) / 1e6 if memory else None
         if "throughput" not in problem.objective_names:
-            row["samples/s"] = rec.result.get("throughput") if row["fits"] else None
+            row["samples/s"] = _figure(rec.result.get("throughput")) if row["fits"] else None
         row["bottleneck"] = rec.result.get("bottleneck")
         row.update(_knob_cells(rec.config))
         row["reason"] = rec.reason

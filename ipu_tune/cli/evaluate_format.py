@@ -3,9 +3,10 @@ memory by category per IPU against its limit, time per step by phase, the stages
 
 from __future__ import annotations
 
+from ipu_tune.cli._common import aligned_lines
 from ipu_tune.config import EvalConfig
 from ipu_tune.knobs import describe, rate_text
-from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
+from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, IpuMemory, SimResult
 
 __all__ = ["format_result"]
 
@@ -57,61 +58,61 @@ def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
 
 
 def _memory(result: SimResult) -> list[str]:
+    """Per IPU two columns: MB (kB for the fullest tile) and its share of the limit."""
     if not result.memory:
         return []
     cols = [f"IPU{m.ipu} (stage {m.stage})" for m in result.memory]
-    width = max(18, *(len(c) + 2 for c in cols))
-    lines = ["", "Memory per IPU (MB, % of the IPU's SRAM)",
-             f"{'category':<22}" + "".join(f"{c:>{width}}" for c in cols)]
-    for cat in MEMORY_CATEGORIES:
-        cells = [
-            f"{m.categories.get(cat, 0) / MB:9.1f} {_pct(m.categories.get(cat, 0), m.limit_bytes)}"
-            for m in result.memory
-        ]
-        lines.append(f"{cat:<22}" + "".join(f"{c:>{width}}" for c in cells))
-    totals = [f"{m.total_bytes / MB:9.1f} {_pct(m.total_bytes, m.limit_bytes)}"
-              for m in result.memory]
-    limits = [f"{m.limit_bytes / MB:9.1f}       " for m in result.memory]
-    tiles = [
-        f"{m.max_tile_bytes / 1e3:6.1f} kB {_pct(m.max_tile_bytes, m.tile_limit_bytes)}"
-        for m in result.memory
-    ]
-    lines.append(f"{'total':<22}" + "".join(f"{c:>{width}}" for c in totals))
-    lines.append(f"{'limit':<22}" + "".join(f"{c:>{width}}" for c in limits))
     tile_limit = result.memory[0].tile_limit_bytes / 1e3
     label = f"max tile (of {tile_limit:.0f} kB)"
-    lines.append(f"{label:<22}" + "".join(f"{c:>{width}}" for c in tiles))
-    return lines
+
+    def row(name: str, cells: list[tuple[str, str]]) -> dict[str, str]:
+        out = {"category": name}
+        for col, (size, share) in zip(cols, cells, strict=True):
+            out[col], out[col + " %"] = size, share
+        return out
+
+    def sized(m: IpuMemory, part: float) -> tuple[str, str]:
+        return f"{part / MB:.1f}", _pct(part, m.limit_bytes).strip()
+
+    rows = [row(cat, [sized(m, m.categories.get(cat, 0)) for m in result.memory])
+            for cat in MEMORY_CATEGORIES]
+    rows += [row("total", [sized(m, m.total_bytes) for m in result.memory]),
+             row("limit", [(f"{m.limit_bytes / MB:.1f}", "") for m in result.memory]),
+             row(label, [(f"{m.max_tile_bytes / 1e3:.1f} kB",
+                          _pct(m.max_tile_bytes, m.tile_limit_bytes).strip())
+                         for m in result.memory])]
+    columns = ["category", *(c for col in cols for c in (col, col + " %"))]
+    headers = ["%" if c.endswith(" %") else c for c in columns]
+    return ["", "Memory per IPU (MB, % of the IPU's SRAM)",
+            *aligned_lines(columns, rows, columns[1:], headers)]
 
 
 def _time(result: SimResult) -> list[str]:
     total = sum(result.phases.values())
-    lines = ["", "Time per step by phase", f"{'phase':<22}{'ms':>12}{'share':>9}"]
-    for phase in TIME_PHASES:
-        value = result.phases.get(phase, 0.0)
-        lines.append(f"{phase:<22}{value * 1e3:12.3f}{_pct(value, total):>9}")
-    lines.append(f"{'total':<22}{total * 1e3:12.3f}{_pct(total, total):>9}")
-    return lines
+    seconds = {phase: result.phases.get(phase, 0.0) for phase in TIME_PHASES}
+    rows = [{"phase": phase, "ms": f"{value * 1e3:.3f}", "share": _pct(value, total)}
+            for phase, value in seconds.items()]
+    rows.append({"phase": "total", "ms": f"{total * 1e3:.3f}", "share": _pct(total, total)})
+    return ["", "Time per step by phase", *aligned_lines(["phase", "ms", "share"], rows,
+                                                          ["ms", "share"])]
+
+
+_STAGE_FIGURES = ("forward", "backward", "recompute", "inter-IPU")
 
 
 def _stages(result: SimResult) -> list[str]:
     if not result.stages:
         return []
-    names = []
+    rows = []
     for st in result.stages:
         first, last = st.blocks[0], st.blocks[-1]
-        names.append((first if first == last else f"{first} .. {last}")
-                     + "".join(f" + {b}" for b in st.also))  # the tied head on IPU0
-    width = max(30, *(len(n) + 2 for n in names))
-    lines = ["", "Stages, one micro-batch (ms)",
-             f"{'stage':<7}{'blocks':<{width}}{'forward':>10}{'backward':>10}{'recompute':>11}"
-             f"{'inter-IPU':>11}"]
-    for st, blocks in zip(result.stages, names, strict=True):
-        lines.append(
-            f"{st.stage:<7}{blocks:<{width}}{st.forward_s * 1e3:10.3f}"
-            f"{st.backward_s * 1e3:10.3f}{st.recompute_s * 1e3:11.3f}{st.inter_ipu_s * 1e3:11.3f}"
-        )
-    return lines
+        blocks = ((first if first == last else f"{first} .. {last}")
+                  + "".join(f" + {b}" for b in st.also))  # the tied head on IPU0
+        seconds = (st.forward_s, st.backward_s, st.recompute_s, st.inter_ipu_s)
+        rows.append({"stage": str(st.stage), "blocks": blocks,
+                     **{c: f"{s * 1e3:.3f}" for c, s in zip(_STAGE_FIGURES, seconds, strict=True)}})
+    return ["", "Stages, one micro-batch (ms)",
+            *aligned_lines(["stage", "blocks", *_STAGE_FIGURES], rows, _STAGE_FIGURES)]
 
 
 def format_result(result: SimResult, cfg: EvalConfig) -> str:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ipu_tune.cli._common import ArgumentParser, fail, print_out
+from ipu_tune.cli._common import ArgumentParser, aligned_lines, fail, print_out
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import rate_number, rate_text
 
@@ -38,29 +38,31 @@ def format_ladder(data: Explanation) -> list[str]:
         return []
     width = min(60, max(len("change"), *(len(s["change"]) for s in steps)))
     title = _objective_title(steps[0])
-    extra = f"  {title:>18}" if title else ""
-    head = (f"{'step':>4}  {'change':<{width}}  {'fits':<4}  {'peak MB/IPU (limit)':>20}  "
-            f"{'samples/s':>10}  {'speed-up':>8}{extra}  bottleneck")
-    lines = [f"steps ranked by: {data.ladder_rank}"] if data.ladder_rank else []
-    lines += [head, "-" * len(head)]
+    figures = ["peak MB/IPU (limit)", "samples/s", "speed-up", *([title] if title else [])]
+    rows = []
     for s in steps:
-        change = s["change"] if len(s["change"]) <= width else s["change"][:width - 3] + "..."
         invalid = s["bottleneck"] == INVALID_PLAN
-        mem = ("-" if invalid else
-               f"{s['peak_memory_bytes'] / MB:,.0f} ({s['memory_limit_bytes'] / MB:,.0f})")
-        speed = f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-"
-        tp = rate_number(s['throughput']) if s["fits"] else "-"
-        fits = "yes" if s["fits"] else ("n/a" if invalid else "NO")
-        shown = f"  {s['objective_shown'] if s['fits'] else '-':>18}" if title else ""
-        lines.append(f"{s['step']:>4}  {change:<{width}}  {fits:<4}  "
-                     f"{mem:>20}  {tp:>10}  {speed:>8}{shown}  {s['bottleneck']}")
+        row = {"step": str(s["step"]),
+               "change": s["change"] if len(s["change"]) <= width else s["change"][:width - 3]
+               + "...",
+               "fits": "yes" if s["fits"] else ("n/a" if invalid else "NO"),
+               "peak MB/IPU (limit)": "-" if invalid else
+               f"{s['peak_memory_bytes'] / MB:,.0f} ({s['memory_limit_bytes'] / MB:,.0f})",
+               "samples/s": rate_number(s["throughput"]) if s["fits"] else "-",
+               "speed-up": f"x{s['speedup']:.2f}" if s["speedup"] is not None else "-",
+               "bottleneck": s["bottleneck"]}
+        if title:
+            row[title] = s["objective_shown"] if s["fits"] else "-"
+        rows.append(row)
+    head, *body = aligned_lines(["step", "change", "fits", *figures, "bottleneck"], rows,
+                                ["step", *figures])
+    lines = [f"steps ranked by: {data.ladder_rank}"] if data.ladder_rank else []
+    lines += [head, "-" * len(head), *body]
     lines.append("speed-up: samples/s over the first step that fits; peak MB on the fullest IPU.")
     note = invalid_start(data)
     if note:
         lines.append(note)
     return lines
-
-
 
 
 # A study with no finished trial (the run summary says the same, with what stopped the run).
@@ -114,27 +116,26 @@ def format_sensitivity(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return []
     title = _objective_title(rows[0])
-    extra = f" {title:>18} {'change':>8}" if title else ""
-    width = max(12, *(len(str(r["value"])) for r in rows))  # a pipeline cut's block name
-    lines = ["", "sensitivity of the best plan (one knob one step down / up, simulated):",
-             f"  {'knob':<16} {'value':>{width}}  {'fits':<4} {'samples/s':>10} {'change':>8}"
-             f"{extra}  in search space"]
+    figures = ["value", "samples/s", "change", *(["objective", "its change"] if title else [])]
+    cells = []
     for r in rows:
-        change = f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-"
-        tp = rate_number(r['throughput']) if r["fits"] else "-"
-        fits = "yes" if r["fits"] else ("NO" if r["valid"] else "n/a")
-        searched = "yes" if r["searched"] else "no"
-        shown = ""
-        if title:
-            pct = r.get("objective_change_pct")
-            shown = (f" {r.get('objective_shown', '-'):>18} "
-                     f"{f'{pct:+.1f}%' if pct is not None else '-':>8}")
-        lines.append(f"  {r['knob']:<16} {r['value']!s:>{width}}  {fits:<4} {tp:>10} "
-                     f"{change:>8}{shown}  {searched}")
-    lines.append("in search space: no = the study could not draw it: pinned by you, moot in "
-                 "this mode, derived (GA of a fixed global batch), or outside the range fitted "
-                 "to your plan (the micro-batch above yours; widen the space file for others)")
-    return lines
+        pct = r.get("objective_change_pct")
+        cells.append({
+            "knob": r["knob"], "value": str(r["value"]),
+            "fits": "yes" if r["fits"] else ("NO" if r["valid"] else "n/a"),
+            "samples/s": rate_number(r["throughput"]) if r["fits"] else "-",
+            "change": f"{r['change_pct']:+.1f}%" if r["change_pct"] is not None else "-",
+            "objective": str(r.get("objective_shown", "-")),
+            "its change": f"{pct:+.1f}%" if pct is not None else "-",
+            "in search space": "yes" if r["searched"] else "no"})
+    columns = ["knob", "value", "fits", *figures[1:], "in search space"]
+    headers = [title if c == "objective" else "change" if c == "its change" else c
+               for c in columns]
+    return ["", "sensitivity of the best plan (one knob one step down / up, simulated):",
+            *("  " + line for line in aligned_lines(columns, cells, figures, headers)),
+            "in search space: no = the study could not draw it: pinned by you, moot in this "
+            "mode, derived (GA of a fixed global batch), or outside the range fitted to your "
+            "plan (the micro-batch above yours; widen the space file for others)"]
 
 
 def format_phases(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -143,6 +143,26 @@ def _check_file(path: Path, root: Path, trusted: bool) -> Any:
     return data
 
 
+def _check_shadowing(path: Path, root: Path) -> None:
+    """A file of a user config folder named as a built-in option (`model/resnet101.yaml`) or
+    as the primary config (`config.yaml`): Hydra searches the package's folder first, so it
+    would read the built-in file and ignore this one without a word."""
+    from ipu_tune.config._hydra import CONF_DIR
+
+    rel = path.relative_to(root)
+    if not (CONF_DIR / rel.parent / f"{rel.stem}.yaml").is_file():
+        return
+    group, name = "/".join(rel.parent.parts), rel.stem
+    if not group:
+        raise IpuTuneError(f"config file {str(path)!r}: shadows the built-in primary config "
+                           f"{rel.stem}.yaml, which Hydra reads instead of it; allowed: a file "
+                           "in a group folder (experiment/NAME.yaml, chosen with "
+                           "+experiment=NAME)")
+    raise IpuTuneError(f"config file {str(path)!r}: shadows the built-in option {group}={name}, "
+                       f"which Hydra reads instead of it; allowed: another name (e.g. "
+                       f"{group}/my_{name}.yaml, chosen with {group}=my_{name})")
+
+
 def composed_file_error(error: str, argv: Sequence[str]) -> IpuTuneError | None:
     """Why the file of a config folder of `argv` that Hydra's `error` names (`In
     'experiment/x': ...`) failed its composition, when a value of it has the wrong shape for
@@ -197,6 +217,8 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
         files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml"))
         if len(files) > _MAX_FILES:
             raise IpuTuneError(f"--config-dir={_show(folder)}: more than {_MAX_FILES} files")
+        for path in files:
+            _check_shadowing(path, root)
         check_cycles(root, {path: _check_file(path, root, trusted) for path in files})
 
 

@@ -15,14 +15,20 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.config import EvalConfig, load_config
+from ipu_tune.config import EvalConfig
 from ipu_tune.explain._ladder import ladder, rank_by, step_row
 from ipu_tune.explain._phases import phase_shares
 from ipu_tune.explain._remedies import remedies
 from ipu_tune.explain._start import start_label
 from ipu_tune.explain._whatif import sensitivity
 from ipu_tune.records import TrialRecord
-from ipu_tune.search import OBJECTIVES, SearchProblem, compromise
+from ipu_tune.search import (
+    OBJECTIVES,
+    SearchProblem,
+    check_stored_trials,
+    compromise,
+    stored_config,
+)
 
 __all__ = [
     "INVALID_PLAN", "PARETO_RULE", "Closest", "Explanation", "closest_trial", "explain_study",
@@ -147,7 +153,7 @@ def _closest(study: optuna.Study, problem: SearchProblem, start: EvalConfig) -> 
     if found is None:
         return None
     number, rec = found
-    cfg = load_config(dict(rec.config))
+    cfg = stored_config(problem, rec, number)
     r = problem.evaluate(cfg).result
     peak = max(r.memory_per_ipu, default=0)
     excess = int(max(0, peak - r.memory_limit_bytes))
@@ -164,6 +170,7 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
     name = problem.objective_names[0]
     best = problem.best_trial(study)
     objectives = _objectives(problem, list(best.values or []) if best is not None else [])
+    check_stored_trials(problem, study)  # a trial of another problem explains nothing of it
     start = problem.codec.user
     out = Explanation(
         study=study.study_name, objective=name, metric=OBJECTIVES[name].metric,
@@ -176,7 +183,7 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
                                       states=(TrialState.COMPLETE, TrialState.PRUNED))))
     if best is None:
         return dataclasses.replace(out, closest=_closest(study, problem, start))
-    best_cfg = load_config(dict(TrialRecord.of(best).config))
+    best_cfg = stored_config(problem, TrialRecord.of(best), best.number)
     rule = compromise(study, problem.directions) if len(problem.directions) > 1 else None
     steps = ladder(problem, start, best_cfg, rank_by(problem, rule))
     first_fit = next((s.outcome.result.throughput for s in steps if s.outcome.result.fits), None)

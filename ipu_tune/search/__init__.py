@@ -42,6 +42,7 @@ from ipu_tune.search._splits import (
     even_split,
     stage_loads,
 )
+from ipu_tune.search._stored import check_stored_trials, stored_config
 from ipu_tune.search._warm import WarmPlan, io_tiles_rule
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "balanced_split",
     "best_trial",
     "change_list",
+    "check_stored_trials",
     "compromise",
     "convergence",
     "count_changes",
@@ -80,5 +82,6 @@ __all__ = [
     "refine_study",
     "show_value",
     "stage_loads",
+    "stored_config",
     "tell_outcome",
 ]

@@ -23,7 +23,6 @@ from ipu_tune.config import (
     TuneConfig,
     check_pinned_layout,
     check_study_name,
-    load_config,
     validate,
 )
 from ipu_tune.errors import IpuTuneError, disk_hint, one_line
@@ -41,7 +40,14 @@ from ipu_tune.files import check_places, folder_lock, remove_stale_temps, write_
 from ipu_tune.records import TrialRecord
 from ipu_tune.report import report_bytes
 from ipu_tune.results import sync_results
-from ipu_tune.search import Convergence, SearchProblem, change_list, convergence
+from ipu_tune.search import (
+    Convergence,
+    SearchProblem,
+    change_list,
+    check_stored_trials,
+    convergence,
+    stored_config,
+)
 from ipu_tune.simulator import SimResult
 from ipu_tune.storage import (
     ResultsStore,
@@ -328,6 +334,7 @@ def export_study(
     # Another storage's study of this name has its own folder; study_dir refuses escaping names.
     tag = target.export_tag
     out_dir = study_dir(cfg.results_dir, f"{study.study_name}@{tag}" if tag else study.study_name)
+    check_stored_trials(problem, study)  # no trial of another problem is exported or shown
     best = problem.best_trial(study)
     objectives = (dict(zip(problem.objective_names, best.values or [], strict=False))
                   if best is not None else {})
@@ -335,8 +342,7 @@ def export_study(
     best_result: SimResult | None = None
     rendered = Exports({}, {})
     if best is not None:
-        record = TrialRecord.of(best)
-        best_cfg = load_config(dict(record.config))
+        best_cfg = stored_config(problem, record := TrialRecord.of(best), best.number)
         # The result stored with the trial; a plan stored without one is simulated again.
         best_result = record.sim_result() or problem.simulate(best_cfg)
         provenance = Provenance.of(study.study_name, best.number, target.display, objectives,

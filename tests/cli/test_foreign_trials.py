@@ -1,0 +1,68 @@
+"""A trial is its study's only when its stored config is one of the study's plans: a trial
+written into a shared storage with another model (`model._target_` naming code), system or
+unsearched key is refused in one line by every reader of stored configs (report and the
+exports, explain, trials, the tuner's own export), trusted or not, before anything it names is
+imported or written. `trials`, a listing of what each trial stored (a `mode` column for an
+old study of two modes), refuses only another model or system."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+_PWN = ('import pathlib, torch\npathlib.Path(__file__).with_name("PWNED").write_text("x")\n'
+        "def factory(**kw):\n    return torch.nn.Linear(4, 4)\n")
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("foreign")
+    proc = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=3",
+                    "study.progress_bar=false"], cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return root / "results"
+
+
+def _planted(clean: Path, tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of the study whose trials' stored configs (JSON text in the journal, its quotes
+    escaped) say `new` where they said `old`; the study's own config is left as it was."""
+    results = tmp_path / "results"
+    shutil.copytree(clean, results)
+    journal = results / "ipu_tune.journal"
+    text = journal.read_text()
+    escaped = old.replace('"', '\\"'), new.replace('"', '\\"')
+    assert escaped[0] in text
+    journal.write_text(text.replace(*escaped))
+    (tmp_path / "pwnmod.py").write_text(_PWN)
+    shutil.rmtree(results / "s")
+    return results
+
+
+@pytest.mark.parametrize(("old", "new", "key", "listed"), [
+    ('"_target_":null', '"_target_":"pwnmod.factory"', "model._target_=pwnmod.factory", False),
+    ('"optimizer":"adamw"', '"optimizer":"sgd"', "workload.optimizer=sgd", True),
+    ('"num_ipus":2', '"num_ipus":4', "system.num_ipus=4", False),
+])
+def test_a_trial_of_another_problem_is_refused_everywhere(
+        old: str, new: str, key: str, listed: bool, clean: Path, tmp_path: Path) -> None:
+    results = _planted(clean, tmp_path, old, new)
+    commands = ("report", "explain") if listed else ("report", "explain", "trials")
+    runs = [[cmd, "s", "--results-dir", str(results), *trust]
+            for cmd in commands for trust in ([], ["--trust-remote-code"])]
+    runs.append(["model=mnist_cnn", "study.name=s", "study.n_trials=3",
+                 "study.progress_bar=false", f"results_dir={results}"])
+    for args in runs:
+        proc = run_cli(args, cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (args, proc.stderr)
+        assert "is not this study's" in lines[0] and key in lines[0], lines[0]
+        assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "PWNED").exists()
+    assert not (results / "s").exists()  # no export, no report
+    if listed:
+        shown = run_cli(["trials", "s", "--results-dir", str(results)], cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
