@@ -10,27 +10,34 @@ results store, the report table, the exports' context, the run summary, `evaluat
 and the sweep comparison all read it. Adding a knob is one entry here plus its physics in the
 simulator (tests/config/test_throwaway_knob.py adds one and follows it everywhere).
 
-This module imports nothing of ipu_tune: every layer may read it.
+This module imports nothing of ipu_tune but `ipu_tune._needs` (what a knob may need, which
+imports nothing): every layer may read it.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
 from operator import attrgetter
 from typing import Any
 
+from ipu_tune._needs import GENERATED, INPUT_KIND, NEEDS, SYNTHETIC, Need
+
 __all__ = [
     "AMP_LOW",
     "DRAWS",
+    "GENERATED",
+    "INPUT_KIND",
     "KNOBS",
+    "NEEDS",
     "PLAN_KNOBS",
     "SQL_TYPES",
     "SYNTHETIC",
     "WORKLOAD_KNOBS",
     "Knob",
+    "Need",
     "checker",
     "describe",
     "get_key",
@@ -80,10 +87,7 @@ def pipeline_minimum(training: bool, stages: int, schedule: str) -> tuple[str, i
     return ("plan.gradient_accumulation" if training else "plan.device_iterations", stages)
 
 
-# `model.dataset.name` of data made on the IPU (PopTorch `Options.enableSyntheticData`): no
-# host pipeline and no stream, so the `host_only` knobs are moot (`ipu_tune.config` lists the
-# dataset names).
-SYNTHETIC = "synthetic"
+_TRAINING = ("training",)
 
 
 @dataclass(frozen=True)
@@ -112,15 +116,10 @@ class Knob:
     # whose domains follow from the model and system).
     search_domain: tuple[Any, ...] | None = None
     change: bool = True  # counts as one change for the `changes` objective
-    training_only: bool = False  # moot for inference: never searched there
-    image_only: bool = False  # only for pixel inputs: never searched for token inputs
-    # The host's data pipeline and its stream to the IPU: moot with synthetic data, which is
-    # made on the IPU (no loader, no stream), so never searched there.
-    host_only: bool = False
+    # What the knob needs to have any effect (names of `NEEDS`); a plan without one of them
+    # does not run the knob: it is moot there (`moot_keys`).
+    needs: tuple[str, ...] = ()
     rule: str = ""  # an extra check: power_of_two | io_tiles
-    # When the search draws it: "" always, "pipelined" with >= 2 stages, "replicated" with
-    # >= 2 replicas (moot otherwise).
-    condition: str = ""
     item: builtins.type = str  # a list knob's item type (block names: str)
     quiet: bool = False  # plan lines leave it out at its default
 
@@ -208,7 +207,7 @@ WORKLOAD_KNOBS: tuple[Knob, ...] = (
     Knob("workload.micro_batch_size", "micro_batch_size", int, 64, "int", "micro-batch",
          "micro-batch", "int", low=1, high=2**16, highlight="always"),
     Knob("workload.optimizer", "optimizer", str, "adamw", "str16", "", "", "",
-         domain=("sgd", "momentum", "adam", "adamw", "lamb"), change=False),
+         domain=("sgd", "momentum", "adam", "adamw", "lamb"), change=False, needs=_TRAINING),
 )
 
 PLAN_KNOBS: tuple[Knob, ...] = (
@@ -216,7 +215,7 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     Knob("plan.precision", "precision", str, "32.32", "str8", "precision", "precision",
          "categorical", domain=("32.32", "16.32", "16.16"), highlight="always"),
     Knob("plan.gradient_accumulation", "gradient_accumulation", int, 1, "int", "grad. acc.",
-         "GA", "int", low=1, high=2**20, training_only=True, highlight="always"),
+         "GA", "int", low=1, high=2**20, needs=_TRAINING, highlight="always"),
     Knob("plan.device_iterations", "device_iterations", int, 1, "int", "device it.", "DI",
          "int", low=1, high=2**20, highlight="always"),
     Knob("plan.replication_factor", "replication_factor", int, 1, "int", "replicas",
@@ -226,17 +225,17 @@ PLAN_KNOBS: tuple[Knob, ...] = (
          "splits"),
     Knob("plan.pipeline.schedule", "schedule", str, "grouped", "str16", "schedule",
          "schedule", "categorical", domain=("grouped", "interleaved", "sharded"),
-         condition="pipelined"),
+         needs=("pipelined",)),
     # PopART's autoRecomputation: `auto` = PopTorch's default (Pipeline when pipelined, else
     # none; poptorch Compiler.cpp), none = NoRecompute, checkpoints = Pipeline (Standard for
     # one stage), every_block = the same plus a recomputationCheckpoint at every block.
     Knob("plan.recompute", "recompute", str, "auto", "str16", "recompute", "recompute",
          "categorical", domain=("auto", "none", "checkpoints", "every_block"),
-         training_only=True, highlight="always"),
+         needs=_TRAINING, highlight="always"),
     # At least 0.1 % of tile memory (640 bytes a tile on a Mk2): a proportion nearer 0 (a
     # typo such as 1e-320) split a matmul into more serial passes than a number holds.
     Knob("plan.available_memory_proportion", "available_memory_proportion", float, 0.6,
-         "float", "AMP", "AMP", "float", low=AMP_LOW, high=1.0),
+         "float", "AMP", "AMP", "float", low=AMP_LOW, high=1.0, needs=("one_proportion",)),
     # One proportion per IPU of a replica, as Graphcore's configs give them (PopTorch
     # setAvailableMemoryProportion({"IPU0": ...}), optimum's `matmul_proportion` list); empty:
     # `available_memory_proportion` on every IPU. Fixed, never drawn: a search that draws the
@@ -246,33 +245,36 @@ PLAN_KNOBS: tuple[Knob, ...] = (
          tuple, (), "json", "", "AMP per IPU", "", low=AMP_LOW, high=1.0, highlight="changed",
          item=float, quiet=True),
     Knob("plan.offload_optimizer_state", "offload_optimizer_state", bool, False, "bool",
-         "offload opt.", "offload", "categorical", domain=_BOOL, training_only=True),
+         "offload opt.", "offload", "categorical", domain=_BOOL, needs=_TRAINING),
     Knob("plan.replicated_tensor_sharding", "replicated_tensor_sharding", bool, False, "bool",
-         "RTS", "RTS", "categorical", domain=_BOOL, training_only=True, condition="replicated"),
+         "RTS", "RTS", "categorical", domain=_BOOL, needs=("training", "replicated")),
     Knob("plan.prefetch_depth", "prefetch_depth", int, 1, "int", "prefetch", "prefetch", "int",
-         low=1, high=1024, host_only=True),
+         low=1, high=1024, needs=("stream",)),
     Knob("plan.io_tiles", "io_tiles", int, 0, "int", "I/O tiles", "I/O tiles", "categorical",
          domain=_IO_TILE_CHOICES, rule="io_tiles"),
     # 8-bit I/O is for pixels (seed session)
     Knob("plan.eight_bit_io", "eight_bit_io", bool, False, "bool", "8-bit I/O", "8-bit I/O",
-         "categorical", domain=_BOOL, image_only=True, host_only=True),
+         "categorical", domain=_BOOL, needs=("pixels", "stream")),
     Knob("plan.async_dataloader", "async_dataloader", bool, False, "bool", "async loader",
-         "async loader", "categorical", domain=_BOOL, host_only=True),
+         "async loader", "categorical", domain=_BOOL, needs=("loader",)),
     Knob("plan.dataloader_workers", "dataloader_workers", int, 1, "int", "workers",
-         "loader workers", "int", low=1, high=1024, host_only=True),
+         "loader workers", "int", low=1, high=1024, needs=("loader",)),
     # PopRun host instances (poprun --num-instances; seed guide 4.3.2): a power of two, a
     # multiple of system.hosts, dividing the replicas. Drawn from powers of two (`instances`
     # draw: null in a space file = 1..num_ipus), then fitted to the drawn replicas and servers.
     Knob("plan.host_instances", "host_instances", int, 1, "int", "instances", "instances",
          "instances", low=1, high=1024, rule="power_of_two", highlight="changed",
-         host_only=True),
-    # Precision of matmul/conv partial sums (PopTorch setPartialsType).
+         needs=("loader",)),
+    # Precision of matmul/conv partial sums (PopTorch setPartialsType). An fp32 model's
+    # arithmetic accumulates in fp32 whatever the type: it runs only with an fp16 model.
     Knob("plan.partials", "partials", str, "float", "str8", "partials", "partials",
-         "categorical", domain=("float", "half")),
+         "categorical", domain=("float", "half"), needs=("half_model",)),
 )
 
 # Every knob, in schema order (workload first, as the store's columns).
 KNOBS: tuple[Knob, ...] = WORKLOAD_KNOBS + PLAN_KNOBS
+if any(set(k.needs) - NEEDS.keys() for k in KNOBS):
+    raise ImportError("a knob's needs must be names of NEEDS")
 
 _BY_KEY: Mapping[str, Knob] = {k.key: k for k in KNOBS}
 _BY_FIELD: Mapping[str, Knob] = {k.field: k for k in KNOBS}
@@ -319,23 +321,39 @@ def rate_text(samples_per_s: float) -> str:
     return rate_number(samples_per_s) + " samples/s"
 
 
-def moot_keys(mode: str, dataset: str) -> frozenset[str]:
-    """Keys of the knobs a plan of workload `mode` on dataset `dataset` does not run: those of
-    training for inference, those of the host's data pipeline and stream with synthetic data.
-    Every view of a plan (the plan line, the report's plan list and trials table) leaves them
-    out, so none shows a setting that has no effect."""
-    return frozenset(k.key for k in KNOBS
-                     if (mode == "infer" and k.training_only)
-                     or (dataset == SYNTHETIC and k.host_only))
+def moot_keys(plan: Any, input_kind: str | None = None,
+              needs: Collection[str] | None = None) -> frozenset[str]:
+    """Keys of the knobs a plan does not run: those lacking something they need (`NEEDS`).
+
+    `plan` is a config (or any object with its dotted keys) or a mapping of dotted keys to
+    values (a results row's knobs); a key it lacks counts as not known. `input_kind` is the
+    model profile's (``image``, ``tokens``, ``audio``); None: not known. What is not known
+    never makes a knob moot. `needs`: judge only these (None: all)."""
+    value = plan.get if isinstance(plan, Mapping) else _reader(plan)
+
+    def known(key: str) -> Any:
+        return input_kind if key == INPUT_KIND else value(key)
+
+    unmet = {name for name, need in NEEDS.items()
+             if (needs is None or name in needs) and need.lacking(*map(known, need.keys))}
+    return frozenset(k.key for k in KNOBS if unmet.intersection(k.needs))
 
 
-def describe(cfg: Any) -> str:
-    """The plan line of a config (run summary, `evaluate`): every labelled knob, in order; an
-    inference plan's without the knobs of training (gradient accumulation, recomputation, the
-    optimizer state's offload and sharding), which it does not run; with synthetic data,
-    without those of the host's data pipeline and stream, which it does not have."""
+def _reader(cfg: Any) -> Callable[[str], Any]:
+    def value(key: str) -> Any:
+        try:
+            return get_key(cfg, key)
+        except AttributeError:
+            return None
+    return value
+
+
+def describe(cfg: Any, input_kind: str | None = None) -> str:
+    """The plan line of a config (run summary, `evaluate`): every labelled knob the plan runs,
+    in order (`moot_keys`: not an inference plan's knobs of training, nor with synthetic data
+    those of the host's stream and pipeline, ...). `input_kind`: the model profile's."""
     shown_knobs = []
-    moot = moot_keys(get_key(cfg, "workload.mode"), get_key(cfg, "model.dataset.name"))
+    moot = moot_keys(cfg, input_kind)
     for k in KNOBS:
         if k.key in moot:
             continue

@@ -105,7 +105,7 @@ def format_summary(s: RunSummary, argv: Sequence[str] | None = None) -> str:
         replicas = c.plan.replication_factor
         per = f" (each of {replicas} replicas)" if replicas > 1 else ""
         lines.append(f"memory per IPU{per}: {mem}")
-        lines.append("plan: " + describe(c))
+        lines.append("plan: " + describe(c, s.input_kind))
         lines.append(_batch_line(c))
         lines += _micro_batch_hint(s, c)
         command = poprun_command(export_context(c))

@@ -49,10 +49,12 @@ def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def _other_differences(cfgs: list[Any], listed: set[str]) -> list[dict[str, Any]]:
     """Rows of the keys outside the knobs that differ (the dataset's cost, the host, the
-    model's input): each is a cause the simulated figures below may show, so none is hidden."""
+    model's input): each is a cause the simulated figures below may show, so none is hidden.
+    `system.hosts` is compared as the servers it means (null: one per 16 IPUs), as a study
+    resumes it."""
     from ipu_tune.config import to_plain_dict
 
-    a, b = (_leaves(to_plain_dict(c)) for c in cfgs)
+    a, b = (_leaves(to_plain_dict(c)) | {"system.hosts": c.system.servers} for c in cfgs)
     rows = []
     for key in [*a, *(k for k in b if k not in a)]:
         va, vb = a.get(key, _ABSENT), b.get(key, _ABSENT)
@@ -66,16 +68,16 @@ _NOT_RUN = "not run"  # a knob's value in a plan that does not run it
 
 def compare(a_path: str, b_path: str) -> dict[str, Any]:
     """Both plans simulated: rows of (name, A, B, differs) per section."""
-    from ipu_tune._api import evaluate_config
+    from ipu_tune.case import build_case, simulate_case
     from ipu_tune.config import load_config
     from ipu_tune.knobs import KNOBS, get_key, moot_keys
     from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES
 
     cfgs = [load_config(a_path), load_config(b_path)]
-    res = [evaluate_config(c) for c in cfgs]
-    # A knob a plan does not run (training's in inference, the host pipeline's with synthetic
-    # data) is "not run" on its side, and no row when neither plan runs it.
-    moot = [moot_keys(c.workload.mode, c.model.dataset.name) for c in cfgs]
+    cases = [build_case(c) for c in cfgs]
+    res = [simulate_case(case) for case in cases]
+    # A knob a plan does not run (`knobs.moot_keys`) reads "not run"; no row when neither does.
+    moot = [moot_keys(c, case.profile.input_kind) for c, case in zip(cfgs, cases, strict=True)]
     plan = []
     for k in KNOBS:
         if all(k.key in m for m in moot):

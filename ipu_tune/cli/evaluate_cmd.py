@@ -123,5 +123,7 @@ def main(argv: Sequence[str]) -> int:
     if args.json:
         return print_out(json.dumps(result.to_dict(), indent=2))
     from ipu_tune.cli.evaluate_format import format_result
+    from ipu_tune.models import profile_model
 
-    return print_out(format_result(result, cfg))
+    # The profile `evaluate_config` built (memoised): its input kind decides what runs.
+    return print_out(format_result(result, cfg, profile_model(cfg.model).input_kind))

@@ -22,7 +22,7 @@ def _count(samples: float) -> str:
     return f"{samples:,.0f}" if samples == round(samples) else f"{samples:,.1f}"
 
 
-def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
+def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[str]:
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     name = m.name or m._target_ or "model"
     if m.name == "hf":  # the Transformers model it stands for
@@ -33,7 +33,7 @@ def _header(result: SimResult, cfg: EvalConfig) -> list[str]:
         f"{name} on {s.num_ipus} x {s.ipu} ({s.servers} host{'s' if s.servers > 1 else ''}): "
         f"{w.mode}, micro-batch {w.micro_batch_size}{packs}, "
         f"{w.optimizer + ', ' if w.mode == 'train' else ''}precision {p.precision}",
-        f"plan: {describe(cfg)}",
+        f"plan: {describe(cfg, input_kind)}",
         "",
     ]
     if result.fits:
@@ -115,6 +115,8 @@ def _stages(result: SimResult) -> list[str]:
             *aligned_lines(["stage", "blocks", *_STAGE_FIGURES], rows, _STAGE_FIGURES)]
 
 
-def format_result(result: SimResult, cfg: EvalConfig) -> str:
-    """The terminal report of `ipu-tune evaluate FILE`."""
-    return "\n".join(_header(result, cfg) + _memory(result) + _time(result) + _stages(result))
+def format_result(result: SimResult, cfg: EvalConfig, input_kind: str | None = None) -> str:
+    """The terminal report of `ipu-tune evaluate FILE` (`input_kind`: the model profile's, which
+    decides whether 8-bit I/O runs)."""
+    return "\n".join(_header(result, cfg, input_kind) + _memory(result) + _time(result)
+                     + _stages(result))

@@ -25,7 +25,7 @@ from typing import (  # noqa: UP035
 )
 
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, SYNTHETIC, Knob
+from ipu_tune.knobs import GENERATED, KNOBS, SYNTHETIC, Knob
 
 # (OmegaConf reads typing generics: `List[int]`, not `list[int]`.)
 
@@ -33,12 +33,13 @@ IPUS = ("mk1", "mk2", "bow", "c600")
 
 
 # Dataset names of inputs no data pipeline makes, as benchmarks feed them, whatever
-# `preprocess_s_per_sample` says:
+# `preprocess_s_per_sample` says (declared in `ipu_tune.knobs`, which decides what knobs they
+# leave moot):
 # - synthetic: made on the IPU, no host-device transfer at all (PopTorch
 #   `Options.enableSyntheticData`, PopART `SessionOptions.syntheticDataMode`): no host work;
 # - generated: random samples made in host memory in the stream's type (no load, augmentation
 #   or cast), copied to the IPU each step as real data is.
-GENERATED = "generated"
+
 # Every `model.dataset.name`: the datasets of the model presets and the calibration rows, then
 # the two inputs no pipeline makes. A fixed set, because a name is not only a label: a typo of
 # `synthetic` would silently simulate a host pipeline, and `cifar10` picks the normalisation the

@@ -10,13 +10,8 @@ import copy
 import math
 from typing import Any
 
-from ipu_tune.config import (
-    SYNTHETIC,
-    EvalConfig,
-    at_one_proportion_if_moved,
-    at_pipeline_minimum,
-)
-from ipu_tune.knobs import KNOBS, Knob, get_key, set_key
+from ipu_tune.config import EvalConfig, at_one_proportion_if_moved, at_pipeline_minimum
+from ipu_tune.knobs import KNOBS, Knob, get_key, moot_keys, set_key
 from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome, even_split
 
 __all__ = ["sensitivity"]
@@ -51,13 +46,6 @@ def _neighbours(k: Knob, v: Any) -> list[Any]:
     return []
 
 
-def _moot(k: Knob, cfg: EvalConfig, pixels: bool) -> bool:
-    training = cfg.workload.mode == "train"
-    return (not k.change or k.draw in ("splits", "replicas", "")
-            or (k.training_only and not training) or (k.image_only and not pixels)
-            or (k.host_only and cfg.model.dataset.name == SYNTHETIC)
-            or (k.condition == "pipelined" and not cfg.plan.pipeline.splits)
-            or (k.condition == "replicated" and cfg.plan.replication_factor < 2))
 
 
 def _row(problem: SearchProblem, cfg: EvalConfig, base: TrialOutcome, label: str,
@@ -93,10 +81,12 @@ def sensitivity(problem: SearchProblem, cfg: EvalConfig) -> list[dict[str, Any]]
     Also each pipeline cut one block earlier and later, and the replicas doubled and halved
     on the same IPUs (with the stages halved or doubled), when the plan rules allow them."""
     base = problem.evaluate(cfg)
-    pixels = problem.profile.input_kind == "image"  # 8-bit I/O: pixels only, not audio
+    moot = moot_keys(cfg, problem.profile.input_kind)  # knobs the plan does not run
     rows: list[dict[str, Any]] = []
     for k in KNOBS:
-        if _moot(k, cfg, pixels):
+        # Not moved: a knob the plan does not run, the layout (its own moves below), or one
+        # that is never searched.
+        if k.key in moot or not k.change or k.draw in ("splits", "replicas", ""):
             continue
         v = get_key(cfg, k.key)
         for new in _neighbours(k, v):

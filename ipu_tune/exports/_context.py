@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ipu_tune.config import SYNTHETIC, EvalConfig
-from ipu_tune.knobs import knob, pipeline_minimum
+from ipu_tune.knobs import NEEDS, get_key, knob, moot_keys, pipeline_minimum
 from ipu_tune.models import ModelProfile, model_label
 from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.simulator import (
@@ -112,6 +112,31 @@ class ExportContext:
         """The model as an export's header names it: its factory, else its zoo name or its
         Transformers type (`model_label`)."""
         return self.config.model._target_ or model_label(self.config.model)
+
+    @property
+    def input_kind(self) -> str:
+        """What the model reads (`ModelProfile.input_kind`); without a profile, tokens when the
+        config gives a sequence length, else pixels."""
+        if self.profile is not None:
+            return self.profile.input_kind
+        return "image" if self.config.model.sequence_length is None else "tokens"
+
+    @cached_property
+    def moot(self) -> frozenset[str]:
+        """Keys of the knobs the plan does not run (`knobs.moot_keys`): no program sets them."""
+        return moot_keys(self.config, self.input_kind)
+
+    def runs(self, key: str) -> bool:
+        """Whether the plan runs knob `key` (a program sets only those)."""
+        return key not in self.moot
+
+    def not_run(self, key: str) -> str:
+        """The comment a program writes in place of setting knob `key`, which the plan does
+        not run (`runs`)."""
+        k = knob(key)
+        needs = " and ".join(NEEDS[n].text for n in k.needs)
+        return (f"# {k.label or key} {k.text(get_key(self.config, key))}: not set; it runs only"
+                f" with {needs}, which this plan has not (nor had the simulation).")
 
     @cached_property
     def head(self) -> HeadPlacement | None:

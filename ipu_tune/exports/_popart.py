@@ -174,13 +174,14 @@ def _memory_lines(ctx: ExportContext) -> list[str]:
     amps = p.stage_memory_proportions
     uniform = len(set(amps)) == 1
     amp = f"{amps[0] if uniform else p.available_memory_proportion:g}"
+    partials = ctx.runs("plan.partials")
     return [
         *knob(
             f"Available memory proportion {amp} for every conv and matmul"
             f"{'' if uniform else ' that names no IPU of its own (below)'} ({cite('amp')});"
             f" option values are strings. {ctx.facts.category_sentence('temporaries')}",
-            f'opts.convolutionOptions = {{"availableMemoryProportion": "{amp}",'
-            f' "partialsType": "{p.partials}"}}',
+            f'opts.convolutionOptions = {{"availableMemoryProportion": "{amp}"'
+            + (f', "partialsType": "{p.partials}"}}' if partials else "}"),
             f'opts.matmulOptions = {{"availableMemoryProportion": "{amp}"}}',
         ),
         *([] if uniform else [
@@ -189,10 +190,10 @@ def _memory_lines(ctx: ExportContext) -> list[str]:
             f" you build under builder.virtualGraph(ipu) ({cite('amp')}).",
             f"AVAILABLE_MEMORY_PROPORTION_PER_IPU = {literal(list(amps))}",
         ]),
-        *knob(
+        *(knob(
             f"Partials {p.partials} for matmuls (and convolutions above) ({cite('partials')}).",
             f'opts.partialsTypeMatMuls = "{p.partials}"',
-        ),
+        ) if partials else [ctx.not_run("plan.partials")]),
     ]
 
 
@@ -287,6 +288,6 @@ def _program(ctx: ExportContext) -> str:
             f" ({cite('eight_bit')})."
             if p.eight_bit_io
             else f"inputs arrive as {'FLOAT16' if p.input_fp16 else 'FLOAT'}."
-        ),
+        ) if ctx.runs("plan.eight_bit_io") else ctx.not_run("plan.eight_bit_io"),
     ]
     return program(lines)

@@ -254,11 +254,11 @@ def _memory_lines(ctx: ExportContext) -> list[str]:
             f" {ctx.facts.category_sentence('temporaries')}",
             f"opts.setAvailableMemoryProportion({literal(proportions)})",
         ),
-        *knob(
+        *(knob(
             f"Partials {p.partials}: the type of conv/matmul intermediate sums; half is"
             f" faster and smaller, float more exact ({cite('partials')}).",
             f"opts.Precision.setPartialsType({torch_type})",
-        ),
+        ) if ctx.runs("plan.partials") else [ctx.not_run("plan.partials")]),
     ]
 
 

@@ -50,12 +50,6 @@ _STATS = {
 }
 
 
-def _input_kind(cfg: EvalConfig, profile: ModelProfile | None) -> str:
-    if profile is not None:
-        return profile.input_kind
-    return "image" if cfg.model.sequence_length is None else "tokens"
-
-
 def _audio_overlap() -> list[str]:
     """The input wrapper of an audio model whose input stream overlaps compute (I/O tiles). A
     speech-seq2seq model also takes its decoder's tokens (`labels` to train, `decoder_input_ids`
@@ -181,23 +175,24 @@ def input_lines(
     """Input dtype, the on-IPU input wrapper, the loss wrapper, the model cast, the loader."""
     plan = ctx.plan
     cfg = ctx.config
-    kind = _input_kind(cfg, ctx.profile)
+    kind = ctx.input_kind
     image = kind == "image"
     # Token ids stay integers whatever the precision; pixels and audio follow it.
     in_dtype = "torch.int32" if kind == "tokens" else (
         "torch.float16" if plan.input_fp16 else "torch.float32")
     model_dtype = "half" if plan.model_fp16 else "float"
-    eight_bit = plan.eight_bit_io and image
+    eight_bit = plan.eight_bit_io and ctx.runs("plan.eight_bit_io")  # pixels, streamed
     out = [
         f"# Precision {plan.precision}: input {in_dtype}, model {model_dtype}; fp16 halves the"
         f" bytes of weights and activations and speeds up conv/matmul ({cite('precision')}).",
         f"INPUT_DTYPE = {in_dtype}",
-        f"# 8-bit I/O: {plan.eight_bit_io}. "
-        + ctx.facts.io_sentence(eight_bit, tokens=kind == "tokens"),
+        f"# 8-bit I/O: {eight_bit}. " + ctx.facts.io_sentence(eight_bit, tokens=kind == "tokens"),
     ]
-    if plan.eight_bit_io and not image:
-        what = "token ids" if kind == "tokens" else "audio samples or features"
-        out.append(f"# (8-bit I/O applies to image pixels; this model reads {what}.)")
+    if plan.eight_bit_io and not eight_bit:
+        what = ("token ids" if kind == "tokens" else "audio samples or features" if not image
+                else "synthetic data made on the IPU, which no stream carries")
+        out.append(f"# (8-bit I/O applies to image pixels sent by the host; this model reads"
+                   f" {what}: plan.eight_bit_io=true changes nothing.)")
     captions = caption_tokens(ctx.profile)  # an image-text model's, beside each image
     spliced = loss_family(cfg) == "image-text-to-text"  # a vision-language model's ids
     if captions:

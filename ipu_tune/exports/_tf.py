@@ -37,9 +37,6 @@ def _allow_recompute(ctx: ExportContext) -> bool:
 def _system_lines(ctx: ExportContext) -> list[str]:
     facts = ctx.facts
     p = ctx.plan
-    amps = p.stage_memory_proportions
-    amp = f"{amps[0] if len(set(amps)) == 1 else p.available_memory_proportion:g}"
-    options = _poplar_options(amp, p.partials)
     ipus = ctx.stages * p.replication_factor
     select = knob(
         f"{ipus} IPUs: {ctx.stages} per replica x {p.replication_factor} replicas; Keras"
@@ -60,14 +57,7 @@ def _system_lines(ctx: ExportContext) -> list[str]:
     out = [
         "cfg = ipu.config.IPUConfig()",
         *select,
-        *knob(
-            f"Available memory proportion {amp} and partials {p.partials} for every matmul and"
-            f" convolution{'' if len(set(amps)) == 1 else ' outside the pipeline stages'}"
-            f" ({cite('amp')}; {cite('partials')}); values are strings."
-            f" {facts.category_sentence('temporaries')}",
-            f"cfg.matmuls.poplar_options = {options}",
-            f"cfg.convolutions.poplar_options = {options}",
-        ),
+        *_option_lines(ctx),
         *knob(
             f"Recomputation {p.recompute}: allow_recompute={_allow_recompute(ctx)}"
             f" ({cite('tf_recompute')}).",
@@ -109,7 +99,32 @@ def _all_reduce_lines(ctx: ExportContext) -> list[str]:
     )
 
 
-def _poplar_options(amp: str, partials: str) -> str:
+def _option_lines(ctx: ExportContext) -> list[str]:
+    """The available memory proportion and the partials type (of an fp16 model only) of every
+    matmul and convolution."""
+    p = ctx.plan
+    amps = p.stage_memory_proportions
+    amp = f"{amps[0] if len(set(amps)) == 1 else p.available_memory_proportion:g}"
+    partials = p.partials if ctx.runs("plan.partials") else None
+    options = _poplar_options(amp, partials)
+    return [
+        *([] if partials else [ctx.not_run("plan.partials")]),
+        *knob(
+            f"Available memory proportion {amp}"
+            + (f" and partials {partials}" if partials else "") + " for every matmul and"
+            f" convolution{'' if len(set(amps)) == 1 else ' outside the pipeline stages'}"
+            f" ({cite('amp')}" + (f"; {cite('partials')}" if partials else "")
+            + f"); values are strings. {ctx.facts.category_sentence('temporaries')}",
+            f"cfg.matmuls.poplar_options = {options}",
+            f"cfg.convolutions.poplar_options = {options}",
+        ),
+    ]
+
+
+def _poplar_options(amp: str, partials: str | None) -> str:
+    """Poplar's options of a matmul or convolution (no partials type: the plan runs none)."""
+    if partials is None:
+        return f'{{"availableMemoryProportion": "{amp}"}}'
     return f'{{"availableMemoryProportion": "{amp}", "partialsType": "{partials}"}}'
 
 
@@ -121,6 +136,7 @@ def _stage_options_lines(ctx: ExportContext) -> list[str]:
     amps = [p.stage_memory_proportions[ipu] for ipu in ctx.device_mapping]
     if len(set(amps)) == 1:
         return []
+    partials = p.partials if ctx.runs("plan.partials") else None
     return [
         f"    # Available memory proportion {literal(amps)} per pipeline stage (on the IPUs of"
         " device_mapping), each"
@@ -128,7 +144,7 @@ def _stage_options_lines(ctx: ExportContext) -> list[str]:
         "    stage_options = [",
         "        ipu.pipelining_ops.PipelineStageOptions(convolution_options=o, matmul_options=o)",
         "        for o in (",
-        *(f"            {_poplar_options(f'{a:g}', p.partials)}," for a in amps),
+        *(f"            {_poplar_options(f'{a:g}', partials)}," for a in amps),
         "        )",
         "    ]",
     ]
@@ -302,7 +318,7 @@ def _keras_lines(ctx: ExportContext) -> list[str]:
             f" ({cite('eight_bit')})."
             if p.eight_bit_io
             else f"inputs arrive as {'float16' if p.input_fp16 else 'float32'}."
-        ),
+        ) if ctx.runs("plan.eight_bit_io") else ctx.not_run("plan.eight_bit_io"),
     ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -41,7 +41,7 @@ from ._study_figures import (
     pareto_figure,
     trials_figure,
 )
-from ._table import top_trials_table
+from ._table import knob_values, top_trials_table
 from ._timeline import build_timeline
 
 if TYPE_CHECKING:  # typing names of Python 3.11 (the package runs on 3.10 too)
@@ -96,18 +96,24 @@ def _section(cfg: EvalConfig, name: str, tokens: bool,
     return d
 
 
-def _moot_keys(study: optuna.Study, cfg: EvalConfig | None) -> frozenset[str]:
-    """The knobs the study's plans do not run (`knobs.moot_keys`): its mode and dataset are the
-    same in every trial, read from the best plan or, when none fits, from a finished trial."""
+def _row_moot(study: optuna.Study, cfg: EvalConfig | None,
+              input_kind: str | None) -> Callable[[Mapping[str, Any]], frozenset[str]]:
+    """The knobs a results row's plan does not run (`knobs.moot_keys`); the dataset, not a
+    column, is the study's: read from the best plan or, when none fits, a finished trial."""
+    dataset: Any = None
     if cfg is not None:
-        return moot_keys(cfg.workload.mode, cfg.model.dataset.name)
-    for t in study.get_trials(deepcopy=False, states=_FINISHED):
-        plain = TrialRecord.of(t).config
-        if plain:
-            dataset = plain.get("model", {}).get("dataset", {}) or {}
-            return moot_keys(str(plain.get("workload", {}).get("mode", "")),
-                             str(dataset.get("name", "")))
-    return frozenset()
+        dataset = cfg.model.dataset.name
+    else:
+        for t in study.get_trials(deepcopy=False, states=_FINISHED):
+            plain = TrialRecord.of(t).config
+            if plain:
+                dataset = (plain.get("model", {}).get("dataset", {}) or {}).get("name")
+                break
+
+    def moot(row: Mapping[str, Any]) -> frozenset[str]:
+        return moot_keys({**knob_values(row), "model.dataset.name": dataset}, input_kind)
+
+    return moot
 
 
 def _objectives(study: optuna.Study, ex: Explanation | None) -> list[Objective]:
@@ -246,16 +252,17 @@ def _page(**inputs: Unpack[ReportInputs]) -> list[str | None]:
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(summary_table(study, results, best_result, explanation, best_trial))
     explain_section(page, explanation)
-    moot = _moot_keys(study, best_config)
-    _best_plan(page, best_config, best_result,
-               tokens=explanation is not None and explanation.input_kind != "image", moot=moot)
+    kind = explanation.input_kind if explanation is not None else None
+    _best_plan(page, best_config, best_result, tokens=kind not in (None, "image"),
+               moot=moot_keys(best_config, kind) if best_config is not None else frozenset())
 
     _search_figures(page, study, results,
                     explanation.objectives if explanation is not None else (), best_trial)
     objectives = _objectives(study, explanation)
     page.heading(f"Top {top_n} trials", _top_caption(objectives[0] if objectives else None))
-    page.add('<div class="table-wrap">'
-             f"{top_trials_table(results, top_n, best_trial, objectives, moot)}</div>")
+    table = top_trials_table(results, top_n, best_trial, objectives,
+                             _row_moot(study, best_config, kind))
+    page.add(f'<div class="table-wrap">{table}</div>')
     if snippet is not None:
         page.heading("PopTorch options", "The snippet written beside best.yaml.")
         page.add(f"<details><summary>show</summary><pre>{html.escape(snippet)}</pre></details>")

@@ -11,7 +11,7 @@ from typing import Any
 from ipu_tune.knobs import KNOBS
 from ipu_tune.search import Objective
 
-__all__ = ["SORT_JS", "top_trials_table"]
+__all__ = ["SORT_JS", "knob_values", "top_trials_table"]
 
 # (column of the results table, header). Missing columns are skipped, so older tables still work.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -65,6 +65,21 @@ def _cell(column: str, value: Any) -> tuple[str, str]:
         flag = str(value).lower() in ("true", "1")
         return str(int(flag)), "yes" if flag else "no"
     return str(value), str(value)
+
+
+def knob_values(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs of a results-table row by dotted key (lists parsed; missing ones left out)."""
+    out = {}
+    for k in KNOBS:
+        value = row.get(k.column)
+        if not _missing(value):
+            out[k.key] = json.loads(value) if k.column in _LIST_COLUMNS and isinstance(
+                value, str) else value
+    return out
+
+
+def _no_moot(row: Mapping[str, Any]) -> frozenset[str]:
+    return frozenset()
 
 
 def _missing(value: Any) -> bool:
@@ -142,17 +157,19 @@ def _head_rows(results: Sequence[Mapping[str, Any]], top_n: int, exported: int |
 
 def top_trials_table(results: Sequence[Mapping[str, Any]], top_n: int,
                      exported: int | None = None, objectives: Sequence[Objective] = (),
-                     hidden: frozenset[str] = frozenset()) -> str:
+                     moot: Callable[[Mapping[str, Any]], frozenset[str]] = _no_moot) -> str:
     """HTML of the `top_n` trials by the study's first objective (`objectives`, the study's;
     none: by throughput), fitting plans first, with a column per objective other than
     throughput; the exported trial's row is marked (class "exported") and kept even when it is
-    not in the top `top_n`. `hidden`: knob keys the study's plans do not run (no column).
+    not in the top `top_n`. `moot`: the knob keys a row's plan does not run
+    (`knobs.moot_keys`), whose cells are left empty; no column for a knob no row runs.
 
     `results`: rows of the results table (plain mappings: column -> value)."""
     columns = set().union(*(r.keys() for r in results)) if results else set()
-    moot = {k.column for k in KNOBS if k.key in hidden}
-    cols = [(c, h) for c, h in COLUMNS if c in columns and c not in moot]
     head_rows = _head_rows(results, top_n, exported, objectives[0] if objectives else None)
+    row_moot = [{k.column for k in KNOBS if k.key in moot(row)} for row in head_rows]
+    unrun = set.intersection(*row_moot) if row_moot else set()
+    cols = [(c, h) for c, h in COLUMNS if c in columns and c not in unrun]
     shown = _objective_columns(objectives, head_rows)
     # The objectives' columns right after the trial's number: the order the rows are in.
     heads = ["#", cols[0][1], *(h for h, _ in shown), *(h for _, h in cols[1:])] if cols else ["#"]
@@ -161,7 +178,7 @@ def top_trials_table(results: Sequence[Mapping[str, Any]], top_n: int,
     for rank, row in enumerate(head_rows, start=1):
         cells = [f'<td data-v="{rank}">{rank}</td>']
         for c, _ in cols:
-            key, text = _cell(c, row.get(c))
+            key, text = ("", "") if c in row_moot[rank - 1] else _cell(c, row.get(c))
             cells.append(f'<td data-v="{html.escape(key)}">{html.escape(text)}</td>')
         cells[2:2] = [cells_of[rank - 1] for _, cells_of in shown] if cols else []
         mark = (exported is not None and not _missing(row.get("trial_number"))

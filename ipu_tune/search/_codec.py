@@ -4,8 +4,11 @@ Parameters are named by their dotted config key (``plan.precision``), except the
 cuts (``plan.pipeline.cut<i>of<S>``, see `ipu_tune.search._splits`). The structure is valid
 by construction: replication factors are the powers of two whose stage count
 S = num_ipus / replicas the model has blocks for (so stages x replicas = num_ipus); cuts are
-drawn only for the drawn S; the schedule only for S > 1; replicated tensor sharding only
-with replicas >= 2. The micro-batch, when searched, stays at or below the user's; an integer
+drawn only for the drawn S. A knob is drawn only where the plan runs it (`knobs.moot_keys`):
+never when the workload mode, the model's input or the dataset leave it moot; the schedule
+only for S > 1, replicated tensor sharding only with replicas >= 2, the partials type only
+with an fp16 model (drawn after the precision); held at the user's value otherwise. The
+micro-batch, when searched, stays at or below the user's; an integer
 range (gradient accumulation, device iterations) widens to hold the user's value. With a fixed
 global batch, gradient accumulation is derived (global / (micro-batch x replicas)), the
 micro-batch is drawn among its divisors and replication factors no micro-batch reaches it
@@ -16,9 +19,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +28,9 @@ import optuna
 
 from ipu_tune.config import EvalConfig, TuneConfig, at_one_proportion_if_moved, at_pipeline_minimum
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, get_key, set_key
+from ipu_tune.knobs import KNOBS, NEEDS, get_key, knob, moot_keys, set_key
 from ipu_tune.models import ModelProfile
+from ipu_tune.search._grid import grid, grid_size, spec_values
 from ipu_tune.search._sections import copied, setters
 from ipu_tune.search._space import (
     KnobSpec,
@@ -47,18 +50,29 @@ def _only(**attrs: str) -> str:
     return key
 
 
+def _needing(need: str) -> str:
+    """The key of the one knob of `ipu_tune.knobs` that needs `need` (`knobs.NEEDS`)."""
+    (key,) = [k.key for k in KNOBS if need in k.needs]
+    return key
+
+
+_DRAWABLE = {k.key: k.draw for k in KNOBS if k.draw}  # knob key -> how the search draws it
 R_PARAM = _only(draw="replicas")
 _INSTANCES = _only(draw="instances")
 _SPLITS = _only(draw="splits")
-_SCHEDULE = _only(condition="pipelined")
-_RTS = _only(condition="replicated")
+_SCHEDULE = _needing("pipelined")  # drawn with the stages
+_RTS = _needing("replicated")  # drawn with the replicas
 # Global-batch arithmetic: global = micro-batch x GA x replicas.
 _GA = "plan.gradient_accumulation"
 _MB = "workload.micro_batch_size"
-# Knobs that only matter when training (optimiser state, backward pass, accumulation).
-_TRAIN_ONLY = tuple(k.key for k in KNOBS if k.training_only)
-_IMAGE_ONLY = tuple(k.key for k in KNOBS if k.image_only)
-_HOST_ONLY = tuple(k.key for k in KNOBS if k.host_only)
+# Needs no drawn knob decides (the mode, the model's input, the dataset): a knob lacking one
+# is never drawn. Needs the values of plainly drawn knobs decide (an fp16 model: the
+# precision): a knob needing one is drawn after them, when the drawn plan runs it. (The stages
+# and replicas decide the schedule's and sharding's, drawn with the structure.)
+_FIXED_NEEDS = frozenset(n for n, need in NEEDS.items() if not any(
+    k in _DRAWABLE for k in need.keys))
+_VALUE_NEEDS = {n: need.keys for n, need in NEEDS.items() if need.keys and all(
+    _DRAWABLE.get(k) in ("categorical", "int", "float") for k in need.keys)}
 
 
 def is_pinned(key: str, pinned: frozenset[str]) -> bool:
@@ -81,6 +95,8 @@ class Decoded:
 class Codec:
     """The searched knobs of one problem; draws, decodes and encodes plans."""
 
+    STRUCTURE_KEYS = (R_PARAM, _SCHEDULE, _RTS)  # replicas; drawn with them: schedule, RTS
+
     def __init__(self, cfg: TuneConfig, space: SearchSpace, profile: ModelProfile,
                  pinned: frozenset[str]) -> None:
         self.user = eval_part(cfg)
@@ -94,12 +110,10 @@ class Codec:
         if not self.training:  # a pinned GA other than 1 is refused (SearchProblem)
             base.plan.gradient_accumulation = 1
         mode = base.workload.mode
+        self.input_kind = profile.input_kind
+        fixed_moot = moot_keys(base, self.input_kind, _FIXED_NEEDS)  # moot whatever is drawn
         searched = {k: s for k, s in space.knobs.items()
-                    if not is_pinned(k, pinned) and s.searched_in(mode)}
-        moot = ((not self.training, _TRAIN_ONLY), (profile.input_kind != "image", _IMAGE_ONLY),
-                (profile.input_source == "synthetic", _HOST_ONLY))  # synthetic: no loader
-        for key in (key for is_moot, keys in moot if is_moot for key in keys):
-            searched.pop(key, None)
+                    if not is_pinned(k, pinned) and s.searched_in(mode) and k not in fixed_moot}
 
         self.target_global_batch = cfg.search.global_batch_size
         if self.target_global_batch is None and space.keep_global_batch:
@@ -113,6 +127,7 @@ class Codec:
             searched.pop(_GA, None)  # derived from the others
         searched = fitted_to_user(searched, self.user, self.target_global_batch, _MB)
 
+        self.conditional = self._conditional(searched, base)  # drawn when the plan runs them
         self.split_search = searched.pop(_SPLITS, None)
         r_spec = searched.pop(R_PARAM, None)
         self.schedule_spec = searched.pop(_SCHEDULE, None)
@@ -123,10 +138,32 @@ class Codec:
             searched[_INSTANCES] = dataclasses.replace(
                 inst, choices=tuple(power_of_two_divisors(self.num_ipus)))
         self.knobs: dict[str, KnobSpec] = searched  # drawn unconditionally
-        self._setters = setters(searched)
+        self._setters = setters({**searched, **self.conditional})
         self.base = base
         self.r_options = self._replication_options(r_spec, pinned)
         self.cut_step = int(self.split_search.step or 1) if self.split_search else 1
+
+    def _conditional(self, searched: dict[str, KnobSpec],
+                     base: EvalConfig) -> dict[str, KnobSpec]:
+        """The searched knobs (removed from `searched`) needing what drawn values decide
+        (`_VALUE_NEEDS`); one whose deciding knobs are not drawn is left out when the base plan
+        does not run it."""
+        out: dict[str, KnobSpec] = {}
+        base_moot = moot_keys(base, self.input_kind, _VALUE_NEEDS)
+        for key in list(searched):
+            deciders = [d for n in knob(key).needs for d in _VALUE_NEEDS.get(n, ())]
+            if deciders:
+                spec = searched.pop(key)
+                if any(d in searched for d in deciders) or key not in base_moot:
+                    out[key] = spec
+        return out
+
+    def running(self, params: Mapping[str, Any]) -> list[str]:
+        """The `conditional` knobs the plan of `params` runs (drawn after the others)."""
+        if not self.conditional:
+            return []
+        moot = moot_keys(self.decode(params).config, self.input_kind)
+        return [key for key in self.conditional if key not in moot]
 
     # -- structure -------------------------------------------------------------------------
     def _replication_options(self, spec: KnobSpec | None,
@@ -186,7 +223,7 @@ class Codec:
             names.append(_SCHEDULE)
         if self.rts_spec is not None:
             names.append(_RTS)
-        return names
+        return names + list(self.conditional)
 
     # -- drawing ---------------------------------------------------------------------------
     @staticmethod
@@ -213,74 +250,20 @@ class Codec:
             params[_SCHEDULE] = self._draw(trial, _SCHEDULE, self.schedule_spec)
         if self.rts_spec is not None and r >= 2:
             params[_RTS] = self._draw(trial, _RTS, self.rts_spec)
+        for key in self.running(params):
+            params[key] = self._draw(trial, key, self.conditional[key])
         return params
 
     # -- enumeration -----------------------------------------------------------------------
-    @staticmethod
-    def _values(spec: KnobSpec) -> list[Any]:
-        if not spec.is_range:
-            return list(spec.choices)
-        assert spec.low is not None and spec.high is not None
-        if spec.kind == "int" and not spec.log:
-            return list(range(int(spec.low), int(spec.high) + 1, int(spec.step or 1)))
-        if spec.kind == "int":
-            return list(range(int(spec.low), int(spec.high) + 1))
-        if spec.step is None:
-            raise IpuTuneError(f"{spec.key}: a float range needs a step to be enumerated")
-        count = math.floor((spec.high - spec.low) / spec.step + 1e-9) + 1
-        return [round(spec.low + i * spec.step, 12) for i in range(count)]
+    _values = staticmethod(spec_values)
 
     def grid(self, distinct_splits: bool = True) -> Iterator[dict[str, Any]]:
         """Every parameter dict of the space (brute force). With `distinct_splits`, cut
         permutations (which decode to the same split) are drawn once, in sorted order."""
-        keys = list(self.knobs)
-        values = [self._values(self.knobs[k]) for k in keys]
-        cuts = list(range(1, self.cut_high() + 1, self.cut_step))
-        structures: list[dict[str, Any]] = []
-        for r in self.r_options:
-            stages = self.stages_of(r)
-            head = {R_PARAM: r} if len(self.r_options) > 1 else {}
-            cut_sets: Iterable[tuple[int, ...]] = [()]
-            if self.split_search is not None and stages > 1:
-                cut_sets = (itertools.combinations_with_replacement(cuts, stages - 1)
-                            if distinct_splits else itertools.product(cuts, repeat=stages - 1))
-            scheds: list[Any] = [None]
-            if self.schedule_spec is not None and stages > 1:
-                scheds = self._values(self.schedule_spec)
-            rtss = self._values(self.rts_spec) if self.rts_spec and r >= 2 else [None]
-            for cs in cut_sets:
-                for sched in scheds:
-                    for rts in rtss:
-                        st = dict(head)
-                        st.update({cut_param(i, stages): c for i, c in enumerate(cs, start=1)})
-                        if sched is not None:
-                            st[_SCHEDULE] = sched
-                        if rts is not None:
-                            st[_RTS] = rts
-                        structures.append(st)
-        for combo in itertools.product(*values):
-            simple = dict(zip(keys, combo, strict=True))
-            for st in structures:
-                yield {**simple, **st}
+        return grid(self, distinct_splits)
 
     def grid_size(self, distinct_splits: bool = True) -> int:
-        n = 1
-        for spec in self.knobs.values():
-            n *= len(self._values(spec))
-        structures = 0
-        cuts = len(range(1, self.cut_high() + 1, self.cut_step))
-        for r in self.r_options:
-            stages = self.stages_of(r)
-            k = 1
-            if self.split_search is not None and stages > 1:
-                k = (math.comb(cuts + stages - 2, stages - 1) if distinct_splits
-                     else cuts ** (stages - 1))
-            if self.schedule_spec is not None and stages > 1:
-                k *= len(self._values(self.schedule_spec))
-            if self.rts_spec is not None and r >= 2:
-                k *= len(self._values(self.rts_spec))
-            structures += k
-        return n * structures
+        return grid_size(self, distinct_splits)
 
     # -- params -> config ------------------------------------------------------------------
     def _fresh(self) -> EvalConfig:
@@ -333,7 +316,12 @@ class Codec:
                         f"{cfg.workload.micro_batch_size} x {r} replicas; nearest plan has "
                         f"gradient accumulation {ga}")
             cfg.plan.gradient_accumulation = ga
-        return Decoded(at_pipeline_minimum(at_one_proportion_if_moved(cfg, params)), note)
+        cfg = at_pipeline_minimum(at_one_proportion_if_moved(cfg, params))
+        if self.conditional:  # one the plan does not run keeps the user's value
+            moot = moot_keys(cfg, self.input_kind)
+            for key in self.conditional.keys() & moot:
+                set_key(cfg, key, get_key(self.base, key))
+        return Decoded(cfg, note)
 
     # -- config -> params ------------------------------------------------------------------
     @staticmethod
@@ -391,6 +379,13 @@ class Codec:
                                        (_RTS, self.rts_spec, r >= 2)):
             if cond_spec is not None and active:
                 ok, value = self._fit(cond_spec, get_key(cfg, key), exact)
+                if not ok:
+                    return None
+                params[key] = value
+        moot = moot_keys(cfg, self.input_kind) if self.conditional else frozenset()
+        for key, spec in self.conditional.items():
+            if key not in moot:
+                ok, value = self._fit(spec, get_key(cfg, key), exact)
                 if not ok:
                     return None
                 params[key] = value

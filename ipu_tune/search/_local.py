@@ -230,6 +230,10 @@ class LocalSearch:
                 for c in cond.choices:
                     if c != params.get(key):
                         yield {**params, key: c}
+        for key in codec.running(params):  # drawn where the plan runs them (partials)
+            for c in Codec._values(codec.conditional[key]):
+                if c != params.get(key):
+                    yield {**params, key: c}
 
     def rebalanced(self, params: Params, score: Score) -> tuple[Score, Params] | None:
         """`params` with its split re-planned for its stage costs, when that scores better."""
@@ -317,6 +321,8 @@ class LocalSearch:
                           ("plan.replicated_tensor_sharding", codec.rts_spec)):
             if cond is not None and key in params:
                 params[key] = self.rng.choice(list(cond.choices))
+        for key in codec.running(params):
+            params[key] = self.rng.choice(Codec._values(codec.conditional[key]))
         return params
 
     def kick(self, params: Params, moves: int = _KICK_KNOBS) -> Params:

@@ -27,7 +27,7 @@ from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, get_key, knob, rate_text, shown
+from ipu_tune.knobs import KNOBS, get_key, knob, moot_keys, rate_text, shown
 from ipu_tune.simulator import SimResult
 
 __all__ = [
@@ -105,13 +105,14 @@ _CHANGES_THROUGHPUT_SCALE = 1000.0
 CHANGE_KEYS = tuple(k.key for k in KNOBS if k.change)
 
 
-def _changed(cfg: EvalConfig, user: EvalConfig) -> list[tuple[str, Any, Any]]:
+def _changed(cfg: EvalConfig, user: EvalConfig,
+             input_kind: str | None) -> list[tuple[str, Any, Any]]:
     out: list[tuple[str, Any, Any]] = []
+    moot = moot_keys(cfg, input_kind) | moot_keys(user, input_kind)
     for key in CHANGE_KEYS:
-        a, b = get_key(cfg, key), get_key(user, key)
-        if knob(key).condition == "pipelined" and not (cfg.plan.pipeline.splits
-                                                    and user.plan.pipeline.splits):
+        if key in moot:  # a knob one of the plans does not run is no change
             continue
+        a, b = get_key(cfg, key), get_key(user, key)
         if isinstance(a, list | tuple) and isinstance(b, list | tuple):
             a, b = list(a), list(b)
         if a != b:
@@ -119,17 +120,19 @@ def _changed(cfg: EvalConfig, user: EvalConfig) -> list[tuple[str, Any, Any]]:
     return out
 
 
-def count_changes(cfg: EvalConfig, user: EvalConfig) -> int:
+def count_changes(cfg: EvalConfig, user: EvalConfig, input_kind: str | None = None) -> int:
     """Knobs of `cfg` that differ from the user's plan (a whole split list counts once).
 
-    The schedule of a one-stage plan is moot and not counted.
+    A knob either plan does not run (`knobs.moot_keys`: the schedule of a one-stage plan, the
+    partials type of an fp32 model, ...) is not counted. `input_kind`: the model profile's.
     """
-    return len(_changed(cfg, user))
+    return len(_changed(cfg, user, input_kind))
 
 
-def change_list(cfg: EvalConfig, user: EvalConfig) -> list[str]:
+def change_list(cfg: EvalConfig, user: EvalConfig, input_kind: str | None = None) -> list[str]:
     """The changes `count_changes` counts, as ``precision 32.32 -> 16.16``."""
-    return [f"{knob(k).label or k} {shown(b)} -> {shown(a)}" for k, b, a in _changed(cfg, user)]
+    return [f"{knob(k).label or k} {shown(b)} -> {shown(a)}"
+            for k, b, a in _changed(cfg, user, input_kind)]
 
 
 def memory_constraint(result: SimResult) -> float:

@@ -172,7 +172,7 @@ class SearchProblem:
         except IpuTuneError as exc:
             return TrialOutcome(cfg, _invalid_result(str(exc)), [math.nan] * len(self.directions),
                                 [1.0] * len(self.constraint_names), reason=str(exc))
-        changes = (count_changes(cfg, self.codec.user)
+        changes = (count_changes(cfg, self.codec.user, self.profile.input_kind)
                    if "changes" in self.objective_names else 0)
         values = [objective_value(n, result, changes) for n in self.objective_names]
         constraints = [memory_constraint(result)]
@@ -198,7 +198,7 @@ class SearchProblem:
         decoded = self.codec.decode(params)
         outcome = self.evaluate(decoded.config, decoded.note)
         TrialRecord.write_constraints(trial, self.constraint_names, outcome.constraints)
-        changes = (count_changes(decoded.config, self.codec.user)
+        changes = (count_changes(decoded.config, self.codec.user, self.profile.input_kind)
                    if "changes" in self.objective_names else None)
         TrialRecord.write_outcome(trial, outcome.reason, changes)
         return outcome
@@ -222,7 +222,7 @@ class SearchProblem:
         if key == R_PARAM:
             return value in c.r_options
         drawn = {s.key: s for s in (c.split_search, c.schedule_spec, c.rts_spec) if s is not None}
-        spec = drawn.get(key, c.knobs.get(key))
+        spec = drawn.get(key, c.knobs.get(key, c.conditional.get(key)))
         return spec is not None and spec.allows(value)
 
     def sampler(self) -> optuna.samplers.BaseSampler:

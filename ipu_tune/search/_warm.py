@@ -14,7 +14,8 @@ In order:
 4. ``rules of thumb, <S> stages``: for every stage count, the seed guide's settings: half
    precision (the seed session: "Top priority is to use FP16"), prefetch depth 3 (guide
    4.4.1), I/O tiles from N_IO ~ 1.05 x bytes(micro-batch) / S_tile rounded up to an allowed
-   value (guide 4.4.2), 8-bit I/O and an asynchronous loader with 16 workers (seed session;
+   value (guide 4.4.2) where they can hide the stream (one stage, not synthetic data; none
+   otherwise), 8-bit I/O and an asynchronous loader with 16 workers (seed session;
    pipelining tutorial), gradient accumulation >= 4 x stages (guide 4.2: much more than the
    stages) and device iterations >= 4 (seed session), with a balanced split; when that does
    not fit, memory-saving changes are added greedily until it does (`make_fit`).
@@ -82,7 +83,8 @@ class WarmPlan:
 
 def _searched(problem: SearchProblem, key: str) -> bool:
     c = problem.codec
-    return (key in c.knobs or (key == "plan.pipeline.schedule" and c.schedule_spec is not None)
+    return (key in c.knobs or key in c.conditional
+            or (key == "plan.pipeline.schedule" and c.schedule_spec is not None)
             or (key == "plan.replicated_tensor_sharding" and c.rts_spec is not None)
             or (key == R_PARAM and len(c.r_options) > 1))
 
@@ -93,7 +95,7 @@ def _spec(problem: SearchProblem, key: str) -> KnobSpec | None:
         return c.schedule_spec
     if key == "plan.replicated_tensor_sharding":
         return c.rts_spec
-    return c.knobs.get(key)
+    return c.knobs.get(key, c.conditional.get(key))
 
 
 def _allowed(problem: SearchProblem, key: str, value: Any) -> bool:
@@ -182,8 +184,13 @@ def _rules_of_thumb(problem: SearchProblem, replicas: int) -> EvalConfig:
     spec = codec.knobs.get("plan.io_tiles")
     if spec is not None:
         choices = tuple(spec.choices) if spec.choices else (0,)
+        # I/O tiles pay only where they hide a stream copy: a stream (not synthetic data) into
+        # a program of one stage (the simulator's `io_overlaps`); elsewhere they only take
+        # tiles from compute, so the fewest the space allows.
+        overlaps = stages == 1 and problem.profile.input_source != "synthetic"
         _set(problem, cfg, "plan.io_tiles", io_tiles_rule(
-            cfg, problem.profile.input_elements, problem.system.ipu.sram_bytes_per_tile, choices))
+            cfg, problem.profile.input_elements, problem.system.ipu.sram_bytes_per_tile, choices)
+            if overlaps else min(choices))
     if stages > 1 and (codec.split_search is None
                        or len(cfg.plan.pipeline.splits) + 1 != stages):
         cfg.plan.pipeline.splits = codec.decode({R_PARAM: replicas}).config.plan.pipeline.splits

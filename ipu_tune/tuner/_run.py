@@ -96,6 +96,7 @@ class RunSummary:
     # Wall seconds of this command's trial loop (its workers' included; the preparation before
     # it and the exports and report after it are not): benchmarks/tuner_overhead.py.
     trials_s: float = 0.0
+    input_kind: str | None = None  # the model profile's (`knobs.moot_keys` needs it)
 
 
 @dataclass(frozen=True)
@@ -364,11 +365,8 @@ def export_study(
     exports = {**rendered.files(out_dir), "report": out_dir / REPORT_FILE}
     _write_set(out_dir, {p: rendered.texts.get(n, report) for n, p in exports.items()}, cfg)
     return RunSummary(
-        study_name=study.study_name,
-        storage=target.display,
-        n_complete=count_done(study),
-        ran_here=ran,
-        retried=retried,
+        study_name=study.study_name, storage=target.display,
+        n_complete=count_done(study), ran_here=ran, retried=retried,
         best_trial=best.number if best is not None else None,
         best_config=best_cfg,
         best_result=best_result,
@@ -376,7 +374,9 @@ def export_study(
         objectives=objectives,
         convergence=convergence(study, problem.directions, problem.objective_names),
         objective_names=tuple(problem.objective_names),
-        changes=tuple(change_list(best_cfg, problem.codec.user)) if best_cfg is not None else (),
+        changes=(tuple(change_list(best_cfg, problem.codec.user, problem.profile.input_kind))
+                 if best_cfg is not None else ()),
         explanation=explanation,
         stand_ins=rendered.stand_ins,
+        input_kind=problem.profile.input_kind,
     )

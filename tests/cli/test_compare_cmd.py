@@ -154,3 +154,42 @@ def test_a_knob_neither_plan_runs_has_no_row_and_one_side_reads_not_run(
     plan = {r["name"]: r for r in json.loads(capsys.readouterr().out)["plan"]}
     ga = plan["GA"]
     assert ga["a"] == "not run" and ga["b"] != "not run" and ga["differs"]
+
+
+def test_compare_has_no_row_for_a_knob_the_plans_do_not_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Inference plans run no optimizer, token input no 8-bit I/O, one stage no schedule; an
+    fp32 model runs no partials type (`not run` on its side)."""
+    a = _infer(tmp_path / "a.yaml", 4, "infer")
+    b = _infer(tmp_path / "b.yaml", 2, "infer")
+    assert compare_main([a, b, "--json"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)["plan"]}
+    assert not {"workload.optimizer", "8-bit I/O", "schedule"} & names, names
+    fp32 = tmp_path / "c.yaml"
+    fp32.write_text(yaml.safe_dump({
+        "model": {"name": "bert_large_squad"}, "system": {"ipu": "mk2", "num_ipus": 4},
+        "workload": {"mode": "infer", "micro_batch_size": 2},
+        "plan": {"replication_factor": 4, "precision": "32.32", "partials": "half"}}))
+    assert compare_main([a, str(fp32), "--json"]) == 0
+    plan = {r["name"]: r for r in json.loads(capsys.readouterr().out)["plan"]}
+    assert plan["partials"]["a"] == "half" and plan["partials"]["b"] == "not run"
+
+
+def test_compare_reads_hosts_as_the_servers_they_mean(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`system.hosts: 1` and `hosts: null` on 4 IPUs are the same one server: no difference."""
+    paths = []
+    for name, hosts in (("a", 1), ("b", None), ("c", 2)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({
+            "model": {"name": "bert_large_squad"},
+            "system": {"ipu": "mk2", "num_ipus": 4, "hosts": hosts},
+            "workload": {"mode": "infer", "micro_batch_size": 2},
+            "plan": {"replication_factor": 4, "precision": "16.16", "host_instances": 2}}))
+        paths.append(str(path))
+    assert compare_main([paths[0], paths[1], "--json"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)["plan"]}
+    assert "system.hosts" not in names
+    assert compare_main([paths[1], paths[2], "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["plan"]}
+    assert (rows["system.hosts"]["a"], rows["system.hosts"]["b"]) == (1, 2)

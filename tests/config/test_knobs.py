@@ -12,7 +12,7 @@ import pytest
 
 from ipu_tune.config import EvalConfig, PipelineConfig, PlanConfig, WorkloadConfig, validate
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, PLAN_KNOBS, WORKLOAD_KNOBS, get_key, knob
+from ipu_tune.knobs import KNOBS, PLAN_KNOBS, WORKLOAD_KNOBS, get_key, knob, moot_keys
 from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.search import KNOBS as SPACE_KNOBS
 from ipu_tune.search._objectives import CHANGE_KEYS
@@ -139,16 +139,19 @@ def test_run_summary_names_every_labelled_knob_with_its_value() -> None:
     cfg.system.num_ipus = 2
     cfg.plan.pipeline.splits = ["layer3.8"]
     cfg.plan.host_instances = 2
-    cfg.plan.partials = "half"
+    cfg.plan.precision, cfg.plan.partials = "16.16", "half"
     cfg.plan.available_memory_proportion_per_ipu = [0.2, 0.4]
     result = ipu_tune.evaluate_config(cfg)
     text = format_summary(RunSummary("s", "j", 1, 1, (), 0, cfg, result))
     plan_line = next(line for line in text.splitlines() if line.startswith("plan: "))
+    moot = moot_keys(cfg)  # knobs the plan does not run: left out
+    assert moot == {"plan.available_memory_proportion", "plan.replicated_tensor_sharding"}
     for k in KNOBS:
         if k.label:
-            assert f"{k.label} " in plan_line, k.key
+            shown = f"{k.label} {k.text(get_key(cfg, k.key))}" in plan_line
+            assert shown == (k.key not in moot), k.key
     assert "splits ['layer3.8']" in plan_line and "instances 2" in plan_line
-    assert "partials half" in plan_line and "AMP 0.6" in plan_line
+    assert "partials half" in plan_line and "AMP 0.6" not in plan_line
     assert "AMP per IPU [0.2, 0.4]" in plan_line
 
 

@@ -71,3 +71,18 @@ def test_each_row_says_whether_the_study_could_have_chosen_it() -> None:
     assert rows[("plan.offload_optimizer_state", "True")]["searched"] is True
     # The replicas row shows its stages beside the count; the study draws the count.
     assert rows[("plan.replication_factor", "2 (1 stage)")]["searched"] is True
+
+
+def test_no_row_moves_a_knob_the_plan_does_not_run() -> None:
+    """The seed plan at 32.32 on one stage: moving the partials type or the schedule changes
+    nothing the simulator computes, so neither is a what-if (nor is the one proportion when a
+    per-IPU list runs in its place)."""
+    problem, cfg = _plan("system.num_ipus=1", "plan.pipeline.splits=[]")
+    assert cfg.plan.precision == "32.32"
+    keys = {r["key"] for r in sensitivity(problem, cfg)}  # type: ignore[arg-type]
+    assert not {"plan.partials", "plan.pipeline.schedule"} & keys, keys
+    assert "plan.precision" in keys
+    problem, cfg = _plan("plan.precision=16.16",
+                         "plan.available_memory_proportion_per_ipu=[0.3,0.5]")
+    keys = {r["key"] for r in sensitivity(problem, cfg)}  # type: ignore[arg-type]
+    assert "plan.available_memory_proportion" not in keys and "plan.partials" in keys

@@ -113,3 +113,24 @@ def test_the_trials_table_ranks_by_the_first_objective_in_its_direction() -> Non
     assert [r[2] for r in cells] == ["2.000", "7.000", "9.000", "-", "-"]
     by_throughput = top_trials_table(rows, 10, exported=1)
     assert [r[1] for r in _table(by_throughput, "top_trials")[1]] == ["1", "3", "2", "0", "4"]
+
+
+def test_the_trials_table_leaves_a_knob_a_plan_does_not_run_empty() -> None:
+    """A 32.32 trial's partials type is not run: its cell is empty, an fp16 trial's shows; the
+    schedule, which no one-stage trial shown runs, has no column."""
+    from ipu_tune.knobs import moot_keys
+    from ipu_tune.report._table import knob_values
+
+    def plan_row(n: int, precision: str) -> dict[str, Any]:
+        return {**_row(n, 1000.0 + n, None), "state": "COMPLETE", "mode": "infer",
+                "precision": precision, "partials": "half", "pipeline_splits": "[]",
+                "pipeline_schedule": "grouped", "replication_factor": 1}
+
+    def moot(row: dict[str, Any]) -> frozenset[str]:
+        return moot_keys({**knob_values(row), "model.dataset.name": "imagenet"}, "image")
+
+    page = top_trials_table([plan_row(0, "32.32"), plan_row(1, "16.16")], 10, moot=moot)
+    head, cells = _table(page, "top_trials")
+    assert "partials" in head and "schedule" not in head
+    column = head.index("partials")
+    assert [r[column] for r in cells] == ["half", ""]  # trial 1 (16.16) first: faster

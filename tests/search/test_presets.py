@@ -75,3 +75,18 @@ def test_throughput_beats_the_seeds_hand_tuned_plan(seed_cfg: TuneConfig) -> Non
     assert best is not None
     found = problem.simulate(problem.config_from_params(best.params))
     assert found.fits and found.throughput > hand.throughput
+
+
+def test_a_knob_either_plan_does_not_run_is_no_change(seed_cfg: TuneConfig) -> None:
+    """The partials type of an fp32 plan, or the schedule of a one-stage one, runs nothing:
+    moving it is no change for the `fit` preset's count."""
+    user = copy.deepcopy(seed_cfg)  # 32.32, two stages
+    moved = copy.deepcopy(user)
+    moved.plan.partials = "half"
+    assert count_changes(moved, user, "image") == 0
+    moved.plan.precision = "16.16"  # now the fp16 model runs it
+    assert count_changes(moved, user, "image") == 1  # the precision; partials moot in user's
+    one = copy.deepcopy(user)
+    one.plan.pipeline.splits, one.plan.replication_factor = [], 2
+    one.plan.pipeline.schedule = "sharded"
+    assert count_changes(one, user, "image") == 2  # splits and replicas, not the schedule

@@ -125,14 +125,41 @@ def test_throughput_searches_the_partials_type_in_inference_only() -> None:
     """Inference runs with half partials (Graphcore's inference benchmarks); in training the
     partials type is the user's numerics choice. Pinned, it is never searched."""
     infer = make_problem(compose_cfg("+experiment=seed_resnet101", "workload.mode=infer"))
-    assert infer.codec.knobs["plan.partials"].choices == ("float", "half")
+    assert infer.codec.conditional["plan.partials"].choices == ("float", "half")
     train = make_problem(compose_cfg("+experiment=seed_resnet101"))
-    assert "plan.partials" not in train.codec.knobs
+    assert "plan.partials" not in train.codec.knobs | train.codec.conditional
     pinned = make_problem(compose_cfg("+experiment=seed_resnet101", "workload.mode=infer",
                                       "plan.partials=float"), pinned=["plan.partials"])
-    assert "plan.partials" not in pinned.codec.knobs
-    drawn = {out.config.plan.partials for _, out in _collect(infer, 12)}
+    assert "plan.partials" not in pinned.codec.knobs | pinned.codec.conditional
+    drawn = {out.config.plan.partials for _, out in _collect(infer, 24)
+             if out.config.plan.precision == "16.16"}
     assert drawn == {"float", "half"}
+
+
+def test_the_partials_type_is_drawn_only_for_an_fp16_model() -> None:
+    """fp32 arithmetic accumulates in fp32 whatever the partials type: a trial of a 32.32 or
+    16.32 plan draws none and keeps the user's; with the precision pinned to 32.32 the
+    partials type is not searched at all."""
+    cfg = compose_cfg("+experiment=seed_resnet101", "workload.mode=infer", "plan.partials=float")
+    problem = make_problem(cfg)
+    seen = _collect(problem, 30)
+    for trial, out in seen:
+        fp16 = out.config.plan.precision.endswith(".16")
+        assert ("plan.partials" in trial.params) == fp16, (out.config.plan.precision, trial.params)
+        if not fp16:
+            assert out.config.plan.partials == "float"
+    assert {out.config.plan.precision for _, out in seen} >= {"16.16", "32.32"}
+    fp32 = make_problem(compose_cfg("+experiment=seed_resnet101", "workload.mode=infer",
+                                    "plan.precision=32.32"), pinned=["plan.precision"])
+    assert not fp32.searches("plan.partials", "half")
+    assert "plan.partials" not in fp32.codec.param_names
+    # The grid enumerates the partials type with each fp16 precision only.
+    small = make_problem(cfg, pinned=["plan.pipeline", "plan.replication_factor"],
+                         space=parse_space({"knobs": {"plan.precision": None,
+                                                      "plan.partials": None}}))
+    grid = list(small.codec.grid())
+    assert len(grid) == small.codec.grid_size() == 2 + 2
+    assert all(("plan.partials" in g) == g["plan.precision"].endswith(".16") for g in grid)
 
 
 def test_searches_answers_for_the_fitted_space_not_the_space_file() -> None:
@@ -221,9 +248,14 @@ def test_rules_of_thumb_follow_the_seed_guide(seed_cfg: TuneConfig) -> None:
     p = rules.plan
     assert p.precision == "16.16" and p.prefetch_depth == 3
     assert p.eight_bit_io and p.async_dataloader and p.dataloader_workers == 16
-    # N_IO ~ 1.05 x 64 x 3x64x64 bytes / 624 KiB ~ 1.3 tiles: the smallest allowed count.
-    assert p.io_tiles == 32
+    # Pipelined, I/O tiles hide no copy (PopTorch refuses overlapped I/O with a pipeline):
+    # they would only take tiles from compute.
+    assert p.io_tiles == 0
     assert p.gradient_accumulation >= 8 and p.device_iterations >= 4
+    one = next(wp.config for wp in problem.warm_plans()
+               if wp.label == "rules of thumb, 1 stages")
+    # N_IO ~ 1.05 x 64 x 3x64x64 bytes / 624 KiB ~ 1.3 tiles: the smallest allowed count.
+    assert one.plan.io_tiles == 32
 
 
 def test_latency_preset_runs_inference_and_refuses_a_pinned_train_mode() -> None:
@@ -329,7 +361,7 @@ def test_synthetic_data_leaves_the_host_pipeline_unsearched() -> None:
     the loader or PopRun instances spent trials on knobs that change nothing."""
     from ipu_tune.knobs import KNOBS, describe
 
-    host = [k for k in KNOBS if k.host_only]
+    host = [k for k in KNOBS if {"stream", "loader"} & set(k.needs)]
     assert {k.key for k in host} == {"plan.prefetch_depth", "plan.eight_bit_io",
                                      "plan.async_dataloader", "plan.dataloader_workers",
                                      "plan.host_instances"}
