@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import stat
 import uuid
 from contextlib import suppress
@@ -28,6 +29,7 @@ from ipu_tune.errors import IpuTuneError
 __all__ = ["Held", "RunningFile", "held_trials"]
 
 _MAX_RECORD_BYTES = 4096
+_NAME = re.compile(r"[0-9]+-[0-9a-f]{12}")  # a worker's file: its PID and a random part
 
 
 class RunningFile:
@@ -39,7 +41,7 @@ class RunningFile:
         except OSError as exc:  # a file (or a dangling link) where the folder belongs
             raise IpuTuneError(f"claims folder {directory!r}: cannot be made ({exc.strerror}); "
                                "remove what is there") from None
-        self.path = os.path.join(directory, f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
+        self.path = os.path.join(directory, f"{os.getpid()}-{uuid.uuid4().hex[:12]}")  # _NAME
         self._worker = worker
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
         fd = os.open(self.path, flags, 0o644)
@@ -135,8 +137,9 @@ def held_trials(directory: str, study: str | None = None) -> Held:
     """The trials of `study` named by live workers' files and by dead workers' files, which
     are removed (a worker that stopped on an error it could not store gave its `cause`; a
     killed one none). Call under the claim lock. With `study` None, every record; another
-    study's dead records stay for its recovery. A dead file that names nothing readable (made
-    by a worker killed at once) is a dead worker of any study, known by its file's PID."""
+    study's dead records stay for its recovery. An empty dead file of a worker's name (made by a
+    worker killed at once) is a dead worker of any study, known by its file's PID; a file of
+    another name or content is nobody's record and stays."""
     held = Held({}, {}, [])
     try:
         names = os.listdir(directory)
@@ -148,8 +151,8 @@ def held_trials(directory: str, study: str | None = None) -> Held:
         if found is None:
             continue
         record = _parse(found[1])
-        if record is None:  # no record yet: only a dead file is anyone's to judge
-            if found[0]:
+        if record is None:  # a worker's file killed before it was written, or not ours at all
+            if found[0] or found[1] or not _NAME.fullmatch(name):
                 continue
             record = None, "", f"pid {name.partition('-')[0]}", ""
         number, owner, worker, cause = record

@@ -81,3 +81,15 @@ def test_a_new_workers_file_names_it_before_its_first_trial(tmp_path: Path) -> N
         assert claims.held("s") == ({}, {}, [])  # alive: nobody's to judge
     finally:
         running.close()
+
+
+@pytest.mark.parametrize(("name", "text"), [("notes.txt", ""), ("4242-0123456789ab", "hello")])
+def test_a_file_that_is_no_workers_record_stays(tmp_path: Path, name: str, text: str) -> None:
+    study, number, file = _state(tmp_path, None)
+    stray = file.with_name(name)
+    stray.write_text(text)
+    target = resolve_storage(None, str(tmp_path))
+    assert recover_stale_trials(study, study._storage, target.claims) == [number]
+    assert study.trials[number].system_attrs["fail_reason"] == (
+        "not stored: its worker ended on an error before storing it")
+    assert stray.read_text() == text
