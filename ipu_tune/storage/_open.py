@@ -42,7 +42,8 @@ from ipu_tune.storage._beating import (
 )
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
-from ipu_tune.storage._torn import check_journal, repair_torn_tail
+from ipu_tune.storage._reading import read_journal
+from ipu_tune.storage._torn import repair_torn_tail
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -244,16 +245,16 @@ def _cannot_write(target: StorageTarget, folder: Path) -> IpuTuneError:
 def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     """Open (creating when new) the storage; one-line `IpuTuneError` on any failure.
 
-    `read_only`: the caller only reads (listing, explaining, exporting a study); a journal or
-    SQLite file in a folder that cannot be written (a read-only mount, an archive) is read as
-    it is, without the repair of a torn tail or the lock files, which reading does not need."""
+    `read_only`: the caller only reads (listing, explaining, exporting a study); a journal is
+    read as it is, never repaired or locked (`read_journal`), and so is a SQLite file in a
+    folder that cannot be written (a read-only mount, an archive), without its lock files."""
     if not read_only:  # before the journal or a lock file is made
         _places.check_storage_places(target)
     else:  # reading writes too: the results table, a lock beside the storage
         _places.check_links(target)
+    if read_only and target.kind == "journal":  # never repaired, locked or written
+        return read_journal(Path(target.location), target.key)
     if read_only and not _writable(_folder_of(target)):
-        if target.kind == "journal":
-            return _read_journal(Path(target.location), target)
         # No lock file can be made, none is needed to read; SQLite opens a database in WAL
         # mode in a read-only folder only as immutable (it cannot make its -shm file).
         file = quote(str(_places.database_file(target.location)))
@@ -314,20 +315,6 @@ def _check_sqlite_folder(target: StorageTarget) -> None:
     if os.path.lexists(file) and not file.is_file():  # /dev/zero is no disk that is full
         raise IpuTuneError(f"{target.key}={target.display!r}: not a regular file (a folder, "
                            "FIFO or device); allowed: a SQLite database file or a new name")
-
-
-def _read_journal(path: Path, target: StorageTarget) -> BaseStorage:
-    """A journal in a folder that cannot be written, opened only to be read."""
-    check_journal(path)
-    if not path.is_file():
-        raise IpuTuneError(f"{target.key}={str(path)!r}: no such journal")
-    try:
-        return _journal(path)
-    except Exception as exc:
-        raise IpuTuneError(
-            f"{target.key}={str(path)!r}: cannot read the journal file ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}), and its folder cannot be "
-            "written to repair it; copy the journal to a writable folder") from None
 
 
 def _journal(path: Path) -> BaseStorage:
