@@ -29,7 +29,7 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 
 import ipu_tune.storage._places as _places
-from ipu_tune._own_files import CLAIMS_SUFFIX, DEFAULT_JOURNAL, EXPORT_TAG_CHARS, RESULTS_DB
+from ipu_tune._own_files import CLAIMS_SUFFIX, DEFAULT_JOURNAL, EXPORT_TAG_CHARS, results_table_name
 from ipu_tune._redact import redact
 from ipu_tune.errors import IpuTuneError, disk_hint, unreachable
 from ipu_tune.files import BAD_PLACE, NOT_PSEUDO, inside
@@ -113,17 +113,22 @@ class StorageTarget:
         """Empty for the default storage (the journal in results_dir), else a short tag of the
         storage (without credentials): two studies of one name in two storages export to two
         folders, `<name>` and `<name>@<tag>`."""
-        if self.kind == "journal" and self.results_dir and Path(self.location).resolve() == (
-                Path(self.results_dir) / DEFAULT_JOURNAL).resolve():
-            return ""
-        if self.kind == "memory":
-            return MEMORY
-        text = self.location if self.kind == "journal" else redact(self.location, self.location)
-        return hashlib.sha256(text.encode()).hexdigest()[:EXPORT_TAG_CHARS]
+        return _tag(self.kind, self.location, self.results_dir)
 
     @property
     def display(self) -> str:
         return redact(self.location, self.location)
+
+
+def _tag(kind: str, location: str, results_dir: str) -> str:
+    """`StorageTarget.export_tag` of a storage."""
+    if kind == "journal" and results_dir and Path(location).resolve() == (
+            Path(results_dir) / DEFAULT_JOURNAL).resolve():
+        return ""
+    if kind == "memory":
+        return MEMORY
+    text = location if kind == "journal" else redact(location, location)
+    return hashlib.sha256(text.encode()).hexdigest()[:EXPORT_TAG_CHARS]
 
 
 def resolve_storage(storage: str | None, results_dir: str,
@@ -153,8 +158,11 @@ def resolve_storage(storage: str | None, results_dir: str,
                 f"{keys[0]}={redact(storage, storage)!r}: an in-memory SQLite database (no "
                 "file); allowed: sqlite:///FILE, or memory for a study of this process only")
         return StorageTarget("rdb", storage, _places.connect_url(storage), results_dir, keys)
-    # Beside the journal as the OS finds it (SQLite reads `..` by the letters: `database_file`).
-    results = "sqlite:///" + str(Path(os.path.realpath(Path(path).parent)) / RESULTS_DB)
+    # In results_dir as the OS finds it (SQLite reads `..` by the letters: `database_file`):
+    # the default journal's `results.db`, another journal's `results@<tag>.db` (a copy of its
+    # studies, kept apart from the default's, never in a file beside a journal elsewhere).
+    table = results_table_name(_tag("journal", path, results_dir))
+    results = "sqlite:///" + str(Path(os.path.realpath(results_dir or ".")) / table)
     return StorageTarget("journal", path, results, results_dir, keys,
                          given=storage is not None and storage != "")
 
@@ -267,10 +275,12 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     if target.kind == "journal":
         path = Path(target.location)
         _check_journal_parent(path, target.results_dir, target.key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise _folder_fault(target.key, str(path.parent), exc) from None
+        # The journal's folder, and results_dir for its results table (`resolve_storage`).
+        for key, folder in ((target.key, path.parent), (target.keys[1], Path(target.results_dir))):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _folder_fault(key, str(folder), exc) from None
         if not _writable(path.parent):
             raise _cannot_write(target, path.parent)
         try:

@@ -1,7 +1,7 @@
 """The files a storage keeps on this machine's disk: checked before any is made, and those an
 open that failed made removed again.
 
-A journal, a SQLite database and the results table (`results.db` beside a journal) are made by
+A journal, a SQLite database and the results table (a journal's in results_dir) are made by
 the first open; the results table after the journal. A place that cannot hold one (a folder of
 its name, a path SQLite cannot open) must be refused before the journal is made, and an open
 that fails on the disk (a file-size limit) must not leave empty files behind.

@@ -35,7 +35,7 @@ __all__ = ["ResultsStore", "export_table"]
 
 
 class ResultsStore:
-    """The `ipu_tune_results` table in the study's database (or `results.db` beside a journal).
+    """The `ipu_tune_results` table in the study's database (or a journal's in results_dir).
 
     Rows come from `ipu_tune.records.row_from_trial`. pandas (~0.5 s) loads only for `frame`.
     """
