@@ -24,6 +24,7 @@ __all__ = [
     "OWN_SUFFIXES",
     "RESULTS_DB",
     "SQLITE_COMPANIONS",
+    "is_results_table",
     "reserved_study_name",
     "results_table_name",
     "storage_file",
@@ -52,6 +53,11 @@ _TAGGED = re.compile(rf".*@([0-9a-f]{{{EXPORT_TAG_CHARS}}}|memory)")
 # `results@<tag>.db` for another (its export tag), so two journals' studies of one name never
 # share rows, and no table is made beside a journal outside results_dir.
 _RESULTS_TABLE = re.compile(rf"results(@[0-9a-f]{{{EXPORT_TAG_CHARS}}})?\.db")
+
+
+def is_results_table(name: str) -> bool:
+    """Whether a file of this name is a journal's results table (ipu-tune's own file)."""
+    return _RESULTS_TABLE.fullmatch(name) is not None
 
 
 def results_table_name(tag: str) -> str:
