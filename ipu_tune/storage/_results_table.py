@@ -191,8 +191,9 @@ class _SqliteTable(ResultsTable):
             if why is not None:  # before a column is added to another's table
                 raise ForeignTable(why, sqlite_own(self._conn))
             # The columns added stand only if a row is then taken: another's table stays as
-            # it was.
-            self._conn.execute("SAVEPOINT ipu_tune_open")
+            # it was. IMMEDIATE: a reader's snapshot cannot wait to become a writer (SQLite
+            # says "database is locked" at once), a write lock taken first waits its turn.
+            self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._add_columns()
                 sql, values = self._insert_sql([PROBE_ROW])
@@ -203,10 +204,9 @@ class _SqliteTable(ResultsTable):
                     raise ForeignTable(why, sqlite_own(self._conn))
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):  # a disk error may have ended it
-                    self._conn.execute("ROLLBACK TO ipu_tune_open")
-                    self._conn.execute("RELEASE ipu_tune_open")
+                    self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("RELEASE ipu_tune_open")
+            self._conn.execute("COMMIT")
 
     def _add_columns(self) -> None:
         """Add the columns of knobs declared after the table was made (nullable)."""

@@ -150,3 +150,35 @@ def test_export_of_a_study_beside_a_foreign_table_is_one_line(
                            str(tmp_path), "--output", str(tmp_path / "t.csv")], capsys)
     assert code in (1, 2) and err.startswith("ipu-tune: error: ")
     assert not (tmp_path / "t.csv").exists()
+
+
+_OPENER = """
+import sys
+from ipu_tune.storage import ResultsStore
+for i in range(30):
+    store = ResultsStore(sys.argv[1])
+    store.insert([{"study": sys.argv[2], "trial_number": i, "state": "COMPLETE"}])
+    store.close()
+"""
+
+
+def test_workers_opening_the_table_together_wait_their_turn(tmp_path: Path) -> None:
+    """The check's rolled-back row takes the write lock first: a reader's snapshot that must
+    become a writer fails at once ("database is locked") instead of waiting."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    procs = [subprocess.Popen([sys.executable, "-c", _OPENER, url, f"s{i}"],
+                              env={**os.environ, "PYTHONPATH": str(REPO)},
+                              stderr=subprocess.PIPE, text=True) for i in range(6)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    store = ResultsStore(url)
+    try:
+        assert len(store.rows()) == 180
+    finally:
+        store.close()
