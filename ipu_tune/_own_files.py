@@ -24,7 +24,9 @@ __all__ = [
     "OWN_SUFFIXES",
     "RESULTS_DB",
     "SQLITE_COMPANIONS",
+    "is_results_table",
     "reserved_study_name",
+    "results_table_name",
     "storage_file",
 ]
 
@@ -47,6 +49,20 @@ OWN_SUFFIXES = (JOURNAL_LOCK_SUFFIX, LEGACY_JOURNAL_LOCK_SUFFIX, CLAIMS_SUFFIX,
 # hex digits of the storage URL's hash, or `memory`.
 EXPORT_TAG_CHARS = 6
 _TAGGED = re.compile(rf".*@([0-9a-f]{{{EXPORT_TAG_CHARS}}}|memory)")
+# The results table of a journal, in results_dir: `results.db` for the default journal,
+# `results@<tag>.db` for another (its export tag), so two journals' studies of one name never
+# share rows, and no table is made beside a journal outside results_dir.
+_RESULTS_TABLE = re.compile(rf"results(@[0-9a-f]{{{EXPORT_TAG_CHARS}}})?\.db")
+
+
+def is_results_table(name: str) -> bool:
+    """Whether a file of this name is a journal's results table (ipu-tune's own file)."""
+    return _RESULTS_TABLE.fullmatch(name) is not None
+
+
+def results_table_name(tag: str) -> str:
+    """The file name of the results table of a journal whose export tag is `tag`."""
+    return f"results@{tag}.db" if tag else RESULTS_DB
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")
@@ -90,7 +106,8 @@ def _beside_storage(path: Path) -> str | None:
         if not name.endswith(suffix) or name == suffix:
             continue
         base = name[: -len(suffix)]
-        if base in (DEFAULT_JOURNAL, RESULTS_DB) or _by_content(path.with_name(base)):
+        if (base == DEFAULT_JOURNAL or _RESULTS_TABLE.fullmatch(base)
+                or _by_content(path.with_name(base))):
             return f"the {suffix!r} file of the storage {base!r}"
     return None
 
@@ -101,7 +118,7 @@ def storage_file(path: str | Path) -> str | None:
     path = Path(path)
     if path.name == DEFAULT_JOURNAL:
         return "ipu-tune's journal"
-    if path.name == RESULTS_DB:
+    if _RESULTS_TABLE.fullmatch(path.name):
         return "ipu-tune's results table"
     return _beside_storage(path) or _by_content(path)
 
@@ -114,9 +131,10 @@ def reserved_study_name(name: str) -> str | None:
     if _TAGGED.fullmatch(name):
         return (f"a name ending in @ and {EXPORT_TAG_CHARS} hex digits or @memory is the "
                 "export folder of a study in another storage")
-    if name.startswith((DEFAULT_JOURNAL, RESULTS_DB)) or name == "multirun":
-        return (f"names starting with {DEFAULT_JOURNAL} or {RESULTS_DB}, and multirun, are "
-                "ipu-tune's own files in results_dir")
+    if (name.startswith((DEFAULT_JOURNAL, RESULTS_DB)) or name == "multirun"
+            or _RESULTS_TABLE.match(name)):
+        return (f"names starting with {DEFAULT_JOURNAL}, {RESULTS_DB} or results@<tag>.db, "
+                "and multirun, are ipu-tune's own files in results_dir")
     # A storage file has a suffix of its own (`studies.db`, `runs.journal`): a name like
     # `my-journal` is nothing's companion.
     base = next((name[: -len(s)] for s in OWN_SUFFIXES if name.endswith(s)), None)

@@ -25,7 +25,7 @@ from ipu_tune.storage._results_table import (
     ResultsTable,
     open_table,
 )
-from ipu_tune.storage._running import RunningFile
+from ipu_tune.storage._running import Held, RunningFile
 
 __all__ = [
     "COLUMN_NAMES",
@@ -39,6 +39,7 @@ __all__ = [
     "BatchingJournalBackend",
     "ClaimLock",
     "FlockLock",
+    "Held",
     "ResultsStore",
     "ResultsTable",
     "RunningFile",

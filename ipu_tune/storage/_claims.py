@@ -26,7 +26,7 @@ from typing import Any
 from ipu_tune._own_files import CLAIMS_RUNNING, CLAIMS_SUFFIX
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.storage._journal_lock import LOCK_TIMEOUT_S, lock_fd, unlock_fd
-from ipu_tune.storage._running import RunningFile, held_trials
+from ipu_tune.storage._running import Held, RunningFile, held_trials
 
 __all__ = ["ClaimLock"]
 
@@ -78,18 +78,16 @@ class ClaimLock:
         finally:
             engine.dispose()
 
-    def running_file(self, worker: str) -> RunningFile:
-        """This worker's record of the trial it runs (a local storage; make it under
+    def running_file(self, worker: str, study: str = "") -> RunningFile:
+        """This worker's record of the trial of `study` it runs (a local storage; make it under
         `claiming`). Close it when the worker stops; a dead worker's is removed by `held`."""
         assert self.path is not None
-        return RunningFile(self.path + _RUNNING, worker)
+        return RunningFile(self.path + _RUNNING, worker, study)
 
-    def held(self, study: str | None = None
-             ) -> tuple[dict[int, str], dict[int, tuple[str, str]]]:
-        """(trial number -> worker) of study `study` held by this machine's live workers, and
-        (trial number -> (worker, cause)) by dead ones (`held_trials`; a local storage; call
-        under `recovering`). Trial numbers restart in each study of a storage: a record of
-        another study is not ours."""
+    def held(self, study: str | None = None) -> Held:
+        """The trials of study `study` held by this machine's live workers and by dead ones,
+        and the dead workers (`held_trials`; a local storage; call under `recovering`). Trial
+        numbers restart in each study of a storage: a record of another study is not ours."""
         assert self.path is not None
         return held_trials(self.path + _RUNNING, study)
 

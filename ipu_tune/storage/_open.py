@@ -29,7 +29,7 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 
 import ipu_tune.storage._places as _places
-from ipu_tune._own_files import CLAIMS_SUFFIX, DEFAULT_JOURNAL, EXPORT_TAG_CHARS, RESULTS_DB
+from ipu_tune._own_files import CLAIMS_SUFFIX, DEFAULT_JOURNAL, EXPORT_TAG_CHARS, results_table_name
 from ipu_tune._redact import redact
 from ipu_tune.errors import IpuTuneError, disk_hint, unreachable
 from ipu_tune.files import BAD_PLACE, NOT_PSEUDO, inside
@@ -42,7 +42,8 @@ from ipu_tune.storage._beating import (
 )
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
-from ipu_tune.storage._torn import check_journal, repair_torn_tail
+from ipu_tune.storage._reading import read_journal
+from ipu_tune.storage._torn import repair_torn_tail
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -112,17 +113,22 @@ class StorageTarget:
         """Empty for the default storage (the journal in results_dir), else a short tag of the
         storage (without credentials): two studies of one name in two storages export to two
         folders, `<name>` and `<name>@<tag>`."""
-        if self.kind == "journal" and self.results_dir and Path(self.location).resolve() == (
-                Path(self.results_dir) / DEFAULT_JOURNAL).resolve():
-            return ""
-        if self.kind == "memory":
-            return MEMORY
-        text = self.location if self.kind == "journal" else redact(self.location, self.location)
-        return hashlib.sha256(text.encode()).hexdigest()[:EXPORT_TAG_CHARS]
+        return _tag(self.kind, self.location, self.results_dir)
 
     @property
     def display(self) -> str:
         return redact(self.location, self.location)
+
+
+def _tag(kind: str, location: str, results_dir: str) -> str:
+    """`StorageTarget.export_tag` of a storage."""
+    if kind == "journal" and results_dir and Path(location).resolve() == (
+            Path(results_dir) / DEFAULT_JOURNAL).resolve():
+        return ""
+    if kind == "memory":
+        return MEMORY
+    text = location if kind == "journal" else redact(location, location)
+    return hashlib.sha256(text.encode()).hexdigest()[:EXPORT_TAG_CHARS]
 
 
 def resolve_storage(storage: str | None, results_dir: str,
@@ -152,8 +158,11 @@ def resolve_storage(storage: str | None, results_dir: str,
                 f"{keys[0]}={redact(storage, storage)!r}: an in-memory SQLite database (no "
                 "file); allowed: sqlite:///FILE, or memory for a study of this process only")
         return StorageTarget("rdb", storage, _places.connect_url(storage), results_dir, keys)
-    # Beside the journal as the OS finds it (SQLite reads `..` by the letters: `database_file`).
-    results = "sqlite:///" + str(Path(os.path.realpath(Path(path).parent)) / RESULTS_DB)
+    # In results_dir as the OS finds it (SQLite reads `..` by the letters: `database_file`):
+    # the default journal's `results.db`, another journal's `results@<tag>.db` (a copy of its
+    # studies, kept apart from the default's, never in a file beside a journal elsewhere).
+    table = results_table_name(_tag("journal", path, results_dir))
+    results = "sqlite:///" + str(Path(os.path.realpath(results_dir or ".")) / table)
     return StorageTarget("journal", path, results, results_dir, keys,
                          given=storage is not None and storage != "")
 
@@ -244,16 +253,16 @@ def _cannot_write(target: StorageTarget, folder: Path) -> IpuTuneError:
 def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     """Open (creating when new) the storage; one-line `IpuTuneError` on any failure.
 
-    `read_only`: the caller only reads (listing, explaining, exporting a study); a journal or
-    SQLite file in a folder that cannot be written (a read-only mount, an archive) is read as
-    it is, without the repair of a torn tail or the lock files, which reading does not need."""
+    `read_only`: the caller only reads (listing, explaining, exporting a study); a journal is
+    read as it is, never repaired or locked (`read_journal`), and so is a SQLite file in a
+    folder that cannot be written (a read-only mount, an archive), without its lock files."""
     if not read_only:  # before the journal or a lock file is made
         _places.check_storage_places(target)
     else:  # reading writes too: the results table, a lock beside the storage
         _places.check_links(target)
+    if read_only and target.kind == "journal":  # never repaired, locked or written
+        return read_journal(Path(target.location), target.key)
     if read_only and not _writable(_folder_of(target)):
-        if target.kind == "journal":
-            return _read_journal(Path(target.location), target)
         # No lock file can be made, none is needed to read; SQLite opens a database in WAL
         # mode in a read-only folder only as immutable (it cannot make its -shm file).
         file = quote(str(_places.database_file(target.location)))
@@ -266,10 +275,12 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     if target.kind == "journal":
         path = Path(target.location)
         _check_journal_parent(path, target.results_dir, target.key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise _folder_fault(target.key, str(path.parent), exc) from None
+        # The journal's folder, and results_dir for its results table (`resolve_storage`).
+        for key, folder in ((target.key, path.parent), (target.keys[1], Path(target.results_dir))):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _folder_fault(key, str(folder), exc) from None
         if not _writable(path.parent):
             raise _cannot_write(target, path.parent)
         try:
@@ -314,20 +325,6 @@ def _check_sqlite_folder(target: StorageTarget) -> None:
     if os.path.lexists(file) and not file.is_file():  # /dev/zero is no disk that is full
         raise IpuTuneError(f"{target.key}={target.display!r}: not a regular file (a folder, "
                            "FIFO or device); allowed: a SQLite database file or a new name")
-
-
-def _read_journal(path: Path, target: StorageTarget) -> BaseStorage:
-    """A journal in a folder that cannot be written, opened only to be read."""
-    check_journal(path)
-    if not path.is_file():
-        raise IpuTuneError(f"{target.key}={str(path)!r}: no such journal")
-    try:
-        return _journal(path)
-    except Exception as exc:
-        raise IpuTuneError(
-            f"{target.key}={str(path)!r}: cannot read the journal file ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}), and its folder cannot be "
-            "written to repair it; copy the journal to a writable folder") from None
 
 
 def _journal(path: Path) -> BaseStorage:

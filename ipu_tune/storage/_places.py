@@ -1,7 +1,7 @@
 """The files a storage keeps on this machine's disk: checked before any is made, and those an
 open that failed made removed again.
 
-A journal, a SQLite database and the results table (`results.db` beside a journal) are made by
+A journal, a SQLite database and the results table (a journal's in results_dir) are made by
 the first open; the results table after the journal. A place that cannot hold one (a folder of
 its name, a path SQLite cannot open) must be refused before the journal is made, and an open
 that fails on the disk (a file-size limit) must not leave empty files behind.
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from ipu_tune._own_files import OWN_SUFFIXES, SQLITE_COMPANIONS
+from ipu_tune._own_files import CLAIMS_RUNNING, OWN_SUFFIXES, SQLITE_COMPANIONS
 from ipu_tune.errors import bad_value
 from ipu_tune.files import NOT_PSEUDO, inside, on_pseudo_filesystem
 from ipu_tune.storage._results_table import sqlite_path
@@ -42,6 +42,8 @@ class StorageTarget(Protocol):
     def given(self) -> bool: ...
     @property
     def key(self) -> str: ...
+    @property
+    def keys(self) -> tuple[str, str]: ...
 
     @property
     def display(self) -> str: ...
@@ -98,10 +100,33 @@ def _given(target: StorageTarget) -> str:
     return target.display if target.given else target.results_dir
 
 
+def _claims_folder(path: Path) -> Path | None:
+    """The workers' claims folder of a storage (`<storage>.claims.running`) that `path` is or
+    lies in, as the OS finds it."""
+    resolved = Path(os.path.realpath(path))
+    return next((p for p in (resolved, *resolved.parents) if p.name.endswith(CLAIMS_RUNNING)),
+                None)
+
+
+def _check_not_in_claims(target: StorageTarget) -> None:
+    """Refuse results_dir or a storage file in a storage's claims folder: every file there is
+    a worker's record, which recovery reads, and the folder holds nothing else."""
+    places = [(target.keys[1], target.results_dir, Path(target.results_dir))
+              ] if target.results_dir else []
+    places += [(target.key, _given(target), path.parent) for _, path in storage_files(target)]
+    for key, given, folder in places:
+        claims = _claims_folder(folder)
+        if claims is not None:
+            raise bad_value(key, given, f"{str(folder)!r} is in {str(claims)!r}, the folder "
+                            "of a storage's workers' claims; allowed: a folder outside it")
+
+
 def check_links(target: StorageTarget) -> None:
     """Refuse a storage file, or a lock, claim or SQLite file beside it, that is in
     results_dir but resolves outside it (a symlink): everything written there stays there,
-    as for a study's export folder. A storage named outside results_dir is where it is said."""
+    as for a study's export folder. A storage named outside results_dir is where it is said.
+    Neither results_dir nor a storage file may be in a storage's claims folder."""
+    _check_not_in_claims(target)
     root = target.results_dir
     if not root or target.kind == "memory":
         return

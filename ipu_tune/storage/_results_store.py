@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipu_tune._escape import spreadsheet_cell
+from ipu_tune._own_files import is_results_table
 from ipu_tune.errors import IpuTuneError, disk_fault, disk_hint
 from ipu_tune.files import atomic_write
 from ipu_tune.knobs import KNOBS
+from ipu_tune.storage._foreign import ForeignTable
 from ipu_tune.storage._open import redact
 from ipu_tune.storage._results_table import (
     COLUMN_NAMES,
+    TABLE_NAME,
     ResultsTable,
     fit_int64,
     open_table,
@@ -35,7 +38,7 @@ __all__ = ["ResultsStore", "export_table"]
 
 
 class ResultsStore:
-    """The `ipu_tune_results` table in the study's database (or `results.db` beside a journal).
+    """The `ipu_tune_results` table in the study's database (or a journal's in results_dir).
 
     Rows come from `ipu_tune.records.row_from_trial`. pandas (~0.5 s) loads only for `frame`.
     """
@@ -45,10 +48,22 @@ class ResultsStore:
         try:
             try:
                 self._table: ResultsTable = open_table(url)
-            except sqlite3.DatabaseError as exc:
-                if "file is not a database" not in str(exc) or not _set_aside(url):
-                    raise
+            except ForeignTable as exc:
+                if not exc.own or not _set_aside(url, f"holds a table {TABLE_NAME} that is not "
+                                                      f"ipu-tune's ({exc.why})"):
+                    raise IpuTuneError(
+                        f"results store {redact(url)!r}: its table {TABLE_NAME} is not "
+                        f"ipu-tune's ({exc.why}); allowed: ipu-tune's table (rename or drop "
+                        "that one: ipu-tune makes its own and fills it from the studies)"
+                    ) from None
                 self._table = open_table(url)  # a new table; `sync_results` refills it
+            except sqlite3.DatabaseError as exc:
+                if "file is not a database" not in str(exc) or not _set_aside(
+                        url, "is not a SQLite database"):
+                    raise
+                self._table = open_table(url)
+        except IpuTuneError:
+            raise
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             raise IpuTuneError(
@@ -66,15 +81,30 @@ class ResultsStore:
         except Exception as exc:
             found = disk_fault(exc, repr(redact(self.url)))
             if found is None:
-                raise
+                raise self._failed("write", exc) from None
             raise IpuTuneError(f"{found}; {disk_hint(found)}", fault=True) from None
 
+    def _failed(self, what: str, exc: Exception) -> IpuTuneError:
+        """One line for a table that took a row or a read badly after it was opened (another
+        process changed it since)."""
+        detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        return IpuTuneError(
+            f"results store {redact(self.url)!r}: cannot {what} its table {TABLE_NAME} "
+            f"({detail[0] if detail else type(exc).__name__}); it is a copy of the studies: "
+            "run the same command again to rebuild it", fault=disk_fault(exc) is not None)
+
     def trial_numbers(self, study_name: str) -> list[int]:
-        return self._table.trial_numbers(study_name)
+        try:
+            return self._table.trial_numbers(study_name)
+        except Exception as exc:
+            raise self._failed("read", exc) from None
 
     def rows(self, study_name: str | None = None) -> list[dict[str, Any]]:
         """The table's rows (column -> value, without the row id), by study and trial."""
-        return self._table.rows(study_name)
+        try:
+            return self._table.rows(study_name)
+        except Exception as exc:
+            raise self._failed("read", exc) from None
 
     def frame(self, study_name: str | None = None) -> pd.DataFrame:
         """The rows as a DataFrame (the `export` and `trials` commands)."""
@@ -92,13 +122,15 @@ class ResultsStore:
         self._table.close()
 
 
-def _set_aside(url: str) -> bool:
-    """Move a results file that is no SQLite database (overwritten, truncated in its header)
-    aside as `<file>.bad-<UTC time>-<pid>`, with one line on stderr: the table is a copy of the
-    studies, rebuilt from them, so a corrupt copy must not stop a run. Under a `flock` of the
-    file, once: a process that comes second finds it moved (False when it cannot be moved)."""
+def _set_aside(url: str, what: str) -> bool:
+    """Move a results file of ipu-tune's own (`results.db`, `results@<tag>.db`) that `what`
+    (is no SQLite database: overwritten, truncated in its header; holds a table that is not
+    ipu-tune's) aside as `<file>.bad-<UTC time>-<pid>`, with one line on stderr: the table is a
+    copy of the studies, rebuilt from them, so a corrupt copy must not stop a run. Under a
+    `flock` of the file, once: a process that comes second finds it moved (False when it
+    cannot be moved, or is no file of ipu-tune's own: a study database is never moved)."""
     path = sqlite_path(url)
-    if path is None:
+    if path is None or not is_results_table(Path(path).name):
         return False
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -120,8 +152,8 @@ def _set_aside(url: str) -> bool:
                 os.rename(path + suffix, aside + suffix)
     finally:
         os.close(fd)
-    print(f"ipu-tune: results table {path!r} is not a SQLite database; moved it to {aside!r}; "
-          "its rows are rebuilt from the studies", file=sys.stderr)
+    print(f"ipu-tune: results table {path!r} {what}; moved it to {aside!r}; its rows are "
+          "rebuilt from the studies", file=sys.stderr)
     return True
 
 

@@ -18,6 +18,7 @@ library) and `_RdbTable` (any SQLAlchemy URL: a database server).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -25,6 +26,15 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ipu_tune.knobs import KNOBS
+from ipu_tune.storage._foreign import (
+    PROBE_ROW,
+    ForeignTable,
+    probe,
+    sa_own,
+    sa_problem,
+    sqlite_own,
+    sqlite_problem,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
@@ -162,7 +172,11 @@ class _SqliteTable(ResultsTable):
         # and those rows are rebuilt from the study by `sync`).
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA busy_timeout=60000")
-        self._create()
+        try:
+            self._create()
+        except BaseException:
+            self._conn.close()
+            raise
 
     def _create(self) -> None:
         cols = ",\n\t".join(
@@ -173,27 +187,53 @@ class _SqliteTable(ResultsTable):
             self._conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {TABLE_NAME} (\n\tid INTEGER NOT NULL,\n\t{cols},"
                 f"\n\tPRIMARY KEY (id),\n\tCONSTRAINT {name} UNIQUE ({', '.join(unique)})\n)")
-            have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({TABLE_NAME})")}
-            for n, k, _ in _COLUMNS:  # knobs declared after the table was made (nullable)
-                if n not in have:
-                    try:
-                        self._conn.execute(
-                            f'ALTER TABLE {TABLE_NAME} ADD COLUMN "{n}" {_KINDS[k][2]}')
-                    except sqlite3.OperationalError as exc:  # a racing worker added it first
-                        if "duplicate column" not in str(exc):
-                            raise
+            why = sqlite_problem(self._conn, TABLE_NAME, COLUMN_NAMES)
+            if why is not None:  # before a column is added to another's table
+                raise ForeignTable(why, sqlite_own(self._conn))
+            # The columns added stand only if a row is then taken: another's table stays as
+            # it was. IMMEDIATE: a reader's snapshot cannot wait to become a writer (SQLite
+            # says "database is locked" at once), a write lock taken first waits its turn.
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._add_columns()
+                sql, values = self._insert_sql([PROBE_ROW])
+                self._conn.execute("SAVEPOINT ipu_tune_probe")
+                why = probe(lambda: self._conn.executemany(sql, values), lambda: self._conn.execute(
+                    "ROLLBACK TO ipu_tune_probe").execute("RELEASE ipu_tune_probe"))
+                if why is not None:
+                    raise ForeignTable(why, sqlite_own(self._conn))
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # a disk error may have ended it
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
-    def insert(self, rows: list[dict[str, Any]]) -> None:
+    def _add_columns(self) -> None:
+        """Add the columns of knobs declared after the table was made (nullable)."""
+        have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({TABLE_NAME})")}
+        for n, k, _ in _COLUMNS:
+            if n not in have:
+                try:
+                    self._conn.execute(f'ALTER TABLE {TABLE_NAME} ADD COLUMN "{n}" {_KINDS[k][2]}')
+                except sqlite3.OperationalError as exc:  # a racing worker added it first
+                    if "duplicate column" not in str(exc):
+                        raise
+
+    @staticmethod
+    def _insert_sql(rows: list[dict[str, Any]]) -> tuple[str, list[tuple[Any, ...]]]:
         names = [n for n, _, _ in _COLUMNS]
         quoted = ", ".join(f'"{n}"' for n in names)
         marks = ", ".join("?" * len(names))
         values = [tuple(json.dumps(r.get(n)) if k == "json" else r.get(n)
                         for n, k, _ in _COLUMNS) for r in rows]
+        return (f"INSERT INTO {TABLE_NAME} ({quoted}) VALUES ({marks}) "
+                f"ON CONFLICT ({', '.join(_UNIQUE[1])}) DO NOTHING", values)
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        sql, values = self._insert_sql(rows)
         with self._lock, self._conn:
             self._conn.execute("BEGIN")
-            self._conn.executemany(
-                f"INSERT INTO {TABLE_NAME} ({quoted}) VALUES ({marks}) "
-                f"ON CONFLICT ({', '.join(_UNIQUE[1])}) DO NOTHING", values)
+            self._conn.executemany(sql, values)
 
     def trial_numbers(self, study_name: str) -> list[int]:
         with self._lock:
@@ -229,7 +269,10 @@ def _read(kind: str | None, value: Any) -> Any:
     if value is None or (kind in _NUMERIC and type(value) not in (int, float)):
         return None
     if kind == "json":
-        return json.loads(value)
+        try:
+            return json.loads(value)
+        except (TypeError, ValueError):  # not JSON (written by something else): unknown
+            return None
     return bool(value) if kind == "bool" else value
 
 
@@ -253,7 +296,11 @@ class _RdbTable(ResultsTable):
                 cur.close()
         else:
             self._engine = create_engine(url, pool_pre_ping=True)
-        self._create_table()
+        try:
+            self._create_table()
+        except BaseException:
+            self._engine.dispose()
+            raise
 
     def _create_table(self, attempts: int = 5) -> None:
         from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -263,34 +310,54 @@ class _RdbTable(ResultsTable):
         for attempt in range(attempts):
             try:
                 _sa_table().metadata.create_all(self._engine, checkfirst=True)
-                self._add_missing_columns()
+                why = sa_problem(self._engine, TABLE_NAME, COLUMN_NAMES) or self._complete()
+                if why is not None:  # never dropped or moved: the caller says what is wrong
+                    raise ForeignTable(why, sa_own(self._engine))
                 return
             except (OperationalError, ProgrammingError, IntegrityError):
                 if attempt == attempts - 1:
                     raise
 
-    def _add_missing_columns(self) -> None:
+    def _add_missing_columns(self, conn: Any) -> None:
         """Add the columns of knobs declared after the table was made (nullable, so old rows
         read as unknown); a racing worker's ALTER makes ours fail, and the retry finds it."""
         from sqlalchemy import inspect, text
 
-        have = {c["name"] for c in inspect(self._engine).get_columns(TABLE_NAME)}
-        with self._engine.begin() as conn:
-            for column in _sa_table().columns:
-                if column.name not in have:
-                    kind = column.type.compile(dialect=self._engine.dialect)
-                    conn.execute(
-                        text(f'ALTER TABLE {TABLE_NAME} ADD COLUMN "{column.name}" {kind}'))
+        have = {c["name"] for c in inspect(conn).get_columns(TABLE_NAME)}
+        for column in _sa_table().columns:
+            if column.name not in have:
+                kind = column.type.compile(dialect=self._engine.dialect)
+                conn.execute(text(f'ALTER TABLE {TABLE_NAME} ADD COLUMN "{column.name}" {kind}'))
 
-    def insert(self, rows: list[dict[str, Any]]) -> None:
+    def _complete(self) -> str | None:
+        """Add the missing columns, then insert a row and roll it back (`probe`): what is wrong
+        with the table, the columns then not added; None when it takes the row."""
+        with self._engine.connect() as conn:
+            outer = conn.begin()
+            try:
+                self._add_missing_columns(conn)
+                inner = conn.begin_nested()
+                why = probe(lambda: conn.execute(self._insert_stmt([PROBE_ROW])), inner.rollback)
+            except BaseException:
+                outer.rollback()
+                raise
+            if why is None:
+                outer.commit()
+            else:
+                outer.rollback()
+            return why
+
+    def _insert_stmt(self, rows: list[dict[str, Any]]) -> Any:
         if self._backend == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-        stmt = insert(_sa_table()).values(rows).on_conflict_do_nothing(
+        return insert(_sa_table()).values(rows).on_conflict_do_nothing(
             index_elements=list(_UNIQUE[1]))
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
         with self._engine.begin() as conn:
-            conn.execute(stmt)
+            conn.execute(self._insert_stmt(rows))
 
     def trial_numbers(self, study_name: str) -> list[int]:
         from sqlalchemy import select

@@ -12,6 +12,11 @@ Repair, under the journal's own lock (no writer is mid-append then):
 - a line in the middle that is no journal record (garbage, empty, NUL bytes, an unknown op
   code) makes Optuna refuse the whole study: it is moved into `<journal>.bad-<UTC time>` and
   the journal keeps every other record, readable by Optuna again. One line on stderr says so.
+  So is such a last line (NUL bytes and a newline after a machine crash): Optuna reads past
+  it, but the next append would put it in the middle, where the next read fails.
+
+Only a process that writes repairs: commands that read a study read past such lines as they are
+(`ipu_tune.storage._reading`).
 """
 
 from __future__ import annotations
@@ -23,30 +28,37 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.files import atomic_write
 from ipu_tune.storage._journal_lock import FlockLock
 
-__all__ = ["check_journal", "repair_torn_tail"]
+__all__ = ["check_journal", "record", "repair_torn_tail"]
 
 _FIRST_LINE_BYTES = 1 << 20
 _OP_CODES = range(11)  # optuna.storages.journal JournalOperation: CREATE_STUDY .. DISCARD_TRIALS
 
 
-def _is_record(line: bytes, first: bool = False) -> bool:
-    """A journal record: a JSON object with a known op code and a worker id (`first`: the
-    create-study record that opens every journal)."""
+def record(line: bytes) -> dict[str, Any] | None:
+    """The journal record `line` holds (a JSON object with a known op code and a worker id),
+    else None."""
     try:
         data = json.loads(line)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
-        return False
-    if not isinstance(data, dict) or "\x00" in line.decode("utf-8", "replace"):
-        return False
+        return None
+    if not isinstance(data, dict) or b"\x00" in line:
+        return None
     op = data.get("op_code")
     ok = type(op) is int and op in _OP_CODES and isinstance(data.get("worker_id"), str)
-    return ok and (not first or (op == 0 and isinstance(data.get("study_name"), str)))
+    return data if ok else None
+
+
+def _is_record(line: bytes, first: bool = False) -> bool:
+    """A journal record (`first`: the create-study record that opens every journal)."""
+    data = record(line)
+    return data is not None and (not first or (
+        data["op_code"] == 0 and isinstance(data.get("study_name"), str)))
 
 
 def _unreadable(path: Path, exc: OSError) -> IpuTuneError:
@@ -90,16 +102,17 @@ _SUSPECT = re.compile(
     rb'^(?!\{"op_code":(?:10|[0-9]),"worker_id":"[^\n\x00]*\}$)[^\n]*$', re.MULTILINE)
 
 
-def _plan(data: bytes, whole: bool = True) -> tuple[int, bytes, bytes, list[bytes]]:
-    """(offset to rewrite from, bytes to write there, torn tail cut, bad lines moved; `whole`
-    False: the tail only); an offset of -1 when the file is sound."""
+def _plan(data: bytes) -> tuple[int, bytes, bytes, list[bytes]]:
+    """(offset to rewrite from, bytes to write there, torn tail cut, bad lines moved) of the
+    lines in `data`; an offset of -1 when they are sound. A bad last line counts as one in the
+    middle: Optuna reads past it, but the next append puts it in the middle."""
     body_end = data.rfind(b"\n") + 1
     tail = data[body_end:]
     whole_tail = bool(tail) and _is_record(tail)
     torn = tail if tail and not whole_tail else b""
     fixed_tail = tail + b"\n" if whole_tail else b""  # only its newline was lost
     bad = [(m.start(), m.end()) for m in _SUSPECT.finditer(data, 0, body_end)
-           if m.start() < body_end and not _is_record(m.group())] if whole else []
+           if m.start() < body_end and not _is_record(m.group())]
     if not bad:
         return (body_end if tail else -1), fixed_tail, torn, []
     keep, at = [], bad[0][1] + 1
@@ -115,7 +128,8 @@ _TAIL_BYTES = 1 << 18
 
 def _read_for_plan(f: BinaryIO, whole: bool) -> tuple[bytes, int]:
     """(bytes to plan on, their offset in the file): the whole file, or only its end (a torn
-    tail is judged by its last line; a sound journal needs no full read, ~0.1 s per 7 MB)."""
+    tail or a bad last line is judged by the lines of the end; a sound journal needs no full
+    read, ~0.1 s per 7 MB)."""
     size = os.fstat(f.fileno()).st_size
     start = 0 if whole else max(0, size - _TAIL_BYTES)
     f.seek(start)
@@ -129,7 +143,7 @@ def _read_for_plan(f: BinaryIO, whole: bool) -> tuple[bytes, int]:
 
 
 def repair_torn_tail(path: Path, whole: bool = False) -> Path | None:
-    """Recognise the journal at `path`, then repair its tail in place (`whole`: every line,
+    """Recognise the journal at `path`, then repair its end in place (`whole`: every line,
     which reads the whole file: after Optuna failed to read it); returns the backup file of
     the bytes cut or moved (None when nothing was)."""
     check_journal(path)
@@ -140,7 +154,7 @@ def repair_torn_tail(path: Path, whole: bool = False) -> Path | None:
     try:
         with path.open("r+b") as f:
             data, offset = _read_for_plan(f, whole)
-            cut, write, torn, bad = _plan(data, whole)
+            cut, write, torn, bad = _plan(data)
             if cut < 0:
                 return None
             cut += offset

@@ -23,7 +23,7 @@ from ipu_tune.models import model_label
 from ipu_tune.records import StudyMeta, TrialRecord, next_worker_slot, retry_dead_trial
 from ipu_tune.search import SearchProblem, is_space_file, make_sampler
 from ipu_tune.simulator import SIMULATOR_VERSION
-from ipu_tune.storage import ClaimLock
+from ipu_tune.storage import ClaimLock, Held
 from ipu_tune.tuner._heartbeat import fail_stale
 from ipu_tune.tuner._worker_id import is_alive_here
 
@@ -369,15 +369,21 @@ def recover_stale_trials(study: optuna.Study, storage: BaseStorage,
 
 
 def _recover(study: optuna.Study, storage: BaseStorage, claims: ClaimLock) -> list[int]:
-    live, dead = claims.held(study.study_name) if claims.local else ({}, {})
+    held = claims.held(study.study_name) if claims.local else Held({}, {}, [])
+    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+             if _is_stale(t, claims, held.live)]
+    # Dead workers whose file names none of these trials: killed between `ask` and recording
+    # the trial they asked for (their file names no trial, or the one they ran before).
+    named = {held.dead[t.number][0] for t in stale if t.number in held.dead}
+    unnamed = " or ".join(sorted({w for w in held.gone if w not in named})) or None
     retried: list[int] = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not _is_stale(t, claims, live):
-            continue
-        worker, cause = dead.get(t.number) or (TrialRecord.of(t).worker or "", "")
+    for t in stale:
+        worker, cause = held.dead.get(t.number) or (TrialRecord.of(t).worker or unnamed or "",
+                                                    "")
         if not worker and claims.local:
-            # No record at all: its worker closed its file, so it was not killed; it ended on
-            # an error before storing the trial (the error its command printed).
+            # No record at all and no dead worker's file: its worker closed its file, so it
+            # was not killed; it ended on an error before storing the trial (the error its
+            # command printed).
             cause = "not stored: its worker ended on an error before storing it"
         if retry_dead_trial(storage, study, t, worker or "unrecorded", cause):
             retried.append(t.number)  # else another worker failed it first

@@ -260,7 +260,7 @@ def work(
     try:
         if claims.local:
             with claims.claiming():
-                running = claims.running_file(worker)
+                running = claims.running_file(worker, study.study_name)
         while not (timeout_s is not None and time.monotonic() - started >= timeout_s):
             if slots.full(study, fresh=bar.bar is not None):
                 break

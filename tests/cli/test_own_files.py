@@ -99,3 +99,23 @@ def test_the_claims_folder_takes_no_output(stored_study: Path, tmp_path: Path,
     code, err = exit_line(["calibrate", "--fit", "matmul_efficiency", "--max-evals", "10",
                        "--output", str(target)], capsys)
     assert code == 2 and "claims" in err and not target.exists()
+
+
+@pytest.mark.parametrize("place", ["results_dir", "results_dir below it", "study.storage"])
+def test_nothing_goes_into_a_storages_claims_folder(
+        place: str, stored_study: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The claims folder holds the workers' records, which recovery reads: neither a results
+    folder nor a storage is made there (the exports would land among the claims)."""
+    claims = stored_study / "ipu_tune.journal.claims.running"
+    claims.mkdir(exist_ok=True)
+    before = sorted(claims.iterdir())
+    results = claims / "sub" if place == "results_dir below it" else claims
+    storage = [f"study.storage={claims / 'j.journal'}"] if place == "study.storage" else []
+    results_dir = tmp_path / "r" if storage else results
+    code, err = exit_line(["model=mnist_cnn", "study.n_trials=1", f"results_dir={results_dir}",
+                           *storage, "study.progress_bar=false"], capsys)
+    key = "study.storage" if storage else "results_dir"
+    assert code == 2 and err.startswith(f"ipu-tune: error: {key}=") and "claims" in err, err
+    assert "allowed: a folder outside it" in err
+    assert sorted(claims.iterdir()) == before

@@ -118,8 +118,8 @@ def test_claims_of_another_study_with_the_same_trial_number_are_not_ours(
     ours.hold(7, "study-a")
     theirs = claims.running_file("w-theirs")
     theirs.hold(7, "study-b")
-    live_a, _ = claims.held("study-a")
-    live_b, _ = claims.held("study-b")
+    live_a = claims.held("study-a").live
+    live_b = claims.held("study-b").live
     assert live_a == {7: "w-ours"} and live_b == {7: "w-theirs"}
     ours.close()
     assert claims.held("study-a")[0] == {}  # study-b's live worker does not keep it running
@@ -140,7 +140,7 @@ def test_strange_entries_in_the_claims_folder_do_not_hang(thing: str, tmp_path: 
         (running / "x").symlink_to(tmp_path / "f")
     start = time.monotonic()
     with claims.recovering():
-        assert claims.held("s") == ({}, {})
+        assert claims.held("s") == ({}, {}, [])
     assert time.monotonic() - start < 5
 
 

@@ -1,0 +1,113 @@
+"""A journal whose last line is no record but ends in a newline (NUL bytes after a machine
+crash, garbage, a torn record followed by a newline): Optuna reads past it, so the next append
+put it in the middle and the read after that failed with a traceback. The tuner moves it aside
+before anything appends; the commands that only read never change the journal and read past it
+(and past bad lines in the middle), with one line on stderr."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from ipu_tune.errors import IpuTuneError
+from ipu_tune.storage import open_storage, resolve_storage
+from tests.conftest import REPO
+
+BAD_TAILS = [b"\x00\x00\x00\n", b"GARBAGE{{{\n", b'{"op_code":4,"worker_id":"ab\n',
+             b"\n"]
+IDS = ["NUL bytes", "garbage", "a torn record", "an empty line"]
+
+
+def _journal(tmp_path: Path, tail: bytes, trials: int = 3) -> Path:
+    target = resolve_storage(None, str(tmp_path))
+    study = optuna.create_study(study_name="a", storage=open_storage(target))
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=trials)
+    journal = Path(target.location)
+    with journal.open("ab") as f:
+        f.write(tail)
+    return journal
+
+
+@pytest.mark.parametrize("tail", BAD_TAILS, ids=IDS)
+def test_the_tuner_moves_a_bad_last_line_aside_before_it_appends(
+        tail: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    journal = _journal(tmp_path, tail)
+    capsys.readouterr()
+    storage = open_storage(resolve_storage(None, str(tmp_path)))
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no journal record" in err and ".bad-" in err
+    backups = list(tmp_path.glob("ipu_tune.journal.bad-*"))
+    assert len(backups) == 1 and backups[0].read_bytes() == tail
+    study = optuna.create_study(study_name="a", storage=storage, load_if_exists=True)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)  # appends, then reads
+    reread = open_storage(resolve_storage(None, str(tmp_path)), read_only=True)
+    assert len(optuna.load_study(study_name="a", storage=reread).trials) == 4
+    lines = journal.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and all(line.startswith(b'{"op_code"') for line in lines[:-1])
+
+
+@pytest.mark.parametrize("tail", BAD_TAILS, ids=IDS)
+@pytest.mark.parametrize("where", ["last", "in the middle"])
+def test_reading_never_changes_the_journal_and_reads_past_bad_lines(
+        tail: bytes, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    journal = _journal(tmp_path, b"" if where == "in the middle" else tail)
+    if where == "in the middle":
+        lines = journal.read_bytes().split(b"\n")
+        lines.insert(2, tail.rstrip(b"\n"))
+        journal.write_bytes(b"\n".join(lines))
+    before = sorted(tmp_path.iterdir()), journal.read_bytes(), journal.stat().st_mtime_ns
+    (tmp_path / "ipu_tune.journal.ipu_tune-lock").unlink(missing_ok=True)
+    before = sorted(tmp_path.iterdir()), *before[1:]
+    capsys.readouterr()
+    storage = open_storage(resolve_storage(None, str(tmp_path)), read_only=True)
+    assert len(optuna.load_study(study_name="a", storage=storage).trials) == 3
+    assert [s.study_name for s in optuna.get_all_study_summaries(storage, False)] == ["a"]
+    assert (sorted(tmp_path.iterdir()), journal.read_bytes(),
+            journal.stat().st_mtime_ns) == before  # no repair, no lock file
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "1 line(s) that are no journal record" in err
+    assert "tuner moves them aside" in err
+    with pytest.raises(IpuTuneError, match="opened to be read only"):
+        optuna.create_study(study_name="b", storage=storage)
+    assert journal.read_bytes() == before[1]
+
+
+def test_a_torn_tail_is_read_past_without_a_word(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tail without its newline may be another process's append in progress."""
+    journal = _journal(tmp_path, b'{"op_code":4,"wor')
+    before = journal.read_bytes()
+    capsys.readouterr()
+    storage = open_storage(resolve_storage(None, str(tmp_path)), read_only=True)
+    assert len(optuna.load_study(study_name="a", storage=storage).trials) == 3
+    assert capsys.readouterr().err == "" and journal.read_bytes() == before
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ipu_tune", *args], cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_nul_tail_neither_breaks_a_run_nor_is_touched_by_studies(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    run = ("model=mnist_cnn", "study.name=s", f"results_dir={results}",
+           "study.progress_bar=false")
+    assert _cli(*run, "study.n_trials=2", cwd=tmp_path).returncode == 0
+    journal = results / "ipu_tune.journal"
+    with journal.open("ab") as f:
+        f.write(b"\x00" * 512 + b"\n")
+    before = journal.read_bytes()
+    listed = _cli("studies", "--results-dir", str(results), cwd=tmp_path)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+    assert journal.read_bytes() == before and not list(results.glob("*.bad-*"))
+    for n_trials in (3, 4):  # the second run reads what the first appended after the tail
+        proc = _cli(*run, f"study.n_trials={n_trials}", cwd=tmp_path)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(list(results.glob("ipu_tune.journal.bad-*"))) == 1
