@@ -48,7 +48,8 @@ def mapping(model: dict[str, Any], ipu: str, batch: int, iterations: int) -> dic
 
 def main() -> None:
     record = Run("inference_latency")
-    print("| model | IPU | micro-batch | samples/s, DI 1 | samples/s, DI 100 | latency at DI 1 (ms) |")
+    print("| model | IPU | micro-batch | samples/s, DI 1 | samples/s, DI 100 "
+          "| latency at DI 1 (ms) |")
     print("|---|---|---|---|---|---|")
     for label, (model, batches) in MODELS.items():
         for ipu in IPUS:
