@@ -45,8 +45,9 @@ def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[
         if w.mode == "infer":  # outputs come back when the call ends
             per_call = p.device_iterations * w.micro_batch_size
             each = " on each replica" if p.replication_factor > 1 else ""
+            noun = "sample" if per_call == 1 else "samples"
             lines.append(f"latency: {result.latency_s * 1e3:,.3f} ms per call of {per_call:,} "
-                         f"samples{each} (inputs on the host to results on the host)")
+                         f"{noun}{each} (inputs on the host to results on the host)")
     else:
         lines.append(f"fits: NO - {result.reason}")
         lines.append("throughput: none (a plan that does not fit does not run)")
