@@ -273,13 +273,16 @@ def _check_layout(cfg: EvalConfig) -> None:
                         f"a pipelined {what} program only then (or plan.pipeline.schedule=sharded)")
 
 
-def at_pipeline_minimum(cfg: EvalConfig) -> EvalConfig:
+def at_pipeline_minimum(cfg: EvalConfig, head_stages: int = 0) -> EvalConfig:
     """`cfg`, changed in place: gradient accumulation (inference: device iterations) raised to
     the least PopTorch compiles for its pipeline (`pipeline_minimum`). The search, the what-ifs
     and the remedies draw no plan PopTorch refuses; with a fixed global batch the changed batch
-    shows as the search's constraint."""
+    shows as the search's constraint. `head_stages`: the pipeline stages a tied head placed on
+    IPU0 adds after the last one (`ipu_tune.simulator.head_placement`: PopTorch's
+    AutoIncrement makes it a stage of its own)."""
     stages = len(cfg.plan.pipeline.splits) + 1
-    rule = pipeline_minimum(cfg.workload.mode == "train", stages, cfg.plan.pipeline.schedule)
+    rule = pipeline_minimum(cfg.workload.mode == "train", stages + head_stages,
+                            cfg.plan.pipeline.schedule)
     if rule is not None:
         set_key(cfg, rule[0], max(get_key(cfg, rule[0]), rule[1]))
     return cfg

@@ -35,6 +35,7 @@ from ipu_tune.search import (
     TrialOutcome,
     balanced_split,
     even_split,
+    head_stages,
 )
 from ipu_tune.simulator import SimResult
 
@@ -251,7 +252,8 @@ def _split(problem: SearchProblem, cfg: EvalConfig, stages: int,
     model = StageCostModel(problem.profile, plan_from_config(cfg))
     starts = balanced_split(model, stages, limit_bytes)
     changes: dict[str, Any] = {"plan.pipeline.splits": [blocks[i] for i in starts[1:]]}
-    return at_pipeline_minimum(_with(cfg, changes))
+    out = _with(cfg, changes)
+    return at_pipeline_minimum(out, head_stages(problem.profile, out))
 
 
 def _simulated(problem: SearchProblem, cand: EvalConfig, user: EvalConfig, ipus: int,

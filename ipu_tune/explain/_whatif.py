@@ -12,7 +12,7 @@ from typing import Any
 
 from ipu_tune.config import EvalConfig, at_one_proportion_if_moved, at_pipeline_minimum
 from ipu_tune.knobs import KNOBS, Knob, get_key, moot_keys, set_key
-from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome, even_split
+from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome, even_split, head_stages
 
 __all__ = ["sensitivity"]
 
@@ -141,8 +141,8 @@ def _replica_moves(problem: SearchProblem,
                           plan__pipeline__splits=fewer)))
     if replicas % 2 == 0 and stages * 2 <= len(blocks):
         starts = even_split(len(blocks), stages * 2)
+        deeper = _with(cfg, plan__replication_factor=replicas // 2,
+                       plan__pipeline__splits=[blocks[b] for b in starts[1:]])
         out.append(("replicas", key, _layout(replicas // 2, stages * 2),
-                    at_pipeline_minimum(_with(cfg, plan__replication_factor=replicas // 2,
-                                              plan__pipeline__splits=[blocks[b]
-                                                                      for b in starts[1:]]))))
+                    at_pipeline_minimum(deeper, head_stages(problem.profile, deeper))))
     return out

@@ -39,7 +39,7 @@ from ipu_tune.search._space import (
     fitted_to_user,
     power_of_two_divisors,  # fmt: skip
 )
-from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
+from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split, head_stages
 
 __all__ = ["R_PARAM", "Codec", "is_pinned", "set_key"]
 
@@ -100,6 +100,7 @@ class Codec:
     def __init__(self, cfg: TuneConfig, space: SearchSpace, profile: ModelProfile,
                  pinned: frozenset[str]) -> None:
         self.user = eval_part(cfg)
+        self.profile = profile
         self.blocks = list(profile.blocks)
         self.num_ipus = cfg.system.num_ipus
         base = eval_part(cfg)
@@ -316,7 +317,8 @@ class Codec:
                         f"{cfg.workload.micro_batch_size} x {r} replicas; nearest plan has "
                         f"gradient accumulation {ga}")
             cfg.plan.gradient_accumulation = ga
-        cfg = at_pipeline_minimum(at_one_proportion_if_moved(cfg, params))
+        cfg = at_one_proportion_if_moved(cfg, params)
+        cfg = at_pipeline_minimum(cfg, head_stages(self.profile, cfg))
         if self.conditional:  # one the plan does not run keeps the user's value
             moot = moot_keys(cfg, self.input_kind)
             for key in self.conditional.keys() & moot:

@@ -386,3 +386,20 @@ def test_a_pinned_accumulation_is_refused_by_a_space_that_runs_inference() -> No
     with pytest.raises(IpuTuneError, match=r"^plan.gradient_accumulation=8: must be 1 for infer"):
         make_problem(cfg, pinned=["plan.gradient_accumulation"])
     make_problem(cfg)  # the file's own GA, not pinned: the space sets it to 1
+
+
+def test_a_tied_head_on_ipu0_counts_as_a_pipeline_stage_of_its_own() -> None:
+    """BERT's `cls` runs on IPU0 after the last stage: with PopTorch's AutoIncrement (the
+    exports) that is one more pipeline stage, and GA must be at least stages + 1."""
+    from ipu_tune.case import build_system
+    from ipu_tune.search import SearchProblem, head_stages
+
+    cfg = compose_cfg("model=bert_base", "system.num_ipus=4", "plan.gradient_accumulation=1")
+    problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg))
+    decoded = problem.codec.decode({"plan.gradient_accumulation": 1})
+    cfg_out = decoded.config
+    stages = len(cfg_out.plan.pipeline.splits) + 1
+    assert stages == 4 and head_stages(problem.profile, cfg_out) == 1
+    assert cfg_out.plan.gradient_accumulation >= stages + 1
+    resnet = compose_cfg("model=resnet50", "system.num_ipus=4")
+    assert head_stages(profile_model(resnet.model), resnet) == 0  # no tied head
