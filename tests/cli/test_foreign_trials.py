@@ -18,20 +18,11 @@ _PWN = ('import pathlib, torch\npathlib.Path(__file__).with_name("PWNED").write_
         "def factory(**kw):\n    return torch.nn.Linear(4, 4)\n")
 
 
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("foreign")
-    proc = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=3",
-                    "study.progress_bar=false"], cwd=root)
-    assert proc.returncode == 0, proc.stderr
-    return root / "results"
-
-
-def _planted(clean: Path, tmp_path: Path, old: str, new: str) -> Path:
+def _planted(stored_study: Path, tmp_path: Path, old: str, new: str) -> Path:
     """A copy of the study whose trials' stored configs (JSON text in the journal, its quotes
     escaped) say `new` where they said `old`; the study's own config is left as it was."""
     results = tmp_path / "results"
-    shutil.copytree(clean, results)
+    shutil.copytree(stored_study, results)
     journal = results / "ipu_tune.journal"
     text = journal.read_text()
     escaped = old.replace('"', '\\"'), new.replace('"', '\\"')
@@ -48,8 +39,8 @@ def _planted(clean: Path, tmp_path: Path, old: str, new: str) -> Path:
     ('"num_ipus":2', '"num_ipus":4', "system.num_ipus=4", False),
 ])
 def test_a_trial_of_another_problem_is_refused_everywhere(
-        old: str, new: str, key: str, listed: bool, clean: Path, tmp_path: Path) -> None:
-    results = _planted(clean, tmp_path, old, new)
+        old: str, new: str, key: str, listed: bool, stored_study: Path, tmp_path: Path) -> None:
+    results = _planted(stored_study, tmp_path, old, new)
     commands = ("report", "explain") if listed else ("report", "explain", "trials")
     runs = [[cmd, "s", "--results-dir", str(results), *trust]
             for cmd in commands for trust in ([], ["--trust-remote-code"])]

@@ -48,22 +48,13 @@ def test_absurd_figures_are_printed_bounded() -> None:
     assert [r[4] for r in rows] == ["1e+24", "800.0", "-"]
 
 
-@pytest.fixture(scope="module")
-def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("figures")
-    proc = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=2",
-                    "study.progress_bar=false"], cwd=root)
-    assert proc.returncode == 0, proc.stderr
-    return root / "results"
-
-
 @pytest.mark.parametrize(("memory", "shown"), [
     ("[1e30,1e30]", "1e+24"), ("[-5,-5]", "-"), ('[\\"a\\",1]', "-"),
 ])
 def test_stored_memory_is_shown_bounded_and_never_negative(
-        memory: str, shown: str, stored: Path, tmp_path: Path) -> None:
+        memory: str, shown: str, stored_study: Path, tmp_path: Path) -> None:
     results = tmp_path / "results"
-    shutil.copytree(stored, results)
+    shutil.copytree(stored_study, results)
     journal = results / "ipu_tune.journal"
     text, count = re.subn(r'memory_per_ipu\\":\[[^]]*\]',
                           lambda _: f'memory_per_ipu\\":{memory}', journal.read_text())
