@@ -209,9 +209,8 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
 
 
 def _folder_fault(key: str, folder: str, exc: OSError) -> IpuTuneError:
-    """A storage folder that cannot be made: a file where a folder belongs or a place that
-    holds no folder (/proc) is the input's fault (exit 2); a full or read-only disk is the
-    machine's (exit 1)."""
+    """A storage folder that cannot be made: a file in its place or a place holding no folder
+    (/proc) is the input's fault (exit 2); a full or read-only disk, the machine's (exit 1)."""
     bad = exc.errno in BAD_PLACE
     hint = (f"allowed: a folder that can hold files (not a file, {NOT_PSEUDO})" if bad
             else disk_hint(exc.strerror or "") if exc.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -250,6 +249,13 @@ def _cannot_write(target: StorageTarget, folder: Path) -> IpuTuneError:
                         "another folder", fault=True)
 
 
+def _make_folder(key: str, folder: Path) -> None:  # one line naming `key` when it cannot
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _folder_fault(key, str(folder), exc) from None
+
+
 def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     """Open (creating when new) the storage; one-line `IpuTuneError` on any failure.
 
@@ -275,16 +281,11 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
     if target.kind == "journal":
         path = Path(target.location)
         _check_journal_parent(path, target.results_dir, target.key)
-        # The journal's folder, and results_dir for its results table (`resolve_storage`).
-        for key, folder in ((target.key, path.parent), (target.keys[1], Path(target.results_dir))):
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise _folder_fault(key, str(folder), exc) from None
+        _make_folder(target.key, path.parent)
         if not _writable(path.parent):
             raise _cannot_write(target, path.parent)
         try:
-            return _open_journal(path)
+            journal = _open_journal(path)
         except IpuTuneError:
             raise
         except Exception as exc:
@@ -293,6 +294,9 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "it is corrupted or not an Optuna journal"
             ) from None
+        # results_dir, for its results table, once the journal is one (a refusal makes none).
+        _make_folder(target.keys[1], Path(target.results_dir))
+        return journal
     _make_sqlite_parent(target)
     if not _writable(_folder_of(target)):  # before a lock file is made beside it
         raise _cannot_write(target, _folder_of(target))
