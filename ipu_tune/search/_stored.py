@@ -91,6 +91,9 @@ def stored_config(problem: SearchProblem, record: TrialRecord, number: int,
     except IpuTuneError as exc:
         raise IpuTuneError(f"{where} is not this study's: its stored config is no valid "
                            f"config ({exc}); {_ALLOWED}") from None
+    if cfg.system.servers == problem.codec.base.system.servers:
+        # `hosts` as the servers it means (null on 2 IPUs is 1), as a study resumes it.
+        cfg.system.hosts = problem.codec.base.system.hosts
     why = _foreign(problem, cfg, whole)
     if why is not None:
         raise IpuTuneError(f"{where} is not this study's: it stored {why}; {_ALLOWED}")
