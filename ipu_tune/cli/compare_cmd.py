@@ -52,9 +52,9 @@ def _other_differences(cfgs: list[Any], listed: set[str]) -> list[dict[str, Any]
     model's input): each is a cause the simulated figures below may show, so none is hidden.
     `system.hosts` is compared as the servers it means (null: one per 16 IPUs), as a study
     resumes it."""
-    from ipu_tune.config import to_plain_dict
+    from ipu_tune.config import hosts_as_servers, to_plain_dict
 
-    a, b = (_leaves(to_plain_dict(c)) | {"system.hosts": c.system.servers} for c in cfgs)
+    a, b = (hosts_as_servers(_leaves(to_plain_dict(c))) for c in cfgs)
     rows = []
     for key in [*a, *(k for k in b if k not in a)]:
         va, vb = a.get(key, _ABSENT), b.get(key, _ABSENT)

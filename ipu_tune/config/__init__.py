@@ -49,6 +49,7 @@ from ipu_tune.config._schema import (
     TuneConfig,
     WorkloadConfig,
     host_servers,
+    hosts_as_servers,
 )
 from ipu_tune.config._strings import check_path, check_storage_path
 from ipu_tune.config._trust import (
@@ -111,6 +112,7 @@ __all__ = [
     "group_options",
     "has_resolver",
     "host_servers",
+    "hosts_as_servers",
     "hydra_error",
     "load_config",
     "load_unvalidated",

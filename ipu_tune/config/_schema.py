@@ -191,6 +191,17 @@ def host_servers(num_ipus: int, hosts: int | None) -> int:
     return hosts if hosts is not None else max(1, num_ipus // IPUS_PER_HOST_SERVER)
 
 
+def hosts_as_servers(flat: dict[str, Any]) -> dict[str, Any]:
+    """`flat` (a config by dotted keys) with `system.hosts` as the servers it means: wherever
+    two configs are compared (a study's fingerprint as it resumes, `compare`, a stored trial
+    against its study), `hosts: null` on 16 IPUs is `hosts: 1`, so a study stored when the
+    presets stated their servers is the study the presets that leave them to the rule make."""
+    ipus, hosts = flat.get("system.num_ipus"), flat.get("system.hosts")
+    if isinstance(ipus, int) and (hosts is None or isinstance(hosts, int)):
+        return flat | {"system.hosts": host_servers(ipus, hosts)}
+    return flat
+
+
 @dataclass
 class SystemConfig:
     ipu: str = "mk2"

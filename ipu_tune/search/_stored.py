@@ -92,7 +92,7 @@ def stored_config(problem: SearchProblem, record: TrialRecord, number: int,
         raise IpuTuneError(f"{where} is not this study's: its stored config is no valid "
                            f"config ({exc}); {_ALLOWED}") from None
     if cfg.system.servers == problem.codec.base.system.servers:
-        # `hosts` as the servers it means (null on 2 IPUs is 1), as a study resumes it.
+        # `hosts` as the servers it means (null on 2 IPUs is 1), as `hosts_as_servers` has it.
         cfg.system.hosts = problem.codec.base.system.hosts
     why = _foreign(problem, cfg, whole)
     if why is not None:

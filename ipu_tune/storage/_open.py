@@ -127,8 +127,19 @@ def _tag(kind: str, location: str, results_dir: str) -> str:
         return ""
     if kind == "memory":
         return MEMORY
-    text = location if kind == "journal" else redact(location, location)
-    return hashlib.sha256(text.encode()).hexdigest()[:EXPORT_TAG_CHARS]
+    return hashlib.sha256(_identity(kind, location).encode()).hexdigest()[:EXPORT_TAG_CHARS]
+
+
+def _identity(kind: str, location: str) -> str:
+    """A storage as the file it opens, whatever path leads there (`runs/a.journal` from its
+    folder and its absolute path are one journal, one tag); a server's URL without its
+    credentials."""
+    if kind == "journal":
+        return os.path.realpath(location)
+    url = _make_url(location)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        return "sqlite:///" + os.path.realpath(str(url.database))
+    return redact(location, location)
 
 
 def resolve_storage(storage: str | None, results_dir: str,

@@ -17,7 +17,7 @@ from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from ipu_tune.config import TuneConfig, host_servers, to_plain_dict
+from ipu_tune.config import TuneConfig, hosts_as_servers, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import model_label
 from ipu_tune.records import StudyMeta, TrialRecord, next_worker_slot, retry_dead_trial
@@ -98,17 +98,7 @@ def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str],
     for key in sorted(pinned):
         out[key] = _lookup(plain, key)
     out["pinned"] = sorted(pinned)
-    _servers_for_hosts(out)
-    return out
-
-
-def _servers_for_hosts(out: dict[str, Any]) -> None:
-    """`system.hosts` as the servers it means: `hosts: null` on 16 IPUs is `hosts: 1`, so a
-    study stored when the presets stated their servers resumes under the presets that leave
-    them to the one-per-16-IPUs rule."""
-    ipus, hosts = out.get("system.num_ipus"), out.get("system.hosts")
-    if isinstance(ipus, int) and (hosts is None or isinstance(hosts, int)):
-        out["system.hosts"] = host_servers(ipus, hosts)
+    return hosts_as_servers(out)
 
 
 # The model and a constants file enter a study as what they are, not by their names: a config

@@ -75,3 +75,17 @@ def test_a_tagged_table_is_ipu_tunes_own_file(tmp_path: Path) -> None:
     assert storage_file(tmp_path / "results@0a1b2c.db-wal") is not None
     assert reserved_study_name("results@0a1b2c.db") is not None
     assert reserved_study_name("results@2024") is None
+
+
+@pytest.mark.parametrize("scheme", ["", "sqlite:///"])
+def test_one_storage_by_two_paths_is_one_table_and_one_export_folder(
+        scheme: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A storage named from its folder and by its absolute path is one storage: one tag."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    name = "runs/s.db" if scheme == "sqlite:///" else "runs/s.journal"
+    tags = {resolve_storage(f"{scheme}{path}", str(tmp_path / "results")).export_tag
+            for path in (name, str(tmp_path / name), f"runs/../{name}")}
+    if not scheme:
+        tags.add(resolve_storage(f"journal://{tmp_path / name}", "results").export_tag)
+    assert len(tags) == 1
