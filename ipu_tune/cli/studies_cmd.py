@@ -266,10 +266,12 @@ def export_main(argv: Sequence[str]) -> int:
     _storage_args(parser)
     args = parser.parse_args(list(argv))
     interrupts.outcome(OUTPUT_OUTCOME)
+    from ipu_tune.search import check_stored_cases
     from ipu_tune.storage import export_table
 
     try:
-        study, target, _ = _load(args)
+        study, target, cfg = _load(args)
+        check_stored_cases(cfg, study)  # no row of another model or system is exported
         store = _synced_store(target.results_url, study)
         try:
             path = export_table(store.frame(study.study_name), Path(args.output),

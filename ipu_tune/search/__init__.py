@@ -43,7 +43,7 @@ from ipu_tune.search._splits import (
     head_stages,
     stage_loads,
 )
-from ipu_tune.search._stored import check_stored_trials, stored_config
+from ipu_tune.search._stored import check_stored_cases, check_stored_trials, stored_config
 from ipu_tune.search._warm import WarmPlan, io_tiles_rule
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "balanced_split",
     "best_trial",
     "change_list",
+    "check_stored_cases",
     "check_stored_trials",
     "compromise",
     "convergence",

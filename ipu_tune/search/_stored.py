@@ -25,7 +25,7 @@ from ipu_tune.records import TrialRecord
 if TYPE_CHECKING:
     from ipu_tune.search._problem import SearchProblem
 
-__all__ = ["check_stored_trials", "stored_config"]
+__all__ = ["check_stored_cases", "check_stored_trials", "stored_config"]
 
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 _ALLOWED = ("allowed: trials of the study's own problem (its model, its system and every key its "
@@ -56,17 +56,18 @@ def _yaml(value: Any) -> str:
     return "null" if value is None else shown(value)
 
 
-def _foreign(problem: SearchProblem, cfg: EvalConfig, whole: bool) -> str | None:
-    """Why `cfg` is no plan of `problem`'s search (None: it is one; not `whole`: its model and
-    system are the problem's)."""
-    codec = problem.codec
-    if whole and codec.encode(cfg) is not None:
+def _foreign(base: EvalConfig, cfg: EvalConfig, problem: SearchProblem | None) -> str | None:
+    """Why `cfg` is no plan of `problem`'s search (None: it is one); no `problem`: why its
+    model or system is not `base`'s (None: they are)."""
+    if problem is not None and problem.codec.encode(cfg) is not None:
         return None
     # The sections the search never draws first, then the keys a nearest drawn plan differs in.
-    found = _first_difference(cfg, codec.base, ("model", "system"))
-    if found is None and not whole:
+    found = _first_difference(cfg, base, ("model", "system"))
+    if found is None and problem is None:
         return None
     if found is None:
+        assert problem is not None
+        codec = problem.codec
         near = codec.encode(cfg, exact=False)
         found = _first_difference(cfg, codec.decode(near).config) if near is not None else None
     if found is None:
@@ -81,20 +82,26 @@ def stored_config(problem: SearchProblem, record: TrialRecord, number: int,
     not `whole`: only its model and system are checked (a listing of the trials shows their
     other keys as stored: a study stored before its space file counted holds trials of two
     modes). Nothing it names is imported: the check compares values only."""
+    return _checked(problem.codec.base, record, number, problem if whole else None)
+
+
+def _checked(base: EvalConfig, record: TrialRecord, number: int,
+             problem: SearchProblem | None) -> EvalConfig:
+    """`stored_config`, against `problem`'s search or, without one, `base`'s model and system."""
     plain = record.config
     where = f"trial {number}"
     if not plain:
         raise IpuTuneError(f"{where} is not this study's: it stored no config (no `plan` "
                            f"attribute); {_ALLOWED}")
     try:
-        cfg = load_config(dict(plain)) if whole else load_unvalidated(dict(plain))
+        cfg = load_config(dict(plain)) if problem is not None else load_unvalidated(dict(plain))
     except IpuTuneError as exc:
         raise IpuTuneError(f"{where} is not this study's: its stored config is no valid "
                            f"config ({exc}); {_ALLOWED}") from None
-    if cfg.system.servers == problem.codec.base.system.servers:
+    if cfg.system.servers == base.system.servers:
         # `hosts` as the servers it means (null on 2 IPUs is 1), as `hosts_as_servers` has it.
-        cfg.system.hosts = problem.codec.base.system.hosts
-    why = _foreign(problem, cfg, whole)
+        cfg.system.hosts = base.system.hosts
+    why = _foreign(base, cfg, problem)
     if why is not None:
         raise IpuTuneError(f"{where} is not this study's: it stored {why}; {_ALLOWED}")
     return cfg
@@ -103,11 +110,21 @@ def stored_config(problem: SearchProblem, record: TrialRecord, number: int,
 def check_stored_trials(problem: SearchProblem, study: optuna.Study, whole: bool = True) -> None:
     """Refuse `study`, in one line naming the first such trial, when a finished trial stored a
     config that is no plan of `problem` (`stored_config`)."""
+    _check_all(problem.codec.base, problem if whole else None, study)
+
+
+def check_stored_cases(base: EvalConfig, study: optuna.Study) -> None:
+    """`check_stored_trials` of the model and system only, against `base` (the study's own
+    config): for a reader of figures only (`export --output`), which profiles no model."""
+    _check_all(base, None, study)
+
+
+def _check_all(base: EvalConfig, problem: SearchProblem | None, study: optuna.Study) -> None:
     for trial in study.get_trials(deepcopy=False, states=_FINISHED):
         record = TrialRecord.of(trial)
         if not record.config:  # nothing of it is read (a row of its figures, at most)
             continue
         try:
-            stored_config(problem, record, trial.number, whole)
+            _checked(base, record, trial.number, problem)
         except IpuTuneError as exc:
             raise IpuTuneError(f"study={study.study_name!r}: {exc}") from None

@@ -3,7 +3,8 @@ written into a shared storage with another model (`model._target_` naming code),
 unsearched key is refused in one line by every reader of stored configs (report and the
 exports, explain, trials, the tuner's own export), trusted or not, before anything it names is
 imported or written. `trials`, a listing of what each trial stored (a `mode` column for an
-old study of two modes), refuses only another model or system."""
+old study of two modes), and `export --output`, a table of figures, refuse only another model
+or system."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def test_a_trial_of_another_problem_is_refused_everywhere(
     commands = ("report", "explain") if listed else ("report", "explain", "trials")
     runs = [[cmd, "s", "--results-dir", str(results), *trust]
             for cmd in commands for trust in ([], ["--trust-remote-code"])]
+    if not listed:  # a table of figures: another model's or system's rows are not the study's
+        runs.append(["export", "s", "--results-dir", str(results),
+                     "--output", str(tmp_path / "t.csv")])
     runs.append(["model=mnist_cnn", "study.name=s", "study.n_trials=3",
                  "study.progress_bar=false", f"results_dir={results}"])
     for args in runs:
@@ -54,6 +58,7 @@ def test_a_trial_of_another_problem_is_refused_everywhere(
         assert "Traceback" not in proc.stderr
     assert not (tmp_path / "PWNED").exists()
     assert not (results / "s").exists()  # no export, no report
+    assert not (tmp_path / "t.csv").exists()
     if listed:
         shown = run_cli(["trials", "s", "--results-dir", str(results)], cwd=tmp_path)
         assert shown.returncode == 0, shown.stderr
