@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ipu_tune.config import EvalConfig, read_yaml
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System, system_from_config
+from ipu_tune.knobs import get_key, pipeline_minimum
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import ExecutionPlan, plan_from_config, stage_starts
 from ipu_tune.simulator import (
@@ -21,6 +22,7 @@ from ipu_tune.simulator import (
     SimConstants,
     SimResult,
     constants_from_mapping,
+    head_placement,
     simulate,
 )
 
@@ -44,12 +46,31 @@ def build_case(cfg: EvalConfig, profile: ModelProfile | None = None,
                system: System | None = None) -> Case:
     """The case of a validated config; `profile`/`system` reuse ones already built for it.
 
-    Raises `IpuTuneError` when a split is not a block of the model or is out of order.
+    Raises `IpuTuneError` when a split is not a block of the model or is out of order, or when
+    PopTorch would not compile the pipeline once a tied head's stage is counted.
     """
     prof = profile if profile is not None else profile_model(cfg.model)
     plan = plan_from_config(cfg)
     starts = stage_starts(plan, prof)  # split names checked against the model first
+    _check_head_stage(cfg, prof, plan)
     return Case(prof, system if system is not None else build_system(cfg), plan, starts)
+
+
+def _check_head_stage(cfg: EvalConfig, prof: ModelProfile, plan: ExecutionPlan) -> None:
+    """PopTorch's pipeline rule (`pipeline_minimum`) with the stage a tied head placed on IPU0
+    adds: every export runs it after the last stage, a stage of its own (`AutoIncrement`). The
+    config's own check, before the model was profiled, counted the splits' stages only."""
+    stages = plan.stages
+    rule = pipeline_minimum(plan.training, stages + 1, plan.schedule)
+    if rule is None or get_key(cfg, rule[0]) >= rule[1]:
+        return
+    head = head_placement(prof, plan)
+    if head is not None:
+        raise bad_value(rule[0], get_key(cfg, rule[0]), (
+            f"must be >= {rule[1]}, the pipeline stages: {stages} and the tied head "
+            f"`{head.module}`, placed on IPU0 after the last (a stage of its own in every "
+            "export, as PopTorch's AutoStage.AutoIncrement runs it), and PopTorch compiles a "
+            "pipelined program only then"))
 
 
 def simulate_case(case: Case, constants: SimConstants = DEFAULT_CONSTANTS) -> SimResult:
