@@ -53,9 +53,24 @@ def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[
         lines.append("throughput: none (a plan that does not fit does not run)")
     lines.append(
         f"step: {result.step_time_s * 1e3:,.2f} ms for {_count(result.samples_per_step)} samples; "
-        f"bottleneck: {result.bottleneck}"
+        f"bottleneck: {result.bottleneck}{_waits_for_host(result)}"
     )
     return lines
+
+
+def _waits_for_host(result: SimResult) -> str:
+    """Why the host's data pipeline bounds a plan whose `host_preprocess` phase is not the
+    largest: the asynchronous loader overlaps it with the device, and the phase is only the
+    device's wait; the host's whole work a call is longer than the device's."""
+    if result.bottleneck != "host_preprocess" or result.phases["host_preprocess"] >= max(
+            result.phases.values()):
+        return ""
+    steps = float(result.extras["samples_per_call"]) / result.samples_per_step  # a call's steps
+    host_ms, device_ms = (1e3 * float(result.extras[k]) / steps
+                          for k in ("host_call_s", "device_call_s"))
+    return (f" (the asynchronous loader's host work takes {host_ms:,.2f} ms a step, the "
+            f"device's {device_ms:,.2f} ms: the device waits for its data, so a faster device "
+            "phase raises no throughput)")
 
 
 def _memory(result: SimResult) -> list[str]:

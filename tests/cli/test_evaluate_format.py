@@ -13,3 +13,22 @@ def test_a_plan_that_does_not_fit_has_no_samples_per_second() -> None:
     assert not result.fits
     (line,) = [x for x in format_result(result, cfg).splitlines() if x.startswith("throughput")]
     assert "samples/s" not in line and line.startswith("throughput: none")
+
+
+def test_a_host_bound_plan_says_why_its_small_host_phase_is_the_bottleneck() -> None:
+    """The asynchronous loader hides most of the host's work: the phase shows only the wait,
+    so the step line gives the host's and the device's whole work a step."""
+    plan = {"precision": "16.16", "gradient_accumulation": 10, "device_iterations": 100,
+            "replication_factor": 16, "eight_bit_io": True, "async_dataloader": True,
+            "dataloader_workers": 16, "host_instances": 8, "partials": "half",
+            "available_memory_proportion": 0.15, "recompute": "checkpoints", "prefetch_depth": 3}
+    cfg = load_config({"model": {"name": "resnet50"},
+                       "system": {"num_ipus": 16, "host": {"cpu_cores": 128}},
+                       "workload": {"micro_batch_size": 20, "optimizer": "sgd"}, "plan": plan})
+    result = ipu_tune.evaluate(cfg)
+    assert result.bottleneck == "host_preprocess"
+    assert result.phases["host_preprocess"] < max(result.phases.values())
+    (line,) = [x for x in format_result(result, cfg).splitlines() if x.startswith("step")]
+    host_ms = float(line.split("host work takes ")[1].split(" ms")[0].replace(",", ""))
+    device_ms = float(line.split("the device's ")[1].split(" ms")[0].replace(",", ""))
+    assert device_ms < host_ms == round(result.step_time_s * 1e3, 2)
