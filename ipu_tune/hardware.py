@@ -42,6 +42,9 @@ class IpuSpec:
     host_link_bytes_per_s: float  # PCIe path of one IPU to its host/gateway
     streaming_memory_bytes_per_s: float  # estimate: bounded by PCIe Gen4 x8, per direction
     memory_bank_bytes: int  # read: PopVision glossary
+    # One IPU-Link, one direction (a link's printed figure counts both): what a ring hop and a
+    # pipeline stage's copy to its neighbour move at, per link they use.
+    ipu_link_bytes_per_s: float
     worker_threads_per_tile: int = 6  # read
 
     @property
@@ -67,6 +70,9 @@ IPUS: dict[str, IpuSpec] = {
         host_link_bytes_per_s=16 * GB,  # PCIe Gen3 x16
         streaming_memory_bytes_per_s=12 * GB,  # estimate: host memory over PCIe Gen3
         memory_bank_bytes=32 * KIB,
+        # derived: "3 links of 64 GB/s between the 2 IPUs of a C2 card" (ipu-hardware.md), both
+        # directions, so 32 GB/s a link a direction
+        ipu_link_bytes_per_s=32 * GB,
     ),
     "mk2": IpuSpec(
         name="mk2",
@@ -80,6 +86,9 @@ IPUS: dict[str, IpuSpec] = {
         host_link_bytes_per_s=16 * GB,  # PCIe Gen4 x8 to the gateway, per IPU
         streaming_memory_bytes_per_s=16 * GB,  # estimate
         memory_bank_bytes=16 * KIB,
+        # read: poplibs' IPU cost model (lib/poplibs_test/Util.cpp), 128 Gbit/s a link; 10 links
+        # x 2 directions x 16 GB/s are the 320 GB/s an IPU of the reference table
+        ipu_link_bytes_per_s=16 * GB,
     ),
     "bow": IpuSpec(
         name="bow",
@@ -93,6 +102,9 @@ IPUS: dict[str, IpuSpec] = {
         host_link_bytes_per_s=16 * GB,
         streaming_memory_bytes_per_s=16 * GB,  # estimate
         memory_bank_bytes=16 * KIB,
+        # estimate: the Mk2's links (the Bow-2000's printed "512 Gbps per link" is doubtful in
+        # ipu-hardware.md and no other source gives Bow's)
+        ipu_link_bytes_per_s=16 * GB,
     ),
     # The C600 PCIe card: one Mk2 GC200 in a host's PCIe slot, clocked at 1.5 GHz (read:
     # ByteMLPerf's IPU report, bytedance/ByteMLPerf byte_mlperf/reports/IPU/, and Graphcore's
@@ -111,6 +123,7 @@ IPUS: dict[str, IpuSpec] = {
         host_link_bytes_per_s=32 * GB,
         streaming_memory_bytes_per_s=32 * GB,  # estimate: host memory over that link
         memory_bank_bytes=16 * KIB,  # read: the Mk2 GC200
+        ipu_link_bytes_per_s=16 * GB,  # read: the Mk2 GC200's links (poplibs, as "mk2")
     ),
 }
 

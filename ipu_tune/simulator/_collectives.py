@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ipu_tune.hardware import System
+from ipu_tune.hardware import IpuSpec, System
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator._constants import OPTIMIZER_STATE, SimConstants, state_bytes_per_param
 from ipu_tune.simulator._stages import StageShape
@@ -178,15 +178,11 @@ ALL_REDUCE_TERM_PARTS: dict[str, tuple[str, str]] = {
     "rts_sets_s": ("all_reduce_pod", "RTS compute sets"),
 }
 
-# read: poplibs' IPU cost model (lib/poplibs_test/Util.cpp), 128 Gbit/s per IPU-Link; an IPU's
-# 10 links x 2 directions x 16 GB/s are the 320 GB/s of the reference table.
-IPU_LINK_BYTES_PER_S = 16e9
-
-
-def link_hop_bytes_per_s(c: SimConstants) -> float:
+def link_hop_bytes_per_s(ipu: IpuSpec, c: SimConstants) -> float:
     """Bandwidth from one IPU to a neighbour, per direction: the links joining them, not all
-    ten. A ring hop and a pipeline stage's copy to the next IPU both move at it."""
-    return IPU_LINK_BYTES_PER_S * c.ring_links_per_hop * c.ipu_link_efficiency
+    ten, each at its IPU's figure (`IpuSpec.ipu_link_bytes_per_s`). A ring hop and a pipeline
+    stage's copy to the next IPU both move at it."""
+    return ipu.ipu_link_bytes_per_s * c.ring_links_per_hop * c.ipu_link_efficiency
 
 
 def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimConstants,
@@ -194,7 +190,7 @@ def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimCons
     """(inside-POD seconds, across-POD seconds, RTS weight all-gather seconds, seconds by
     `ALL_REDUCE_TERMS`) of the stage's gradients."""
     m = system.machine
-    link_bw = link_hop_bytes_per_s(c)
+    link_bw = link_hop_bytes_per_s(system.ipu, c)
     gw_bw = m.gw_link_bytes_per_s / m.ipus_per_machine  # the machine's GW-Links, per IPU
     grads = x.params * (2.0 if plan.model_fp16 else 4.0)
     a, k, pods = layout.in_machine, layout.machines, layout.pods

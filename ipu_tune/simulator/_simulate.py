@@ -113,7 +113,7 @@ def _stages(
     ipu, clock = system.ipu, system.ipu.clock_hz
     training, recompute = pm.training, pm.recompute != "none"
     wb, b = pm.wb, pm.b
-    link_bw = link_hop_bytes_per_s(c)  # to the next IPU, as a ring hop
+    link_bw = link_hop_bytes_per_s(system.ipu, c)  # to the next IPU, as a ring hop
     sync_s = c.sync_latency_s
     limit, tile_limit = ipu.sram_bytes, ipu.sram_bytes_per_tile
     parts, memory, times = [], [], []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import logging
 import os
 import sys
@@ -29,7 +28,7 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 
 import ipu_tune.storage._places as _places
-from ipu_tune._own_files import CLAIMS_SUFFIX, DEFAULT_JOURNAL, EXPORT_TAG_CHARS, results_table_name
+from ipu_tune._own_files import CLAIMS_SUFFIX, DEFAULT_JOURNAL, results_table_name
 from ipu_tune._redact import redact
 from ipu_tune.errors import IpuTuneError, disk_hint, unreachable
 from ipu_tune.files import BAD_PLACE, NOT_PSEUDO, inside
@@ -43,6 +42,7 @@ from ipu_tune.storage._beating import (
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._reading import read_journal
+from ipu_tune.storage._tag import MEMORY, export_tag, make_url
 from ipu_tune.storage._torn import repair_torn_tail
 
 __all__ = [
@@ -57,23 +57,10 @@ __all__ = [
     "stale_trials",
 ]
 
-MEMORY = "memory"  # study.storage=memory: a study in this process only, never resumed
 _MEMORY_RESULTS = "sqlite:///:memory:"
 _JOURNAL_PREFIX = "journal:///"
 _SCHEMA_RACE_ATTEMPTS = 6
 _SCHEMA_RACES = ("already exists", "duplicate key", "UNIQUE constraint")
-
-
-def _make_url(text: str) -> Any:
-    """SQLAlchemy's URL of `text` (ValueError when it is not one). SQLAlchemy (~0.4 s) loads
-    here, not at import: the journal storage and `ipu-tune studies` never need it."""
-    from sqlalchemy.engine import make_url as sa_make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return sa_make_url(text)
-    except ArgumentError as exc:
-        raise ValueError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -101,7 +88,7 @@ class StorageTarget:
             return ClaimLock(self.location + CLAIMS_SUFFIX)
         if self.kind == "memory":  # one process
             return ClaimLock(None)
-        url = _make_url(self.location)
+        url = make_url(self.location)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             return ClaimLock(str(url.database) + CLAIMS_SUFFIX)
         if url.get_backend_name() == "postgresql":
@@ -113,33 +100,11 @@ class StorageTarget:
         """Empty for the default storage (the journal in results_dir), else a short tag of the
         storage (without credentials): two studies of one name in two storages export to two
         folders, `<name>` and `<name>@<tag>`."""
-        return _tag(self.kind, self.location, self.results_dir)
+        return export_tag(self.kind, self.location, self.results_dir)
 
     @property
     def display(self) -> str:
         return redact(self.location, self.location)
-
-
-def _tag(kind: str, location: str, results_dir: str) -> str:
-    """`StorageTarget.export_tag` of a storage."""
-    if kind == "journal" and results_dir and Path(location).resolve() == (
-            Path(results_dir) / DEFAULT_JOURNAL).resolve():
-        return ""
-    if kind == "memory":
-        return MEMORY
-    return hashlib.sha256(_identity(kind, location).encode()).hexdigest()[:EXPORT_TAG_CHARS]
-
-
-def _identity(kind: str, location: str) -> str:
-    """A storage as the file it opens, whatever path leads there (`runs/a.journal` from its
-    folder and its absolute path are one journal, one tag); a server's URL without its
-    credentials."""
-    if kind == "journal":
-        return os.path.realpath(location)
-    url = _make_url(location)
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return "sqlite:///" + os.path.realpath(str(url.database))
-    return redact(location, location)
 
 
 def resolve_storage(storage: str | None, results_dir: str,
@@ -157,7 +122,7 @@ def resolve_storage(storage: str | None, results_dir: str,
         path = storage
     else:
         try:
-            url = _make_url(storage)
+            url = make_url(storage)
         except ValueError:
             raise IpuTuneError(
                 f"{keys[0]}={redact(storage, storage)!r}: not a storage URL; allowed: a "
@@ -172,7 +137,7 @@ def resolve_storage(storage: str | None, results_dir: str,
     # In results_dir as the OS finds it (SQLite reads `..` by the letters: `database_file`):
     # the default journal's `results.db`, another journal's `results@<tag>.db` (a copy of its
     # studies, kept apart from the default's, never in a file beside a journal elsewhere).
-    table = results_table_name(_tag("journal", path, results_dir))
+    table = results_table_name(export_tag("journal", path, results_dir))
     results = "sqlite:///" + str(Path(os.path.realpath(results_dir or ".")) / table)
     return StorageTarget("journal", path, results, results_dir, keys,
                          given=storage is not None and storage != "")
@@ -193,7 +158,7 @@ def _check_journal_parent(path: Path, results_dir: str, key: str) -> None:
 def _make_sqlite_parent(target: StorageTarget) -> None:
     """The folder of a SQLite file: created when inside results_dir, else it must exist (a
     typo in sqlite:///... must not create folders anywhere)."""
-    url = _make_url(target.location)
+    url = make_url(target.location)
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
         return
     parent = Path(str(url.database)).parent
@@ -211,7 +176,7 @@ def _make_sqlite_parent(target: StorageTarget) -> None:
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
-    name = _make_url(url).get_backend_name()
+    name = make_url(url).get_backend_name()
     if name == "sqlite":
         return {"connect_args": {"timeout": 60}}
     if name == "postgresql":
@@ -235,7 +200,7 @@ def _folder_of(target: StorageTarget) -> Path:
     if target.kind == "journal":
         return Path(target.location).parent
     if target.kind == "rdb":
-        url = _make_url(target.location)
+        url = make_url(target.location)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             return Path(str(url.database)).parent
     return Path(".")
@@ -330,7 +295,7 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
 def _check_sqlite_folder(target: StorageTarget) -> None:
     """SQLite creates its file but not the folders above it, and a device or folder is no
     database: one line, not a traceback or a disk error."""
-    url = _make_url(target.location)
+    url = make_url(target.location)
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
         return
     file = Path(str(url.database))
@@ -363,7 +328,7 @@ def _rdb_kwargs(url: str) -> dict[str, Any]:
     stops beating, and after the grace period the next worker fails its trial and retries it
     (`stale_trials`; the tuner fails and retries it as it does a dead worker's trial found by
     PID, not by Optuna's retry callback, which copies the dead trial's attributes)."""
-    if _make_url(url).get_backend_name() == "sqlite":
+    if make_url(url).get_backend_name() == "sqlite":
         return {}  # one machine: dead workers are found by PID (tuner's recovery)
     return {"heartbeat_interval": HEARTBEAT_INTERVAL_S, "grace_period": HEARTBEAT_GRACE_S}
 
@@ -387,7 +352,7 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
             if racing and attempt < _SCHEMA_RACE_ATTEMPTS - 1:
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            down = (_make_url(target.location).get_backend_name() != "sqlite"
+            down = (make_url(target.location).get_backend_name() != "sqlite"
                     and unreachable("\n".join(detail)))
             raise IpuTuneError(
                 f"{target.key}={target.display!r}: cannot open ({redact(first, target.location)})"

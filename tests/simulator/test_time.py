@@ -183,13 +183,28 @@ def test_a_pipeline_copy_moves_at_the_links_joining_two_ipus(resnet101: ModelPro
     x 0.85 (poplibs' cost model), not all ten links of the IPU."""
     from ipu_tune.simulator._collectives import link_hop_bytes_per_s
 
-    bw = link_hop_bytes_per_s(DEFAULT_CONSTANTS)
+    bw = link_hop_bytes_per_s(mk2x2.ipu, DEFAULT_CONSTANTS)
     assert bw == pytest.approx(2 * 16e9 * 0.85)
     r = run(resnet101, mk2x2)
     # Stage 0 sends layer3.8's output: 1024 channels x 4 x 4 (64x64 input / 16), fp16, x 64.
     sent_bytes = 1024 * 4 * 4 * 2 * 64
     forward_link_s = r.stages[0].inter_ipu_s - r.stages[0].inter_ipu_back_s
     assert forward_link_s == pytest.approx(sent_bytes / bw + DEFAULT_CONSTANTS.sync_latency_s)
+
+
+def test_a_ring_hop_moves_at_its_ipus_links() -> None:
+    """Mk1's IPU-Links carry twice a Mk2's a direction (64 GB/s a link against 32, both ways;
+    ipu-hardware.md), so the same gradients all-reduce over two Mk1 IPUs' ring at twice the
+    bandwidth."""
+    from ipu_tune.config import ModelConfig
+    from ipu_tune.models import profile_model
+
+    prof = profile_model(ModelConfig(name="resnet50"))
+    plan = ExecutionPlan(micro_batch_size=4, precision="16.16", replication_factor=2)
+    terms = {ipu: simulate(prof, make_system(ipu, 2), plan).extras["all_reduce_terms"]
+             for ipu in ("mk1", "mk2")}
+    assert terms["mk2"]["pod_bandwidth_s"] == pytest.approx(
+        2 * terms["mk1"]["pod_bandwidth_s"])
 
 
 def test_sync_loader_adds_async_overlaps(resnet101: ModelProfile, mk2x2: System) -> None:
