@@ -208,8 +208,12 @@ def _splits(
         raise IpuTuneError(f"{where}: {key}={shown(raw)}: must place the {len(layer_index)} "
                            f"layers of {profile.name} on {ipus} IPUs (ipus_per_replica)")
     if any(n == 0 for n in layers[1:]):
+        # optimum runs a classification or QA head alone on a last IPU of no layer; the
+        # profile keeps such a head in the last layer's block, so no split can say that.
         raise IpuTuneError(f"{where}: {key}={shown(raw)}: every IPU after IPU0 needs a layer "
-                           "(IPU0 may hold the embeddings alone)")  # fmt: skip
+                           "(IPU0 may hold the embeddings alone; a last IPU holding only the "
+                           "output head, which optimum-graphcore allows, is not simulated: "
+                           "give it a layer)")  # fmt: skip
     done, splits = 0, []
     for n in layers[:-1]:
         done += n
