@@ -1,6 +1,7 @@
 """Which plan each export renders: the study's best, or, when the exporter's framework cannot run
-the best plan's pipeline schedule (`Schedules`), the best stored trial it can run that fits;
-without one, the best plan with its schedule switched, simulated once for every exporter.
+the best plan (its pipeline schedule or another of its rules, `Schedules`), the best stored trial
+it can run that fits; without one, the best plan changed into one it runs (`Schedules.switched`),
+simulated once for every exporter that needs that plan.
 
 Contexts are built here and only here, one per distinct plan, and shared by the exporters that
 render the same plan; the stored trials are read through `ipu_tune.records`, never run again.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -63,7 +64,7 @@ class PlanChooser:
         self.stored = stored
         self._ranked: list[FrozenTrial] | None = None
         self._read: dict[int, tuple[EvalConfig, SimResult] | None] = {}
-        self._contexts: dict[object, ExportContext] = {}  # trial number or switched schedule
+        self._contexts: dict[object, ExportContext] = {}  # trial number, or ("switched", plan)
 
     def context_for(self, schedules: Schedules | None) -> ExportContext:
         """The best plan's context if the framework runs it (or no simulated result of it is
@@ -100,22 +101,20 @@ class PlanChooser:
                 cfg, result = found
                 self._contexts[trial.number] = export_context(
                     cfg, result, self.best.profile,
-                    stand_in=self._stand_in(trial.number, cfg, result))
+                    stand_in=self._stand_in(trial.number, result))
             return self._contexts[trial.number]
         return None
 
     def _switched(self, schedules: Schedules) -> ExportContext:
-        """The best plan with the first schedule the framework runs, simulated once."""
+        """The best plan changed into one the framework runs, simulated once."""
         best = self.best
-        schedule = schedules.switch(best.plan)
-        if schedule not in self._contexts:
-            cfg = best.config
-            cfg = replace(cfg, plan=replace(cfg.plan, pipeline=replace(cfg.plan.pipeline,
-                                                                       schedule=schedule)))
+        cfg = schedules.switched(best.config, best.plan)
+        key = ("switched", plan_from_config(cfg))
+        if key not in self._contexts:
             result = self._simulate(cfg)
-            self._contexts[schedule] = export_context(
-                cfg, result, best.profile, stand_in=self._stand_in(None, cfg, result))
-        return self._contexts[schedule]
+            self._contexts[key] = export_context(
+                cfg, result, best.profile, stand_in=self._stand_in(None, result))
+        return self._contexts[key]
 
     def _simulate(self, cfg: EvalConfig) -> SimResult:
         simulate = self.stored.simulate if self.stored is not None else None
@@ -127,12 +126,11 @@ class PlanChooser:
             return SimResult(fits=False, throughput=0.0, step_time_s=math.inf, phases={},
                              bottleneck="invalid plan", memory=(), stages=(), reason=str(exc))
 
-    def _stand_in(self, trial: int | None, cfg: EvalConfig, result: SimResult) -> StandIn:
+    def _stand_in(self, trial: int | None, result: SimResult) -> StandIn:
         best = self.best
         assert best.result is not None  # `context_for` renders the best as it is without one
         return StandIn(
             best_trial=best.provenance.trial if best.provenance is not None else None,
-            best_throughput=best.result.throughput, best_schedule=best.plan.schedule,
-            training=best.plan.training, trial=trial, throughput=result.throughput,
-            schedule=cfg.plan.pipeline.schedule, fits=result.fits,
+            best_throughput=best.result.throughput, best=best.plan, trial=trial,
+            throughput=result.throughput, fits=result.fits,
             reason=result.reason or "does not fit in memory")

@@ -25,7 +25,7 @@ from ipu_tune.simulator import (
 )
 
 from ._facts import Facts
-from ._schedules import Schedules, StandIn
+from ._schedules import POPART, POPTORCH, TENSORFLOW, Schedules, StandIn
 
 __all__ = ["BEST_YAML", "EveryPlan", "ExportContext", "Provenance", "compile_problems",
            "export_context"]
@@ -186,10 +186,13 @@ def compile_problems(ctx: ExportContext, framework: str = "poptorch") -> list[st
 
     PopTorch (Compiler.cpp L675-701): with PipelinedExecution, training needs
     gradientAccumulation >= pipeline stages and inference deviceIterations >= stages.
+    The framework's other rules (`Schedules.rules`: TensorFlow shards offloaded optimizer
+    state only), which the plan chooser keeps a program's plan from breaking when it can.
     PopRun: replicas split evenly among instances, instances evenly among hosts.
     """
     p = ctx.plan
-    out: list[str] = []
+    runs = {"poptorch": POPTORCH, "popart": POPART, "tensorflow": TENSORFLOW}[framework]
+    out = [f"the plan {r.uses}, which {runs.framework} cannot run{r.why}" for r in runs.broken(p)]
     # The placed head is a pipeline stage of its own in both frameworks' programs.
     rule = pipeline_minimum(p.training, ctx.pipeline_stages, p.schedule)
     if framework in ("poptorch", "popart") and rule is not None:

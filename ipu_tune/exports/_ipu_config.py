@@ -31,10 +31,12 @@ from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import bad_value
+from ipu_tune.knobs import moot_keys
 from ipu_tune.models import AUDIO_TASKS, HUB_MODELS, TASKS, ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
 from ._model_source import _kwargs, masked_count
+from ._optimum_infer import eight_bit_training_note, inference_lines
 from ._source import docstring, program
 
 __all__ = ["IPU_CONFIG_FIELDS", "OPTIMUM_VERSION", "layer_blocks", "render_ipu_config",
@@ -280,14 +282,6 @@ def _generation_note(task: str, profile: ModelProfile) -> list[str]:
             "# at a rate ipu-tune did not simulate."]
 
 
-def _processor_note(task: str) -> str:
-    if task in AUDIO_TASKS:
-        return ("# The pipeline needs a feature extractor (and a tokenizer to transcribe): pass"
-                " feature_extractor=... and tokenizer=... for a model built from a config.")
-    return ("# The pipeline needs a tokenizer or image processor: pass tokenizer=... for a"
-            " model built from a config.")
-
-
 def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfig,
                             *notes: str) -> str:
     """A dozen-line program running `plan` with optimum-graphcore from `ipu_config.json`;
@@ -301,14 +295,19 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
         notes = (*notes, f"Left out of ipu_config.json: {', '.join(misfit)} of the file read in"
                  f" (plan.from_ipu_config), one value per IPU of another IPU count than this"
                  f" plan's {plan.stages}.")
-    names = "IPUTrainer, IPUTrainingArguments" if plan.training else "pipeline"
+    names = "IPUTrainer, IPUTrainingArguments" if plan.training else "IPUConfig"
+    # 8-bit I/O of pixels the host streams (`knobs.moot_keys`: not with synthetic data).
+    eight_bit = (plan.eight_bit_io and task == "image-classification"
+                 and "plan.eight_bit_io" not in moot_keys(cfg, profile.input_kind))
     title = (f"Run the plan ipu-tune chose with optimum-graphcore {OPTIMUM_VERSION} (Poplar SDK"
              " 3.x): ipu_config.json beside this file.")
     doc = docstring(title, *notes) if notes else [f'"""{title}"""']
     head = [
         *doc,
-        *(["import torch"] if plan.training else []),
-        f"from optimum.graphcore import IPUConfig, {names}",
+        "import torch",
+        *([] if plan.training else ["import poptorch"]),
+        f"from optimum.graphcore import {'IPUConfig, ' if plan.training else ''}{names}",
+        *([] if plan.training else ["from optimum.graphcore.modeling_utils import to_pipelined"]),
         f"from transformers import AutoConfig, {TASKS[task]}",
         "",
         'ipu_config = IPUConfig.from_pretrained(".")',
@@ -321,6 +320,7 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
                 "dataloader_mode": "async" if plan.async_dataloader else "sync",
                 "dataloader_num_workers": plan.dataloader_workers}  # fmt: skip
         body = [
+            *eight_bit_training_note(eight_bit),
             *_data_lines(task, profile, plan),
             f"args = IPUTrainingArguments({_call_args(args)})",
             "IPUTrainer(model=model, ipu_config=ipu_config, args=args, "
@@ -329,8 +329,6 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
     else:
         body = [
             *_generation_note(task, profile),
-            _processor_note(task),
-            f"pipe = pipeline({_PIPELINE_TASKS[task]!r}, model=model, ipu_config=ipu_config,"
-            f" fp16={not fp32})",
+            *inference_lines(plan, profile, task, eight_bit),
         ]
     return program([*head, *body], fold=False)

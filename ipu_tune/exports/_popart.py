@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._context import ALL_REDUCE_BUFFER_BYTES, EveryPlan, ExportContext, compile_problems
 from ._docs import cite
+from ._fold_bn import popart_fold_lines
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
 from ._schedules import POPART
@@ -282,6 +283,7 @@ def _program(ctx: ExportContext) -> str:
         *_memory_lines(ctx),
         *_io_lines(ctx),
         f"# Precision {p.precision}: the ONNX graph's tensor types ({cite('precision')}).",
+        *popart_fold_lines(ctx),
         f"# 8-bit I/O {p.eight_bit_io}: "
         + (
             "declare the image input as UINT8 and cast and normalise in the graph"

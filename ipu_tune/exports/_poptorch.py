@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._context import ALL_REDUCE_BUFFER_BYTES, EveryPlan, ExportContext, compile_problems
 from ._docs import cite
+from ._fold_bn import poptorch_fold_lines
 from ._model_source import literal, model_imports, model_lines, module_access, module_path
 from ._poprun import poprun_lines
 from ._poptorch_io import input_lines, optimizer_lines
@@ -364,6 +365,7 @@ def _program(ctx: ExportContext) -> str:
         *imports,
         "",
         *model_lines(ctx.config, ctx.profile),
+        *poptorch_fold_lines(ctx),
         "",
         *_options_lines(ctx),
         *_pipeline_lines(ctx),

@@ -1,6 +1,6 @@
-"""The pipeline schedules each framework can run, declared once, and the header line of a
-program that holds another plan than the study's best because its framework cannot run the
-best plan's schedule.
+"""What each framework can run, declared once (its pipeline schedules and its other rules, such
+as TensorFlow's sharding of offloaded optimizer state only), and the header line of a program
+that holds another plan than the study's best because its framework cannot run the best plan.
 
 ipu-tune simulates three schedules (Memory and Performance Optimisation on the IPU, 4.2
 "Pipeline execution scheme"): `grouped`, `interleaved` (N+1 stashed activations per stage) and
@@ -19,65 +19,131 @@ ipu-tune simulates three schedules (Memory and Performance Optimisation on the I
   `ShardedExecution` for inference; `ipu_config.json` has no field for it.
 * best.yaml is ipu-tune's own config (any schedule); the PopRun line launches whichever program
   runs the plan (`_poprun`), so neither declares a restriction.
+
+Other rules (`Rule`): TensorFlow shards only offloaded optimizer state (`TF_ON_CHIP_RTS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
+from ipu_tune.config import EvalConfig
 from ipu_tune.knobs import rate_text
 from ipu_tune.plan import ExecutionPlan
 
-__all__ = ["OPTIMUM", "POPART", "POPTORCH", "TENSORFLOW", "Schedules", "StandIn"]
+__all__ = ["OPTIMUM", "POPART", "POPTORCH", "TENSORFLOW", "Rule", "Schedules", "StandIn"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A setting a framework cannot run, besides a pipeline schedule: which plans break it,
+    what the header says of such a plan, and the change that makes a plan the framework runs."""
+
+    breaks: Callable[[ExecutionPlan], bool]
+    uses: str  # "The study's best plan ... <uses>, which <framework> cannot run<why>"
+    why: str
+    fix: Callable[[EvalConfig], EvalConfig]
+    fixed: str  # "that plan with <fixed>"
+
+
+def _on_chip_rts(plan: ExecutionPlan) -> bool:
+    """Optimizer state sharded across training replicas while it stays on chip."""
+    return (plan.training and plan.replication_factor > 1 and plan.replicated_tensor_sharding
+            and not plan.offload_optimizer_state)
+
+
+def _offload_state(cfg: EvalConfig) -> EvalConfig:
+    return replace(cfg, plan=replace(cfg.plan, offload_optimizer_state=True))
+
+
+# TensorFlow's replicated_optimizer_state_sharding partitions offloaded optimizer state across
+# replicas only (ops/pipelining_ops.py L410, optimizers/gradient_accumulation_optimizer.py
+# L53-76): with offload_weight_update_variables=False every replica keeps the whole state, so a
+# plan simulated with on-chip RTS would not fit as TensorFlow runs it. The fix keeps the
+# sharding and offloads the state, as TensorFlow shards it. PopTorch and PopART shard on-chip
+# state (TensorLocationSettings.useReplicatedTensorSharding with useOnChipStorage(True)).
+TF_ON_CHIP_RTS = Rule(
+    _on_chip_rts,
+    "shards its on-chip optimizer state across replicas (replicated tensor sharding without"
+    " offload)",
+    " (its replicated_optimizer_state_sharding partitions offloaded optimizer state only)",
+    _offload_state,
+    "its optimizer state offloaded (and sharded)",
+)
 
 
 @dataclass(frozen=True)
 class Schedules:
-    """The pipeline schedules a framework can run: ipu-tune's name -> the framework's own, in
-    order of preference (the first is the one a plan is switched to)."""
+    """What a framework runs: its pipeline schedules, ipu-tune's name -> the framework's own, in
+    order of preference (the first is the one a plan is switched to), and its other `rules`."""
 
     framework: str  # as a program's header names it
     train: Mapping[str, str]
     infer: Mapping[str, str] | None = None  # None: as in training
+    rules: tuple[Rule, ...] = ()
 
     def names(self, training: bool) -> Mapping[str, str]:
         return self.train if training or self.infer is None else self.infer
 
-    def runs(self, plan: ExecutionPlan) -> bool:
+    def runs_schedule(self, plan: ExecutionPlan) -> bool:
         """One stage has no pipeline: the simulator times every schedule of it alike."""
         return plan.stages == 1 or plan.schedule in self.names(plan.training)
 
+    def broken(self, plan: ExecutionPlan) -> list[Rule]:
+        """The framework's rules, besides its schedules, that the plan breaks."""
+        return [r for r in self.rules if r.breaks(plan)]
+
+    def runs(self, plan: ExecutionPlan) -> bool:
+        return self.runs_schedule(plan) and not self.broken(plan)
+
     def switch(self, plan: ExecutionPlan) -> str:
-        """The schedule a plan this framework cannot run is switched to."""
+        """The schedule a plan whose schedule this framework cannot run is switched to."""
         return next(iter(self.names(plan.training)))
 
-    def cannot(self, schedule: str, training: bool) -> str:
-        when = "" if self.infer is None else (" to train" if training else " for inference")
-        return f"uses the {schedule} schedule, which {self.framework} cannot run{when}"
+    def switched(self, cfg: EvalConfig, plan: ExecutionPlan) -> EvalConfig:
+        """`cfg` (whose plan is `plan`) changed into a plan this framework runs."""
+        if not self.runs_schedule(plan):
+            cfg = replace(cfg, plan=replace(cfg.plan, pipeline=replace(
+                cfg.plan.pipeline, schedule=self.switch(plan))))
+        for rule in self.broken(plan):
+            cfg = rule.fix(cfg)
+        return cfg
+
+    def cannot(self, plan: ExecutionPlan) -> str:
+        """Why the framework cannot run `plan`: "uses ..., which <framework> cannot run"."""
+        when = "" if self.infer is None else (" to train" if plan.training else " for inference")
+        out = ([] if self.runs_schedule(plan) else
+               [f"uses the {plan.schedule} schedule, which {self.framework} cannot run{when}"])
+        out += [f"{r.uses}, which {self.framework} cannot run{r.why}" for r in self.broken(plan)]
+        return "; it ".join(out)
+
+    def fixed(self, plan: ExecutionPlan) -> str:
+        """What a switched plan changes: "the grouped schedule", "its optimizer state ..."."""
+        out = [] if self.runs_schedule(plan) else [f"the {self.switch(plan)} schedule"]
+        return " and ".join(out + [r.fixed for r in self.broken(plan)])
 
 
 POPTORCH = Schedules("PopTorch", {"grouped": "PipelinedExecution", "sharded": "ShardedExecution"})
 POPART = Schedules("PopART", {"grouped": "enablePipelining = True",
                               "sharded": "enablePipelining = False"})
 TENSORFLOW = Schedules("TensorFlow", {"grouped": "Grouped", "interleaved": "Interleaved",
-                                      "sharded": "Sequential"})
+                                      "sharded": "Sequential"}, rules=(TF_ON_CHIP_RTS,))
 OPTIMUM = Schedules("optimum-graphcore", {"grouped": "PipelinedExecution"},
                     {"sharded": "ShardedExecution"})
 
 
 @dataclass(frozen=True)
 class StandIn:
-    """Why a program holds this plan and not the study's best: the best's figures, and this
-    plan's (a stored trial, or the best plan with its schedule switched when none fits)."""
+    """Why a program holds this plan and not the study's best: the best's plan and figures, and
+    this plan's (a stored trial, or the best plan changed into one the framework runs when none
+    fits). Shared by the frameworks rendering the same plan: `line` says it for one of them."""
 
     best_trial: int | None
     best_throughput: float  # samples/s
-    best_schedule: str
-    training: bool
-    trial: int | None  # None: the best plan with `schedule`, simulated for the exports
+    best: ExecutionPlan
+    trial: int | None  # None: the best plan changed (`Schedules.switched`), simulated once
     throughput: float  # samples/s of this plan
-    schedule: str
     fits: bool
     reason: str = ""  # why it does not fit
 
@@ -86,15 +152,15 @@ class StandIn:
         fw = schedules.framework
         trial = f"trial {self.best_trial}, " if self.best_trial is not None else ""
         head = (f"The study's best plan ({trial}{rate_text(self.best_throughput)})"
-                f" {schedules.cannot(self.best_schedule, self.training)}")
+                f" {schedules.cannot(self.best)}")
         share = (f" ({100 * self.throughput / self.best_throughput:.1f}% of the best plan's)"
                  if self.best_throughput > 0 else "")
         if self.trial is not None:
             return (f"{head}; this program is the best plan {fw} can run: trial {self.trial},"
                     f" {rate_text(self.throughput)}{share}.")
+        fixed = schedules.fixed(self.best)
         if self.fits:
             return (f"{head}; no stored trial {fw} can run fits, so this program is that plan"
-                    f" with the {self.schedule} schedule, simulated at"
-                    f" {rate_text(self.throughput)}{share}.")
-        return (f"{head}; no plan {fw} can run fits: no stored trial, nor that plan with the"
-                f" {self.schedule} schedule, which this program holds ({self.reason}).")
+                    f" with {fixed}, simulated at {rate_text(self.throughput)}{share}.")
+        return (f"{head}; no plan {fw} can run fits: no stored trial, nor that plan with"
+                f" {fixed}, which this program holds ({self.reason}).")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._context import ALL_REDUCE_BUFFER_BYTES, EveryPlan, ExportContext, compile_problems
 from ._docs import cite
+from ._fold_bn import tf_fold_lines
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
 from ._schedules import TENSORFLOW
@@ -365,5 +366,6 @@ def _program(ctx: ExportContext) -> str:
         *_system_lines(ctx),
         *_keras_lines(ctx),
         f"# Precision {p.precision}: set your Keras layers' dtype policy ({cite('precision')}).",
+        *tf_fold_lines(ctx),
     ]
     return program(lines)

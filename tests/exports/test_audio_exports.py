@@ -67,8 +67,13 @@ def test_run_with_optimum_trains_and_transcribes_speech(
     assert f"def __getitem__(self, i): return {sample}" in train
     infer = render_run_with_optimum(replace(PLAN, mode="infer", gradient_accumulation=1),
                                     profile, cfg)
-    assert "pipe = pipeline('automatic-speech-recognition', model=model" in infer
-    assert "feature_extractor=..." in infer
+    compile(infer, "run_with_optimum.py", "exec")
+    # The plan's batch on one compiled forward pass (not optimum's pipeline, fed one sample):
+    # the audio, and a speech-seq2seq model's decoder tokens as profiled.
+    assert "poptorch.inferenceModel(model.eval(), opts)" in infer
+    assert "**{model.main_input_name: torch.randn(BATCH, " in infer
+    assert ("decoder_input_ids=torch.randint(config.vocab_size, (BATCH, 128))" in infer) == (
+        model_type == "whisper")
 
 
 def test_poptorch_program_streams_audio_in_the_plans_precision() -> None:

@@ -222,9 +222,12 @@ def test_run_with_optimum_is_a_dozen_lines_of_python_loading_the_folder(
         text = render_run_with_optimum(plan, *gpt2)
         compile(text, "run_with_optimum.py", "exec")
         code = [line for line in text.splitlines() if not line.startswith("#")]
-        assert len(code) <= 13
+        assert len(code) <= 18  # inference: six more lines compile the plan as optimum does
         assert 'IPUConfig.from_pretrained(".")' in text
-        assert ("IPUTrainer(" in text) == plan.training and ("pipeline(" in text) != plan.training
+        # Inference compiles the plan's batch as optimum's pipeline() would, without its
+        # override of device iterations and replicas (tests/exports/test_optimum_inference.py).
+        assert ("IPUTrainer(" in text) == plan.training
+        assert ("poptorch.inferenceModel(" in text) != plan.training
         # A generating head's simulated rate is one forward pass, not token-by-token decoding.
         assert ("Generating runs a pass per new token" in text) == (not plan.training)
     assert "per_device_train_batch_size=1" in render_run_with_optimum(PLAN, *gpt2)
@@ -288,7 +291,7 @@ def test_run_with_optimum_of_a_squad_model_trains_on_answer_spans() -> None:
     assert "AutoModelForQuestionAnswering.from_config(config)" in text
     assert "'start_positions': 0, 'end_positions': 0" in text
     infer = render_run_with_optimum(replace(plan, mode="infer"), profile, cfg)
-    assert "pipeline('question-answering', model=model" in infer
+    assert "outputs = ipu_model(input_ids=torch.randint(config.vocab_size, (BATCH, 384)))" in infer
 
 
 def test_run_with_optimum_builds_a_config_file_model_from_its_folder(tmp_path: Path) -> None:

@@ -104,6 +104,12 @@ def check_tf(cfg: EvalConfig, source: str, log: Log, ns: dict[str, Any], popdist
                 assert repr(kwargs["recomputation_mode"]) == f"{OPS}.RecomputationMode.Auto"
     else:
         assert pipelining == []
+    # TensorFlow shards offloaded optimizer state only (pipelining_ops.py L410): a program whose
+    # plan shards on-chip state says in its header that TensorFlow does not run it so.
+    state = [*pipelining, *log.calls("keras.Model.set_gradient_accumulation_options")]
+    if any(k.get("replicated_optimizer_state_sharding")
+           and not k.get("offload_weight_update_variables") for _, k in state):
+        assert "WARNING: the plan shards its on-chip optimizer state" in " ".join(source.split())
     # Keras: steps_per_execution is a multiple of the accumulation count (keras.rst L27-122).
     accumulation = p.gradient_accumulation if training else 1
     assert ns["STEPS_PER_EXECUTION"] == p.device_iterations * accumulation

@@ -1,0 +1,124 @@
+"""A framework rule besides the pipeline schedule: TensorFlow's replicated_optimizer_state_sharding
+partitions offloaded optimizer state only (framework-apis.md 3.2; pipelining_ops.py L410). A study
+whose best plan shards on-chip state gives tf_ipu_config.py the best stored trial TensorFlow runs
+(or the best plan with its state offloaded), chosen as for a schedule; PopTorch and PopART, which
+shard on-chip state, keep the best plan."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipu_tune._api import evaluate_config
+from ipu_tune.config import EvalConfig, load_config
+from ipu_tune.exports import EXPORTERS, export_context
+from ipu_tune.exports._context import compile_problems
+from ipu_tune.knobs import rate_text
+from ipu_tune.plan import plan_from_config
+
+from ._export_plans import simulated_head
+from .test_schedules import Counting, export, flat, study_of, throughput
+from .test_tf_ipu_config import check_tf, run_tf
+
+# GPT-2 on a POD16 as `python -m ipu_tune model=gpt2 system=pod16 study.n_trials=30` finds it:
+# 4 replicas of 4 stages, optimizer state on chip and sharded across the replicas. With the
+# state unsharded it does not fit; offloaded (and sharded) it does.
+GPT2: dict[str, Any] = {
+    "model": {"name": "gpt2", "sequence_length": 1024},
+    "workload": {"mode": "train", "micro_batch_size": 2, "optimizer": "adamw"},
+    "system": {"ipu": "mk2", "num_ipus": 16},
+    "plan": {"precision": "16.16", "gradient_accumulation": 64, "device_iterations": 64,
+             "replication_factor": 4, "recompute": "every_block",
+             "pipeline": {"splits": ["transformer.h.0", "transformer.h.4", "transformer.h.8"],
+                          "schedule": "grouped"},
+             "available_memory_proportion": 0.2, "offload_optimizer_state": False,
+             "replicated_tensor_sharding": True, "prefetch_depth": 3},
+}  # fmt: skip
+
+WHY = ("shards its on-chip optimizer state across replicas (replicated tensor sharding without"
+       " offload), which TensorFlow cannot run (its replicated_optimizer_state_sharding"
+       " partitions offloaded optimizer state only)")
+
+
+def gpt2(offload: bool = False, rts: bool = True, ga: int = 64) -> EvalConfig:
+    raw = copy.deepcopy(GPT2)
+    raw["plan"].update(offload_optimizer_state=offload, replicated_tensor_sharding=rts,
+                       gradient_accumulation=ga)
+    return load_config(raw)
+
+
+def test_the_simulator_fits_the_plan_only_with_its_state_sharded() -> None:
+    """The premise: the on-chip RTS plan fits, unsharded it does not, offloaded it does."""
+    assert evaluate_config(gpt2()).fits
+    assert not evaluate_config(gpt2(rts=False)).fits
+    assert evaluate_config(gpt2(offload=True)).fits
+
+
+def test_tensorflow_declares_it_cannot_run_on_chip_rts_and_the_others_can() -> None:
+    by = {e.name: e.schedules for e in EXPORTERS}
+    plans = {"on-chip rts": plan_from_config(gpt2()),
+             "offloaded rts": plan_from_config(gpt2(offload=True)),
+             "no rts": plan_from_config(gpt2(rts=False))}
+    tf = by["tensorflow"]
+    assert tf is not None
+    assert {k for k, p in plans.items() if tf.runs(p)} == {"offloaded rts", "no rts"}
+    for name in ("poptorch", "popart", "best", "poprun", "ipu_config", "optimum"):
+        declared = by[name]
+        assert declared is None or all(declared.runs(p) for p in plans.values()), name
+    # Inference shards no optimizer state.
+    assert tf.runs(replace(plans["on-chip rts"], mode="infer"))
+
+
+def test_the_tf_program_warns_when_it_holds_on_chip_rts() -> None:
+    ctx = export_context(gpt2())
+    assert [p for p in compile_problems(ctx, "tensorflow") if "on-chip" in p] == [
+        f"the plan {WHY}"]
+    assert not any("on-chip" in p for p in compile_problems(ctx, "poptorch"))
+    assert not any("on-chip" in p for p in compile_problems(export_context(gpt2(offload=True)),
+                                                            "tensorflow"))
+
+
+def test_tensorflow_gets_the_best_stored_trial_it_runs_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    study = study_of((gpt2(), True), (gpt2(rts=False), True),  # does not fit
+                     (gpt2(offload=True, ga=32), True))
+    assert throughput(study, 0) > throughput(study, 2)
+    exports = export(study, 0, tmp_path)
+    best, alt = throughput(study, 0), throughput(study, 2)
+    line = (f"The study's best plan (trial 0, {best:,.0f} samples/s) {WHY}; this program is the"
+            f" best plan TensorFlow can run: trial 2, {alt:,.0f} samples/s"
+            f" ({100 * alt / best:.1f}% of the best plan's).")
+    source = exports.texts["tensorflow"]
+    assert line in flat(source) and exports.stand_ins["tensorflow"] == line
+    assert f"Simulated: {rate_text(alt)}" in flat(source)
+    assert "WARNING" not in source
+    assert set(exports.stand_ins) == {"tensorflow"}  # PopTorch and PopART shard on-chip state
+    log, namespace = run_tf(monkeypatch, source, False)
+    check_tf(gpt2(offload=True, ga=32), source, log, namespace, False,
+             simulated_head(gpt2(offload=True, ga=32)))
+    ((_, kwargs),) = log.calls("keras.Model.set_pipelining_options")
+    assert kwargs["offload_weight_update_variables"] is True
+    assert kwargs["replicated_optimizer_state_sharding"] is True
+
+
+def test_without_a_stored_trial_tensorflow_gets_the_best_plan_with_its_state_offloaded(
+    tmp_path: Path,
+) -> None:
+    study = study_of((gpt2(), True), (gpt2(rts=False), True))
+    counting = Counting()
+    exports = export(study, 0, tmp_path, counting)
+    assert [plan_from_config(c) for c in counting.configs] == [plan_from_config(gpt2(True))]
+    got = evaluate_config(gpt2(offload=True)).throughput
+    best = throughput(study, 0)
+    text = flat(exports.texts["tensorflow"])
+    assert (f"{WHY}; no stored trial TensorFlow can run fits, so this program is that plan with"
+            " its optimizer state offloaded (and sharded), simulated at"
+            f" {got:,.0f} samples/s ({100 * got / best:.1f}% of the best plan's).") in text
+    assert "offload_weight_update_variables=True" in exports.texts["tensorflow"]
+    assert "offload_weight_update_variables=False" in exports.texts["poptorch"] or (
+        "useOnChipStorage(True)" in exports.texts["poptorch"])
