@@ -37,7 +37,9 @@ from ipu_tune.config import (
     compose,
     composed_file_error,
     config_dirs,
+    config_files,
     group_options,
+    guarded_loads,
     hydra_error,
     parse_overrides,
     quick_compose,
@@ -145,7 +147,7 @@ def check_sweep_secrets(argv: Sequence[str]) -> None:
     texts = [(a, "") for a in argv if not a.startswith("-") and a not in dirs]
     for folder in dirs:
         texts += [(read_text(p, "config file"), f" in {str(p)!r}")
-                  for p in sorted(Path(folder).rglob("*")) if p.suffix in (".yaml", ".yml")]
+                  for p in config_files(Path(folder))]
     for text, where in texts:
         shown = redact(text)
         if shown != text:
@@ -234,8 +236,11 @@ def _run_hydra(command: _Command, printing: bool, argv: Sequence[str]) -> int:
 
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises them instead of printing them
     try:
-        with _redacted_stdout(printing):
+        # Hydra reads only the package's conf/ and the --config-dir files checked before.
+        with guarded_loads(CONF_DIR), _redacted_stdout(printing):
             _hydra_app(command)()
+    except IpuTuneError as exc:  # a file no check has read (`guarded_loads`)
+        return fail(str(exc), exc.fault)
     except (OmegaConfBaseException, HydraException) as exc:
         shape = composed_file_error(str(exc), argv)
         return fail(str(shape or hydra_error(exc, argv)))

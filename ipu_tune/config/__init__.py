@@ -51,6 +51,7 @@ from ipu_tune.config._schema import (
     host_servers,
     hosts_as_servers,
 )
+from ipu_tune.config._sources import config_files, guarded_loads
 from ipu_tune.config._strings import check_path, check_storage_path
 from ipu_tune.config._trust import (
     check_side_doors,
@@ -109,7 +110,9 @@ __all__ = [
     "compose",
     "composed_file_error",
     "config_dirs",
+    "config_files",
     "group_options",
+    "guarded_loads",
     "has_resolver",
     "host_servers",
     "hosts_as_servers",

@@ -32,6 +32,7 @@ from ipu_tune.config._hydra import (
 from ipu_tune.config._load import to_plain_dict, typed
 from ipu_tune.config._messages import composition_error, omegaconf_error
 from ipu_tune.config._schema import TuneConfig
+from ipu_tune.config._sources import guarded_loads
 from ipu_tune.config._trust import trusted_composition
 from ipu_tune.errors import IpuTuneError, shorten
 from ipu_tune.files import atomic_write
@@ -40,6 +41,8 @@ __all__ = ["compose", "compose_raw", "hydra_error", "quick_compose"]
 
 # Hydra's wording of an override it cannot apply -> what to type instead.
 _NO_DEFAULT = re.compile(r"Could not override '([\w/.]+)'\. No match in the defaults list")
+_BLOCKED = re.compile(r"Target '([^']*)'.* is blocklisted")
+_FULL_KEY = re.compile(r"full_key: (\S+)")
 _ALREADY = re.compile(r"Could not append to config\. An item is already at '([^']+)'")
 
 
@@ -57,6 +60,14 @@ def hydra_error(exc: Exception, overrides: Sequence[str] = ()) -> IpuTuneError:
     composing = composition_error(str(exc))
     if composing is not None:
         return composing
+    blocked = _BLOCKED.search(str(exc))
+    if blocked:  # Hydra's sentence runs over four lines; its first named neither key nor rule
+        key = _FULL_KEY.search(str(exc))
+        return IpuTuneError(
+            f"{key.group(1) if key else '_target_'}={blocked.group(1)!r}: Hydra refuses to "
+            "instantiate it (its blocklist: it lets config data run code); allowed: "
+            "model._target_ only, a torch.nn.Module or a factory of one outside the standard "
+            "library")
     line = (str(exc).strip() or type(exc).__name__).splitlines()[0]
     found = _NO_DEFAULT.search(line)
     if found:
@@ -90,7 +101,8 @@ def compose_raw(overrides: list[str], conf_dir: Path = CONF_DIR) -> Any:
     parse_overrides(overrides)  # the checks Hydra's composition would skip (`_hydra`)
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):
+        with guarded_loads(conf_dir), initialize_config_dir(version_base="1.3",
+                                                            config_dir=str(conf_dir)):
             return hydra_compose(config_name="config", overrides=overrides)
     except (OmegaConfBaseException, HydraException) as exc:
         raise hydra_error(exc, overrides) from None

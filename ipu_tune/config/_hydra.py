@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from ipu_tune.config._schema import TuneConfig, check_switch, loose_switches, switch_keys
 from ipu_tune.config._shapes import check_override_shape
 from ipu_tune.config._yaml import MAX_YAML_DEPTH
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, shorten
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
@@ -56,14 +56,23 @@ def group_options(group: str) -> list[str]:
 # Python refuses to read longer digit strings as an int; Hydra's grammar and OmegaConf recurse
 # once per bracket (RecursionError near 150 levels). Overrides get the limits files have.
 _MAX_DIGITS = 4300
+_NAME_MAX = 255  # a file name's limit: Hydra stats <conf>/<key> for every override key
 _LONG_NUMBER = re.compile(f"[0-9]{{{_MAX_DIGITS + 1}}}")
 
 
 def check_override_text(text: str) -> None:
     """One line for an override no reader of overrides can take: an integer of over 4300
-    digits, or brackets nested deeper than 50 levels (as in files). Checked on the text, before
-    Hydra's grammar, OmegaConf or `int()` see it."""
+    digits, brackets nested deeper than 50 levels (as in files), or a key Hydra cannot look up
+    as a group's folder (a name over 255 bytes). Checked on the text, before Hydra's grammar,
+    OmegaConf or `int()` see it."""
     key, _, value = text.partition("=")
+    group = key.lstrip("+~").partition("@")[0]
+    longest = max((len(p.encode("utf-8", "surrogateescape")) for p in group.split("/")),
+                  default=0)
+    if longest > _NAME_MAX:  # Hydra looks each key up as a folder: ENAMETOOLONG, a traceback
+        raise IpuTuneError(f"{shorten(key)}: a key of {len(group)} characters; allowed: keys "
+                           f"of the schema (ipu-tune --help), at most {_NAME_MAX} bytes "
+                           "between slashes")
     shown = value if len(value) <= 60 else value[:60] + "..."
     if _LONG_NUMBER.search(value):
         raise bad_value(key, shown, f"a number of over {_MAX_DIGITS} digits; allowed: "

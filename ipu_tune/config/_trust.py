@@ -18,9 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config._cycles import check_cycles
-from ipu_tune.config._hydra import parse_overrides, split_hydra_args
+from ipu_tune.config._hydra import CONF_DIR, parse_overrides, split_hydra_args
 from ipu_tune.config._messages import composed_name
 from ipu_tune.config._shapes import check_file_shapes
+from ipu_tune.config._sources import (
+    check_config_path,
+    check_option,
+    config_files,
+    is_group,
+    vet,
+)
 from ipu_tune.config._strings import check_path
 from ipu_tune.config._yaml import read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
@@ -44,9 +51,12 @@ _SAFE_HYDRA_GROUPS: Mapping[str, frozenset[str]] = {
     "hydra/job_logging": frozenset({"none", "disabled", "stdout"}),
     "hydra/hydra_logging": frozenset({"none", "disabled", "default"}),
 }
-_DIR_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp")
+_DIR_FLAGS = ("--config-dir", "-cd")
+# Hydra's flags that replace ipu-tune's primary config (conf/config.yaml, built on the schema):
+# its name could lead out of every folder (`-cn ../../x`), and a folder of another config.yaml
+# would drop the schema's checks.
+_PRIMARY_FLAGS = ("--config-path", "-cp", "--config-name", "-cn")
 _REFUSED_FLAGS = ("--experimental-rerun",)
-_MAX_FILES = 2000
 # `${name:...}`: a resolver call (an interpolation of a plain key has no colon before `}`).
 _RESOLVER = re.compile(r"\$\{\s*[A-Za-z_][\w.]*\s*:")
 # `_target_:` as a key inside a dict value (`+plan={_target_: os.system}`).
@@ -107,11 +117,18 @@ def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], A
 
 
 def _check_defaults(entries: Any, where: str) -> None:
+    """A defaults list: no route to code, and every config it names by a path of names (a
+    group's option by one name), so Hydra reads no file outside the checked folders."""
     for entry in entries if isinstance(entries, list) else []:
-        pairs = entry.items() if isinstance(entry, Mapping) else [(str(entry), "")]
+        pairs = entry.items() if isinstance(entry, Mapping) else [(str(entry), None)]
         for key, value in pairs:
             name = str(key).replace("override ", "").replace("optional ", "").strip()
-            _check_key(name.lstrip("/"), str(value), where)
+            if name != "_self_":
+                check_config_path(name.partition("@")[0], where)
+            options = value if isinstance(value, list) else [value]
+            for option in (o for o in options if isinstance(o, str)):
+                check_option(name.partition("@")[0].lstrip("/"), option, where)
+            _check_key(name.lstrip("/"), "" if value is None else str(value), where)
 
 
 def _check_file(path: Path, root: Path, trusted: bool) -> Any:
@@ -147,8 +164,6 @@ def _check_shadowing(path: Path, root: Path) -> None:
     """A file of a user config folder named as a built-in option (`model/resnet101.yaml`) or
     as the primary config (`config.yaml`): Hydra searches the package's folder first, so it
     would read the built-in file and ignore this one without a word."""
-    from ipu_tune.config._hydra import CONF_DIR
-
     rel = path.relative_to(root)
     if not (CONF_DIR / rel.parent / f"{rel.stem}.yaml").is_file():
         return
@@ -191,35 +206,50 @@ def composed_file_error(error: str, argv: Sequence[str]) -> IpuTuneError | None:
 
 def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
     """Refuse, before anything is composed or run, every route to code other than
-    `model._target_`: on the command line and in every file of a user config folder."""
+    `model._target_` and every route to a file no check reads: on the command line and in
+    every file of a user config folder (which are then the only files Hydra may read besides
+    the package's, `guarded_loads`)."""
     dirs = config_dirs(argv)
     for arg in argv:
         flag = arg.partition("=")[0]
         if flag in _REFUSED_FLAGS:
             raise IpuTuneError(f"{flag}: refused (it unpickles a file, which can run code)")
+        if flag in _PRIMARY_FLAGS:
+            raise IpuTuneError(f"{flag}: replaces ipu-tune's primary config (its conf/config."
+                               "yaml and the schema it builds on); allowed: --config-dir DIR, "
+                               "a folder of config groups added to the search path, and "
+                               "+experiment=NAME for a file DIR/experiment/NAME.yaml")
     flags, overrides = split_hydra_args(argv) if any(a.startswith("-") for a in argv) else (
         [], list(argv))
+    roots = [CONF_DIR, *map(Path, dirs)]
     for arg in overrides:
         key, _, value = arg.partition("=")
         _check_key(key, value, "")
+        group = key.lstrip("+~").partition("@")[0]
+        if is_group(group, roots):
+            check_option(group, value)
     if flags:
         # Hydra runs next and would print its own (unredacted) error.
         parse_overrides(overrides)
     for folder in dirs:
-        if folder.startswith("pkg://"):
-            raise IpuTuneError(f"--config-dir={_show(folder)}: pkg:// imports a package; "
-                               "allowed: a folder")
-        check_path("--config-dir", folder)
-        root = Path(folder)
-        if not root.is_dir():  # Hydra's own words name neither the flag nor what it takes
-            raise IpuTuneError(f"--config-dir={_show(folder)}: not a folder; allowed: a folder "
-                               "of config groups (experiment/, model/, system/, ...)")
-        files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml"))
-        if len(files) > _MAX_FILES:
-            raise IpuTuneError(f"--config-dir={_show(folder)}: more than {_MAX_FILES} files")
-        for path in files:
-            _check_shadowing(path, root)
-        check_cycles(root, {path: _check_file(path, root, trusted) for path in files})
+        _check_folder(folder, trusted)
+
+
+def _check_folder(folder: str, trusted: bool) -> None:
+    """Every file Hydra can read in the --config-dir `folder`, checked, then vetted."""
+    if folder.startswith("pkg://"):
+        raise IpuTuneError(f"--config-dir={_show(folder)}: pkg:// imports a package; "
+                           "allowed: a folder")
+    check_path("--config-dir", folder)
+    root = Path(folder)
+    if not root.is_dir():  # Hydra's own words name neither the flag nor what it takes
+        raise IpuTuneError(f"--config-dir={_show(folder)}: not a folder; allowed: a folder "
+                           "of config groups (experiment/, model/, system/, ...)")
+    files = config_files(root)
+    for path in files:
+        _check_shadowing(path, root)
+    check_cycles(root, {path: _check_file(path, root, trusted) for path in files})
+    vet(files)
 
 
 # Keys of a composition that decide where files go or which code runs: a cached composition
@@ -231,8 +261,6 @@ def trusted_composition(found: Any, conf_dir: Path | None = None) -> dict[str, A
     """A cached composition (a file anyone with access to the cache folder could edit) when its
     placing keys are `conf_dir`/config.yaml's own (default: the package's conf/); None
     otherwise (compose again)."""
-    from ipu_tune.config._hydra import CONF_DIR
-
     if not isinstance(found, dict):
         return None
     conf = read_yaml((conf_dir or CONF_DIR) / "config.yaml", "config file")
