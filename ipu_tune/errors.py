@@ -44,7 +44,7 @@ _DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 _DISK_TEXTS = ("database or disk is full", "disk i/o error", "no space left on device",
                "disk quota exceeded", "file too large", "read-only file system",
                "readonly database")
-_RESUME = "and run the same command again to resume"
+_AGAIN_RESUME = "and run the same command again to resume"
 # A database server that does not answer (down, no route, no name service), as drivers word it.
 UNREACHABLE = ("connection refused", "timeout expired", "timed out", "could not translate host",
                "failed to resolve host", "no route to host", "network is unreachable",
@@ -120,19 +120,22 @@ def mentions_disk_fault(text: str) -> bool:
     return any(t in low for t in _DISK_TEXTS)
 
 
-def disk_hint(fault: str) -> str:
-    """What to do about the disk fault `fault` (a `disk_fault` line, or the text holding one)."""
+def disk_hint(fault: str, again: str = "") -> str:
+    """What to do about the disk fault `fault` (a `disk_fault` line, or the text holding one).
+    `again`: what running the command again does, when it does not resume a study (a file
+    written whole is written again: there is nothing to resume)."""
+    then = again or _AGAIN_RESUME
     low = fault.lower()
     if "file too large" in low:
-        return f"raise the file-size limit (ulimit -f) {_RESUME}"
+        return f"raise the file-size limit (ulimit -f) {then}"
     if "read-only" in low or "readonly" in low:
-        return f"make it writable {_RESUME}"
+        return f"make it writable {then}"
     if _file_size_limited() and not any(t in low for t in _NOT_A_SIZE_LIMIT):
         # SQLite words a write the file-size limit refused (EFBIG) as "disk I/O error" or
         # "database or disk is full", no errno: under a limit, that is the likelier cause.
         return (f"raise the file-size limit (ulimit -f, now {_file_size_limited()} KiB), or "
-                f"free space (or make it writable), {_RESUME}")
-    return f"free space (or make it writable) {_RESUME}"
+                f"free space (or make it writable), {then}")
+    return f"free space (or make it writable) {then}"
 
 
 # Faults whose errno rules out the file-size limit (it is EFBIG, "file too large").

@@ -8,7 +8,8 @@ set of files is written as temporaries first and then renamed together. SIGINT/S
 meanwhile (`ipu_tune.interrupts.held`) and stop the write only between two temporaries (which
 are then removed) or after the last rename, so a signal or a full disk leaves the old set or
 the new one, never a mix, and no temporary; those a SIGKILL leaves are removed by the next
-write of a study folder (`remove_stale_temps`).
+write of the same file (`_sweep_temps`, beside an `--output` file too) or of a study folder
+(`remove_stale_temps`). Folders a failed write made are removed again when empty.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ BAD_PLACE = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOO
 # mkstemp's 8 random characters; `.tmp` is this writer's suffix, earlier versions wrote none.
 _TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}(\.tmp)?")
 _LOCK_TIMEOUT_S = 120.0
+# A file written whole is written again, from the start: no study or file is resumed.
+_AGAIN = "and run the same command again"
 _KINDS = ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
@@ -111,26 +114,69 @@ def _fault(path: Path, exc: OSError, key: str) -> IpuTuneError:
     folder belongs) is bad input; a full, read-only or forbidden disk is a fault (exit 1)."""
     bad = exc.errno in BAD_PLACE
     hint = ("; allowed: a file in a folder that holds files" if bad
-            else f"; {disk_hint(exc.strerror or '')}" if exc.errno in _DISK_FULL
+            else f"; {disk_hint(exc.strerror or '', _AGAIN)}" if exc.errno in _DISK_FULL
             else "; make it writable, or choose another place")
     return IpuTuneError(f"{key}={str(path)!r}: cannot be written "
                         f"({exc.strerror or type(exc).__name__}){hint}", fault=not bad)
 
 
-def _write_temp(path: Path, data: bytes) -> str:
-    """A fsync'd temporary beside `path` holding `data`; removed again if this fails."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _write_temp(path: Path, data: bytes) -> tuple[str, int]:
+    """A fsync'd temporary beside `path` holding `data`, and its descriptor, which holds a
+    `flock` on it until the rename (`_sweep_temps` takes no temporary a live writer holds);
+    removed again if this fails."""
+    while True:  # one a sweep removed between its creation and its lock is made again
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:
+            break
+        os.close(fd)
     try:
-        os.chmod(tmp, 0o644)  # mkstemp makes owner-only files; exports are for everyone
-        with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o644)  # mkstemp makes owner-only files; exports are for everyone
+        with os.fdopen(os.dup(fd), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        os.close(fd)
         raise
-    return tmp
+    return tmp, fd
+
+
+def _sweep_temps(path: Path) -> None:
+    """Remove the temporaries of `path` (`.NAME.XXXXXXXX.tmp`, this writer's names, owned by
+    this user) that a killed writer left: a live writer holds a lock on its own, the kernel
+    drops a dead one's. Beside an `--output` file no later export of a study sweeps them."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(path.parent):
+            found = _TEMP.fullmatch(entry.name)
+            if (found is None or found["name"] != path.name or not entry.name.endswith(".tmp")
+                    or not entry.is_file(follow_symlinks=False)
+                    or entry.stat(follow_symlinks=False).st_uid != os.getuid()):
+                continue
+            with contextlib.suppress(OSError):
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a live writer's
+                    if os.fstat(fd).st_ino == os.lstat(entry.path).st_ino:  # not renamed since
+                        os.unlink(entry.path)
+                finally:
+                    os.close(fd)
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Make `folder` and the folders above it that are missing; returns those it made,
+    deepest first (removed again when the write fails: no empty folder is left behind)."""
+    missing = [f for f in (folder, *folder.parents) if not os.path.lexists(f)]
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _remove_empty(folders: Iterable[Path]) -> None:
+    """Remove each of `folders` (deepest first) if it is empty; one holding a file stays."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def check_places(paths: Iterable[Path], key: str, root: str | Path | None = None) -> None:
@@ -156,21 +202,27 @@ def write_files(files: Mapping[Path, str | bytes], key: str = "output",
     disk, read-only place) are one line; nothing is replaced then and no temporary is left."""
     targets = [(Path(p), d.encode() if isinstance(d, str) else d) for p, d in files.items()]
     check_places([path for path, _ in targets], key, root)
-    temps: list[tuple[str, Path]] = []
+    temps: list[tuple[str, int, Path]] = []
+    made: list[Path] = []
     current = targets[0][0] if targets else Path()
     try:
         with interrupts.held():  # a signal stops the write between files, or after the renames
             for current, data in targets:
-                temps.append((_write_temp(current, data), current))
+                made += _make_folders(current.parent)
+                _sweep_temps(current)
+                temps.append((*_write_temp(current, data), current))
                 interrupts.stop_if_held()
             while temps:
-                os.replace(*temps[0])
-                temps.pop(0)
+                os.replace(temps[0][0], temps[0][2])
+                os.close(temps.pop(0)[1])
+        made = []
     except OSError as exc:
         raise _fault(current, exc, key) from None
     finally:
-        for tmp, _ in temps:
+        for tmp, fd, _ in temps:
             Path(tmp).unlink(missing_ok=True)
+            os.close(fd)
+        _remove_empty(made)
     return [p for p, _ in targets]
 
 
@@ -199,10 +251,12 @@ def remove_stale_temps(folder: Path, names: Iterable[str]) -> list[Path]:
 def folder_lock(folder: Path, key: str = "export folder") -> Iterator[None]:
     """An exclusive `flock` on `folder` (created if missing) while a process writes its files;
     the kernel drops it with a killed process."""
+    made: list[Path] = []
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        made = _make_folders(folder)
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
+        _remove_empty(made)
         raise _fault(folder, exc, key) from None
     try:
         deadline = time.monotonic() + _LOCK_TIMEOUT_S
@@ -218,5 +272,7 @@ def folder_lock(folder: Path, key: str = "export folder") -> Iterator[None]:
                     ) from None
                 time.sleep(0.05)
         yield
+        made = []  # written: kept
     finally:
         os.close(fd)
+        _remove_empty(made)  # a write that failed (a full disk) leaves no empty study folder

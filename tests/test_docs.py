@@ -127,3 +127,10 @@ def test_a_recorded_run_keeps_value_spread_load_and_date_and_renders_one_table_p
     assert text.count("**simulate, warm**") == 1 and text.count("**simulate, cold**") == 1
     assert text.count("| 19.50 | 19.50 - 21.00 |") == 2  # one row per recorded run
     assert "Not run yet." in text  # the other benchmarks, with no record here
+
+
+def test_the_layer_count_bound_in_the_docs_is_the_codes() -> None:
+    from ipu_tune.models._hf_config import MAX_HF_LAYERS
+
+    text = " ".join((REPO / "docs" / "huggingface.md").read_text().split())
+    assert f"must be 1 to {MAX_HF_LAYERS}:" in text

@@ -146,3 +146,64 @@ def test_a_signal_leaves_the_set_whole_and_no_temporary(
         versions = {(out / n).read_bytes()[:12] for n in names if n != "ready"}
         assert len(versions) == 1, f"a mixed set: {versions}"
         assert all(stat.S_ISREG(os.lstat(out / n).st_mode) for n in names)
+
+
+# A writer killed (SIGKILL) while its temporary beside `sys.argv[1]` is open and locked, or
+# one that keeps writing (the temporary of a live process is never taken).
+_HOLDER = """
+import sys, time
+from pathlib import Path
+from ipu_tune.files import _write_temp
+_write_temp(Path(sys.argv[1]), b"half")
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def _holder(target: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(target)], text=True,
+                            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def test_a_killed_writers_temporary_beside_an_output_file_is_removed_by_the_next_write(
+        tmp_path: Path) -> None:
+    out = tmp_path / "t.csv"
+    killed = _holder(out)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    mine = [".t.csv.bak", ".other.csv.abcdefgh.tmp", "t.csv.abcdefgh.tmp", ".t.csv.abcdefgh"]
+    for name in mine:  # not this writer's temporaries of t.csv: a user's files
+        (tmp_path / name).write_text("user")
+    (tmp_path / ".t.csv.zzzzzzzz.tmp").symlink_to(tmp_path / ".t.csv.bak")
+    assert len(list(tmp_path.glob(".t.csv.*.tmp"))) == 2
+    atomic_write(out, "a,b\n", key="--output")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*mine, "t.csv", ".t.csv.zzzzzzzz.tmp"])
+
+
+def test_a_live_writers_temporary_is_left_to_it(tmp_path: Path) -> None:
+    out = tmp_path / "t.csv"
+    live = _holder(out)
+    try:
+        atomic_write(out, "a,b\n", key="--output")
+        assert len(list(tmp_path.glob(".t.csv.*.tmp"))) == 1
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_failed_write_leaves_no_folder_it_made_and_says_run_again_not_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(IpuTuneError) as info:
+        atomic_write(tmp_path / "new" / "deeper" / "t.csv", "x", key="--output")
+    assert "free space" in str(info.value) and "run the same command again" in str(info.value)
+    assert "resume" not in str(info.value)
+    with pytest.raises(IpuTuneError), folder_lock(tmp_path / "study"):  # a report's folder
+        write_files({tmp_path / "study" / "report.html": "x"}, "report")
+    assert list(tmp_path.iterdir()) == []

@@ -168,8 +168,10 @@ def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[Calibr
             if not isinstance(row, Mapping):
                 raise IpuTuneError(f"row{i + 1}: expected a mapping, got {type(row).__name__}")
             points.append(_point(i, row))
-    if not points:
-        raise IpuTuneError("calibration: no measured rows")
+    if not points:  # the file is named: a header alone (or `points: []`) is its fault
+        where = f"calibration file {str(source)!r}" if in_file else "calibration"
+        raise IpuTuneError(f"{where}: no measured rows; allowed: at least one row of a "
+                           "measured run (a CSV needs rows under its header)")
     return points
 
 

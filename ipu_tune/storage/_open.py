@@ -44,6 +44,7 @@ from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._reading import read_journal
 from ipu_tune.storage._tag import MEMORY, export_tag, make_url
 from ipu_tune.storage._torn import repair_torn_tail
+from ipu_tune.storage._url import ALLOWED_STORAGES, check_url, damaged_hint
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -124,10 +125,9 @@ def resolve_storage(storage: str | None, results_dir: str,
         try:
             url = make_url(storage)
         except ValueError:
-            raise IpuTuneError(
-                f"{keys[0]}={redact(storage, storage)!r}: not a storage URL; allowed: a "
-                "journal file (*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, memory"
-            ) from None
+            raise IpuTuneError(f"{keys[0]}={redact(storage, storage)!r}: not a storage URL; "
+                               f"allowed: {ALLOWED_STORAGES}") from None
+        check_url(url, storage, keys[0])
         if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
             # Lost when the process ends, one database per worker: no study anyone can resume.
             raise IpuTuneError(
@@ -356,7 +356,8 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
                     and unreachable("\n".join(detail)))
             raise IpuTuneError(
                 f"{target.key}={target.display!r}: cannot open ({redact(first, target.location)})"
-                + ("; run the same command again once the server is reachable" if down else ""),
+                + ("; run the same command again once the server is reachable" if down else "")
+                + damaged_hint(first),
                 fault=down) from None
     raise AssertionError("unreachable")
 

@@ -1,0 +1,61 @@
+"""A database URL checked before any driver sees it: what the URL says wrong is bad input.
+
+A driver handed a malformed URL answers with a fault of its own: a password holding a bare `@`
+splits into a host `P@127.0.0.1` that "fails to resolve" (read as a server down, exit 1), and
+its message quotes the password's pieces. `postgres://` is no SQLAlchemy scheme ("Can't load
+plugin"). Both are refused in one line saying what is allowed, before connecting.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ipu_tune._redact import redact
+from ipu_tune.errors import IpuTuneError
+
+__all__ = ["ALLOWED_STORAGES", "check_url", "damaged_hint"]
+
+ALLOWED_STORAGES = ("a journal file (*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, "
+                    "memory")
+# SQLAlchemy's own split of a URL's login: the user (no `:` or `/`), then the password up to
+# the FIRST `@` (`sqlalchemy.engine.url._parse_url`); whatever follows is host, port,
+# database and options, none of which holds a `@` of a well-formed URL.
+_LOGIN = re.compile(r"([^:/]*)(?::([^@]*))?@")
+# SQLite's words for a file that is no longer a whole database (cut short, overwritten).
+_DAMAGED = ("database disk image is malformed", "file is not a database")
+
+
+def check_url(url: Any, text: str, key: str) -> None:
+    """Refuse, naming `key`, a URL of no known scheme or with a `@` past its login."""
+    from sqlalchemy.exc import NoSuchModuleError
+
+    shown = redact(text, text)
+    try:
+        url.get_dialect()
+    except NoSuchModuleError:
+        scheme = url.drivername
+        wrong = " (postgres:// is no SQLAlchemy scheme: write postgresql://)" if (
+            scheme.split("+")[0] == "postgres") else ""
+        raise IpuTuneError(f"{key}={shown!r}: unknown database scheme {scheme!r}{wrong}; "
+                           f"allowed: {ALLOWED_STORAGES}") from None
+    if url.get_backend_name() == "sqlite":  # a file name may hold `@` (results@<tag>.db)
+        return
+    body = text.split("://", 1)[-1]
+    login = _LOGIN.match(body)
+    if "@" in body[login.end() if login else 0:]:
+        raise IpuTuneError(
+            f"{key}={shown!r}: a '@' past the one that ends the login, so the password is cut "
+            "there and the rest read as the host; allowed: the password percent-encoded, '@' "
+            "as %40 (p@ss as p%40ss; '/' as %2F, ':' as %3A), or no password in the "
+            "URL (PGPASSWORD, ~/.pgpass)")
+
+
+def damaged_hint(first: str) -> str:
+    """What to do about a SQLite database whose file is damaged ('' when `first`, the
+    driver's line, says nothing of it): the same command cannot fix it, only the file can."""
+    if not any(s in first.lower() for s in _DAMAGED):
+        return ""
+    return ("; the database file is damaged (cut short or overwritten), so its studies cannot "
+            "be read; allowed: the file restored from a backup (`sqlite3 FILE .recover` may "
+            "save what is left), or another storage")
