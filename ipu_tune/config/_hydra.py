@@ -74,6 +74,10 @@ def check_override_text(text: str) -> None:
                            f"of the schema (ipu-tune --help), at most {_NAME_MAX} bytes "
                            "between slashes")
     shown = value if len(value) <= 60 else value[:60] + "..."
+    control = next((c for c in text if c.isprintable() is False and c != " "), None)
+    if control is not None:  # no quoting keeps it: a one-line message would show another value
+        raise IpuTuneError(f"{shorten(key)}={shorten(repr(value))}: holds a control character "
+                           f"({control!a}); allowed: printable characters only")
     if _LONG_NUMBER.search(value):
         raise bad_value(key, shown, f"a number of over {_MAX_DIGITS} digits; allowed: "
                         f"numbers of at most {_MAX_DIGITS} digits")

@@ -9,11 +9,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from ipu_tune.config._known_keys import check_known_keys
 from ipu_tune.config._messages import omegaconf_error
 from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import (
     EvalConfig,
-    check_known_keys,
     check_resolved_switches,
     check_switches,
 )
@@ -228,8 +228,9 @@ def typed(schema: type[T], cfg: DictConfig | Mapping[str, Any]) -> T:
 
         reject_interpolation(plain, root)  # a stored/plain config is data: never resolved
     _reject_targets({k: v for k, v in plain.items() if k != "_target_"} if root else plain, root)
-    if plain is not cfg:  # a composition: Hydra's `+`/`++` added keys OmegaConf now takes
-        check_known_keys(schema, plain, root)
+    # Every key the schema has, with those it allows named (a composition: Hydra's `+`/`++`
+    # added keys OmegaConf now takes; a file: OmegaConf's own words name none).
+    check_known_keys(schema, plain, root)
     check_switches(schema, plain, root)
     if plain is not cfg:
         check_resolved_switches(schema, plain, root)

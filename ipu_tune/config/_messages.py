@@ -56,7 +56,9 @@ def _message(key: str, msg: str) -> str:
         if key.startswith(_FREE):
             return (f"{key}: not set by the preset, so not overridden; allowed: +{key}=VALUE "
                     "adds it")
-        return f"{key}: unknown key ({msg})"
+        from ipu_tune.config._known_keys import unknown_key_message
+
+        return unknown_key_message(key) or f"{key}: unknown key ({msg})"
     if "does not support deletion" in msg:  # `~key` of a structured config
         return (f"~{key}: deletion is not allowed (every key of the schema has a value); "
                 f"allowed: {key}=VALUE")

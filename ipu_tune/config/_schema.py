@@ -375,22 +375,3 @@ def check_resolved_switches(schema: type, plain: Mapping[str, Any], root: str) -
         except IpuTuneError:
             raise IpuTuneError(f"{key}={written.get(key)!r} (resolves to {value!r}): allowed: "
                                "true or false") from None
-
-
-def check_known_keys(schema: type, data: Mapping[str, Any], path: str = "") -> None:
-    """Every key of `data` is a field of `schema`, recursively into sections; only fields typed
-    as free mappings (`model.kwargs`, `model.hf.config`, `sampler.params`) take any key. Hydra
-    lets `+key=`/`++key=` and a config folder add keys to a composed config, and OmegaConf then
-    sets them on the dataclass unchecked: a typo would be ignored yet change the fingerprint."""
-    hints = get_type_hints(schema)
-    names = {f.name for f in dataclasses.fields(schema)}
-    for key, value in data.items():
-        full = f"{path}.{key}" if path else str(key)
-        if key not in names:
-            raise IpuTuneError(f"{full}: unknown key; allowed in {path or 'the config'}: "
-                               f"{', '.join(sorted(names))}")
-        hint = hints[str(key)]
-        if get_origin(hint) is Union:
-            hint = next(a for a in get_args(hint) if a is not type(None))
-        if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-            check_known_keys(hint, value, full)  # type: ignore[arg-type]
