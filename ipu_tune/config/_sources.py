@@ -21,15 +21,17 @@ unchecked. So:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["check_config_path", "check_option", "config_files", "guarded_loads", "is_group",
-           "vet"]
+__all__ = ["check_config_path", "check_option", "config_files", "guarded_loads",
+           "header_package", "is_group", "vet"]
 
 MAX_FILES = 2000
 # Entries (files and folders of any kind) a walk visits before it gives up: `/` holds millions
@@ -38,7 +40,8 @@ MAX_ENTRIES = 20_000
 _NAME_MAX = 255
 _SUFFIXES = (".yaml", ".yml")
 # Real paths of the files of a --config-dir that passed the per-file checks (this process).
-_vetted: set[str] = set()
+_vetted: dict[str, str] = {}
+_HEADER_CHARS = 512  # what FileConfigSource reads for a file's header
 _WHERE_ALLOWED = "a file in the package's conf/ or in a --config-dir"
 
 
@@ -119,9 +122,27 @@ def config_files(root: Path, flag: str = "--config-dir") -> list[Path]:
     return sorted(found)
 
 
-def vet(paths: Iterable[Path]) -> None:
-    """Record `paths` (files of a --config-dir that passed the per-file checks) as readable."""
-    _vetted.update(os.path.realpath(p) for p in paths)
+def vet(texts: Mapping[Path, str]) -> None:
+    """Record the files of a --config-dir that passed the per-file checks as readable, each
+    with the digest of the text checked: Hydra is given that text or nothing (a file changed
+    since its check is refused)."""
+    _vetted.update({os.path.realpath(p): _digest(t) for p, t in texts.items()})
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def header_package(text: str, path: Path) -> str:
+    """The `@package` of a config file's header as Hydra reads it (its own parser, on the
+    512 characters it reads: `#@package`, `#  @package` and `##@package` all count), or ""."""
+    from hydra.plugins.config_source import ConfigSource
+
+    try:
+        return ConfigSource._get_header_dict(text[:_HEADER_CHARS])["package"] or ""
+    except ValueError as exc:  # Hydra would refuse the file the same way, later
+        raise IpuTuneError(f"config file {str(path)!r}: a bad header ({exc}); allowed: "
+                           "# @package PACKAGE") from None
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:
@@ -147,11 +168,13 @@ def guarded_loads(conf_dir: Path) -> Iterator[None]:
     def load_file(self: Any, config_path: str) -> Any:
         name = self._normalize_file_name(config_path)
         full = os.path.realpath(os.path.join(self.path, name))
-        if not _inside(full, roots) and full not in _vetted:
+        if _inside(full, roots):
+            return file_load(self, config_path)
+        if full not in _vetted:
             raise IpuTuneError(
                 f"config {config_path[:120]!r}: Hydra would read {full[:200]!r}, a file no "
                 f"check has read; allowed: {_WHERE_ALLOWED}")
-        return file_load(self, config_path)
+        return _checked_result(self, full)
 
     ConfigRepository.load_config = load_config  # type: ignore[method-assign]
     FileConfigSource.load_config = load_file  # type: ignore[method-assign]
@@ -160,3 +183,20 @@ def guarded_loads(conf_dir: Path) -> Iterator[None]:
     finally:
         ConfigRepository.load_config = repo_load  # type: ignore[method-assign]
         FileConfigSource.load_config = file_load  # type: ignore[method-assign]
+
+
+def _checked_result(source: Any, full: str) -> Any:
+    """What Hydra's `FileConfigSource.load_config` returns for `full`, made from one read of
+    it whose text is the text checked: a file swapped after its check is refused, not read."""
+    from hydra.plugins.config_source import ConfigResult, ConfigSource
+    from omegaconf import OmegaConf
+
+    from ipu_tune.config._yaml import read_text
+
+    text = read_text(Path(full), "config file")
+    if _digest(text) != _vetted[full]:
+        raise IpuTuneError(f"config file {full[:200]!r}: changed after it was checked; "
+                           "allowed: files left as they are while ipu-tune starts")
+    return ConfigResult(config=OmegaConf.load(io.StringIO(text)),
+                        path=f"{source.scheme()}://{source.path}", provider=source.provider,
+                        header=ConfigSource._get_header_dict(text[:_HEADER_CHARS]))

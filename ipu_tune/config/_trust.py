@@ -25,11 +25,12 @@ from ipu_tune.config._sources import (
     check_config_path,
     check_option,
     config_files,
+    header_package,
     is_group,
     vet,
 )
 from ipu_tune.config._strings import check_path
-from ipu_tune.config._yaml import read_text, read_yaml
+from ipu_tune.config._yaml import parse_yaml, read_text, read_yaml
 from ipu_tune.errors import IpuTuneError
 
 __all__ = [
@@ -131,23 +132,24 @@ def _check_defaults(entries: Any, where: str) -> None:
             _check_key(name.lstrip("/"), "" if value is None else str(value), where)
 
 
-def _check_file(path: Path, root: Path, trusted: bool) -> Any:
-    """The data of a file of a config folder, once checked for routes to code."""
+def _check_file(path: Path, root: Path, trusted: bool, texts: dict[Path, str]) -> Any:
+    """The data of a file of a config folder, once checked for routes to code; the text
+    checked is kept in `texts` (Hydra may read only that text: `vet`)."""
     where = f" in {str(path)!r}"
     if not path.is_file():  # a FIFO would block the read; a device never ends
         raise IpuTuneError(f"config file {str(path)!r}: not a regular file")
-    text = read_text(path, "config file")
+    text = texts[path] = read_text(path, "config file")
     rel = path.relative_to(root).parts
-    header = next((ln for ln in text.splitlines() if ln.lstrip().startswith("# @package")), "")
-    if rel[0] == "hydra" or "hydra" in header:
+    package = header_package(text, path)
+    if rel[0] == "hydra" or "hydra" in package:
         _check_key("hydra", "", where)
     if not trusted and has_resolver(text):
         raise IpuTuneError(f"config file {str(path)!r}: calls a resolver (${{...:...}}, e.g. "
                            "oc.env); allowed in a file only with trust_remote_code=true")
-    data = read_yaml(path, "config file")
+    data = parse_yaml(text, f"config file {str(path)!r}")  # the text checked, read once
     if not isinstance(data, Mapping):
         return data
-    in_model = rel[0] == "model" and "_global_" not in header
+    in_model = rel[0] == "model" and "_global_" not in package
     for keys, value in _walk(data, ()):
         if keys and keys[0] == "hydra" and not isinstance(value, Mapping):
             _check_key(".".join(keys), str(value), where)
@@ -190,13 +192,11 @@ def composed_file_error(error: str, argv: Sequence[str]) -> IpuTuneError | None:
                     None)
         if path is None:
             continue
-        text = read_text(path, "config file")
-        header = next((ln for ln in text.splitlines() if ln.lstrip().startswith("# @package")),
-                      "")
+        header = header_package(read_text(path, "config file"), path)
         # Hydra places a group's file at its folder's keys (model/x.yaml: model), or the
         # header's package.
-        package = header.partition("@package")[2].strip().removeprefix("_global_").lstrip(
-            ".") if header else ".".join(path.relative_to(root).parts[:-1])
+        package = header.removeprefix("_global_").lstrip(".") if header else ".".join(
+            path.relative_to(root).parts[:-1])
         try:
             check_file_shapes(read_yaml(path, "config file"), package, str(name))
         except IpuTuneError as exc:
@@ -248,8 +248,9 @@ def _check_folder(folder: str, trusted: bool) -> None:
     files = config_files(root)
     for path in files:
         _check_shadowing(path, root)
-    check_cycles(root, {path: _check_file(path, root, trusted) for path in files})
-    vet(files)
+    texts: dict[Path, str] = {}
+    check_cycles(root, {path: _check_file(path, root, trusted, texts) for path in files})
+    vet(texts)
 
 
 # Keys of a composition that decide where files go or which code runs: a cached composition

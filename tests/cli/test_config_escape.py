@@ -173,3 +173,16 @@ def test_a_config_dir_with_linked_folders_and_group_paths_still_runs(tmp_path: P
         proc = run_cli([*QUICK, f"results_dir={work / 'results'}", "--config-dir", cfg,
                         f"+experiment={name}"], cwd=work)
         assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("header", ["#@package hydra", "#   @package hydra"])
+def test_a_header_hydra_reads_as_a_package_is_checked_as_one(header: str, tmp_path: Path) -> None:
+    """Hydra takes `#@package hydra` (no space) as a package; a check that looked for
+    `# @package` only let the file set Hydra's output folders and logging."""
+    work = _setup(tmp_path, "")
+    (work / "cfg" / "experiment" / "z.yaml").write_text(
+        f"{header}\noutput_subdir: {tmp_path / 'ESCAPE-subdir'}\n"
+        f"run:\n  dir: {tmp_path / 'ESCAPE-run'}\n")
+    err = _refused(tmp_path, work, ["--config-dir", "cfg", "+experiment=z"])
+    assert "hydra" in err, err
+    assert not (tmp_path / "ESCAPE-subdir").exists() and not (tmp_path / "ESCAPE-run").exists()

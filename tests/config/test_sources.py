@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 
 from ipu_tune.config import CONF_DIR, guarded_loads, hydra_error, register
-from ipu_tune.config._sources import MAX_ENTRIES, config_files, vet
+from ipu_tune.config._sources import MAX_ENTRIES, config_files, header_package, vet
 from ipu_tune.errors import IpuTuneError
 
 
@@ -35,8 +35,27 @@ def test_hydra_reads_no_file_of_a_search_path_no_check_read(tmp_path: Path) -> N
     (tmp_path / "experiment" / "cb.yaml").write_text("# @package _global_\n{}\n")
     with pytest.raises(IpuTuneError, match="a file no check has read"):
         _compose([f"hydra.searchpath=[file://{tmp_path}]", "+experiment=cb"])
-    vet([tmp_path / "experiment" / "cb.yaml"])  # once checked, it is read
+    cb = tmp_path / "experiment" / "cb.yaml"
+    vet({cb: cb.read_text()})  # once checked, it is read
     assert _compose([f"hydra.searchpath=[file://{tmp_path}]", "+experiment=cb"])
+
+
+def test_a_file_changed_after_its_check_is_not_read(tmp_path: Path) -> None:
+    """Hydra is given the text that was checked or nothing: a file swapped between the check
+    and the composition (a shared folder) cannot bring in what the check refuses."""
+    (tmp_path / "experiment").mkdir()
+    cb = tmp_path / "experiment" / "cb.yaml"
+    cb.write_text("# @package _global_\n{}\n")
+    vet({cb: cb.read_text()})
+    cb.write_text("# @package hydra\noutput_subdir: /tmp/elsewhere\n")
+    with pytest.raises(IpuTuneError, match="changed after it was checked"):
+        _compose([f"hydra.searchpath=[file://{tmp_path}]", "+experiment=cb"])
+
+
+@pytest.mark.parametrize("header", ["#@package hydra", "#   @package hydra", "  #@package hydra",
+                                    "# @package _global_.hydra"])
+def test_a_header_is_read_as_hydra_reads_it(header: str) -> None:
+    assert "hydra" in header_package(f"{header}\nrun: {{dir: /tmp/x}}\n", Path("x.yaml"))
 
 
 def test_the_walk_follows_linked_folders_and_stops_early(tmp_path: Path) -> None:
