@@ -38,29 +38,49 @@ def _secret(url: str) -> str:
     return body[:max(at, 0)].partition(":")[2]
 
 
-def _pieces(url: str) -> tuple[list[str], list[str]]:
-    """(anywhere, bounded): the texts of `url`'s password a driver may echo. Anywhere: the
-    password (also percent-decoded) and its parts between `@`, `/`, `:` and `!` of 3
-    characters or more, masked
-    wherever they appear (as ever: the export tag of a storage hashes its URL so redacted).
-    Bounded: what a driver quotes besides (a part of the password it split as a host or a
-    database, percent-decoded as it connects with it, however short), masked only where it
-    stands alone between quotes or URL punctuation: `P` of `'P@127.0.0.1'`, not of
-    `Postgres` nor a `1` of `127.0.0.1`."""
+# A password is masked inside a word only from this many characters. A shorter one (`ion`,
+# `failed`, `conn`) is a common fragment of the driver's own words: masked inside them it cut
+# `connection` into `connect***` (nonsense, and a hint at the password) while hiding nothing,
+# since a word of the message is the driver's text, not the password's. 8 characters is the
+# length below which common English and libpq/psycopg message words mostly fall and from which
+# a chance match becomes unlikely: at 8 or more an embedded match is taken as the password
+# echoed inside something (a host `SECRETPW.example.com`), and masked.
+_INSIDE_WORDS = 8
+
+
+def _pieces(url: str) -> tuple[list[str], list[str], list[str]]:
+    """(anywhere, token, alone): the texts of `url`'s password a driver may echo, longest
+    first. Anywhere: those of `_INSIDE_WORDS` characters or more (the password, also
+    percent-decoded, and its parts between `@`, `/`, `:` and `!`), masked wherever they
+    appear. Token: the whole password, as typed and decoded, however short, masked where it
+    stands as a token (`_TOKEN`: `failed` of `auth failed for` but not of `failedover`).
+    Alone: what a driver quotes besides (a part of the password it split as a host or a
+    database, as typed or decoded, however short), masked only where it stands alone between
+    quotes or URL punctuation (`_ALONE`): `P` of `'P@127.0.0.1'`, not of `Postgres`, nor a
+    `1` of `127.0.0.1` or of `(1 try)`."""
     secret = _secret(url)
     if not secret:
-        return [], []
-    raw = [secret, *re.split(r"[@/:!]", secret)]
-    # The whole password decoded too: the text a driver that connects with it may quote.
-    anywhere = [p for p in (*raw, unquote(secret)) if len(p) >= 3]
+        return [], [], []
     forms = {secret, unquote(secret)}
-    bounded = {p for f in forms for p in (f, *re.split(r"[@/:!?&=#;,]", f))} | set(raw)
-    return (sorted(set(anywhere), key=len, reverse=True),
-            sorted((p for p in bounded - set(anywhere) if p), key=len, reverse=True))
+    raw = [secret, *re.split(r"[@/:!]", secret)]
+    parts = {p for f in forms for p in (f, *re.split(r"[@/:!?&=#;,]", f))} | set(raw)
+    anywhere = {p for p in parts if len(p) >= _INSIDE_WORDS}
+    token = {f for f in forms if f} - anywhere
+    alone = {p for p in parts if p} - anywhere - token
+    return _longest(anywhere), _longest(token), _longest(alone)
 
 
-# A bounded piece stands alone: no letter, digit, `_`, `.`, `-`, `%` or space beside it (a
-# word, a host name, an encoded byte or a sentence is never cut), or the text ends there.
+def _longest(found: set[str]) -> list[str]:
+    """`found` longest first: a piece inside a longer one is masked with it, not in part."""
+    return sorted(found, key=len, reverse=True)
+
+
+# A token: no letter, digit, `_`, `.`, `-` or `%` beside it (a word, a host name or an encoded
+# byte is never cut), or the text ends there; whitespace, quotes and URL punctuation bound it.
+_TOKEN = r"(?<![\w.%-]){}(?![\w.%-])"
+# A piece stands alone: bounded as a token, but not by whitespace: a part of a password is
+# quoted by a driver as a host or a database, and a short one (`a`, `1`) bounded by spaces is a
+# word of the sentence (`(1 try)`).
 _ALONE = r"(?<![\w.%\s-]){}(?![\w.%\s-])"
 
 
@@ -68,13 +88,16 @@ def redact(text: str, *urls: str) -> str:
     """`text` with every password replaced by ***: user:password@ of URLs that parse or not,
     of free text, and query parameters such as ?password=, &sslpassword=; also the passwords
     of `urls` and their pieces, as typed or percent-decoded (what a driver's message may
-    quote in part). The one redaction used for messages, logs, exports and tables."""
+    quote in part), without cutting the words around them (`_pieces`). The one redaction
+    used for messages, logs, exports and tables."""
     out = str(text)
     for url in urls:
-        anywhere, bounded = _pieces(url)
+        anywhere, token, alone = _pieces(url)
         for piece in anywhere:
             out = out.replace(piece, "***")
-        for piece in bounded:
+        for piece in token:
+            out = re.sub(_TOKEN.format(re.escape(piece)), "***", out)
+        for piece in alone:
             out = re.sub(_ALONE.format(re.escape(piece)), "***", out)
     out = _URL.sub(_url, out)
     out = _LOOSE.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", out)

@@ -3,12 +3,12 @@
 One writer for the exports, the report, `export --output`, `calibrate --output` and the caches.
 A target that exists and is not a regular file (a device such as /dev/full, a FIFO, a
 directory, a symlink) is refused in one line and left alone: `os.replace` would swap it for a
-regular file. Data goes to a temporary file `.NAME.XXXXXXXX.tmp` beside the target first; a
+regular file. Data goes to a temporary file `.NAME.ipu-tune-XXXXXXXX.tmp` beside the target first; a
 set of files is written as temporaries first and then renamed together. SIGINT/SIGTERM are held
 meanwhile (`ipu_tune.interrupts.held`) and stop the write only between two temporaries (which
 are then removed) or after the last rename, so a signal or a full disk leaves the old set or
 the new one, never a mix, and no temporary; those a SIGKILL leaves are removed by the next
-write of the same file (`_sweep_temps`, beside an `--output` file too) or of a study folder
+write of the same file (beside an `--output` file too) or of a study folder, by one sweep
 (`remove_stale_temps`). Folders a failed write made are removed again when empty.
 """
 
@@ -47,8 +47,12 @@ _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # path under /proc): bad input, whatever the disk.
 BAD_PLACE = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG,
                        errno.ENOENT})
-# mkstemp's 8 random characters; `.tmp` is this writer's suffix, earlier versions wrote none.
-_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}(\.tmp)?")
+# This writer's temporaries carry a marker no user's backup has (`.best.yaml.20250101.tmp`,
+# `.report.html.backup01` are a user's): mkstemp's 8 random characters between `ipu-tune-` and
+# `.tmp`. Names earlier versions wrote (`.NAME.XXXXXXXX[.tmp]`) are never swept: they cannot be
+# told from a user's file, and one left over is harmless.
+_TEMP_MARK = "ipu-tune-"
+_TEMP = re.compile(rf"\.(?P<name>.+)\.{_TEMP_MARK}[a-z0-9_]{{8}}\.tmp")
 _LOCK_TIMEOUT_S = 120.0
 # A file written whole is written again, from the start: no study or file is resumed.
 _AGAIN = "and run the same command again"
@@ -122,10 +126,11 @@ def _fault(path: Path, exc: OSError, key: str) -> IpuTuneError:
 
 def _write_temp(path: Path, data: bytes) -> tuple[str, int]:
     """A fsync'd temporary beside `path` holding `data`, and its descriptor, which holds a
-    `flock` on it until the rename (`_sweep_temps` takes no temporary a live writer holds);
+    `flock` on it until the rename (`remove_stale_temps` takes no temporary a live writer holds);
     removed again if this fails."""
     while True:  # one a sweep removed between its creation and its lock is made again
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_TEMP_MARK}",
+                                   suffix=".tmp", dir=path.parent)
         fcntl.flock(fd, fcntl.LOCK_EX)
         if os.fstat(fd).st_nlink:
             break
@@ -141,27 +146,6 @@ def _write_temp(path: Path, data: bytes) -> tuple[str, int]:
         os.close(fd)
         raise
     return tmp, fd
-
-
-def _sweep_temps(path: Path) -> None:
-    """Remove the temporaries of `path` (`.NAME.XXXXXXXX.tmp`, this writer's names, owned by
-    this user) that a killed writer left: a live writer holds a lock on its own, the kernel
-    drops a dead one's. Beside an `--output` file no later export of a study sweeps them."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(path.parent):
-            found = _TEMP.fullmatch(entry.name)
-            if (found is None or found["name"] != path.name or not entry.name.endswith(".tmp")
-                    or not entry.is_file(follow_symlinks=False)
-                    or entry.stat(follow_symlinks=False).st_uid != os.getuid()):
-                continue
-            with contextlib.suppress(OSError):
-                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a live writer's
-                    if os.fstat(fd).st_ino == os.lstat(entry.path).st_ino:  # not renamed since
-                        os.unlink(entry.path)
-                finally:
-                    os.close(fd)
 
 
 def _make_folders(folder: Path) -> list[Path]:
@@ -209,7 +193,7 @@ def write_files(files: Mapping[Path, str | bytes], key: str = "output",
         with interrupts.held():  # a signal stops the write between files, or after the renames
             for current, data in targets:
                 made += _make_folders(current.parent)
-                _sweep_temps(current)
+                remove_stale_temps(current.parent, (current.name,))
                 temps.append((*_write_temp(current, data), current))
                 interrupts.stop_if_held()
             while temps:
@@ -234,17 +218,45 @@ def atomic_write(path: Path, text: str | bytes, root: str | Path | None = None,
 
 
 def remove_stale_temps(folder: Path, names: Iterable[str]) -> list[Path]:
-    """Remove the temporaries of `names` an interrupted write (a SIGKILL) left in `folder`.
-    Call it holding `folder_lock(folder)`: another process's live temporary is never taken."""
+    """Remove the temporaries of `names` a killed writer (SIGKILL) left in `folder`: the one
+    sweep, for a study folder and beside an `--output` file alike. Only this writer's names
+    (`_TEMP`), regular files (a symlink is not followed), owned by this user, that no live
+    writer holds: a writer keeps a `flock` on its temporary until the rename and the kernel
+    drops a dead one's, so a live temporary is never taken, with or without `folder_lock`."""
     wanted = set(names)
     removed = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
             found = _TEMP.fullmatch(entry.name)
-            if found and found["name"] in wanted and entry.is_file(follow_symlinks=False):
-                Path(entry.path).unlink(missing_ok=True)
+            if (found is None or found["name"] not in wanted
+                    or not entry.is_file(follow_symlinks=False)
+                    or entry.stat(follow_symlinks=False).st_uid != os.getuid()):
+                continue
+            if _unlink_unheld(entry.path):
                 removed.append(Path(entry.path))
     return removed
+
+
+def _unlink_unheld(path: str) -> bool:
+    """Unlink `path` if no process holds a `flock` on it (taken without waiting) and it is
+    still the file checked: opened without following a symlink nor waiting on a FIFO swapped
+    in since, a regular file of this user, not renamed over; whether it was."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a live writer's
+        opened = os.fstat(fd)
+        if (not stat.S_ISREG(opened.st_mode) or opened.st_uid != os.getuid()
+                or opened.st_ino != os.lstat(path).st_ino):
+            return False
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

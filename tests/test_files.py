@@ -90,8 +90,10 @@ def test_an_interrupt_while_writing_leaves_no_temporary(
 
 
 def test_stale_temporaries_of_the_named_files_only_are_removed(tmp_path: Path) -> None:
-    stale = [".best.yaml.ab12cd_3", ".report.html.x9y8z7w6.tmp", ".popart_options.py.sh3p9976"]
-    kept = ["best.yaml", ".notes.txt.abcdefgh", ".best.yaml.toolong123", ".best.yaml.bak"]
+    stale = [".best.yaml.ipu-tune-ab12cd_3.tmp", ".report.html.ipu-tune-x9y8z7w6.tmp",
+             ".popart_options.py.ipu-tune-sh3p9976.tmp"]
+    kept = ["best.yaml", ".notes.txt.ipu-tune-abcdefgh.tmp", ".best.yaml.ipu-tune-toolong12.tmp",
+            ".best.yaml.ipu-tune-abcdefgh", ".best.yaml.bak"]
     for name in stale + kept:
         (tmp_path / name).write_text("x")
     with folder_lock(tmp_path):
@@ -99,6 +101,34 @@ def test_stale_temporaries_of_the_named_files_only_are_removed(tmp_path: Path) -
             tmp_path, ("best.yaml", "report.html", "popart_options.py"))
     assert sorted(p.name for p in removed) == sorted(stale)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
+
+
+# A user's backups that look like a temporary (mkstemp's 8 characters, a date stamp, `.tmp` or
+# none) and another user's file: no sweep takes them, in a study folder or beside --output.
+_LOOK_ALIKES = (".best.yaml.backup01", ".report.html.20250101.tmp",
+                ".poptorch_options.py.orig_v02", ".trials.csv.20241231.tmp",
+                ".trials.csv.backup01")
+
+
+@pytest.mark.parametrize("where", ["study folder", "--output"])
+def test_a_users_look_alikes_and_another_users_temporary_are_kept(
+        where: str, tmp_path: Path) -> None:
+    for name in _LOOK_ALIKES:
+        (tmp_path / name).write_text("user")
+    others = tmp_path / ".best.yaml.ipu-tune-nobody01.tmp"  # marked, but another user's
+    others.write_text("other")
+    os.chown(others, 65534, 65534)  # nobody (the tests run as root: it may chown)
+    (tmp_path / ".trials.csv.ipu-tune-nobody01.tmp").write_text("other")
+    os.chown(tmp_path / ".trials.csv.ipu-tune-nobody01.tmp", 65534, 65534)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    if where == "study folder":
+        with folder_lock(tmp_path):
+            assert remove_stale_temps(tmp_path, ("best.yaml", "report.html",
+                                                 "poptorch_options.py")) == []
+    else:
+        atomic_write(tmp_path / "trials.csv", "a,b\n", key="--output")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "trials.csv") == before
+    assert all((tmp_path / n).read_text() == "user" for n in _LOOK_ALIKES)
 
 
 # A process writing sets of files in a loop, each set all of one version: a signal must leave
@@ -173,14 +203,33 @@ def test_a_killed_writers_temporary_beside_an_output_file_is_removed_by_the_next
     killed = _holder(out)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    mine = [".t.csv.bak", ".other.csv.abcdefgh.tmp", "t.csv.abcdefgh.tmp", ".t.csv.abcdefgh"]
+    mine = [".t.csv.bak", ".other.csv.ipu-tune-abcdefgh.tmp", "t.csv.ipu-tune-abcdefgh.tmp",
+            ".t.csv.ipu-tune-abcdefgh", ".t.csv.abcdefgh.tmp", ".t.csv.20241231.tmp"]
     for name in mine:  # not this writer's temporaries of t.csv: a user's files
         (tmp_path / name).write_text("user")
-    (tmp_path / ".t.csv.zzzzzzzz.tmp").symlink_to(tmp_path / ".t.csv.bak")
-    assert len(list(tmp_path.glob(".t.csv.*.tmp"))) == 2
+    (tmp_path / ".t.csv.ipu-tune-zzzzzzzz.tmp").symlink_to(tmp_path / ".t.csv.bak")
+    assert len(list(tmp_path.glob(".t.csv.ipu-tune-*.tmp"))) == 2
     atomic_write(out, "a,b\n", key="--output")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [*mine, "t.csv", ".t.csv.zzzzzzzz.tmp"])
+        [*mine, "t.csv", ".t.csv.ipu-tune-zzzzzzzz.tmp"])
+
+
+def test_a_killed_writers_temporary_in_a_study_folder_is_removed_a_live_ones_kept(
+        tmp_path: Path) -> None:
+    killed = _holder(tmp_path / "best.yaml")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    dead = [p.name for p in tmp_path.iterdir()]
+    assert len(dead) == 1 and dead[0].startswith(".best.yaml.ipu-tune-"), dead
+    live = _holder(tmp_path / "report.html")
+    try:
+        with folder_lock(tmp_path):
+            removed = remove_stale_temps(tmp_path, ("best.yaml", "report.html"))
+        assert [p.name for p in removed] == dead
+        assert len(list(tmp_path.glob(".report.html.ipu-tune-*.tmp"))) == 1
+    finally:
+        live.kill()
+        live.wait()
 
 
 def test_a_live_writers_temporary_is_left_to_it(tmp_path: Path) -> None:
@@ -188,7 +237,7 @@ def test_a_live_writers_temporary_is_left_to_it(tmp_path: Path) -> None:
     live = _holder(out)
     try:
         atomic_write(out, "a,b\n", key="--output")
-        assert len(list(tmp_path.glob(".t.csv.*.tmp"))) == 1
+        assert len(list(tmp_path.glob(".t.csv.ipu-tune-*.tmp"))) == 1
     finally:
         live.kill()
         live.wait()

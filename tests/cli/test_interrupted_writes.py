@@ -106,13 +106,15 @@ def test_a_full_disk_leaves_the_old_set(stored: Path) -> None:
 @pytest.mark.slow
 def test_stale_temporaries_are_removed_by_the_next_report(stored: Path) -> None:
     folder = stored / "s"
-    stale = [".popart_options.py.sh3p9976", ".report.html.ab_12xyz.tmp",
-             ".best.yaml.k2j4h5g6.tmp"]
-    for name in [*stale, ".mine.txt.abcdefgh"]:
+    stale = [".popart_options.py.ipu-tune-sh3p9976.tmp", ".report.html.ipu-tune-ab_12xyz.tmp",
+             ".best.yaml.ipu-tune-k2j4h5g6.tmp"]
+    # A user's files, however like a temporary (no `ipu-tune-` marker): kept.
+    mine = [".mine.txt.abcdefgh", ".best.yaml.backup01", ".report.html.20250101.tmp"]
+    for name in [*stale, *mine]:
         (folder / name).write_text("x")
     proc = run_cli(["report", "s", "--results-dir", str(stored)], cwd=stored.parent)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in folder.iterdir()) == sorted([*EXPORTS, ".mine.txt.abcdefgh"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*EXPORTS, *mine])
 
 
 @pytest.mark.slow

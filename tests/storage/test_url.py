@@ -94,3 +94,19 @@ def test_a_damaged_sqlite_file_says_so_and_what_to_do(tmp_path: Path) -> None:
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert "is damaged" in done.stderr and "backup" in done.stderr, done.stderr
     assert db.read_bytes() == data[: len(data) // 2]  # left as it was, for a recovery
+
+
+@pytest.mark.parametrize("password", ["failed", "ion", "p%40ss%2Fw%3Ard", "x"])
+def test_a_refused_password_shows_in_no_form_and_the_servers_words_stay_whole(
+        password: str, server: str, tmp_path: Path) -> None:
+    """The server refuses these passwords: its message names no part of them as a word, and
+    none of its words is cut (`connect***` of a password `ion`)."""
+    url = f"postgresql://postgres:{password}@{server}/ipu_tune"
+    done = run_cli(["studies", "--storage", url], cwd=tmp_path)
+    said = done.stderr + done.stdout
+    assert done.returncode != 0 and "password authentication" in said, said
+    assert "connection to server at" in said, said
+    assert not re.search(r"\w\*\*\*|\*\*\*\w", said), said  # no word cut
+    decoded = password.replace("%40", "@").replace("%2F", "/").replace("%3A", ":")
+    pieces = {password, decoded, *re.split(r"[@/:]", decoded)}
+    assert not [p for p in pieces if _shows(said, p)], said
