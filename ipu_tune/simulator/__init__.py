@@ -29,6 +29,7 @@ from ipu_tune.simulator._result import (
     IpuMemory,
     SimResult,
     StageTime,
+    host_wait_clause,
 )
 from ipu_tune.simulator._simulate import simulate
 from ipu_tune.simulator._stages import HeadPlacement, head_placement
@@ -55,6 +56,7 @@ __all__ = [
     "block_costs",
     "constants_from_mapping",
     "head_placement",
+    "host_wait_clause",
     "recompute_mode",
     "replica_layout",
     "simulate",
