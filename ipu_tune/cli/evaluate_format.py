@@ -6,7 +6,13 @@ from __future__ import annotations
 from ipu_tune.cli._common import aligned_lines
 from ipu_tune.config import EvalConfig
 from ipu_tune.knobs import describe, rate_text
-from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, IpuMemory, SimResult
+from ipu_tune.simulator import (
+    MEMORY_CATEGORIES,
+    TIME_PHASES,
+    IpuMemory,
+    SimResult,
+    host_wait_clause,
+)
 
 __all__ = ["format_result"]
 
@@ -59,18 +65,10 @@ def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[
 
 
 def _waits_for_host(result: SimResult) -> str:
-    """Why the host's data pipeline bounds a plan whose `host_preprocess` phase is not the
-    largest: the asynchronous loader overlaps it with the device, and the phase is only the
-    device's wait; the host's whole work a call is longer than the device's."""
-    if result.bottleneck != "host_preprocess" or result.phases["host_preprocess"] >= max(
-            result.phases.values()):
-        return ""
-    steps = float(result.extras["samples_per_call"]) / result.samples_per_step  # a call's steps
-    host_ms, device_ms = (1e3 * float(result.extras[k]) / steps
-                          for k in ("host_call_s", "device_call_s"))
-    return (f" (the asynchronous loader's host work takes {host_ms:,.2f} ms a step, the "
-            f"device's {device_ms:,.2f} ms: the device waits for its data, so a faster device "
-            "phase raises no throughput)")
+    """Why the host's data pipeline bounds the plan, when its `host_preprocess` phase is not the
+    largest (`host_wait_clause`, which the exports quote too)."""
+    clause = host_wait_clause(result)
+    return f" ({clause})" if clause else ""
 
 
 def _memory(result: SimResult) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ipu_tune.knobs import rate_text
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult
+from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES, SimResult, host_wait_clause
 
 from ._docs import cite
 
@@ -47,6 +47,12 @@ class Facts:
     def phase_sentence(self, phase: str) -> str:
         if self.r is None:
             return ""
+        # A host-bound plan: the host_preprocess phase is only the device's wait, so the
+        # sentence quotes the host's whole work against the device's, as `evaluate` does.
+        waits = host_wait_clause(self.r) if phase == "host_preprocess" else ""
+        if waits:
+            return (f"Simulated bottleneck host_preprocess: {waits} (step"
+                    f" {self.r.step_time_s * 1e3:.2f} ms).")
         ms = self._ms(phase)
         step = self.r.step_time_s * 1e3
         share = 100.0 * ms / step if step > 0 else 0.0

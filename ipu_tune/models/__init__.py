@@ -7,6 +7,7 @@
 
 from typing import Any
 
+from ipu_tune.models._conv_norm import conv_norm_folds
 from ipu_tune.models._masked import masked_positions
 from ipu_tune.models._profile import (
     DEFAULT_SEQUENCE_LENGTH,
@@ -73,6 +74,7 @@ __all__ = [
     "build_model",
     "cache_dir",
     "clear_memory_cache",
+    "conv_norm_folds",
     "default_blocks",
     "hf_identity",
     "hf_overrides",

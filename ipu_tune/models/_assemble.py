@@ -103,9 +103,23 @@ def _liveness(trace: Trace, n_ops: int) -> tuple[list[int], list[int]]:
     return live, cross
 
 
+def _only_reader(trace: Trace, j: int) -> str:
+    """The name of the op that alone reads op `j`'s output ("" when none or several do)."""
+    vi = trace.records[j].output_value
+    if vi is None:
+        return ""
+    value = trace.values[vi]
+    if value.first_read < 0 or value.first_read != value.last:
+        return ""
+    return trace.records[value.first_read].name
+
+
 def _op(trace: Trace, j: int, block: int, extra_parameters: int) -> OpProfile:
     """Op `j` of the trace, per sample."""
     r = trace.records[j]
+    # A leaf module's op is named after the module (a torch function's after its module too,
+    # with the function's name appended): only the former has a class.
+    leaf = r.name == r.module
     mm_flops, m, k, n, rhs = r.mm
     return OpProfile(
         name=r.name,
@@ -120,6 +134,8 @@ def _op(trace: Trace, j: int, block: int, extra_parameters: int) -> OpProfile:
         k=k if mm_flops else 0,
         n=n if mm_flops else 0,
         rhs_per_sample=rhs / BATCH if mm_flops else 0.0,
+        module_class=trace.module_classes.get(r.module, "") if leaf else "",
+        only_reader=_only_reader(trace, j),
     )
 
 

@@ -57,6 +57,12 @@ class OpProfile:
     # multiplies each sample's keys and values, one matrix per head); 0 where the second
     # operand is a weight that every sample shares (a conv, a Linear).
     rhs_per_sample: float = 0.0
+    # A leaf module's class (`module_class`: "torch.nn.modules.conv.Conv2d"); "" for an op that
+    # is a torch function outside leaf modules. Read by the batch-norm fold (`conv_norm_folds`).
+    module_class: str = ""
+    # The op that alone reads this op's output in forward ("": none, or more than one): a
+    # convolution whose output also feeds a skip connection has none, and does not fold.
+    only_reader: str = ""
 
 
 @dataclass(frozen=True)

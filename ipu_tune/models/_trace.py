@@ -48,6 +48,7 @@ from ipu_tune.models._aten import (
     matmul_view,
     module_kind,
 )
+from ipu_tune.models._conv_norm import module_class
 from ipu_tune.models._trace_modes import DispatchRecorder, FunctionScope
 
 __all__ = ["BATCH", "OpRecord", "Trace", "trace_model"]
@@ -75,6 +76,7 @@ class OpRecord:
     # for the whole batch; `matmul_view`).
     mm: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     hint: str | None = None  # kind fixed by the leaf module's class
+    output_value: int | None = None  # index into Trace.values of the op's output
 
 
 @dataclass
@@ -86,6 +88,7 @@ class _Value:
     last: int
     # Whether an input value or a weight flows into it (False: made from shapes alone).
     data: bool = True
+    first_read: int = -1  # first op other than its writer that reads it; -1: none
 
 
 # Ops that read only their tensor arguments' shapes, dtypes and devices, not their values.
@@ -116,6 +119,7 @@ class Trace:
     output_elements: int  # model output (logits) elements, whole batch
     num_classes: int
     unused_parameters: dict[str, int] = field(default_factory=dict)  # module path -> count
+    module_classes: dict[str, str] = field(default_factory=dict)  # path -> `module_class`
 
 
 def _storage_key(t: Tensor) -> int:
@@ -170,8 +174,9 @@ class _Tracer:
         assert self.ctx is not None
         rec_index = self.ctx.record
         if rec_index is not None:
-            res = first_tensor(out)
-            self.records[rec_index].output_elements = res.numel() if res is not None else 0
+            res, rec = first_tensor(out), self.records[rec_index]
+            rec.output_elements = res.numel() if res is not None else 0
+            rec.output_value = None if res is None else self.value_of.get(_storage_key(res))
         elif self.pending_saved and self.records:
             self.records[-1].saved_elements += self.pending_saved
         self.ctx = None
@@ -253,6 +258,8 @@ class _Tracer:
             elif key in self.value_of:
                 value = self.values[self.value_of[key]]
                 value.last = idx
+                if value.first_read < 0 and idx != value.first:
+                    value.first_read = idx
                 data = data or value.data
                 read.add(key)
         if op_name in _SHAPE_ONLY_OPS:
@@ -322,6 +329,7 @@ def trace_model(model: nn.Module, example: Tensor) -> Trace:
     model.train()
     tracer = _Tracer(model)
     handles = []
+    classes = {name: module_class(mod) for name, mod in model.named_modules()}
     for name, mod in model.named_modules():
         leaf = next(iter(mod.children()), None) is None
         handles.append(mod.register_forward_pre_hook(_pre(tracer, name, leaf)))
@@ -330,7 +338,7 @@ def trace_model(model: nn.Module, example: Tensor) -> Trace:
         tracer.add_input(example)
         with (
             DispatchRecorder(tracer),
-            torch.autograd.graph.saved_tensors_hooks(tracer.pack, _unpack),
+            torch.autograd.graph.saved_tensors_hooks(tracer.pack, lambda t: t),
         ):
             with FunctionScope(tracer):
                 logits = logits_of(model(example))
@@ -371,11 +379,8 @@ def trace_model(model: nn.Module, example: Tensor) -> Trace:
         output_elements=out_elements,
         num_classes=num_classes,
         unused_parameters=unused,
+        module_classes=classes,
     )
-
-
-def _unpack(t: Tensor) -> Tensor:
-    return t
 
 
 def _pre(tracer: _Tracer, name: str, leaf: bool) -> Callable[[nn.Module, Any], None]:

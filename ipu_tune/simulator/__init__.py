@@ -29,12 +29,13 @@ from ipu_tune.simulator._result import (
     IpuMemory,
     SimResult,
     StageTime,
+    host_wait_clause,
 )
 from ipu_tune.simulator._simulate import simulate
 from ipu_tune.simulator._stages import HeadPlacement, head_placement
 
 # Bump when the physics or the constants change (results stores keep it with each trial).
-SIMULATOR_VERSION = "3.5.0"
+SIMULATOR_VERSION = "3.5.1"
 
 __all__ = [
     "ALL_REDUCE_TERMS",
@@ -55,6 +56,7 @@ __all__ = [
     "block_costs",
     "constants_from_mapping",
     "head_placement",
+    "host_wait_clause",
     "recompute_mode",
     "replica_layout",
     "simulate",

@@ -7,9 +7,10 @@ models (the rest of an op's cost is the same):
   norm runs no compute set of its own (Jacob et al. 2018, "Quantization and Training of Neural
   Networks for Efficient Integer-Arithmetic-Only Inference", section 3.2; PopRT and the ONNX
   converters apply it before compiling). The bias add is taken to ride on the elementwise op
-  that follows (ReLU or the residual add, one map pass; estimate). Only a norm right after a
-  convolution of the same block folds: a layer norm (transformers) normalises with statistics
-  of its own input.
+  that follows (ReLU or the residual add, one map pass; estimate). Which norms fold is one rule,
+  `ipu_tune.models.conv_norm_folds`, which every export folds by module name too: an exact
+  batch norm right after the convolution of the same block whose output only it reads (a layer
+  norm, in transformers, normalises with statistics of its own input).
 - dropout is the identity and the loss is not computed: neither runs (PyTorch `eval()`
   semantics; an exported inference graph ends at the model's output).
 - activations live as an inference graph keeps them: an op's input and output, plus the
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ipu_tune.models import ModelProfile
+from ipu_tune.models import ModelProfile, conv_norm_folds
 
 __all__ = ["InferenceGraph", "inference_graph"]
 
@@ -49,10 +50,10 @@ def _is_dropout(name: str) -> bool:
 def inference_graph(profile: ModelProfile) -> InferenceGraph:
     """The ops an inference graph of `profile` drops and its per-block liveness peaks."""
     ops = profile.ops
+    folded_norms = {norm for _, norm in conv_norm_folds(profile)}
     dropped: list[bool] = []
     for i, op in enumerate(ops):
-        folded = (op.kind == "norm" and i > 0 and ops[i - 1].kind == "conv"
-                  and ops[i - 1].block == op.block)
+        folded = i in folded_norms
         identity = op.kind == "elementwise" and _is_dropout(op.name)
         dropped.append(folded or identity or op.kind == "loss")
     live_block: list[int] = []

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["MEMORY_CATEGORIES", "TIME_PHASES", "IpuMemory", "SimResult", "StageTime", "built"]
+__all__ = ["MEMORY_CATEGORIES", "TIME_PHASES", "IpuMemory", "SimResult", "StageTime", "built",
+           "host_wait_clause"]
 
 T = TypeVar("T")
 
@@ -150,6 +151,24 @@ class SimResult:
             ],
             "extras": dict(self.extras),
         }
+
+
+def host_wait_clause(result: SimResult) -> str:
+    """Why the host's data pipeline bounds a plan whose `host_preprocess` phase is not the
+    largest ("" for any other plan): the asynchronous loader overlaps the host's work with the
+    device, so the phase is only the device's wait, and the figures that explain the bottleneck
+    are the host's whole work a step against the device's. One wording for `evaluate`'s step
+    line and the exports' comments, so that they quote the same figures."""
+    phases = result.phases
+    if result.bottleneck != "host_preprocess" or phases["host_preprocess"] >= max(
+            phases.values()):
+        return ""
+    steps = float(result.extras["samples_per_call"]) / result.samples_per_step  # a call's steps
+    host_ms, device_ms = (1e3 * float(result.extras[k]) / steps
+                          for k in ("host_call_s", "device_call_s"))
+    return (f"the asynchronous loader's host work takes {host_ms:,.2f} ms a step, the "
+            f"device's {device_ms:,.2f} ms: the device waits for its data, so a faster device "
+            "phase raises no throughput")
 
 
 def built(cls: type[T], values: dict[str, Any]) -> T:

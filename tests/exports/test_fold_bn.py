@@ -1,7 +1,8 @@
-"""Every export of an inference plan runs the graph the simulator timed: batch norm folded into
-the convolution before it (ipu_tune/simulator/_inference.py). PopTorch folds the model in place
-(torch.nn.utils.fusion.fuse_conv_bn_eval) and its outputs are the unfolded model's; PopART and
-TensorFlow, whose graphs are the user's, say how to fold them."""
+"""Every export of an inference plan runs the graph the simulator timed: the batch norms of
+`ipu_tune.models.conv_norm_folds` folded into the convolution before them
+(ipu_tune/simulator/_inference.py). PopTorch lists those pairs by module name and folds them in
+place (torch.nn.utils.fusion.fuse_conv_bn_eval), and its outputs are the unfolded model's;
+PopART and TensorFlow, whose graphs are the user's, say how to fold them."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 
 import ipu_tune
 from ipu_tune.config import EvalConfig, load_config
 from ipu_tune.exports import export_context, render_exports
+from ipu_tune.simulator._inference import inference_graph
 
 from ._export_plans import install_frameworks
 from ._recorder import run_source
@@ -35,7 +38,7 @@ def texts(cfg: EvalConfig) -> dict[str, str]:
 
 
 FOLD = "model = fold_batch_norms(model.eval())"
-NOTE = "Inference: simulated with each batch norm folded into the convolution before it"
+NOTE = "Inference: simulated with each batch norm (exactly BatchNorm1d/2d/3d) run right after"
 
 
 def flat(text: str) -> str:
@@ -47,7 +50,8 @@ def test_every_inference_export_of_a_conv_net_folds_its_batch_norms() -> None:
     assert FOLD in infer["poptorch"]
     assert NOTE in flat(infer["poptorch"])
     assert "fuse_conv_bn_eval" in flat(infer["popart"]) and NOTE in flat(infer["popart"])
-    assert "BatchNormalization layers into the Conv2D" in flat(infer["tensorflow"])
+    assert "BatchNormalization layer of your Keras model into its Conv2D" in flat(
+        infer["tensorflow"])
     # Training runs batch norm as simulated; a transformer has no conv-norm pair.
     train = texts(resnet("train"))
     assert not any(NOTE in flat(train[k]) for k in ("poptorch", "popart", "tensorflow"))
@@ -99,3 +103,144 @@ def test_the_folded_program_keeps_poptorchs_rules(monkeypatch: pytest.MonkeyPatc
     source = texts(cfg)["poptorch"]
     log, _ = run_export(monkeypatch, source)  # on the meta device, as every program is checked
     check_poptorch(cfg, source, log, False)
+
+
+# Models whose conv-norm pairs are not all their registration-adjacent modules. Each has a
+# conv-bn stem that does fold, so the program folds something.
+class _Stem(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(self.conv(x)))
+
+
+class _PreNorm(nn.Module):
+    """conv registered before bn, but bn normalises the conv's input (pre-activation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(torch.relu(self.bn(x)))
+
+
+class _BatchNormAct(nn.BatchNorm2d):
+    """timm's BatchNormAct2d: a BatchNorm2d subclass with its activation inside."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(super().forward(x))
+
+
+class _ConvBnAct(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn = _BatchNormAct(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.conv(x)) - 0.5
+
+
+class _Skip(nn.Module):
+    """The conv's output feeds the bn and a skip connection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return self.bn(y) + y
+
+
+class _BnFirst(nn.Module):
+    """bn registered before the conv it follows in forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm2d(8)
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(self.conv(x)))
+
+
+class _Net(nn.Module):
+    def __init__(self, block: type[nn.Module]) -> None:
+        super().__init__()
+        self.stem = _Stem()
+        self.block1 = block()
+        self.block2 = block()
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.block2(self.block1(self.stem(x))).mean((2, 3)))
+
+
+def pre_norm_net() -> nn.Module:
+    return _Net(_PreNorm)
+
+
+def bn_act_net() -> nn.Module:
+    return _Net(_ConvBnAct)
+
+
+def skip_net() -> nn.Module:
+    return _Net(_Skip)
+
+
+def bn_first_net() -> nn.Module:
+    return _Net(_BnFirst)
+
+
+STEM = [("stem.conv", "stem.bn")]
+BN_FIRST = [*STEM, ("block1.conv", "block1.bn"), ("block2.conv", "block2.bn")]
+
+
+def _target(factory: str) -> EvalConfig:
+    return load_config({
+        "model": {"_target_": f"tests.exports.test_fold_bn.{factory}", "input_shape": [3, 8, 8]},
+        "workload": {"mode": "infer", "micro_batch_size": 4},
+        "system": {"ipu": "mk2", "num_ipus": 1},
+        "plan": {"gradient_accumulation": 1},
+    })
+
+
+@pytest.mark.parametrize(("cfg", "pairs"), [
+    pytest.param(_target("pre_norm_net"), STEM, id="pre-norm"),
+    pytest.param(_target("bn_act_net"), STEM, id="BatchNorm2d-subclass-with-activation"),
+    pytest.param(_target("skip_net"), STEM, id="conv-output-also-a-skip"),
+    pytest.param(_target("bn_first_net"), BN_FIRST, id="bn-registered-before-its-conv"),
+    pytest.param(resnet("infer"), None, id="resnet50"),
+])  # fmt: skip
+def test_the_program_folds_exactly_the_pairs_the_simulation_folded(
+    monkeypatch: pytest.MonkeyPatch, cfg: EvalConfig, pairs: list[tuple[str, str]] | None
+) -> None:
+    profile = ipu_tune.profile(cfg.model)
+    source = render_exports(export_context(cfg, None, profile))["poptorch"]
+    install_frameworks(monkeypatch, False)
+    namespace: dict[str, Any] = run_source(source, "poptorch_options.py")
+    with torch.no_grad():
+        model = ipu_tune.models.build_model(cfg.model)[0].eval()
+        _randomise_norms(model)
+        x = torch.randn(2, *cfg.model.input_shape)
+        want = model(x)
+        folded = namespace["fold_batch_norms"](copy.deepcopy(model))
+        assert torch.allclose(folded(x), want, atol=1e-4, rtol=1e-4)
+    # The simulator dropped exactly the norms the program folds, and those the program lists.
+    listed = [tuple(p) for p in namespace["FOLD"]]
+    dropped = inference_graph(profile).dropped
+    simulated = {op.name for op, d in zip(profile.ops, dropped, strict=True)
+                 if d and op.kind == "norm"}
+    assert simulated == {bn for _, bn in listed}
+    assert pairs is None or listed == pairs
+    kept = {n for n, m in folded.named_modules() if type(m) is nn.BatchNorm2d}
+    assert kept.isdisjoint(simulated) and len(listed) == len(set(listed))
+    if pairs is None:  # the zoo's ResNet: every norm follows its own conv
+        assert not kept and len(listed) == 53
