@@ -107,23 +107,25 @@ def test_the_folded_program_keeps_poptorchs_rules(monkeypatch: pytest.MonkeyPatc
 
 # Models whose conv-norm pairs are not all their registration-adjacent modules. Each has a
 # conv-bn stem that does fold, so the program folds something.
-class _Stem(nn.Module):
-    def __init__(self) -> None:
+class _ConvBn(nn.Module):
+    """A conv and a batch norm registered in that order; each block below runs them its way."""
+
+    def __init__(self, cin: int = 8, norm: type[nn.BatchNorm2d] = nn.BatchNorm2d) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = nn.BatchNorm2d(8)
+        self.conv = nn.Conv2d(cin, 8, 3, padding=1)
+        self.bn = norm(8)
+
+
+class _Stem(_ConvBn):
+    def __init__(self) -> None:
+        super().__init__(cin=3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.bn(self.conv(x)))
 
 
-class _PreNorm(nn.Module):
+class _PreNorm(_ConvBn):
     """conv registered before bn, but bn normalises the conv's input (pre-activation)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(8, 8, 3, padding=1)
-        self.bn = nn.BatchNorm2d(8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.conv(torch.relu(self.bn(x)))
@@ -136,23 +138,16 @@ class _BatchNormAct(nn.BatchNorm2d):
         return torch.relu(super().forward(x))
 
 
-class _ConvBnAct(nn.Module):
+class _ConvBnAct(_ConvBn):
     def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(8, 8, 3, padding=1)
-        self.bn = _BatchNormAct(8)
+        super().__init__(norm=_BatchNormAct)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.bn(self.conv(x)) - 0.5
 
 
-class _Skip(nn.Module):
+class _Skip(_ConvBn):
     """The conv's output feeds the bn and a skip connection."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(8, 8, 3, padding=1)
-        self.bn = nn.BatchNorm2d(8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x)
