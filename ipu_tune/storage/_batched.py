@@ -17,12 +17,13 @@ Crash ordering (what a kill at any point leaves behind):
    `fixed_params`), and a new trial takes its place in the budget.
 3. The result (`set_trial_state_values` to a finished state): every parameter, attribute and
    the state in one `write` of several lines, then one fsync; `tell` returns after the fsync.
-   A kill before the write leaves case 2; after it, the whole trial (the kernel finishes a
-   write it accepted). A full disk or a file-size limit during the write cuts what it wrote
-   and fails the call: case 2 again, and no torn record. A machine crash during the write
-   can tear it: the journal then ends in complete lines of the trial without its state (a
-   RUNNING trial recovery fails and retries with its parameters) or a torn line (cut by
-   `repair_torn_tail`).
+   A kill before the write leaves case 2; after it, the whole trial. A SIGKILL during the
+   write can tear it (Linux stops a write of more than a page at a fatal signal), and so can
+   a machine crash: the journal then ends in complete lines of the trial without its state (a
+   RUNNING trial recovery fails and retries with its parameters) or a torn line, which the
+   next append of any process cuts first, under the lock (`ends_torn`, `repair_locked`),
+   so that no append fuses with it. A full disk or a file-size limit during the write cuts
+   what it wrote and fails the call: case 2 again, and no torn record.
 
 The lock covers the append, not the disk wait (`BatchingJournalBackend.append_logs`): two
 workers' fsyncs overlap, and whichever returns first has made every append before it durable.
@@ -39,6 +40,7 @@ import os
 import threading
 from collections.abc import Callable, Container, Generator, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 from optuna.distributions import BaseDistribution
@@ -47,6 +49,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.storage._journal_lock import FlockLock
+from ipu_tune.storage._torn import ends_torn, repair_locked
 
 __all__ = ["BatchedJournalStorage", "BatchingJournalBackend"]
 
@@ -108,12 +111,14 @@ class BatchingJournalBackend(JournalFileBackend):
     def _append(self, logs: list[dict[str, Any]], durable: bool) -> None:
         data = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs).encode()
         try:
-            fd = os.open(self._file_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            fd = os.open(self._file_path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         except OSError as exc:  # read-only, removed: the error names the journal
             raise OSError(exc.errno, exc.strerror, self._file_path) from None
         try:
             self._lock.acquire()
             try:
+                if ends_torn(fd):  # its last writer was killed mid-write: cut, then append
+                    repair_locked(Path(self._file_path))
                 self._write_whole(fd, data)
             finally:
                 self._lock.release()

@@ -8,7 +8,9 @@ Repair, under the journal's own lock (no writer is mid-append then):
 - a tail without its newline is either a complete JSON record (the newline alone was lost:
   restore it) or a torn one (a full disk or a kill during `append_logs`; cut it, keeping the
   bytes as `<journal>.torn-<UTC time>`). Left there, the next append would fuse with it into one
-  invalid line in the middle of the file;
+  invalid line in the middle of the file. So every append first checks, under the lock, that
+  the journal ends in a newline (`ends_torn`): a worker SIGKILLed mid-`write` leaves a torn
+  record while the others run on (Linux stops a write of more than a page at a fatal signal);
 - a line in the middle that is no journal record (garbage, empty, NUL bytes, an unknown op
   code) makes Optuna refuse the whole study: it is moved into `<journal>.bad-<UTC time>` and
   the journal keeps every other record, readable by Optuna again. One line on stderr says so.
@@ -34,7 +36,7 @@ from ipu_tune.errors import IpuTuneError
 from ipu_tune.files import atomic_write
 from ipu_tune.storage._journal_lock import FlockLock
 
-__all__ = ["check_journal", "record", "repair_torn_tail"]
+__all__ = ["check_journal", "ends_torn", "record", "repair_locked", "repair_torn_tail"]
 
 _FIRST_LINE_BYTES = 1 << 20
 _OP_CODES = range(11)  # optuna.storages.journal JournalOperation: CREATE_STUDY .. DISCARD_TRIALS
@@ -142,6 +144,13 @@ def _read_for_plan(f: BinaryIO, whole: bool) -> tuple[bytes, int]:
     return data, 0
 
 
+def ends_torn(fd: int) -> bool:
+    """Whether the journal open at `fd` (for reading) ends inside a line: its last writer was
+    killed mid-write (call holding the lock: no live writer is mid-append then)."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
 def repair_torn_tail(path: Path, whole: bool = False) -> Path | None:
     """Recognise the journal at `path`, then repair its end in place (`whole`: every line,
     which reads the whole file: after Optuna failed to read it); returns the backup file of
@@ -152,28 +161,34 @@ def repair_torn_tail(path: Path, whole: bool = False) -> Path | None:
     lock = FlockLock(str(path))
     lock.acquire()
     try:
-        with path.open("r+b") as f:
-            data, offset = _read_for_plan(f, whole)
-            cut, write, torn, bad = _plan(data)
-            if cut < 0:
-                return None
-            cut += offset
-            backup = _stamp(path, "bad" if bad else "torn")
-            if torn or bad:  # kept before the journal changes: a full disk loses nothing
-                atomic_write(backup, b"".join(line + b"\n" for line in bad) + torn,
-                             key="journal backup")
-            f.seek(cut)
-            f.write(write)
-            f.truncate()
-            f.flush()
-            os.fsync(f.fileno())
+        return repair_locked(path, whole)
     finally:
         lock.release()
+
+
+def repair_locked(path: Path, whole: bool = False) -> Path | None:
+    """`repair_torn_tail` for a caller that holds the journal's lock."""
+    with path.open("r+b") as f:
+        data, offset = _read_for_plan(f, whole)
+        cut, write, torn, bad = _plan(data)
+        if cut < 0:
+            return None
+        cut += offset
+        backup = _stamp(path, "bad" if bad else "torn")
+        if torn or bad:  # kept before the journal changes: a full disk loses nothing
+            atomic_write(backup, b"".join(line + b"\n" for line in bad) + torn,
+                         key="journal backup")
+        f.seek(cut)
+        f.write(write)
+        f.truncate()
+        f.flush()
+        os.fsync(f.fileno())
     if not torn and not bad:
         return None
     what = f"{len(bad)} line(s) that are no journal record" if bad else ""
     what += (" and " if bad and torn else "") + (
-        f"a torn last record ({len(torn)} bytes, e.g. after a full disk)" if torn else "")
+        f"a torn last record ({len(torn)} bytes: a writer killed mid-write, or a full disk)"
+        if torn else "")
     print(f"ipu-tune: journal {str(path)!r} held {what}; moved them to {str(backup)!r}, "
           "every other record is kept", file=sys.stderr)
     return backup

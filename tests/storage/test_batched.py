@@ -137,3 +137,21 @@ def test_a_full_disk_mid_append_leaves_no_torn_record(tmp_path: Path,
     again = optuna.load_study(study_name="b", storage=open_storage(
         resolve_storage(None, str(tmp_path))))
     assert [t.state for t in again.trials] == [TrialState.RUNNING]
+
+
+def test_a_writer_killed_mid_write_leaves_no_torn_record_in_the_middle(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker SIGKILLed inside its `write` leaves part of a record while the others run on:
+    the next append, of any process, cuts it first, so the journal stays one record a line."""
+    study, journal, _ = _study(tmp_path)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    torn = b'{"op_code":5,"worker_id":"dead","trial_id":1,"user_attr":{"plan":"{\\"a'
+    with journal.open("ab") as f:  # what the killed worker's write got to the file
+        f.write(torn)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    fresh = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal)))
+    assert len(optuna.load_study(study_name="b", storage=fresh).trials) == 4
+    backups = list(tmp_path.glob(f"{journal.name}.torn-*"))
+    assert [b.read_bytes() for b in backups] == [torn]
+    assert "a writer killed mid-write" in capsys.readouterr().err
