@@ -26,7 +26,7 @@ from ipu_tune.simulator import (
     simulate,
 )
 
-__all__ = ["Case", "build_case", "build_system", "read_constants", "simulate_case"]
+__all__ = ["Case", "build_case", "build_system", "head_stages", "read_constants", "simulate_case"]
 
 
 @dataclass(frozen=True)
@@ -56,21 +56,31 @@ def build_case(cfg: EvalConfig, profile: ModelProfile | None = None,
     return Case(prof, system if system is not None else build_system(cfg), plan, starts)
 
 
+def head_stages(profile: ModelProfile, cfg: EvalConfig) -> int:
+    """1 when the plan runs a tied head on IPU0 after its last stage (the exports place it
+    there: a pipeline stage of its own under PopTorch's AutoIncrement), else 0. The one place
+    this is decided: `build_case` checks it, the search and the what-ifs raise to it
+    (`config.at_pipeline_minimum`)."""
+    if not cfg.plan.pipeline.splits:
+        return 0
+    return int(head_placement(profile, plan_from_config(cfg)) is not None)
+
+
 def _check_head_stage(cfg: EvalConfig, prof: ModelProfile, plan: ExecutionPlan) -> None:
     """PopTorch's pipeline rule (`pipeline_minimum`) with the stage a tied head placed on IPU0
-    adds: every export runs it after the last stage, a stage of its own (`AutoIncrement`). The
-    config's own check, before the model was profiled, counted the splits' stages only."""
+    adds (`head_stages`). The config's own check, before the model was profiled, counted the
+    splits' stages only."""
     stages = plan.stages
     rule = pipeline_minimum(plan.training, stages + 1, plan.schedule)
-    if rule is None or get_key(cfg, rule[0]) >= rule[1]:
+    if rule is None or get_key(cfg, rule[0]) >= rule[1] or not head_stages(prof, cfg):
         return
     head = head_placement(prof, plan)
-    if head is not None:
-        raise bad_value(rule[0], get_key(cfg, rule[0]), (
-            f"must be >= {rule[1]}, the pipeline stages: {stages} and the tied head "
-            f"`{head.module}`, placed on IPU0 after the last (a stage of its own in every "
-            "export, as PopTorch's AutoStage.AutoIncrement runs it), and PopTorch compiles a "
-            "pipelined program only then"))
+    assert head is not None  # head_stages found it
+    raise bad_value(rule[0], get_key(cfg, rule[0]), (
+        f"must be >= {rule[1]}, the pipeline stages: {stages} and the tied head "
+        f"`{head.module}`, placed on IPU0 after the last (a stage of its own in every "
+        "export, as PopTorch's AutoStage.AutoIncrement runs it), and PopTorch compiles a "
+        "pipelined program only then"))
 
 
 def simulate_case(case: Case, constants: SimConstants = DEFAULT_CONSTANTS) -> SimResult:

@@ -278,7 +278,7 @@ def at_pipeline_minimum(cfg: EvalConfig, head_stages: int = 0) -> EvalConfig:
     the least PopTorch compiles for its pipeline (`pipeline_minimum`). The search, the what-ifs
     and the remedies draw no plan PopTorch refuses; with a fixed global batch the changed batch
     shows as the search's constraint. `head_stages`: the pipeline stages a tied head placed on
-    IPU0 adds after the last one (`ipu_tune.simulator.head_placement`: PopTorch's
+    IPU0 adds after the last one (`ipu_tune.case.head_stages`: PopTorch's
     AutoIncrement makes it a stage of its own)."""
     stages = len(cfg.plan.pipeline.splits) + 1
     rule = pipeline_minimum(cfg.workload.mode == "train", stages + head_stages,

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ipu_tune import interrupts
-from ipu_tune.case import build_case, simulate_case
+from ipu_tune.case import build_case, head_stages, simulate_case
 from ipu_tune.config import (
     LIMITS,
     EvalConfig,
@@ -35,7 +35,6 @@ from ipu_tune.search import (
     TrialOutcome,
     balanced_split,
     even_split,
-    head_stages,
 )
 from ipu_tune.simulator import SimResult
 

@@ -10,9 +10,10 @@ import copy
 import math
 from typing import Any
 
+from ipu_tune.case import head_stages
 from ipu_tune.config import EvalConfig, at_one_proportion_if_moved, at_pipeline_minimum
 from ipu_tune.knobs import KNOBS, Knob, get_key, moot_keys, set_key
-from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome, even_split, head_stages
+from ipu_tune.search import OBJECTIVES, SearchProblem, TrialOutcome, even_split
 
 __all__ = ["sensitivity"]
 

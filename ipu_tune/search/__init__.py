@@ -40,7 +40,6 @@ from ipu_tune.search._splits import (
     balanced_split,
     cuts_to_starts,
     even_split,
-    head_stages,
     stage_loads,
 )
 from ipu_tune.search._stored import check_stored_cases, check_stored_trials, stored_config
@@ -73,7 +72,6 @@ __all__ = [
     "cuts_to_starts",
     "even_split",
     "front_distances",
-    "head_stages",
     "io_tiles_rule",
     "is_feasible",
     "is_space_file",

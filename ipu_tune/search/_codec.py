@@ -26,6 +26,7 @@ from typing import Any
 
 import optuna
 
+from ipu_tune.case import head_stages
 from ipu_tune.config import EvalConfig, TuneConfig, at_one_proportion_if_moved, at_pipeline_minimum
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import KNOBS, NEEDS, get_key, knob, moot_keys, set_key
@@ -39,7 +40,7 @@ from ipu_tune.search._space import (
     fitted_to_user,
     power_of_two_divisors,  # fmt: skip
 )
-from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split, head_stages
+from ipu_tune.search._splits import cut_param, cuts_to_starts, even_split
 
 __all__ = ["R_PARAM", "Codec", "is_pinned", "set_key"]
 

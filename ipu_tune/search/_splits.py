@@ -22,14 +22,12 @@ from functools import cached_property
 
 import numpy as np
 
-from ipu_tune.config import EvalConfig
 from ipu_tune.hardware import System
 from ipu_tune.models import ModelProfile
-from ipu_tune.plan import ExecutionPlan, plan_from_config
+from ipu_tune.plan import ExecutionPlan
 from ipu_tune.simulator import (
     DEFAULT_CONSTANTS,
     block_costs,
-    head_placement,
     stash_depth,
     state_bytes_per_param,
 )
@@ -40,7 +38,6 @@ __all__ = [
     "cut_param",
     "cuts_to_starts",
     "even_split",
-    "head_stages",
     "simulator_block_cycles",
     "stage_loads",
 ]
@@ -265,10 +262,3 @@ def balanced_split(
         j = i
     return tuple(reversed(starts))
 
-
-def head_stages(profile: ModelProfile, cfg: EvalConfig) -> int:
-    """1 when the plan runs a tied head on IPU0 after its last stage (the exports place it
-    there: a pipeline stage of its own under PopTorch's AutoIncrement), else 0."""
-    if not cfg.plan.pipeline.splits:
-        return 0
-    return int(head_placement(profile, plan_from_config(cfg)) is not None)

@@ -391,8 +391,8 @@ def test_a_pinned_accumulation_is_refused_by_a_space_that_runs_inference() -> No
 def test_a_tied_head_on_ipu0_counts_as_a_pipeline_stage_of_its_own() -> None:
     """BERT's `cls` runs on IPU0 after the last stage: with PopTorch's AutoIncrement (the
     exports) that is one more pipeline stage, and GA must be at least stages + 1."""
-    from ipu_tune.case import build_system
-    from ipu_tune.search import SearchProblem, head_stages
+    from ipu_tune.case import build_system, head_stages
+    from ipu_tune.search import SearchProblem
 
     cfg = compose_cfg("model=bert_base", "system.num_ipus=4", "plan.gradient_accumulation=1")
     problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg))
