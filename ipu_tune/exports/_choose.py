@@ -1,7 +1,9 @@
 """Which plan each export renders: the study's best, or, when the exporter's framework cannot run
-the best plan (its pipeline schedule or another of its rules, `Schedules`), the best stored trial
-it can run that fits; without one, the best plan changed into one it runs (`Schedules.switched`),
-simulated once for every exporter that needs that plan.
+the best plan (its pipeline schedule or another of its rules, `Schedules`), the better of two
+plans it runs, by the study's objectives: the best stored trial that fits and keeps the
+study's constraints, and the best plan changed into one it runs (`Schedules.switched`),
+simulated once for every exporter that needs that plan. Without a way to score the changed
+plan (`StoredTrials.values`), the stored trial comes first.
 
 Contexts are built here and only here, one per distinct plan, and shared by the exporters that
 render the same plan; the stored trials are read through `ipu_tune.records`, never run again.
@@ -38,20 +40,29 @@ class StoredTrials:
     trials: Sequence[FrozenTrial]
     directions: Sequence[str]
     simulate: Callable[[EvalConfig], SimResult] | None = None
+    # The study's objective values of a plan and its result; None when it breaks a constraint.
+    values: Callable[[EvalConfig, SimResult], Sequence[float] | None] | None = None
+
+
+def _rank(directions: Sequence[str], values: Sequence[float]) -> tuple[float, ...]:
+    """Objective values as a key that sorts the best first, as the study ranks them."""
+    return tuple(-x if d == "maximize" else x for d, x in zip(directions, values, strict=True))
+
+
+def _usable(values: Sequence[float] | None, directions: Sequence[str]) -> bool:
+    return (values is not None and len(values) == len(directions)
+            and all(math.isfinite(x) for x in values))
 
 
 def _ranked(stored: StoredTrials) -> list[FrozenTrial]:
     """Feasible complete trials, best first (then the earliest): the fitting candidates."""
-    signs = [1.0 if d == "maximize" else -1.0 for d in stored.directions]
-
     def usable(t: FrozenTrial) -> bool:
-        v = t.values
-        return (t.state == TrialState.COMPLETE and v is not None and len(v) == len(signs)
-                and all(math.isfinite(x) for x in v) and TrialRecord.of(t).feasible)
+        return (t.state == TrialState.COMPLETE and _usable(t.values, stored.directions)
+                and TrialRecord.of(t).feasible)
 
     def key(t: FrozenTrial) -> tuple[float, ...]:
         assert t.values is not None
-        return (*(-s * x for s, x in zip(signs, t.values, strict=True)), float(t.number))
+        return (*_rank(stored.directions, t.values), float(t.number))
 
     return sorted((t for t in stored.trials if usable(t)), key=key)
 
@@ -72,7 +83,14 @@ class PlanChooser:
         best = self.best
         if schedules is None or best.result is None or schedules.runs(best.plan):
             return best
-        return self._stored(schedules) or self._switched(schedules)
+        stored = self._stored(schedules)
+        if stored is None:
+            return self._switched(schedules, None)
+        trial, context = stored
+        if self.stored is None or self.stored.values is None:
+            return context  # the changed plan cannot be ranked against it
+        switched = self._switched(schedules, trial)
+        return switched if switched.stand_in and switched.stand_in.over else context
 
     def _trial(self, trial: FrozenTrial) -> tuple[EvalConfig, SimResult] | None:
         """A stored trial's config and result, read once (None: not stored, or does not fit)."""
@@ -88,7 +106,8 @@ class PlanChooser:
             self._read[trial.number] = found
         return self._read[trial.number]
 
-    def _stored(self, schedules: Schedules) -> ExportContext | None:
+    def _stored(self, schedules: Schedules) -> tuple[FrozenTrial, ExportContext] | None:
+        """The best stored trial the framework runs that fits, and its context."""
         if self.stored is None:
             return None
         if self._ranked is None:
@@ -102,19 +121,37 @@ class PlanChooser:
                 self._contexts[trial.number] = export_context(
                     cfg, result, self.best.profile,
                     stand_in=self._stand_in(trial.number, result))
-            return self._contexts[trial.number]
+            return trial, self._contexts[trial.number]
         return None
 
-    def _switched(self, schedules: Schedules) -> ExportContext:
-        """The best plan changed into one the framework runs, simulated once."""
+    def _switched(self, schedules: Schedules, rival: FrozenTrial | None) -> ExportContext:
+        """The best plan changed into one the framework runs, simulated once; its stand-in
+        names `rival` (the best stored trial the framework runs) when it ranks above it."""
         best = self.best
         cfg = schedules.switched(best.config, best.plan)
-        key = ("switched", plan_from_config(cfg))
+        key = ("switched", plan_from_config(cfg), rival.number if rival else None)
         if key not in self._contexts:
             result = self._simulate(cfg)
+            over = self._beaten(cfg, result, rival)
             self._contexts[key] = export_context(
-                cfg, result, best.profile, stand_in=self._stand_in(None, result))
+                cfg, result, best.profile, stand_in=self._stand_in(None, result, over))
         return self._contexts[key]
+
+    def _beaten(self, cfg: EvalConfig, result: SimResult,
+                rival: FrozenTrial | None) -> tuple[int, float] | None:
+        """`rival`'s number and throughput when the changed plan `cfg` ranks above it by the
+        study's objectives (it fits and keeps the constraints), else None."""
+        stored = self.stored
+        if rival is None or stored is None or stored.values is None or not result.fits:
+            return None
+        mine, theirs = stored.values(cfg, result), rival.values
+        if not _usable(mine, stored.directions) or not _usable(theirs, stored.directions):
+            return None
+        assert mine is not None and theirs is not None
+        if _rank(stored.directions, mine) >= _rank(stored.directions, theirs):
+            return None
+        found = self._trial(rival)
+        return (rival.number, found[1].throughput) if found else None
 
     def _simulate(self, cfg: EvalConfig) -> SimResult:
         simulate = self.stored.simulate if self.stored is not None else None
@@ -126,11 +163,12 @@ class PlanChooser:
             return SimResult(fits=False, throughput=0.0, step_time_s=math.inf, phases={},
                              bottleneck="invalid plan", memory=(), stages=(), reason=str(exc))
 
-    def _stand_in(self, trial: int | None, result: SimResult) -> StandIn:
+    def _stand_in(self, trial: int | None, result: SimResult,
+                  over: tuple[int, float] | None = None) -> StandIn:
         best = self.best
         assert best.result is not None  # `context_for` renders the best as it is without one
         return StandIn(
             best_trial=best.provenance.trial if best.provenance is not None else None,
             best_throughput=best.result.throughput, best=best.plan, trial=trial,
             throughput=result.throughput, fits=result.fits,
-            reason=result.reason or "does not fit in memory")
+            reason=result.reason or "does not fit in memory", over=over)

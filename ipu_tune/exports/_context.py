@@ -153,6 +153,17 @@ class ExportContext:
         return self.stages + (self.head is not None)
 
     @property
+    def layout_text(self) -> str:
+        """Replicas and stages as a program's first line says them: "2 replica(s) x 4
+        stage(s)", or with a placed head "x 4 IPU(s), 5 pipeline stages (...)"."""
+        head = self.head
+        if head is None:
+            return f"{self.replicas} replica(s) x {self.stages} stage(s)"
+        return (f"{self.replicas} replica(s) x {self.stages} IPU(s), {self.pipeline_stages}"
+                f" pipeline stages: the tied head `{head.module}` a stage of its own on"
+                f" IPU{head.stage}")
+
+    @property
     def device_mapping(self) -> list[int]:
         """The IPU of each pipeline stage (`pipeline_stages`)."""
         return [*range(self.stages), *([self.head.stage] if self.head is not None else [])]

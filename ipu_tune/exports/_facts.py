@@ -85,7 +85,10 @@ class Facts:
         times = ", ".join(
             f"{(s.forward_s + s.backward_s + s.recompute_s) * 1e3:.2f}" for s in self.r.stages
         )
-        return f"Simulated ms per micro-batch by stage: {times} (the longest bounds the step)."
+        ipu0 = (f" (IPU0's with the tied head's stage, `{self.r.stages[0].also[0]}`)"
+                if self.r.stages[0].also else "")
+        return (f"Simulated ms per micro-batch by IPU: {times}{ipu0} (the longest bounds the"
+                " step).")
 
     def headroom_sentence(self) -> str:
         if self.r is None or not self.r.memory:

@@ -325,7 +325,7 @@ def _header(ctx: ExportContext) -> list[str]:
     name = ctx.model_label
     title = (
         f"PopTorch program for {name} on {ctx.num_ipus} x {ctx.ipu}"
-        f" ({p.replication_factor} replica(s) x {ctx.stages} stage(s)), {p.mode},"
+        f" ({ctx.layout_text}), {p.mode},"
         f" precision {p.precision}."
     )
     needs = ["poptorch", "torch"]

@@ -146,6 +146,9 @@ class StandIn:
     throughput: float  # samples/s of this plan
     fits: bool
     reason: str = ""  # why it does not fit
+    # The best stored trial the framework runs (number, samples/s), when this changed plan
+    # ranks above it by the study's objectives.
+    over: tuple[int, float] | None = None
 
     def line(self, schedules: Schedules) -> str:
         """The program header's one sentence about it (`schedules`: the program's framework)."""
@@ -159,6 +162,11 @@ class StandIn:
             return (f"{head}; this program is the best plan {fw} can run: trial {self.trial},"
                     f" {rate_text(self.throughput)}{share}.")
         fixed = schedules.fixed(self.best)
+        if self.over is not None:
+            number, rate = self.over
+            return (f"{head}; this program is that plan with {fixed}, simulated at"
+                    f" {rate_text(self.throughput)}{share}, which ranks above the best stored"
+                    f" trial {fw} can run (trial {number}, {rate_text(rate)}).")
         if self.fits:
             return (f"{head}; no stored trial {fw} can run fits, so this program is that plan"
                     f" with {fixed}, simulated at {rate_text(self.throughput)}{share}.")

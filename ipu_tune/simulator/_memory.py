@@ -121,7 +121,12 @@ def _training_state(x: StageShape, pm: PlanMemory) -> tuple[float, float, float,
     """Bytes of gradients, optimizer state, activation stash and recompute checkpoints of a
     training stage, and its live activation elements per sample (seed guide 4.2: the stash
     holds 2(N-s)+1 micro-batches under the grouped schedule; recomputation keeps checkpoints
-    instead of every activation)."""
+    instead of every activation). N is the number of IPUs a replica pipelines over, as the
+    seed counts the FIFOs per IPU: a tied head run on IPU0 as a stage of its own after the
+    last (`head_stage_count`) adds none to IPU0's first-stage FIFO, which the shipped BERT-Base
+    SL512 layout [0, 4, 4, 4] needs to fit (calibration point bert_base_sl512_fits). The
+    head's own activations (`StageShape.head_saved_el`) are kept at the last stage's depth:
+    it is the pipeline's last stage, its backward right after its forward."""
     wb, b, stages = pm.wb, pm.b, pm.stages
     grads = x.params * wb if pm.gradient_accumulation > 1 else 0.0
     if pm.ring_steps and not grads:
@@ -133,7 +138,8 @@ def _training_state(x: StageShape, pm: PlanMemory) -> tuple[float, float, float,
     depth = stash_depth(pm.schedule, stages, x.stage)
     if pm.recompute == "none":
         if stages > 1:
-            stash = depth * x.saved_el * b * wb
+            head_depth = stash_depth(pm.schedule, stages, stages - 1)
+            stash = (depth * (x.saved_el - x.head_saved_el) + head_depth * x.head_saved_el) * b * wb
             live = x.max_live_el
         else:
             live = x.saved_el + x.max_live_el

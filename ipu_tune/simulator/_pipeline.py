@@ -87,8 +87,12 @@ def _split(parts: list[tuple[StageParts, str]]) -> tuple[float, float, float]:
 
 
 def pipeline_step(
-    stages: list[StageParts], schedule: str, micro_batches: int, training: bool
+    stages: list[StageParts], schedule: str, micro_batches: int, training: bool,
+    head_stages: int = 0,
 ) -> StepCore:
+    """`head_stages`: a tied head's own stage after the last, on IPU0 (`head_stage_count`):
+    its passes are in the first stage's parts (the same IPU, so the steady slot is unchanged),
+    and a training step's ramp has one more fill and one more drain slot."""
     n = len(stages)
     g = float(micro_batches)
     if not training:
@@ -112,7 +116,7 @@ def pipeline_step(
         b_max = max(stages, key=lambda p: p.backward)
         comp, exch, link = _split([(f_max, "f"), (b_max, "b")])
         slot = f_max.forward + b_max.backward
-        return StepCore(g * comp, g * exch, g * link, 2.0 * (n - 1) * slot, slot)
+        return StepCore(g * comp, g * exch, g * link, 2.0 * (n - 1 + head_stages) * slot, slot)
     slots = [p.forward + p.backward for p in stages]  # StageParts.slot
     worst = stages[max(range(n), key=slots.__getitem__)]  # the first longest, as max() picks
     # _split([(worst, "fb")]), written out: the common case of every tuner trial.
@@ -121,7 +125,7 @@ def pipeline_step(
     link = worst.f_link + worst.b_link
     ramp = 0.0
     f_run = b_run = 0.0
-    for p in stages[:-1]:
+    for p in stages[: n - 1 + head_stages]:
         f_run = max(f_run, p.forward)
         b_run = max(b_run, p.backward)
         ramp += f_run + b_run

@@ -29,7 +29,7 @@ from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
 from ipu_tune.simulator._memory import PlanMemory, plan_memory, stage_memory, stash_depth
 from ipu_tune.simulator._pipeline import StageParts, StepCore, pipeline_step, stage_parts
 from ipu_tune.simulator._result import IpuMemory, SimResult, StageTime, built
-from ipu_tune.simulator._stages import StageShape, stage_shapes
+from ipu_tune.simulator._stages import StageShape, head_stage_count, stage_shapes
 
 __all__ = ["simulate"]
 
@@ -59,7 +59,8 @@ def simulate(
     stream_bytes = 0.0 if profile.input_source == "synthetic" else mb_in_bytes
     parts, memory, times, fits = _stages(shapes, costs, system, pm, c, stream_bytes)
     core = pipeline_step(parts, plan.schedule,
-                         plan.gradient_accumulation if training else 1, training)
+                         plan.gradient_accumulation if training else 1, training,
+                         head_stage_count(shapes))
     update = update_times(shapes, system, plan, c)
     di = plan.device_iterations
     inputs_per_call = plan.samples_per_call  # model inputs: packs when sequences are packed

@@ -16,13 +16,15 @@ the last stage sends its output back to it as for BERT.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ipu_tune.models import ModelProfile
 from ipu_tune.plan import ExecutionPlan, stage_starts
 from ipu_tune.simulator._arrays import LOCK, ProfileArrays, lru_put, peak_block, profile_arrays
 
-__all__ = ["TIED_HEAD_BLOCKS", "HeadPlacement", "StageShape", "head_placement", "stage_shapes",
+__all__ = ["TIED_HEAD_BLOCKS", "HeadPlacement", "StageShape", "head_placement",
+           "head_stage_count", "stage_shapes",
            "tied_head"]
 
 
@@ -51,6 +53,7 @@ class StageShape:
     head_lo: int = 0
     head_hi: int = 0
     head_block: str = ""  # its name
+    head_saved_el: float = 0.0  # of saved_el, the tied head's [head_lo, head_hi)
     sends: bool = False  # sends its output over IPU-Links (not the last stage of a plain chain)
 
 
@@ -137,6 +140,7 @@ def _with_head(shape: StageShape, a: ProfileArrays, h: int, name: str) -> StageS
         params=shape.params + float(a.params[h + 1] - a.params[h]),
         param_ops=shape.param_ops + float(a.param_ops[h + 1] - a.param_ops[h]),
         saved_el=shape.saved_el + float(a.saved_block[h]),
+        head_saved_el=float(a.saved_block[h]),
         max_live_el=max(shape.max_live_el, float(a.max_live_block[h])),
         infer_live_el=max(shape.infer_live_el, float(a.infer_live_block[h])),
         head_lo=h,
@@ -163,8 +167,16 @@ def head_placement(profile: ModelProfile, plan: ExecutionPlan) -> HeadPlacement 
     """Where the simulator ran a tied head, when that is not the last stage, where a program
     would run it by default (it is called after the last layer). Every export places it from
     this: it is the stage `stage_shapes` charged it to (`StageShape.head_block`)."""
-    shapes = stage_shapes(profile, plan)
-    for shape in shapes[:-1]:
-        if shape.head_block:
-            return HeadPlacement(shape.head_block, shape.stage)
-    return None
+    shape = _head_shape(stage_shapes(profile, plan))
+    return HeadPlacement(shape.head_block, shape.stage) if shape is not None else None
+
+
+def head_stage_count(shapes: Sequence[StageShape]) -> int:
+    """The pipeline stages a tied head run before the last stage adds: 1, as every export runs
+    it (after the last stage, on IPU0: PopTorch's AutoStage.AutoIncrement, PopART's
+    pipelineStage(N)), else 0. The pipeline then has one more stage than it has IPUs."""
+    return int(_head_shape(shapes) is not None)
+
+
+def _head_shape(shapes: Sequence[StageShape]) -> StageShape | None:
+    return next((x for x in shapes[:-1] if x.head_block), None)

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +322,13 @@ def _write_set(out_dir: Path, files: dict[Path, str | bytes], cfg: TuneConfig) -
         write_files(files, "export path", cfg.results_dir)
 
 
+def _feasible_values(problem: SearchProblem, cfg: EvalConfig, _: SimResult) -> list[float] | None:
+    """The study's objective values of a plan an export changed, None when it breaks one of
+    the study's constraints (`StoredTrials.values`)."""
+    outcome = problem.evaluate(cfg)
+    return outcome.values if outcome.feasible else None
+
+
 def export_study(
     study: optuna.Study,
     problem: SearchProblem,
@@ -350,7 +358,8 @@ def export_study(
                                    out_dir)
         ctx = export_context(best_cfg, best_result, problem.profile, provenance)
         rendered = prepare_exports(ctx, StoredTrials(
-            study.get_trials(deepcopy=False), problem.directions, problem.simulate))
+            study.get_trials(deepcopy=False), problem.directions, problem.simulate,
+            partial(_feasible_values, problem)))
     explanation = explain_study(study, problem)
     report = report_bytes(
         study=study,

@@ -24,6 +24,8 @@ from ._export_plans import simulated_head
 from .test_schedules import Counting, export, flat, study_of, throughput
 from .test_tf_ipu_config import check_tf, run_tf
 
+TENSORFLOW_RUNS = next(e.schedules for e in EXPORTERS if e.name == "tensorflow").runs  # type: ignore[union-attr]
+
 # GPT-2 on a POD16 as `python -m ipu_tune model=gpt2 system=pod16 study.n_trials=30` finds it:
 # 4 replicas of 4 stages, optimizer state on chip and sharded across the replicas. With the
 # state unsharded it does not fit; offloaded (and sharded) it does.
@@ -122,3 +124,71 @@ def test_without_a_stored_trial_tensorflow_gets_the_best_plan_with_its_state_off
     assert "offload_weight_update_variables=True" in exports.texts["tensorflow"]
     assert "offload_weight_update_variables=False" in exports.texts["poptorch"] or (
         "useOnChipStorage(True)" in exports.texts["poptorch"])
+
+
+def _by_throughput(cfg: EvalConfig, result: Any) -> list[float]:
+    return [result.throughput]
+
+
+def test_the_best_plan_with_its_state_offloaded_wins_over_a_slower_stored_trial(
+    tmp_path: Path,
+) -> None:
+    """Scored by the study's objectives, the changed best plan (601 samples/s) is taken over
+    the best stored trial TensorFlow runs (571), and the header names the trial it beat."""
+    study = study_of((gpt2(), True), (gpt2(offload=True, ga=32), True))
+    counting = Counting()
+    exports = export(study, 0, tmp_path, counting, _by_throughput)
+    got, best, slower = (evaluate_config(gpt2(offload=True)).throughput, throughput(study, 0),
+                         throughput(study, 1))
+    assert got > slower
+    assert (f"{WHY}; this program is that plan with its optimizer state offloaded (and sharded),"
+            f" simulated at {got:,.0f} samples/s ({100 * got / best:.1f}% of the best plan's),"
+            f" which ranks above the best stored trial TensorFlow can run (trial 1,"
+            f" {slower:,.0f} samples/s).") in flat(exports.texts["tensorflow"])
+    assert "offload_weight_update_variables=True" in exports.texts["tensorflow"]
+    assert "gradient_accumulation_steps_per_replica=64" in exports.texts["tensorflow"]
+    assert len(counting.configs) == 1  # the changed plan, simulated once
+
+
+def test_a_stored_trial_that_ranks_above_the_changed_plan_is_kept(tmp_path: Path) -> None:
+    """Scored by memory (less is better), the stored trial at half the micro-batch beats the changed
+    best plan: TensorFlow gets the stored trial, as without a score."""
+    small = gpt2(offload=True)
+    small.workload.micro_batch_size = 1  # type: ignore[misc]
+    study = study_of((gpt2(), True), (small, True))
+
+    def by_memory(cfg: EvalConfig, result: Any) -> list[float]:
+        return [-max(m.total_bytes for m in result.memory)]  # higher is better: less memory
+
+    exports = export(study, 0, tmp_path, None, by_memory)
+    assert "this program is the best plan TensorFlow can run: trial 1" in flat(
+        exports.texts["tensorflow"])
+
+
+def test_the_tuner_scores_the_changed_plan_by_the_studys_objectives(tmp_path: Path) -> None:
+    """The tuner's own run: TensorFlow's program holds whichever of the best stored trial it
+    runs and the best plan with its state offloaded is faster, and says which it passed over."""
+    from hydra import compose, initialize_config_dir
+
+    from ipu_tune.config import CONF_DIR, TuneConfig, typed
+    from ipu_tune.tuner import run
+
+    overrides = [f"results_dir={tmp_path}", "study.n_trials=30", "study.progress_bar=false",
+                 "model=gpt2", "system=pod16"]
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        cfg = typed(TuneConfig, compose(config_name="config", overrides=overrides))
+    summary = run(cfg, frozenset())
+    best = summary.best_config
+    assert best is not None and summary.best_result is not None
+    text = flat(summary.exports["tensorflow"].read_text())
+    if not TENSORFLOW_RUNS(plan_from_config(best)):
+        changed = evaluate_config(replace(best, plan=replace(best.plan,
+                                                             offload_optimizer_state=True)))
+        said = summary.stand_ins["tensorflow"]
+        assert said in text
+        if "ranks above the best stored trial" in said:
+            assert f"simulated at {rate_text(changed.throughput)}" in said
+            assert changed.fits and changed.throughput > float(
+                said.split("samples/s).")[0].rsplit(", ", 1)[1].replace(",", ""))
+        else:
+            assert "this program is the best plan TensorFlow can run: trial" in said

@@ -3,6 +3,8 @@ the next IPU, the head on the masked tokens only."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ipu_tune.config import ModelConfig
@@ -112,3 +114,35 @@ def test_a_folded_transformers_head_receives_the_last_stages_output() -> None:
     assert r.stages[0].also == ("lm_head",)
     # The last stage receives the hidden states and sends its own back: twice IPU0's send.
     assert r.stages[-1].inter_ipu_s == pytest.approx(2 * r.stages[0].inter_ipu_s)
+
+
+def test_the_heads_own_stage_is_stashed_at_the_last_stages_depth(bert_base: ModelProfile) -> None:
+    """Without recomputation IPU0 stashes its embedding's activations for 2N+1 = 9 micro-batches
+    (seed guide 4.2) and the head's for 3, the depth of the pipeline's last stage, which the
+    head is: its backward right after its forward."""
+    from ipu_tune.simulator import stash_depth
+
+    plan = replace(PLAN, recompute="none", micro_batch_size=2)
+    r = simulate(bert_base, make_system("mk2", 4), plan)
+    embeddings, head = (bert_base.block_stats[0].saved_elements,
+                        bert_base.block_stats[-1].saved_elements)
+    assert head > 0
+    expected = (stash_depth("grouped", 4, 0) * embeddings + stash_depth("grouped", 4, 3) * head)
+    assert r.memory[0].categories["activation_stash"] == round(expected * 2 * 2)
+    assert r.extras["stash_depths"] == [9, 7, 5, 3]
+
+
+def test_the_heads_own_stage_adds_a_slot_to_the_ramp(bert_base: ModelProfile) -> None:
+    """The program runs 5 stages on 4 IPUs: one more fill and drain slot than 4 stages, at the
+    longest stage's forward and backward (the steady slot is unchanged: IPU0 runs both)."""
+    from ipu_tune.simulator._pipeline import pipeline_step, stage_parts
+
+    parts = [stage_parts(1.0, 0.0, 0.0, 2.0, 0.0, 0.0), stage_parts(3.0, 0.0, 0.0, 5.0, 0.0, 0.0),
+             stage_parts(2.0, 0.0, 0.0, 4.0, 0.0, 0.0)]
+    plain = pipeline_step(parts, "grouped", 8, True)
+    head = pipeline_step(parts, "grouped", 8, True, head_stages=1)
+    assert plain.ramp == pytest.approx((1 + 2) + (3 + 5))
+    assert head.ramp == pytest.approx(plain.ramp + (3 + 5))
+    assert (head.compute, head.slot) == (plain.compute, plain.slot)
+    interleaved = pipeline_step(parts, "interleaved", 8, True, head_stages=1)
+    assert interleaved.ramp == pytest.approx(2 * 3 * interleaved.slot)
