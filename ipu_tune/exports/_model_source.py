@@ -20,7 +20,8 @@ from ipu_tune.errors import bad_value
 from ipu_tune.models import ModelProfile
 
 __all__ = [
-    "literal", "masked_count", "model_imports", "model_lines", "module_access", "module_path",
+    "literal", "masked_count", "masked_zoo_bert", "model_imports", "model_lines", "module_access",
+    "module_path",
 ]
 
 # ipu-tune zoo name -> torchvision.models builder (aliases resolve to the primary name first).
@@ -202,7 +203,19 @@ def _bert_lines(cfg: EvalConfig, name: str, profile: ModelProfile | None) -> lis
         " model.bert.encoder.layer[i] and model.cls. Random weights: load your own.",
         f"model = BertForMaskedLM(BertConfig({_kwargs(config)}))",
     ]
-    return out + _masked_note(cfg, "model.cls", profile)
+    positions = masked_count(cfg, profile)
+    if positions is None:
+        return out
+    return [*out,
+            f"# ipu-tune profiled the MLM head on {positions} masked positions, as Graphcore's"
+            " BERT runs it: your data puts each sequence's masked tokens first, and the head"
+            " runs on those positions only (MaskedPositions, below).",
+            f"MASKED_POSITIONS = {positions}"]
+
+
+def masked_zoo_bert(cfg: EvalConfig, profile: ModelProfile | None) -> bool:
+    """A zoo BERT whose head ran on the masked positions only: the program runs it there."""
+    return zoo_name(cfg) in _BERT and masked_count(cfg, profile) is not None
 
 
 def masked_count(cfg: EvalConfig, profile: ModelProfile | None) -> int | None:

@@ -8,7 +8,7 @@ from ipu_tune.models import ModelProfile
 from ._context import ExportContext
 from ._docs import cite
 from ._image_text import caption_tokens, image_text_forward, image_text_model
-from ._model_source import zoo_name
+from ._model_source import masked_zoo_bert, zoo_name
 
 __all__ = ["input_lines", "optimizer_lines"]
 
@@ -108,9 +108,25 @@ def _input_wrapper(cfg: EvalConfig, eight_bit: bool, overlap: bool,
     return [*out, "", "", "model = IpuInput(model, INPUT_DTYPE)"]
 
 
-def _loss_wrapper(cfg: EvalConfig) -> list[str]:
+# BertForMaskedLM with its head on the masked positions only, which the data puts first in each
+# sequence (Graphcore's BERT; `model.kwargs.masked_positions`): the graph ipu-tune simulated.
+_MASKED_POSITIONS = [
+    "", "", "class MaskedPositions(torch.nn.Module):",
+    '    """The encoder on every token, the MLM head on the first MASKED_POSITIONS."""', "",
+    "    def __init__(self, model: torch.nn.Module) -> None:",
+    "        super().__init__()", "        self.model = model", "",
+    "    def forward(self, x):",
+    "        hidden = self.model.bert(x).last_hidden_state[:, :MASKED_POSITIONS]",
+    "        return self.model.cls(hidden)", "", "",
+    "model = MaskedPositions(model)",
+]
+
+
+def _loss_wrapper(cfg: EvalConfig, masked: bool) -> list[str]:
+    """`masked`: the model is `MaskedPositions` (its output: the scores; the labels of those
+    positions)."""
     family = loss_family(cfg)
-    hugging_face = family != "classification"
+    hugging_face = family != "classification" and not masked
     span: list[str] = []
     logits = "self.model(x).logits" if hugging_face else "self.model(x)"
     if family == "seq2seq-lm":  # decoder inputs as long as the encoder's, as profiled
@@ -119,6 +135,8 @@ def _loss_wrapper(cfg: EvalConfig) -> list[str]:
         loss = ("self.criterion(out[:, :-1].reshape(-1, out.shape[-1]),"
                 " labels[:, 1:].reshape(-1))")
     elif family in ("masked-lm", "seq2seq-lm"):  # one label per position
+        if masked:
+            span = ["        labels = labels[:, :MASKED_POSITIONS]  # those the head ran on"]
         loss = "self.criterion(out.reshape(-1, out.shape[-1]), labels.reshape(-1))"
     elif family == "question-answering":  # QuestionAnsweringModelOutput: start and end logits
         logits = "self.model(x)"
@@ -204,9 +222,12 @@ def input_lines(
     if not plan.training and loss_family(cfg) == "speech-seq2seq":
         out.append("# Call it with the decoder's input tokens as simulated: "
                    "poptorch_model(features, decoder_input_ids=ids).")
+    masked = masked_zoo_bert(cfg, ctx.profile)
+    if masked:
+        out += _MASKED_POSITIONS
     if plan.training:
         out += (_model_with_loss(image_text_forward(spliced), "torch.nn.CrossEntropyLoss()")
-                if captions else _loss_wrapper(cfg))
+                if captions else _loss_wrapper(cfg, masked))
     out.append(f"model = model.{model_dtype}()")
     host = (
         "PILToTensor only (uint8, no ConvertImageDtype/Normalize)"

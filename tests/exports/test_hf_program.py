@@ -9,7 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PipelineConfig, PlanConfig
+from ipu_tune.config import (
+    EvalConfig,
+    HfConfig,
+    ModelConfig,
+    PipelineConfig,
+    PlanConfig,
+    WorkloadConfig,
+)
 from ipu_tune.models import profile_model
 
 from ._recorder import poptorch_model
@@ -143,3 +150,31 @@ def test_an_image_text_program_trains_on_images_with_their_captions(
     sides = (F.cross_entropy(out, pairs) + F.cross_entropy(out.t(), pairs)) / 2
     assert torch.allclose(loss, sides)
     loss.backward()
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_a_zoo_bert_runs_its_head_on_the_masked_positions_only(
+    monkeypatch: pytest.MonkeyPatch, mode: str,
+) -> None:
+    """The head ran on the masked positions in the simulation (Graphcore's BERT): the program's
+    model, a real BertForMaskedLM on the CPU, gives scores for those positions only, trains on
+    their labels, and keeps the head's placement on IPU0."""
+    kwargs = {"num_layers": 2, "hidden": 32, "num_heads": 2, "intermediate": 64,
+              "vocab_size": 100, "masked_positions": 6}  # fmt: skip
+    cfg = EvalConfig(model=ModelConfig(name="bert_base", sequence_length=64, kwargs=kwargs),
+                     plan=PlanConfig(precision="32.32", gradient_accumulation=8,
+                                     device_iterations=8,
+                                     pipeline=PipelineConfig(splits=["encoder.layer.1"])),
+                     workload=WorkloadConfig(mode=mode))  # fmt: skip
+    source = poptorch_snippet(cfg, None, profile_model(cfg.model))
+    assert "MASKED_POSITIONS = 6" in source
+    assert "model.cls = poptorch.BeginBlock(model.cls, ipu_id=0)" in source
+    model = poptorch_model(monkeypatch, source)
+    ids = torch.randint(100, (4, 64))
+    if mode == "infer":
+        assert model(ids).shape == (4, 6, 100)
+        return
+    out, loss = model(ids, torch.randint(100, (4, 64)))
+    assert out.shape == (4, 6, 100) and torch.isfinite(loss)
+    loss.backward()
+    assert model.model.model.cls.predictions.transform.dense.weight.grad is not None
