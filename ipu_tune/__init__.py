@@ -6,7 +6,7 @@ if _sys.argv[:1] == ["-m"] or _sys.argv[0].endswith("ipu-tune"):
     # Run as a command: SIGINT/SIGTERM are one line from the first import on, not a traceback.
     from ipu_tune.interrupts import install as _install
 
-    _install()
+    _install(_sys.argv[1] if len(_sys.argv) > 1 else None)
 
 from typing import TYPE_CHECKING, Any
 

@@ -108,16 +108,8 @@ def usage() -> str:
     return "\n".join(lines)
 
 
-# Commands that only read (a study, a plan, a model): their interrupted line says so, not that
-# "finished trials are kept" (the caches they fill are written whole or not at all).
-_READING = frozenset({"evaluate", "profile", "studies", "explain", "trials", "compare"})
-
-
 def _dispatch(args: list[str]) -> int:
     if args and args[0] in _COMMANDS:
-        if args[0] in _READING:
-            interrupts.outcome("the command only reads, nothing of it is left half-done; run "
-                               "it again")
         return _command(args[0])(args[1:])
     if args and args[0] in ("-h", "--help"):
         print(usage())
@@ -152,11 +144,11 @@ def _one_line_warnings() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    interrupts.install()
+    args = list(sys.argv[1:] if argv is None else argv)
+    interrupts.install(args[0] if args else None)  # its line, as `ipu_tune/__init__.py` set
     if argv is None:  # the process is this command: its title and stderr are ours
         _masked_title()
         _one_line_warnings()
-    args = list(sys.argv[1:] if argv is None else argv)
     try:
         _main(args)
     finally:  # every way out, Hydra's own sys.exit included

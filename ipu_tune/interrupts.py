@@ -30,6 +30,11 @@ from collections.abc import Iterator
 from types import FrameType
 
 __all__ = [
+    "COMMAND_OUTCOMES",
+    "OUTPUT_OUTCOME",
+    "READ_OUTCOME",
+    "REPORT_OUTCOME",
+    "TUNE_OUTCOME",
     "Interrupted",
     "add_child",
     "check",
@@ -59,6 +64,21 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+TUNE_OUTCOME = "finished trials are kept, run the same command again to resume"
+READ_OUTCOME = "the command only reads, nothing of it is left half-done; run it again"
+REPORT_OUTCOME = ("the exports and report.html on disk are whole, all old or all new; run the "
+                  "same command again to rebuild them")
+OUTPUT_OUTCOME = ("--output is unchanged or whole, never half-written; run the same command "
+                  "again to write it")
+# What each subcommand's interrupted line says (`install`); any other argument: the tuner's.
+# The reading commands fill only caches, written whole or not at all.
+COMMAND_OUTCOMES = {
+    "report": REPORT_OUTCOME, "export": OUTPUT_OUTCOME, "calibrate": OUTPUT_OUTCOME,
+    **dict.fromkeys(("evaluate", "profile", "studies", "explain", "trials", "compare"),
+                    READ_OUTCOME),
+}
+
+
 class _State:
     installed = False
     deferred = False
@@ -67,7 +87,7 @@ class _State:
     children: list[int] = []  # noqa: RUF012  (worker PIDs the parent forwards signals to)
     holding = 0  # depth of `held()`: a signal waits for a point where files are whole
     held: int | None = None  # the signal that arrived while holding
-    outcome = "finished trials are kept, run the same command again to resume"
+    outcome = TUNE_OUTCOME
 
 
 def exit_code(signum: int) -> int:
@@ -141,8 +161,11 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     _forward(signum)
 
 
-def install() -> None:
-    """Handle SIGINT/SIGTERM from now on (idempotent; main thread only)."""
+def install(command: str | None = None) -> None:
+    """Handle SIGINT/SIGTERM from now on (idempotent; main thread only); `command`: the first
+    argument, whose interrupted line (`COMMAND_OUTCOMES`) holds from the first import on."""
+    if command in COMMAND_OUTCOMES:
+        _State.outcome = COMMAND_OUTCOMES[command]
     if _State.installed:
         return
     for sig in _SIGNALS:

@@ -18,6 +18,7 @@ from ipu_tune.errors import (
     server_fault,
     shorten,
 )
+from ipu_tune.interrupts import OUTPUT_OUTCOME, REPORT_OUTCOME
 
 __all__ = [
     "EXIT_FAULT",
@@ -45,10 +46,6 @@ TRUST_HELP = (
 )
 # What the interrupted line of a command that writes files (not trials) says: the writer
 # (`ipu_tune.files`) leaves each file, and the exports as a set, old or new, never half.
-REPORT_OUTCOME = ("the exports and report.html on disk are whole, all old or all new; run the "
-                  "same command again to rebuild them")
-OUTPUT_OUTCOME = ("--output is unchanged or whole, never half-written; run the same command "
-                  "again to write it")
 
 
 def disk_error(exc: BaseException) -> str | None:

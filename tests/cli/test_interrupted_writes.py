@@ -142,3 +142,22 @@ def test_signal_line_of_a_command_that_only_reads(stored: Path) -> None:
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == ("ipu-tune: interrupted by SIGINT; the command only reads, nothing "
                            "of it is left half-done; run it again\n"), proc.stderr
+
+
+@pytest.mark.parametrize(("command", "line"), [
+    ("export", "--output is unchanged or whole, never half-written"),
+    ("report", "the exports and report.html on disk are whole"),
+    ("trials", "the command only reads, nothing of it is left half-done"),
+    ("model=resnet50", "finished trials are kept"),
+])
+def test_a_signal_during_the_first_imports_says_what_the_command_leaves(
+        command: str, line: str) -> None:
+    """Ctrl-C while `export` or `report` was still importing said "finished trials are kept, run
+    the same command again to resume": the command's own line holds from the first import."""
+    script = (f"import sys; sys.argv = ['-m', {command!r}, 's']; import ipu_tune, os, signal; "
+              "os.kill(os.getpid(), signal.SIGINT); import time; time.sleep(30)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert proc.returncode == 130
+    assert proc.stderr.startswith(f"ipu-tune: interrupted by SIGINT; {line}"), proc.stderr
+    assert proc.stderr.count("\n") == 1
