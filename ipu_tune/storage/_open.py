@@ -265,8 +265,11 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
         except IpuTuneError:
             raise
         except Exception as exc:
+            # The default journal is named by results_dir, whose value is the folder.
+            named = (f"{target.key}={target.results_dir!r}: its journal {str(path)!r}"
+                     if target.key == "results_dir" else f"{target.key}={str(path)!r}")
             raise IpuTuneError(
-                f"{target.key}={str(path)!r}: cannot read the journal file "
+                f"{named}: cannot read the journal file "
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "it is corrupted or not an Optuna journal"
             ) from None

@@ -3,8 +3,9 @@
 The commands that read a study (`studies`, `trials`, `explain`, `export`, `report`) must not
 change the journal, even to repair it: the tuner repairs it before it appends
 (`ipu_tune.storage._torn`). They read past what it would move aside - a line that is no
-journal record (garbage, NUL bytes), in the middle or last - with one line on stderr saying
-so, and a tail without its newline, which may be a write in progress, without a word.
+journal record (garbage, NUL bytes, the torn start of a fused line, whose whole records they
+read as the repair keeps them), in the middle or last - with one line on stderr saying so, and a
+tail without its newline, which may be a write in progress, without a word.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from optuna.storages import BaseStorage, JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.storage._torn import check_journal, record
+from ipu_tune.storage._torn import check_journal, line_records
 
 __all__ = ["read_journal"]
 
@@ -40,12 +41,12 @@ class _ReadingBackend(JournalFileBackend):
         end = data.rfind(b"\n") + 1  # whole lines only: a tail without its newline waits
         at = 0
         for line in data[:end].split(b"\n")[:-1]:
-            found = record(line)
-            if found is None:
+            found, whole = line_records(line)  # a fused line's whole ones, as repair keeps
+            if not whole:
                 self._bad.add(offset + at)
-            else:
+            for log in found:
                 if number >= log_number_from:
-                    yield found
+                    yield log
                 number += 1
             at += len(line) + 1
         self._read_to = (number, offset + end)

@@ -15,7 +15,10 @@ Repair, under the journal's own lock (no writer is mid-append then):
   code) makes Optuna refuse the whole study: it is moved into `<journal>.bad-<UTC time>` and
   the journal keeps every other record, readable by Optuna again. One line on stderr says so.
   So is such a last line (NUL bytes and a newline after a machine crash): Optuna reads past
-  it, but the next append would put it in the middle, where the next read fails.
+  it, but the next append would put it in the middle, where the next read fails;
+- a torn record fused with the next append (one line, two record starts: what a writer killed
+  mid-write left before appends checked the tail, or a plain Optuna writer leaves): the whole
+  records after its torn start stay in place (`line_records`), the torn bytes are moved aside.
 
 Only a process that writes repairs: commands that read a study read past such lines as they are
 (`ipu_tune.storage._reading`).
@@ -36,7 +39,9 @@ from ipu_tune.errors import IpuTuneError
 from ipu_tune.files import atomic_write
 from ipu_tune.storage._journal_lock import FlockLock
 
-__all__ = ["check_journal", "ends_torn", "record", "repair_locked", "repair_torn_tail"]
+__all__ = [
+    "check_journal", "ends_torn", "line_records", "record", "repair_locked", "repair_torn_tail",
+]
 
 _FIRST_LINE_BYTES = 1 << 20
 _OP_CODES = range(11)  # optuna.storages.journal JournalOperation: CREATE_STUDY .. DISCARD_TRIALS
@@ -102,10 +107,48 @@ def _stamp(path: Path, kind: str) -> Path:
 # the file (a sound journal has none), then judged by a JSON parse (`_is_record`).
 _SUSPECT = re.compile(
     rb'^(?!\{"op_code":(?:10|[0-9]),"worker_id":"[^\n\x00]*\}$)[^\n]*$', re.MULTILINE)
+# A record's start: never inside a JSON string (its quotes are escaped there), so a line holding
+# two is a torn record fused with the next append (a writer killed mid-write by an older
+# ipu-tune, or a plain Optuna writer): it looks like a record at both ends.
+_START = b'{"op_code":'
+_FUSED = re.compile(rb'^[^\n]*\{"op_code":[^\n]*\{"op_code":[^\n]*$', re.MULTILINE)
+
+
+def _suspects(data: bytes, end: int) -> list[tuple[int, int]]:
+    """(start, end) of the lines of `data[:end]` that may be no record, in order (not the
+    empty match at `end` itself, where no line begins)."""
+    found = {(m.start(), m.end()) for m in _SUSPECT.finditer(data, 0, end) if m.start() < end}
+    if data.count(_START, 0, end) > data.count(b"\n", 0, end):  # some line holds two
+        found |= {(m.start(), m.end()) for m in _FUSED.finditer(data, 0, end)}
+    return sorted(found)
+
+
+def _pieces(line: bytes) -> list[bytes]:
+    """The whole records a line that is no record holds (a fused line's, after its torn start)."""
+    return [p for p in (_START + q for q in line.split(_START)[1:]) if _is_record(p)]
+
+
+def line_records(line: bytes) -> tuple[list[dict[str, Any]], bool]:
+    """The records of one journal line as the repair keeps them (the line's own, the whole ones
+    a fused line holds, or none), and whether the line is one whole record."""
+    found = record(line)
+    if found is not None:
+        return [found], True
+    return [r for r in map(record, _pieces(line)) if r is not None], False
+
+
+def _salvaged(line: bytes) -> tuple[bytes, bytes]:
+    """(records kept, bytes moved aside) of a bad line: the whole records a fused line holds
+    after its torn start stay in the journal, in place; the rest is moved aside."""
+    kept = _pieces(line)
+    cut = line
+    for p in kept:
+        cut = cut.replace(p, b"", 1)
+    return b"".join(p + b"\n" for p in kept), cut
 
 
 def _plan(data: bytes) -> tuple[int, bytes, bytes, list[bytes]]:
-    """(offset to rewrite from, bytes to write there, torn tail cut, bad lines moved) of the
+    """(offset to rewrite from, bytes to write there, torn tail cut, bad bytes moved) of the
     lines in `data`; an offset of -1 when they are sound. A bad last line counts as one in the
     middle: Optuna reads past it, but the next append puts it in the middle."""
     body_end = data.rfind(b"\n") + 1
@@ -113,16 +156,17 @@ def _plan(data: bytes) -> tuple[int, bytes, bytes, list[bytes]]:
     whole_tail = bool(tail) and _is_record(tail)
     torn = tail if tail and not whole_tail else b""
     fixed_tail = tail + b"\n" if whole_tail else b""  # only its newline was lost
-    bad = [(m.start(), m.end()) for m in _SUSPECT.finditer(data, 0, body_end)
-           if m.start() < body_end and not _is_record(m.group())]
+    bad = [(a, b) for a, b in _suspects(data, body_end) if not _is_record(data[a:b])]
     if not bad:
         return (body_end if tail else -1), fixed_tail, torn, []
-    keep, at = [], bad[0][1] + 1
-    for start, end in bad[1:]:
-        keep.append(data[at:start])
+    keep, moved, at = [], [], bad[0][0]
+    for start, end in bad:
+        kept, cut = _salvaged(data[start:end])
+        keep += [data[at:start], kept]
+        moved.append(cut)
         at = end + 1
     keep.append(data[at:body_end])
-    return bad[0][0], b"".join(keep) + fixed_tail, torn, [data[a:b] for a, b in bad]
+    return bad[0][0], b"".join(keep) + fixed_tail, torn, moved
 
 
 _TAIL_BYTES = 1 << 18

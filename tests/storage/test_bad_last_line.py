@@ -111,3 +111,53 @@ def test_a_nul_tail_neither_breaks_a_run_nor_is_touched_by_studies(tmp_path: Pat
         proc = _cli(*run, f"study.n_trials={n_trials}", cwd=tmp_path)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert len(list(results.glob("ipu_tune.journal.bad-*"))) == 1
+
+
+def test_a_fused_line_is_repaired_and_the_whole_record_in_it_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torn record with the next append fused onto it (one line, two record starts, the ends
+    of a record at both ends): readers read its whole record, the tuner keeps that record in
+    place and moves the torn bytes aside, and plain Optuna reads the study again."""
+    journal = _journal(tmp_path, b"", trials=4)
+    lines = journal.read_bytes().split(b"\n")[:-1]
+    k = len(lines) // 2
+    torn = lines[k][: len(lines[k]) // 2]
+    fused = [*lines[:k], torn + lines[k + 1], *lines[k + 2:]]
+    journal.write_bytes(b"".join(line + b"\n" for line in fused))
+    with pytest.raises(ValueError):
+        optuna.load_study(study_name="a", storage=optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(journal))))
+    capsys.readouterr()
+    reread = open_storage(resolve_storage(None, str(tmp_path)), read_only=True)
+    seen = optuna.load_study(study_name="a", storage=reread).trials
+    assert "no journal record" in capsys.readouterr().err
+    open_storage(resolve_storage(None, str(tmp_path)))  # the tuner's open repairs
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and ".bad-" in err
+    (backup,) = tmp_path.glob("ipu_tune.journal.bad-*")
+    assert backup.read_bytes() == torn + b"\n"
+    assert journal.read_bytes() == b"".join(
+        line + b"\n" for line in [*lines[:k], *lines[k + 1:]])
+    plain = optuna.load_study(study_name="a", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal))))
+    assert [(t.number, t.state, t.params) for t in plain.trials] == [
+        (t.number, t.state, t.params) for t in seen]
+
+
+def test_an_unreadable_default_journal_is_named_as_results_dirs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A journal Optuna cannot read and the repair finds nothing in: the line names the key
+    with its own value (the folder), then the journal file."""
+    from ipu_tune.storage import _open
+
+    journal = _journal(tmp_path, b"")
+
+    def unreadable(path: Path) -> None:
+        raise ValueError("Invalid log format.")
+
+    monkeypatch.setattr(_open, "_journal", unreadable)
+    with pytest.raises(IpuTuneError) as err:
+        open_storage(resolve_storage(None, str(tmp_path)))
+    assert str(err.value).startswith(
+        f"results_dir={str(tmp_path)!r}: its journal {str(journal)!r}: cannot read the journal "
+        "file (ValueError: Invalid log format.)")
