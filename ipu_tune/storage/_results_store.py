@@ -22,6 +22,7 @@ from ipu_tune.files import atomic_write
 from ipu_tune.knobs import KNOBS
 from ipu_tune.storage._foreign import ForeignTable
 from ipu_tune.storage._open import redact
+from ipu_tune.storage._places import database_file
 from ipu_tune.storage._results_table import (
     COLUMN_NAMES,
     TABLE_NAME,
@@ -79,7 +80,8 @@ class ResultsStore:
         try:
             self._table.insert(fit_int64(rows))
         except Exception as exc:
-            found = disk_fault(exc, repr(redact(self.url)))
+            file = database_file(self.url)  # a SQLite table's file, as the OS names it
+            found = disk_fault(exc, repr(str(file)) if file else repr(redact(self.url)))
             if found is None:
                 raise self._failed("write", exc) from None
             raise IpuTuneError(f"{found}; {disk_hint(found)}", fault=True) from None

@@ -164,3 +164,23 @@ def test_a_row_from_the_plan_as_written_equals_the_row_read_back_from_the_study(
                   "invalid" if outcome.result.bottleneck == "invalid plan" else "too big")
         assert row_from_trial("s", frozen, plan) == row_from_trial("s", frozen)
     assert kinds == {"fits", "invalid", "too big"}
+
+
+def test_a_full_disk_under_the_results_table_names_its_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite says "database or disk is full" without a path: the line names the table's file
+    as a path, not as the URL ipu-tune opened it by."""
+    import sqlite3
+
+    store = ResultsStore(f"sqlite:///{tmp_path}/results.db")
+
+    def full(rows: object) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store._table, "insert", full)
+    with pytest.raises(IpuTuneError) as err:
+        store.insert([{"study_name": "s", "trial_number": 0}])
+    assert str(err.value).startswith(
+        f"disk error writing {str(tmp_path / 'results.db')!r}: database or disk is full")
+    assert err.value.fault
+    store.close()
