@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tqdm import tqdm
+
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.files import atomic_write
 from ipu_tune.storage._journal_lock import FlockLock
@@ -99,8 +101,15 @@ def check_journal(path: Path) -> None:
 
 
 def _stamp(path: Path, kind: str) -> Path:
+    """A backup name nothing is at yet: appends repair as they go, so one process may repair
+    twice in a second, and a backup never replaces another (nor anything else of that name)."""
     when = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return path.with_name(f"{path.name}.{kind}-{when}-{os.getpid()}")
+    base = path.with_name(f"{path.name}.{kind}-{when}-{os.getpid()}")
+    name, n = base, 1
+    while os.path.lexists(name):
+        n += 1
+        name = base.with_name(f"{base.name}-{n}")
+    return name
 
 
 # A line that does not look like a record as Optuna writes it: found in one C-speed pass over
@@ -233,6 +242,9 @@ def repair_locked(path: Path, whole: bool = False) -> Path | None:
     what += (" and " if bad and torn else "") + (
         f"a torn last record ({len(torn)} bytes: a writer killed mid-write, or a full disk)"
         if torn else "")
-    print(f"ipu-tune: journal {str(path)!r} held {what}; moved them to {str(backup)!r}, "
-          "every other record is kept", file=sys.stderr)
+    # On a line of its own: the trials bar (of this or the main process) may be on the
+    # terminal's current line, with no newline after it.
+    start = "\r\x1b[K" if sys.stderr.isatty() else ""
+    tqdm.write(f"{start}ipu-tune: journal {str(path)!r} held {what}; moved them to "
+               f"{str(backup)!r}, every other record is kept", file=sys.stderr)
     return backup
