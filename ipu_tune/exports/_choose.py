@@ -30,39 +30,48 @@ from ._schedules import Schedules, StandIn
 __all__ = ["PlanChooser", "StoredTrials"]
 
 
+Key = Callable[[Sequence[float]], tuple[float, ...]]
+
+
 @dataclass(frozen=True)
 class StoredTrials:
     """The study's finished trials an export may fall back on, the study's objective directions
-    (`maximize`/`minimize`: trials are ranked by the objectives in order, so with one objective
-    as the study ranks them), and how the study simulates a plan (None: the case path with the
-    default constants, as `python -m ipu_tune evaluate` without `--constants`)."""
+    (`maximize`/`minimize`), and how the study simulates a plan (None: the case path with the
+    default constants, as `python -m ipu_tune evaluate` without `--constants`).
+
+    `values`: the study's objective values of a changed plan and its result, and why it breaks
+    one of the study's constraints ("" when it keeps them); None: a changed plan cannot be
+    ranked, and a stored trial comes first. `rank`: the study's own order of objective values
+    (smaller first: `ipu_tune.search.rank_key`, the compromise of a study of several
+    objectives); None: the objectives in order."""
 
     trials: Sequence[FrozenTrial]
     directions: Sequence[str]
     simulate: Callable[[EvalConfig], SimResult] | None = None
-    # The study's objective values of a plan and its result; None when it breaks a constraint.
-    values: Callable[[EvalConfig, SimResult], Sequence[float] | None] | None = None
+    values: Callable[[EvalConfig, SimResult], tuple[Sequence[float], str]] | None = None
+    rank: Key | None = None
 
+    def key(self, values: Sequence[float]) -> tuple[float, ...]:
+        """Objective values as a key that sorts the best first, as the study ranks them."""
+        if self.rank is not None:
+            return self.rank(values)
+        return tuple(-x if d == "maximize" else x
+                     for d, x in zip(self.directions, values, strict=True))
 
-def _rank(directions: Sequence[str], values: Sequence[float]) -> tuple[float, ...]:
-    """Objective values as a key that sorts the best first, as the study ranks them."""
-    return tuple(-x if d == "maximize" else x for d, x in zip(directions, values, strict=True))
-
-
-def _usable(values: Sequence[float] | None, directions: Sequence[str]) -> bool:
-    return (values is not None and len(values) == len(directions)
-            and all(math.isfinite(x) for x in values))
+    def usable(self, values: Sequence[float] | None) -> bool:
+        return (values is not None and len(values) == len(self.directions)
+                and all(math.isfinite(x) for x in values))
 
 
 def _ranked(stored: StoredTrials) -> list[FrozenTrial]:
     """Feasible complete trials, best first (then the earliest): the fitting candidates."""
     def usable(t: FrozenTrial) -> bool:
-        return (t.state == TrialState.COMPLETE and _usable(t.values, stored.directions)
+        return (t.state == TrialState.COMPLETE and stored.usable(t.values)
                 and TrialRecord.of(t).feasible)
 
     def key(t: FrozenTrial) -> tuple[float, ...]:
         assert t.values is not None
-        return (*_rank(stored.directions, t.values), float(t.number))
+        return (*stored.key(t.values), float(t.number))
 
     return sorted((t for t in stored.trials if usable(t)), key=key)
 
@@ -126,29 +135,41 @@ class PlanChooser:
 
     def _switched(self, schedules: Schedules, rival: FrozenTrial | None) -> ExportContext:
         """The best plan changed into one the framework runs, simulated once; its stand-in
-        names `rival` (the best stored trial the framework runs) when it ranks above it."""
+        names `rival` (the best stored trial the framework runs) when it ranks above it, and
+        the study's constraints it breaks."""
         best = self.best
         cfg = schedules.switched(best.config, best.plan)
         key = ("switched", plan_from_config(cfg), rival.number if rival else None)
         if key not in self._contexts:
             result = self._simulate(cfg)
-            over = self._beaten(cfg, result, rival)
+            values, broken = self._score(cfg, result)
+            over = self._beaten(values, broken, result, rival)
             self._contexts[key] = export_context(
-                cfg, result, best.profile, stand_in=self._stand_in(None, result, over))
+                cfg, result, best.profile,
+                stand_in=self._stand_in(None, result, over, broken if result.fits else ""))
         return self._contexts[key]
 
-    def _beaten(self, cfg: EvalConfig, result: SimResult,
-                rival: FrozenTrial | None) -> tuple[int, float] | None:
-        """`rival`'s number and throughput when the changed plan `cfg` ranks above it by the
-        study's objectives (it fits and keeps the constraints), else None."""
+    def _score(self, cfg: EvalConfig, result: SimResult) -> tuple[Sequence[float] | None, str]:
+        """The study's objective values of a changed plan and the constraints it breaks (None
+        and "": the study gives no way to score it)."""
         stored = self.stored
-        if rival is None or stored is None or stored.values is None or not result.fits:
+        if stored is None or stored.values is None:
+            return None, ""
+        values, broken = stored.values(cfg, result)
+        return values, broken
+
+    def _beaten(self, mine: Sequence[float] | None, broken: str, result: SimResult,
+                rival: FrozenTrial | None) -> tuple[int, float] | None:
+        """`rival`'s number and throughput when the changed plan's values `mine` rank above it
+        by the study's order (it fits and keeps the constraints), else None."""
+        stored = self.stored
+        if rival is None or stored is None or broken or not result.fits:
             return None
-        mine, theirs = stored.values(cfg, result), rival.values
-        if not _usable(mine, stored.directions) or not _usable(theirs, stored.directions):
+        theirs = rival.values
+        if not stored.usable(mine) or not stored.usable(theirs):
             return None
         assert mine is not None and theirs is not None
-        if _rank(stored.directions, mine) >= _rank(stored.directions, theirs):
+        if stored.key(mine) >= stored.key(theirs):
             return None
         found = self._trial(rival)
         return (rival.number, found[1].throughput) if found else None
@@ -164,11 +185,11 @@ class PlanChooser:
                              bottleneck="invalid plan", memory=(), stages=(), reason=str(exc))
 
     def _stand_in(self, trial: int | None, result: SimResult,
-                  over: tuple[int, float] | None = None) -> StandIn:
+                  over: tuple[int, float] | None = None, broken: str = "") -> StandIn:
         best = self.best
         assert best.result is not None  # `context_for` renders the best as it is without one
         return StandIn(
             best_trial=best.provenance.trial if best.provenance is not None else None,
             best_throughput=best.result.throughput, best=best.plan, trial=trial,
             throughput=result.throughput, fits=result.fits,
-            reason=result.reason or "does not fit in memory", over=over)
+            reason=result.reason or "does not fit in memory", over=over, broken=broken)

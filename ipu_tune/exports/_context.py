@@ -159,9 +159,9 @@ class ExportContext:
         head = self.head
         if head is None:
             return f"{self.replicas} replica(s) x {self.stages} stage(s)"
+        kind = "stages" if self.plan.schedule == "sharded" else "pipeline stages"
         return (f"{self.replicas} replica(s) x {self.stages} IPU(s), {self.pipeline_stages}"
-                f" pipeline stages: the tied head `{head.module}` a stage of its own on"
-                f" IPU{head.stage}")
+                f" {kind}: the tied head `{head.module}` a stage of its own on IPU{head.stage}")
 
     @property
     def device_mapping(self) -> list[int]:

@@ -149,6 +149,7 @@ class StandIn:
     # The best stored trial the framework runs (number, samples/s), when this changed plan
     # ranks above it by the study's objectives.
     over: tuple[int, float] | None = None
+    broken: str = ""  # the study's constraints this changed plan, which fits, breaks
 
     def line(self, schedules: Schedules) -> str:
         """The program header's one sentence about it (`schedules`: the program's framework)."""
@@ -168,7 +169,10 @@ class StandIn:
                     f" {rate_text(self.throughput)}{share}, which ranks above the best stored"
                     f" trial {fw} can run (trial {number}, {rate_text(rate)}).")
         if self.fits:
-            return (f"{head}; no stored trial {fw} can run fits, so this program is that plan"
-                    f" with {fixed}, simulated at {rate_text(self.throughput)}{share}.")
+            breaks = (f"; it breaks the study's constraints ({self.broken})" if self.broken
+                      else "")
+            return (f"{head}; no stored trial {fw} can run fits and keeps the study's"
+                    f" constraints, so this program is that plan with {fixed}, simulated at"
+                    f" {rate_text(self.throughput)}{share}{breaks}.")
         return (f"{head}; no plan {fw} can run fits: no stored trial, nor that plan with"
                 f" {fixed}, which this program holds ({self.reason}).")

@@ -188,8 +188,8 @@ def _stage_lines(ctx: ExportContext) -> list[str]:
     if ctx.stages > 1:
         starts = [module_path(ctx.config, s) for s in p.splits]
         body += [
-            f"    # {ctx.stages} pipeline stages ({cite('tf_pipeline')}): put the layers of stage s"
-            " under `with keras.ipu.PipelineStage(s):` or set them with"
+            f"    # {ctx.pipeline_stages} pipeline stages ({cite('tf_pipeline')}): put the layers"
+            " of stage s under `with keras.ipu.PipelineStage(s):` or set them with"
             " model.set_pipeline_stage_assignment(...); stage s begins at the layer matching"
             f" torch module {literal(starts)}[s - 1].{_head_note(ctx)} {facts.stage_balance()}",
         ]

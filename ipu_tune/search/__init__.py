@@ -26,6 +26,7 @@ from ipu_tune.search._select import (
     front_distances,
     is_feasible,
     pareto_front,
+    rank_key,
 )
 from ipu_tune.search._space import (
     KNOBS,
@@ -80,6 +81,7 @@ __all__ = [
     "metric_names",
     "pareto_front",
     "parse_space",
+    "rank_key",
     "refine_study",
     "show_value",
     "stage_loads",

@@ -15,7 +15,7 @@ ties go to the better first objective, then the earliest trial.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import optuna
@@ -25,6 +25,7 @@ from ipu_tune.records import TrialRecord
 
 __all__ = [
     "Compromise", "best_trial", "compromise", "front_distances", "is_feasible", "pareto_front",
+    "rank_key",
 ]
 
 
@@ -116,3 +117,16 @@ def best_trial(study: optuna.Study, directions: Sequence[str]) -> FrozenTrial | 
     best = min(range(len(front)), key=lambda i: (
         rule.distance(front[i].values or ()), -_signed(front[i], signs)[0], front[i].number))
     return front[best]
+
+
+def rank_key(study: optuna.Study,
+             directions: Sequence[str]) -> Callable[[Sequence[float]], tuple[float, ...]]:
+    """The order `best_trial` ranks objective values by, as a key (smaller first) that also
+    ranks plans no trial holds: one objective by its value; several by the distance to the
+    ideal point of the study's compromise rule, then the first objective (without a feasible
+    trial: the objectives in order)."""
+    signs = [1.0 if d == "maximize" else -1.0 for d in directions]
+    rule = compromise(study, directions) if len(signs) > 1 else None
+    if rule is None:
+        return lambda v: tuple(-s * x for s, x in zip(signs, v, strict=True))
+    return lambda v: (rule.distance(v), -signs[0] * v[0])

@@ -91,8 +91,11 @@ def pipeline_step(
     head_stages: int = 0,
 ) -> StepCore:
     """`head_stages`: a tied head's own stage after the last, on IPU0 (`head_stage_count`):
-    its passes are in the first stage's parts (the same IPU, so the steady slot is unchanged),
-    and a training step's ramp has one more fill and one more drain slot."""
+    its passes are in the first stage's parts (the same IPU, so the steady slot is unchanged).
+    Training turns round at it, so a step's ramp has one more fill and one more drain slot.
+    Inference only adds the pipeline's last cycle, where the head alone runs: its work is
+    already in IPU0's slots (G + N cycles, the cycles with every other stage busy as before),
+    so the ramp is unchanged."""
     n = len(stages)
     g = float(micro_batches)
     if not training:

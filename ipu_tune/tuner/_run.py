@@ -47,6 +47,7 @@ from ipu_tune.search import (
     change_list,
     check_stored_trials,
     convergence,
+    rank_key,
     stored_config,
 )
 from ipu_tune.simulator import SimResult
@@ -322,11 +323,11 @@ def _write_set(out_dir: Path, files: dict[Path, str | bytes], cfg: TuneConfig) -
         write_files(files, "export path", cfg.results_dir)
 
 
-def _feasible_values(problem: SearchProblem, cfg: EvalConfig, _: SimResult) -> list[float] | None:
-    """The study's objective values of a plan an export changed, None when it breaks one of
-    the study's constraints (`StoredTrials.values`)."""
+def _scored(problem: SearchProblem, cfg: EvalConfig, _: SimResult) -> tuple[list[float], str]:
+    """The study's objective values of a plan an export changed, and why it breaks one of the
+    study's constraints ("" when it keeps them: `StoredTrials.values`)."""
     outcome = problem.evaluate(cfg)
-    return outcome.values if outcome.feasible else None
+    return outcome.values, "" if outcome.feasible else outcome.reason
 
 
 def export_study(
@@ -359,7 +360,7 @@ def export_study(
         ctx = export_context(best_cfg, best_result, problem.profile, provenance)
         rendered = prepare_exports(ctx, StoredTrials(
             study.get_trials(deepcopy=False), problem.directions, problem.simulate,
-            partial(_feasible_values, problem)))
+            partial(_scored, problem), rank_key(study, problem.directions)))
     explanation = explain_study(study, problem)
     report = report_bytes(
         study=study,

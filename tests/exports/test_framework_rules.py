@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import ipu_tune
 from ipu_tune._api import evaluate_config
 from ipu_tune.config import EvalConfig, load_config
 from ipu_tune.exports import EXPORTERS, export_context
@@ -118,7 +119,8 @@ def test_without_a_stored_trial_tensorflow_gets_the_best_plan_with_its_state_off
     got = evaluate_config(gpt2(offload=True)).throughput
     best = throughput(study, 0)
     text = flat(exports.texts["tensorflow"])
-    assert (f"{WHY}; no stored trial TensorFlow can run fits, so this program is that plan with"
+    assert (f"{WHY}; no stored trial TensorFlow can run fits and keeps the study's constraints,"
+            " so this program is that plan with"
             " its optimizer state offloaded (and sharded), simulated at"
             f" {got:,.0f} samples/s ({100 * got / best:.1f}% of the best plan's).") in text
     assert "offload_weight_update_variables=True" in exports.texts["tensorflow"]
@@ -126,8 +128,8 @@ def test_without_a_stored_trial_tensorflow_gets_the_best_plan_with_its_state_off
         "useOnChipStorage(True)" in exports.texts["poptorch"])
 
 
-def _by_throughput(cfg: EvalConfig, result: Any) -> list[float]:
-    return [result.throughput]
+def _by_throughput(cfg: EvalConfig, result: Any) -> tuple[list[float], str]:
+    return [result.throughput], ""
 
 
 def test_the_best_plan_with_its_state_offloaded_wins_over_a_slower_stored_trial(
@@ -157,8 +159,8 @@ def test_a_stored_trial_that_ranks_above_the_changed_plan_is_kept(tmp_path: Path
     small.workload.micro_batch_size = 1  # type: ignore[misc]
     study = study_of((gpt2(), True), (small, True))
 
-    def by_memory(cfg: EvalConfig, result: Any) -> list[float]:
-        return [-max(m.total_bytes for m in result.memory)]  # higher is better: less memory
+    def by_memory(cfg: EvalConfig, result: Any) -> tuple[list[float], str]:
+        return [-max(m.total_bytes for m in result.memory)], ""  # higher is better: less
 
     exports = export(study, 0, tmp_path, None, by_memory)
     assert "this program is the best plan TensorFlow can run: trial 1" in flat(
@@ -192,3 +194,45 @@ def test_the_tuner_scores_the_changed_plan_by_the_studys_objectives(tmp_path: Pa
                 said.split("samples/s).")[0].rsplit(", ", 1)[1].replace(",", ""))
         else:
             assert "this program is the best plan TensorFlow can run: trial" in said
+
+
+def test_a_changed_plan_that_breaks_a_constraint_says_which_and_never_beats_a_trial(
+    tmp_path: Path,
+) -> None:
+    """The best plan with its state offloaded misses the study's floor: without a stored trial
+    TensorFlow runs, the program holds it and says which constraint it breaks; with one, the
+    stored trial is kept however the changed plan's objectives rank."""
+    floor = "throughput 601 samples/s below the floor 650 samples/s"
+
+    def below_floor(cfg: EvalConfig, result: Any) -> tuple[list[float], str]:
+        return [result.throughput], floor
+
+    study = study_of((gpt2(), True), (gpt2(rts=False), True))
+    text = flat(export(study, 0, tmp_path / "a", None, below_floor).texts["tensorflow"])
+    assert f"; it breaks the study's constraints ({floor})." in text
+    study = study_of((gpt2(), True), (gpt2(offload=True, ga=32), True))
+    text = flat(export(study, 0, tmp_path / "b", None, below_floor).texts["tensorflow"])
+    assert "this program is the best plan TensorFlow can run: trial 1" in text
+
+
+def test_the_changed_plan_is_ranked_in_the_studys_own_order(tmp_path: Path) -> None:
+    """`rank` is the study's order (its compromise, with several objectives): an order that
+    puts the slower plan first keeps the slower stored trial over the faster changed plan."""
+    from ipu_tune.exports import Provenance, StoredTrials, write_exports
+    from ipu_tune.records import TrialRecord
+
+    study = study_of((gpt2(), True), (gpt2(offload=True, ga=32), True))
+    record = TrialRecord.of(study.trials[0])
+    cfg, result = load_config(dict(record.config)), record.sim_result()
+    assert result is not None
+
+    def render(rank: Any) -> str:
+        ctx = export_context(cfg, result, ipu_tune.profile(cfg.model),
+                             Provenance.of("s", 0, "memory", {}, tmp_path))
+        stored = StoredTrials(study.trials, ["maximize"], None, _by_throughput, rank)
+        return flat(write_exports(ctx, tmp_path, stored=stored).texts["tensorflow"])
+
+    assert "which ranks above the best stored trial TensorFlow can run (trial 1," in render(
+        None)
+    slower_first = render(lambda v: (v[0],))  # the study's order: less throughput is better
+    assert "this program is the best plan TensorFlow can run: trial 1" in slower_first

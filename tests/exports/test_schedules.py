@@ -88,7 +88,8 @@ class Counting:
 
 def export(study: optuna.Study, best: int, out: Path,
            simulate: Callable[[EvalConfig], SimResult] | None = None,
-           values: Callable[[EvalConfig, SimResult], list[float]] | None = None) -> Exports:
+           values: Callable[[EvalConfig, SimResult], tuple[list[float], str]] | None = None,
+           ) -> Exports:
     """Write the exports of trial `best` of `study` as the tuner does (`values`: the study's
     objective values of a changed plan; None: the stored trial comes first)."""
     record = TrialRecord.of(study.trials[best])
@@ -177,7 +178,8 @@ def test_without_a_qualifying_trial_the_best_plan_switched_to_grouped_is_simulat
     best = throughput(study, 0)
     for name, fw in (("poptorch", "PopTorch"), ("popart", "PopART")):
         text = flat(exports.texts[name])
-        assert (f"which {fw} cannot run; no stored trial {fw} can run fits, so this program is"
+        assert (f"which {fw} cannot run; no stored trial {fw} can run fits and keeps the study's"
+                " constraints, so this program is"
                 f" that plan with the grouped schedule, simulated at {got:,.0f} samples/s"
                 f" ({100 * got / best:.1f}% of the best plan's).") in text
         assert f"Simulated: {rate_text(got)}" in text
@@ -269,7 +271,7 @@ def test_the_tuner_gives_poptorch_a_plan_it_runs_when_every_trial_is_interleaved
         else:
             assert f"can run: trial {top['trial_number']}," in text
     else:
-        assert "no stored trial PopTorch can run fits" in text
+        assert "no stored trial PopTorch can run fits and keeps the study's constraints" in text
     assert "PipelineSchedule.Interleaved" in summary.exports["tensorflow"].read_text()
     # The run's summary says, under the PopTorch line, that the program holds another plan.
     from ipu_tune.cli._summary import format_summary
@@ -319,7 +321,8 @@ def test_optimum_infers_a_grouped_best_plan_switched_to_sharded_and_says_so(
     text = flat(exports.texts["optimum"])
     assert (f"The study's best plan (trial 0, {best:,.0f} samples/s) uses the grouped schedule,"
             " which optimum-graphcore cannot run for inference; no stored trial"
-            " optimum-graphcore can run fits, so this program is that plan with the sharded"
+            " optimum-graphcore can run fits and keeps the study's constraints, so this program"
+            " is that plan with the sharded"
             f" schedule, simulated at {sharded.throughput:,.0f} samples/s") in text
     compile(exports.texts["optimum"], "run_with_optimum.py", "exec")
     assert set(exports.stand_ins) == {"ipu_config", "optimum"}  # PopTorch runs it grouped

@@ -9,7 +9,7 @@ from optuna.trial import TrialState, create_trial
 
 from ipu_tune.config import SamplerConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.search import SAMPLERS, best_trial, make_sampler, pareto_front
+from ipu_tune.search import SAMPLERS, best_trial, make_sampler, pareto_front, rank_key
 from ipu_tune.search._select import is_feasible
 from tests.search._helpers import compose_cfg, make_problem, run_study
 
@@ -55,6 +55,11 @@ def test_multi_objective_best_is_the_compromise_of_the_feasible_front() -> None:
     assert sorted(t.number for t in front) == [0, 1, 2]
     best = best_trial(study, ["maximize", "maximize"])
     assert best is not None and best.number == 1
+    # The same order as a key, which also ranks plans no trial holds (the exports' stand-ins).
+    key = rank_key(study, ["maximize", "maximize"])
+    assert min(feasible, key=lambda t: key(t.values)).number == 1
+    assert key([95.0, 0.35]) < key([90.0, 0.30]) < key([100.0, 0.05])
+    assert rank_key(study, ["maximize"])([2.0]) < rank_key(study, ["maximize"])([1.0])
 
 
 @pytest.mark.filterwarnings("ignore:Constraints have been set")  # CMA-ES ignores them
