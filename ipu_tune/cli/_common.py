@@ -83,8 +83,10 @@ def check_target_typed(target: str | None, overrides: Sequence[str], trusted: bo
     config file (a user config dir, a shared experiment) runs only with trust_remote_code=true."""
     if not target or trusted:
         return
-    typed = any(o.partition("=")[0].lstrip("+~") == "model._target_" for o in overrides)
-    if not typed:
+    typed = [o.partition("=")[2] for o in overrides
+             if o.partition("=")[0].lstrip("+~") == "model._target_"]
+    # An interpolation (`model._target_=${model.name}`) takes its value from a config file.
+    if not typed or "${" in typed[-1]:
         raise IpuTuneError(
             f"model._target_={target[:80]!r}: named in a config file, not on the command line; "
             f"code named in a file runs only with {_TRUST_KEY}=true"

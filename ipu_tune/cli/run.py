@@ -42,6 +42,7 @@ from ipu_tune.config import (
     guarded_loads,
     hydra_error,
     parse_overrides,
+    parse_yaml,
     quick_compose,
     read_text,
     register,
@@ -146,8 +147,10 @@ def check_sweep_secrets(argv: Sequence[str]) -> None:
     dirs = config_dirs(argv)
     texts = [(a, "") for a in argv if not a.startswith("-") and a not in dirs]
     for folder in dirs:
-        texts += [(read_text(p, "config file"), f" in {str(p)!r}")
-                  for p in config_files(Path(folder))]
+        for path in config_files(Path(folder)):
+            text, where = read_text(path, "config file"), f" in {str(path)!r}"
+            # The text, and every string as YAML reads it (`\u0040` is an `@` there).
+            texts += [(text, where), *((v, where) for v in _strings(parse_yaml(text, where)))]
     for text, where in texts:
         shown = redact(text)
         if shown != text:
@@ -157,6 +160,19 @@ def check_sweep_secrets(argv: Sequence[str]) -> None:
                 f"{line.strip()[:120]}{where}: a password in a sweep (-m) would be saved by "
                 "Hydra in <results_dir>/multirun/multirun.yaml; allowed: the URL without the "
                 "password, with PGPASSWORD or ~/.pgpass (read by libpq and psycopg)")
+
+
+def _strings(node: Any) -> Iterator[str]:
+    """Every string key and value of parsed YAML."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _strings(key)
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _strings(item)
+    elif isinstance(node, str):
+        yield node
 
 
 def _prepared(command: _Command, cfg: TuneConfig, pinned: frozenset[str]) -> Prepared:

@@ -57,7 +57,6 @@ from ipu_tune.config._trust import (
     check_side_doors,
     composed_file_error,
     config_dirs,
-    has_resolver,
     trusted_composition,
 )
 from ipu_tune.config._validate import (
@@ -113,7 +112,6 @@ __all__ = [
     "config_files",
     "group_options",
     "guarded_loads",
-    "has_resolver",
     "host_servers",
     "hosts_as_servers",
     "hydra_error",

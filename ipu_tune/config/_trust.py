@@ -6,8 +6,9 @@ launcher and sweeper plugins, `hydra.searchpath` (`pkg://` imports a package),
 and `--experimental-rerun` (unpickles a file). `check_side_doors` reads the command line and
 every YAML file of a user config folder (`--config-dir`) as text and data, before Hydra
 composes or instantiates anything, and refuses any of these with one line, trusted or not.
-Resolvers (`${oc.env:...}`, `${oc.decode:...}`) in a user's config file are refused unless the
-run is trusted: the file's author would otherwise choose what lands in the stored study.
+Interpolations in a user's config file, as YAML reads it (a resolver such as `${oc.env:...}`, or
+a copy such as `${study.storage}`), are refused unless the run is trusted: the file's author
+would otherwise choose what lands in the stored study, a password or the environment included.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ __all__ = [
     "check_side_doors",
     "composed_file_error",
     "config_dirs",
-    "has_resolver",
     "reject_interpolation",
     "trusted_composition",
 ]
@@ -58,18 +58,11 @@ _DIR_FLAGS = ("--config-dir", "-cd")
 # would drop the schema's checks.
 _PRIMARY_FLAGS = ("--config-path", "-cp", "--config-name", "-cn")
 _REFUSED_FLAGS = ("--experimental-rerun",)
-# `${name:...}`: a resolver call (an interpolation of a plain key has no colon before `}`).
-_RESOLVER = re.compile(r"\$\{\s*[A-Za-z_][\w.]*\s*:")
 # `_target_:` as a key inside a dict value (`+plan={_target_: os.system}`).
 _TARGET_KEY = re.compile(r"[{,]\s*['\"]?_target_['\"]?\s*:")
 _ALLOWED = ("allowed: model._target_ (a torch.nn.Module or a factory of one), and of Hydra's "
             "keys only " + ", ".join(sorted(_SAFE_HYDRA_KEYS)) + ", hydra/job_logging=none|"
             "disabled|stdout, hydra/hydra_logging=none|disabled|default")
-
-
-def has_resolver(text: str) -> bool:
-    """True when `text` calls an OmegaConf resolver (`${oc.env:X}`, `${hydra:...}`, ...)."""
-    return bool(_RESOLVER.search(text))
 
 
 def _show(text: str) -> str:
@@ -143,10 +136,9 @@ def _check_file(path: Path, root: Path, trusted: bool, texts: dict[Path, str]) -
     package = header_package(text, path)
     if rel[0] == "hydra" or "hydra" in package:
         _check_key("hydra", "", where)
-    if not trusted and has_resolver(text):
-        raise IpuTuneError(f"config file {str(path)!r}: calls a resolver (${{...:...}}, e.g. "
-                           "oc.env); allowed in a file only with trust_remote_code=true")
     data = parse_yaml(text, f"config file {str(path)!r}")  # the text checked, read once
+    if not trusted:
+        _check_interpolations(data, path)
     if not isinstance(data, Mapping):
         return data
     in_model = rel[0] == "model" and "_global_" not in package
@@ -160,6 +152,20 @@ def _check_file(path: Path, root: Path, trusted: bool, texts: dict[Path, str]) -
             if full != ("model", "_target_"):
                 _check_key(".".join(full), str(value), where)
     return data
+
+
+def _check_interpolations(data: Any, path: Path) -> None:
+    """An interpolation in a file of a config folder, as YAML reads it (`\u0024{...}` is one
+    too): a resolver would read the environment (`${oc.env:PGPASSWORD}`) and a plain one copy
+    any value (`${study.storage}`, a password) into the stored study and its exports."""
+    for keys, value in _walk(data, ()):
+        found = next((s for s in (value, keys[-1] if keys else "")
+                      if isinstance(s, str) and "${" in s), None)
+        if found is not None:
+            raise IpuTuneError(
+                f"config file {str(path)!r}: {'.'.join(keys)}={found[:80]!r} interpolates "
+                "(${...}: a resolver such as oc.env, or a copy of another value such as "
+                "study.storage); allowed in a file only with trust_remote_code=true")
 
 
 def _check_shadowing(path: Path, root: Path) -> None:
@@ -226,6 +232,11 @@ def check_side_doors(argv: Sequence[str], trusted: bool) -> None:
         key, _, value = arg.partition("=")
         _check_key(key, value, "")
         group = key.lstrip("+~").partition("@")[0]
+        if group == "model._target_" and "${" in value and not trusted:
+            # `${model.name}`: the code name comes from whatever a config file put there.
+            raise IpuTuneError(f"{key}={_show(value)}: interpolates its code name from the "
+                               "config, not typed on the command line; code named in a file "
+                               "runs only with trust_remote_code=true")
         if is_group(group, roots):
             check_option(group, value)
     if flags:

@@ -110,6 +110,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("sweep with a password in a config dir", ["-m", "--config-dir", "{tmp}/pwdir",
                                                "+experiment=pw", "system.num_ipus=2,4"],
      "pw.yaml': a password in a sweep (-m)"),
+    ("sweep with an escaped password in a config dir",
+     ["-m", "--config-dir", "{tmp}/pwdir_escaped", "+experiment=pw", "system.num_ipus=2,4"],
+     "pw.yaml': a password in a sweep (-m)"),
     # Names that would escape results_dir or break the exports.
     ("study name dotdot path", ["study.name=../../x"], "study.name='../../x'"),
     ("study name absolute", ["study.name=/abs/path"], "study.name='/abs/path'"),

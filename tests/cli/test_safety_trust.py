@@ -278,3 +278,45 @@ def test_a_config_dir_file_that_never_ends_is_one_line(thing: str, tmp_path: Pat
                    timeout=60)
     assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and list(run.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", [
+    '"${study.storage}"',  # a copy of another value: the storage URL, its password with it
+    '"\\u0024{oc.env:SECRET_X}"',  # a resolver YAML writes with an escape
+    '"${oc.${study.name}:SECRET_X}"',  # a resolver whose name is itself interpolated
+    '"x-${model.name}"',
+], ids=["copy", "escaped", "nested", "inside a string"])
+def test_any_interpolation_in_a_config_file_needs_trust(tmp_path: Path, value: str) -> None:
+    """The check reads the file as YAML does: an interpolation of any kind, however written,
+    is refused in one line before anything is stored, and the secret is printed nowhere."""
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "leak.yaml").write_text(
+        f"# @package _global_\nmodel: {{kwargs: {{note: {value}}}}}\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = run_cli(["--config-dir", str(tmp_path / "conf"), "+experiment=leak", *QUICK,
+                    "study.storage=sqlite:///s.db"], cwd=run, env={"SECRET_X": "s3cr3tvalue"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "interpolates" in proc.stderr
+    assert "trust_remote_code=true" in proc.stderr
+    assert "s3cr3tvalue" not in proc.stderr + proc.stdout
+    assert list(run.iterdir()) == []
+
+
+def test_a_target_interpolated_from_a_config_file_is_not_typed(tmp_path: Path) -> None:
+    """`model._target_=${model.name}` on the command line takes the code name from a file:
+    it needs the trust flag like a target written in the file, and nothing is imported."""
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    (tmp_path / "conf" / "model" / "evil.yaml").write_text(
+        "name: pwnmod.factory\ninput_shape: [4]\nnum_classes: 4\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "pwnmod.py").write_text(
+        "open('PWNED', 'w').close()\ndef factory(): ...\n")
+    proc = run_cli(["--config-dir", str(tmp_path / "conf"), "model=evil",
+                    "model._target_=${model.name}", "study.n_trials=1", "study.progress_bar=false",
+                    f"results_dir={tmp_path / 'r'}"], cwd=run)
+    assert proc.returncode == 2, proc.stderr
+    assert "interpolates its code name from the config" in proc.stderr
+    assert not (run / "PWNED").exists() and not (tmp_path / "r").exists()
