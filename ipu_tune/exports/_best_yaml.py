@@ -32,8 +32,17 @@ class BestYamlExporter(EveryPlan):
         if hf_source(ctx.config.model) is not None:
             # Its input is sized by its config, not by this key (which would say otherwise).
             config["model"].pop("input_shape", None)
+        source = config["plan"].get("from_ipu_config")
+        if source:
+            # The plan holds what the study started from that file and changed: read again,
+            # the file would put the starting plan back. Its fields no simulation reads stay
+            # in the exported ipu_config.json.
+            config["plan"].update(from_ipu_config=None, ipu_config_carried=None)
         body = {k: config[k] for k in ("model", "workload", "system", "plan")}
         text = yaml.safe_dump(body, sort_keys=False, default_flow_style=None)
+        if source:  # YAML ends a comment at U+2028 too: the path stays escaped
+            text = printable(f"# plan.from_ipu_config was {source!r}: its plan is read into "
+                             "this one.") + "\n" + text
         text += yaml.safe_dump({"ipu_tune": _provenance(ctx)}, sort_keys=False)
         p = ctx.provenance
         if p is None:

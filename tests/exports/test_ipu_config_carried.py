@@ -113,3 +113,37 @@ def test_carried_fields_are_bounded_only_from_a_file_and_no_part_of_the_problem(
     bare = replace(cfg, plan=replace(cfg.plan, ipu_config_carried=None))
     plain = [{"plan": {**vars(c.plan), "pipeline": vars(c.plan.pipeline)}} for c in (cfg, bare)]
     assert problem_fingerprint(plain[0], []) == problem_fingerprint(plain[1], [])
+
+
+def test_best_yaml_of_a_study_started_from_a_file_evaluates_to_the_best_plan(
+    tmp_path: Path,
+) -> None:
+    """best.yaml of a study started from an ipu_config.json held the file's path: evaluated,
+    the file put the starting plan back over the best one (and a moved file failed it). It
+    holds the best plan alone, and says where it started."""
+    import yaml
+
+    from ipu_tune.cli.evaluate_cmd import apply_overrides
+    from ipu_tune.exports import export_context
+    from ipu_tune.exports._best_yaml import BestYamlExporter
+    from ipu_tune.simulator import simulate
+
+    cfg = _applied(tmp_path, {**PLAN_FIELDS, **OTHERS})
+    best = replace(cfg, plan=replace(cfg.plan, gradient_accumulation=256,
+                                     device_iterations=8))  # as a search moves them
+    profile = profile_model(best.model)
+    plan = plan_from_config(best)
+    result = simulate(profile, _system(best), plan)
+    text = BestYamlExporter().render(export_context(best, result, profile))
+    (tmp_path / "ipu_config.json").unlink()  # moved away after the study
+    (tmp_path / "best.yaml").write_text(text)
+    assert f"# plan.from_ipu_config was {str(tmp_path)!r}" in text
+    assert yaml.safe_load(text)["plan"]["from_ipu_config"] is None
+    again = apply_overrides(str(tmp_path / "best.yaml"), [])
+    assert plan_from_config(again) == plan
+
+
+def _system(cfg: EvalConfig) -> Any:
+    from ipu_tune.hardware import system_from_config
+
+    return system_from_config(cfg.system)
