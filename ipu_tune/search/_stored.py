@@ -11,6 +11,7 @@ the trial, the key and both values, before anything of it is exported or shown.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,11 @@ def _first_difference(got: EvalConfig, want: EvalConfig,
         if (not sections or key.split(".")[0] in sections) and theirs.get(key) != value:
             return key, value, theirs.get(key)
     return None
+
+
+def _as_stored(model: Any) -> Any:
+    """A model section as a trial's stored config holds it (JSON: every key a string)."""
+    return json.loads(json.dumps(to_plain_dict(model), sort_keys=True, default=str))
 
 
 def _yaml(value: Any) -> str:
@@ -101,6 +107,10 @@ def _checked(base: EvalConfig, record: TrialRecord, number: int,
     if cfg.system.servers == base.system.servers:
         # `hosts` as the servers it means (null on 2 IPUs is 1), as `hosts_as_servers` has it.
         cfg.system.hosts = base.system.hosts
+    if _as_stored(cfg.model) == _as_stored(base.model):
+        # A model as JSON stores it: a Transformers config's `id2label: {0: a}` comes back
+        # with the key "0", the same model.
+        cfg.model = base.model
     why = _foreign(base, cfg, problem)
     if why is not None:
         raise IpuTuneError(f"{where} is not this study's: it stored {why}; {_ALLOWED}")

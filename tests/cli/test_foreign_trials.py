@@ -62,3 +62,18 @@ def test_a_trial_of_another_problem_is_refused_everywhere(
     if listed:
         shown = run_cli(["trials", "s", "--results-dir", str(results)], cwd=tmp_path)
         assert shown.returncode == 0, shown.stderr
+
+
+def test_a_transformers_config_with_integer_label_keys_keeps_its_own_trials(
+        tmp_path: Path) -> None:
+    """`id2label: {0: a}` comes back from the stored JSON with the key "0": the same model, not
+    another problem's trial (a new study refused its own trial 0)."""
+    results = tmp_path / "r"
+    args = ["model=hf", "model.hf.model_type=gpt2",
+            "model.hf.config={n_layer: 2, id2label: {0: a, 1: b}}", "study.n_trials=2",
+            "study.progress_bar=false", f"results_dir={results}"]
+    proc = run_cli(args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = run_cli(["explain", "gpt2-mk2x2-throughput", "--results-dir", str(results)],
+                    cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
