@@ -51,7 +51,7 @@ from ipu_tune.config._schema import (
     host_servers,
     hosts_as_servers,
 )
-from ipu_tune.config._sources import config_files, guarded_loads
+from ipu_tune.config._sources import config_files, guarded_loads, header_package
 from ipu_tune.config._strings import check_path, check_storage_path
 from ipu_tune.config._trust import (
     check_side_doors,
@@ -112,6 +112,7 @@ __all__ = [
     "config_files",
     "group_options",
     "guarded_loads",
+    "header_package",
     "host_servers",
     "hosts_as_servers",
     "hydra_error",

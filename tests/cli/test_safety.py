@@ -310,3 +310,26 @@ def test_an_export_place_linked_outside_is_refused_before_any_trial(
     assert "outside results_dir" in lines[0] or "is a symlink" in lines[0], lines[0]
     assert not (results / "ipu_tune.journal").exists()  # no study, no trial
     assert (outside / "notes.txt").read_text() == "mine\n" and len(list(outside.iterdir())) == 1
+
+
+@pytest.mark.parametrize("link", ["folder", "file"])
+def test_a_sweep_record_linked_outside_results_dir_is_refused(tmp_path: Path, link: str) -> None:
+    """Hydra saves a sweep's record in <results_dir>/multirun/multirun.yaml and follows a
+    link there: a linked folder or file is refused before Hydra runs, the file it points to
+    unchanged and nothing made beside it."""
+    outside, results = tmp_path / "outside", tmp_path / "results"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep me")
+    results.mkdir()
+    if link == "folder":
+        (results / "multirun").symlink_to(outside)
+    else:
+        (results / "multirun").mkdir()
+        (results / "multirun" / "multirun.yaml").symlink_to(outside / "victim.txt")
+    proc = run_cli(["-m", "model=mnist_cnn", "study.n_trials=2", "study.progress_bar=false",
+                    f"results_dir={results}", "system.num_ipus=1,2"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("ipu-tune: error: hydra.sweep.dir=")
+    assert proc.stderr.strip().count("\n") == 0
+    assert (outside / "victim.txt").read_text() == "keep me"
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
