@@ -212,7 +212,12 @@ def _call_args(values: Mapping[str, Any]) -> str:
 
 
 def _model_line(cfg: EvalConfig, task: str, profile: ModelProfile) -> list[str]:
+    from ipu_tune.models import hf_settings, hf_source
+
     model_type, where, _, overrides = _source(cfg)
+    source = hf_source(cfg.model)
+    # As the profile built it: the overrides, then what ipu-tune sets (labels, padding token).
+    overrides = {**overrides, **(hf_settings(source) if source is not None else {})}
     auto = TASKS[task]
     if cfg.model.name in HUB_MODELS:
         config = f"AutoConfig.from_pretrained({where!r}, {_call_args(overrides)})"

@@ -113,13 +113,21 @@ def module_path(cfg: EvalConfig, block: str) -> str:
 def _hf_parts(cfg: EvalConfig) -> tuple[str, str] | None:
     """(auto class, config expression) of a Transformers model (`model.hf`, GPT-2 sizes); for
     a tower `AutoModel` does not build, its base model class (`unregistered_tower`)."""
-    from ipu_tune.models import TASKS, hf_identity, hf_overrides, hf_source, unregistered_tower
+    from ipu_tune.models import (
+        TASKS,
+        hf_identity,
+        hf_overrides,
+        hf_settings,
+        hf_source,
+        unregistered_tower,
+    )
 
     source = hf_source(cfg.model)
     if source is None:
         return None
     model_type, task = hf_identity(source)
-    args = _kwargs(hf_overrides(source))
+    # As the profile built it: the overrides, then what ipu-tune sets (labels, padding token).
+    args = _kwargs({**hf_overrides(source), **hf_settings(source)})
     file = source.hf.config_file
     if file:
         folder = file.rsplit("/", 1)[0] if file.endswith(".json") else file

@@ -42,6 +42,7 @@ _LAZY = {
     "IMAGE_TOKEN_KEYS": "ipu_tune.models._hf_names",
     "hf_identity": "ipu_tune.models._hf_names",
     "hf_overrides": "ipu_tune.models._hf_names",
+    "hf_settings": "ipu_tune.models._hf_config",
     "model_label": "ipu_tune.models._hf_names",
     "unregistered_tower": "ipu_tune.models._hf_names",
 }
@@ -78,6 +79,7 @@ __all__ = [
     "default_blocks",
     "hf_identity",
     "hf_overrides",
+    "hf_settings",
     "hf_source",
     "masked_positions",
     "model_label",

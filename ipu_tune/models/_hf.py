@@ -27,14 +27,13 @@ from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
-from ipu_tune.models._hf_config import hf_config, layer_counts
+from ipu_tune.models._hf_config import hf_config, hf_settings, layer_counts
 from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
 from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
     TASKS,
     _one_line,
     config_source,
-    hf_overrides,
     hf_task,
     splices_images,
     unregistered_tower,
@@ -172,15 +171,8 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
 
     config = hf_config(cfg)
     task = hf_task(cfg, config.model_type, getattr(config, "architectures", None))
-    if task in ("sequence-classification", "image-classification", "audio-classification"):
-        if not {"num_labels", "id2label"} & set(hf_overrides(cfg)):
-            config.num_labels = cfg.num_classes
-        if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
-            config.pad_token_id = getattr(config, "eos_token_id", 0) or 0  # GPT-2 has none
-    if task == "ctc" and getattr(config, "vocab_size", 0) is None:
-        # A CTC head over characters: Wav2Vec2Config's default, 32 (Transformers' own CTC
-        # fine-tuning vocabulary size); the Wav2Vec2-BERT and Conformer configs leave it unset.
-        config.vocab_size = 32
+    for key, value in hf_settings(cfg, config).items():
+        setattr(config, key, value)
     auto = getattr(transformers, TASKS[task])
     if config.architectures is None:
         # The auto classes read the list to choose among a task's classes (DeiT has two image

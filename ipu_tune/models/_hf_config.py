@@ -20,7 +20,7 @@ from ipu_tune.models._hf_names import (
     hf_overrides,
 )
 
-__all__ = ["MAX_HF_LAYERS", "MAX_HF_SIZE", "hf_config", "layer_counts"]
+__all__ = ["MAX_HF_LAYERS", "MAX_HF_SIZE", "hf_config", "hf_settings", "layer_counts"]
 
 # Config fields that count a model's layers or stages (n_layer: GPT-2; n_layers: DistilBERT;
 # num_stages: ConvNeXt, ResNet; num_encoder_blocks: SegFormer; encoder_layers: BART); a list
@@ -107,6 +107,29 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
             sample = ", ".join(sorted(k for k in known if not k.startswith("_"))[:12])
             raise bad_value(f"model.hf.config.{key}", overrides[key],
                             f"a field of {config_class.__name__}: {sample}, ...")  # fmt: skip
+
+
+def hf_settings(cfg: ModelConfig, config: Any = None) -> dict[str, Any]:
+    """What ipu-tune sets on a Transformers config (`config`, else `cfg`'s own) before it
+    builds the model, besides `model.hf.config`: a classifier's labels (`model.num_classes`,
+    unless the config names them), a padding token for sequence classification (a batch of
+    more than one sequence needs one; GPT-2 has none), a CTC head's characters. The profile
+    and every exported program build the model with the same."""
+    from ipu_tune.models._hf_names import hf_task
+
+    config = config if config is not None else hf_config(cfg)
+    task = hf_task(cfg, config.model_type, getattr(config, "architectures", None))
+    out: dict[str, Any] = {}
+    if task in ("sequence-classification", "image-classification", "audio-classification"):
+        if not {"num_labels", "id2label"} & set(hf_overrides(cfg)):
+            out["num_labels"] = cfg.num_classes
+        if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
+            out["pad_token_id"] = getattr(config, "eos_token_id", 0) or 0
+    if task == "ctc" and getattr(config, "vocab_size", 0) is None:
+        # Wav2Vec2Config's default, 32 (Transformers' own CTC fine-tuning vocabulary size);
+        # the Wav2Vec2-BERT and Conformer configs leave it unset.
+        out["vocab_size"] = 32
+    return out
 
 
 def hf_config(cfg: ModelConfig) -> Any:

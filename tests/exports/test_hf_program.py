@@ -178,3 +178,18 @@ def test_a_zoo_bert_runs_its_head_on_the_masked_positions_only(
     assert out.shape == (4, 6, 100) and torch.isfinite(loss)
     loss.backward()
     assert model.model.model.cls.predictions.transform.dense.weight.grad is not None
+
+
+def test_a_classifier_is_built_with_the_labels_and_padding_token_it_was_profiled_with(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GPT-2 has no padding token: the profile set one (and the head's labels); the program
+    did not, so its model refused any batch of more than one sequence."""
+    tiny = {"n_layer": 2, "n_embd": 32, "n_head": 2}  # GPT-2's vocabulary: its EOS token pads
+    hf = HfConfig(model_type="gpt2", task="sequence-classification", config=tiny)
+    source = _source(hf, ["transformer.h.1"], precision="32.32")
+    classes = ModelConfig(name="hf", hf=hf).num_classes
+    assert "pad_token_id=50256" in source and f"num_labels={classes}" in source
+    model = poptorch_model(monkeypatch, source)
+    logits = model(torch.randint(100, (2, 64)))  # two sequences: padding token needed
+    assert logits.shape == (2, classes)
