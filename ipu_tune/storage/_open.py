@@ -265,14 +265,7 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
         except IpuTuneError:
             raise
         except Exception as exc:
-            # The default journal is named by results_dir, whose value is the folder.
-            named = (f"{target.key}={target.results_dir!r}: its journal {str(path)!r}"
-                     if target.key == "results_dir" else f"{target.key}={str(path)!r}")
-            raise IpuTuneError(
-                f"{named}: cannot read the journal file "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-                "it is corrupted or not an Optuna journal"
-            ) from None
+            raise _unreadable_journal(target, path, exc) from None
         # results_dir, for its results table, once the journal is one (a refusal makes none).
         _make_folder(target.keys[1], Path(target.results_dir))
         return journal
@@ -308,6 +301,16 @@ def _check_sqlite_folder(target: StorageTarget) -> None:
     if os.path.lexists(file) and not file.is_file():  # /dev/zero is no disk that is full
         raise IpuTuneError(f"{target.key}={target.display!r}: not a regular file (a folder, "
                            "FIFO or device); allowed: a SQLite database file or a new name")
+
+
+def _unreadable_journal(target: StorageTarget, path: Path, exc: Exception) -> IpuTuneError:
+    # The default journal is named by results_dir, whose value is the folder.
+    named = (f"{target.key}={target.results_dir!r}: its journal {str(path)!r}"
+             if target.key == "results_dir" else f"{target.key}={str(path)!r}")
+    return IpuTuneError(
+        f"{named}: cannot read the journal file "
+        f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+        "it is corrupted or not an Optuna journal")
 
 
 def _journal(path: Path) -> BaseStorage:
