@@ -111,7 +111,37 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
     checked = {k: v for k, v in data.items() if k not in _IGNORED}
     for mode in ("train", "infer"):  # optimum checks both modes whichever one runs
         _check_lengths(where, _managed(checked, mode))
+        _check_serialized(where, checked, mode)
+    if checked.get("output_mode", "final") not in _OUTPUT_MODES:
+        raise IpuTuneError(f"{where}: output_mode={shown(checked['output_mode'])}: must be one "
+                           f"of {', '.join(_OUTPUT_MODES)}")
     return checked
+
+
+_OUTPUT_MODES = ("all", "sum", "final", "default")  # IPUConfig's `_output_mode_validator`
+
+
+def _check_serialized(where: str, data: Mapping[str, Any], mode: str) -> None:
+    """`IPUConfig`'s rules (0.7.1) for a layer split over IPUs: splits per IPU >= 0, at least
+    one, on consecutive IPUs, one per IPU of a replica; a factor or splits, not both."""
+    prefix = "" if mode == "train" else "inference_"
+    ipus_key, ipus = _managed(data, mode)["ipus_per_replica"]
+    for layer in ("embedding", "projection"):
+        key = f"{prefix}serialized_{layer}_splits_per_ipu"
+        factor = f"{prefix}{layer}_serialization_factor"
+        splits = data.get(key)
+        if splits is None:
+            continue
+        used = [i for i, n in enumerate(splits) if n]
+        if any(n < 0 for n in splits) or not used or used != list(range(used[0], used[-1] + 1)):
+            raise IpuTuneError(f"{where}: {key}={shown(splits)}: splits >= 0, at least one, "
+                               "on consecutive IPUs")
+        if len(splits) != ipus:
+            raise IpuTuneError(f"{where}: {key}={shown(splits)}: must give one value per IPU, "
+                               f"{ipus} ({ipus_key}={ipus})")
+        if data.get(factor):
+            raise IpuTuneError(f"{where}: {key}={shown(splits)}: only one of it and "
+                               f"{factor}={shown(data[factor])} may be set (IPUConfig)")
 
 
 # optimum-graphcore 0.7.1's floors (`IPUConfig.attribute_validators`): the value, or each

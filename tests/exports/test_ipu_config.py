@@ -174,6 +174,19 @@ def test_wildcards_expand_as_optimum_does(gpt2: tuple[ModelProfile, EvalConfig])
                                    "in 1..1024"),
     ({"inference_device_iterations": 2**21}, "inference_device_iterations=2097152: must be in "
                                              "1..1048576"),
+    # IPUConfig's own rules for the fields nothing simulates (they are carried to the export).
+    ({"output_mode": "none"}, "output_mode='none': must be one of all, sum, final, default"),
+    ({"layers_per_ipu": [2, 2], "embedding_serialization_factor": 2,
+      "serialized_embedding_splits_per_ipu": [2, 0]},
+     "serialized_embedding_splits_per_ipu=[2, 0]: only one of it and "
+     "embedding_serialization_factor=2 may be set"),
+    ({"layers_per_ipu": [2, 2, 2], "serialized_projection_splits_per_ipu": [1, 0, 1]},
+     "serialized_projection_splits_per_ipu=[1, 0, 1]: splits >= 0, at least one, on "
+     "consecutive IPUs"),
+    ({"layers_per_ipu": [2, 2], "serialized_embedding_splits_per_ipu": [0, 0]},
+     "serialized_embedding_splits_per_ipu=[0, 0]: splits >= 0, at least one"),
+    ({"layers_per_ipu": [2, 2], "serialized_embedding_splits_per_ipu": [1, 1, 0]},
+     "serialized_embedding_splits_per_ipu=[1, 1, 0]: must give one value per IPU, 2"),
 ])
 def test_a_bad_ipu_config_is_one_line_naming_the_key_file_field_value_and_rule(
     tmp_path: Path, content: dict[str, Any], message: str
