@@ -186,6 +186,8 @@ def _next_line(s: RunSummary) -> str:
             where = f" --results-dir {shlex.quote(str(folder))}"
     if not s.storage.endswith("ipu_tune.journal"):  # a database: where the study is
         where += f" --storage {shlex.quote(s.storage)}"
+    if s.best_config is not None and s.best_config.model._target_:
+        where += " --trust-remote-code"  # the stored study names the user's own code
     name = shlex.quote(s.study_name)
     report = f"python -m ipu_tune report {name}{where} (rebuild the report)"
     if s.n_complete == 0:  # nothing simulated: `explain` would have nothing to show

@@ -48,9 +48,12 @@ class Provenance:
 
     @classmethod
     def of(cls, study: str, trial: int, storage: str, objectives: Mapping[str, float],
-           out_dir: Path) -> Provenance:
-        """The provenance of trial `trial`, whose best.yaml is written under `out_dir`."""
+           out_dir: Path, names_code: bool = False) -> Provenance:
+        """The provenance of trial `trial`, whose best.yaml is written under `out_dir`;
+        `names_code`: the plan's model is a `model._target_`, which evaluate reads from the
+        file only with the trust flag."""
         evaluate = f"python -m ipu_tune evaluate {shlex.quote(str(out_dir / BEST_YAML))}"
+        evaluate += " --trust-remote-code" if names_code else ""
         return cls(study, trial, storage, dict(objectives), evaluate)
 
 

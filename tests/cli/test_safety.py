@@ -333,3 +333,22 @@ def test_a_sweep_record_linked_outside_results_dir_is_refused(tmp_path: Path, li
     assert proc.stderr.strip().count("\n") == 0
     assert (outside / "victim.txt").read_text() == "keep me"
     assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+
+
+def test_the_commands_printed_for_a_study_of_your_own_code_run_as_printed(
+        tmp_path: Path) -> None:
+    """A study of a `model._target_` names code: its best.yaml's evaluate line and the summary's
+    next line carry the trust flag, and the evaluate line runs as printed."""
+    import shlex
+
+    proc = run_cli(["model._target_=tests.models.factories.tiny_mlp", "model.input_shape=[8]",
+                    "system.num_ipus=1", "study.name=own", "study.n_trials=2",
+                    "study.progress_bar=false"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    best = (tmp_path / "results" / "own" / "best.yaml").read_text()
+    line = next(ln for ln in best.splitlines() if ln.startswith("# Evaluate it again with: "))
+    assert line.endswith(" --trust-remote-code")
+    args = shlex.split(line.removeprefix("# Evaluate it again with: "))[3:]
+    assert run_cli(args, cwd=tmp_path).returncode == 0
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("next: ") and last.count("--trust-remote-code") == 2
