@@ -39,7 +39,7 @@ from ._model_source import _kwargs, masked_count
 from ._optimum_infer import eight_bit_training_note, inference_lines
 from ._source import docstring, program
 
-__all__ = ["IPU_CONFIG_FIELDS", "OPTIMUM_VERSION", "layer_blocks", "render_ipu_config",
+__all__ = ["IPU_CONFIG_FIELDS", "OPTIMUM_VERSION", "optimum_layers", "render_ipu_config",
            "render_run_with_optimum"]  # fmt: skip
 
 OPTIMUM_VERSION = "0.7.1"
@@ -79,11 +79,26 @@ IPU_CONFIG_FIELDS: Mapping[str, str] = {
 _LAYER = re.compile(r"[._]\d+$")  # `transformer.h.7`; torchvision ViT `encoder_layer_7`
 
 
-def layer_blocks(profile: ModelProfile) -> list[bool]:
-    """Per block: is it a layer of `layers_per_ipu` (a repeated block, `transformer.h.7`,
-    `encoder.layers.encoder_layer_7`)?
-    The first block never is: it holds the embeddings, which optimum places on IPU0."""
-    return [i > 0 and bool(_LAYER.search(name)) for i, name in enumerate(profile.blocks)]
+def optimum_layers(profile: ModelProfile) -> list[int]:
+    """Per block, the entries of optimum-graphcore's `layers_per_ipu` it holds: a repeated
+    block (`transformer.h.7`) is one; the first block (the embeddings, which `parallelize()`
+    places on IPU0) and a container of other blocks (a ConvNeXt stage, whose `layers` are
+    blocks of their own: optimum counts only those) are none, but for the layers of its list
+    that run inside it (the first stage's first layer). A wav2vec2-family CTC model's front
+    end and head are entries too (`_ctc_entries`)."""
+    names = profile.blocks
+    counts = []
+    for i, name in enumerate(names):
+        first_child = next((n for n in names[i + 1:] if n.startswith(name + ".")), None)
+        if first_child is not None:  # layers 0..K-1 of its list run inside it
+            found = _LAYER.search(first_child)
+            counts.append(int(found.group()[1:]) if found else 0)
+        else:
+            counts.append(int(i > 0 and bool(_LAYER.search(name))))
+    front, head = _ctc_entries(profile)
+    counts[0] += front
+    counts[-1] += head
+    return counts
 
 
 # A wav2vec2-family CTC model's front end as `PipelinedWav2Vec2ForCTC.parallelize()` (and
@@ -102,13 +117,9 @@ def _ctc_entries(profile: ModelProfile) -> tuple[int, int]:
 
 
 def _layers_per_ipu(plan: ExecutionPlan, profile: ModelProfile) -> list[int]:
-    is_layer = layer_blocks(profile)
-    starts = [0, *(profile.block_index(s) for s in plan.splits), len(is_layer)]
-    layers = [sum(is_layer[lo:hi]) for lo, hi in itertools.pairwise(starts)]
-    front, head = _ctc_entries(profile)
-    layers[0] += front
-    layers[-1] += head
-    return layers
+    counts = optimum_layers(profile)
+    starts = [0, *(profile.block_index(s) for s in plan.splits), len(counts)]
+    return [sum(counts[lo:hi]) for lo, hi in itertools.pairwise(starts)]
 
 
 # The fields a plan sets, per IPU of a replica or per run, with the `inference_` prefix for an

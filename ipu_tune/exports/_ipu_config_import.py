@@ -27,7 +27,7 @@ from ipu_tune.config import (
     validate,
 )
 from ipu_tune.errors import IpuTuneError, bad_value, shown
-from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, layer_blocks, plan_fields
+from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, optimum_layers, plan_fields
 from ipu_tune.models import ModelProfile
 
 __all__ = ["apply_ipu_config", "carried_from_ipu_config", "ipu_config_fields",
@@ -231,11 +231,13 @@ def _splits(
 ) -> tuple[str, ...]:
     key, raw = managed["layers_per_ipu"]
     ipus = managed["ipus_per_replica"][1]
-    is_layer = layer_blocks(profile)
-    layer_index = [i for i, flag in enumerate(is_layer) if flag]
-    layers = _expand(list(raw), len(layer_index), int(ipus))
-    if len(layers) != ipus or sum(layers) != len(layer_index) or min(layers) < 0:
-        raise IpuTuneError(f"{where}: {key}={shown(raw)}: must place the {len(layer_index)} "
+    counts = optimum_layers(profile)
+    # The entry at which each block that holds one begins: where a stage can begin.
+    begins = {sum(counts[:b]): b for b in range(1, len(counts)) if counts[b]}
+    total = sum(counts)
+    layers = _expand(list(raw), total, int(ipus))
+    if len(layers) != ipus or sum(layers) != total or min(layers) < 0:
+        raise IpuTuneError(f"{where}: {key}={shown(raw)}: must place the {total} "
                            f"layers of {profile.name} on {ipus} IPUs (ipus_per_replica)")
     if any(n == 0 for n in layers[1:]):
         # optimum runs a classification or QA head alone on a last IPU of no layer; the
@@ -244,11 +246,22 @@ def _splits(
                            "(IPU0 may hold the embeddings alone; a last IPU holding only the "
                            "output head, which optimum-graphcore allows, is not simulated: "
                            "give it a layer)")  # fmt: skip
-    done, splits = 0, []
+    done, splits = 0, list[str]()
     for n in layers[:-1]:
         done += n
-        splits.append(profile.blocks[layer_index[done]])
+        if done not in begins:  # inside a block optimum counts several entries of (a front end)
+            raise IpuTuneError(
+                f"{where}: {key}={shown(raw)}: gives IPU{len(splits) + 1} layers from entry "
+                f"{done} of {total}, inside a block of {profile.name} that holds several "
+                f"(as {_layers_text(counts)}); allowed: IPUs that begin where a block does")
+        splits.append(profile.blocks[begins[done]])
     return tuple(splits)
+
+
+def _layers_text(counts: list[int]) -> str:
+    """The entries per block, where blocks hold more than one: `block 0: 8, then 1 each`."""
+    many = [f"block {b}: {n}" for b, n in enumerate(counts) if n > 1]
+    return ", ".join(many) + ", the others 1 or 0"
 
 
 def _proportions(value: Any) -> tuple[float, tuple[float, ...]]:

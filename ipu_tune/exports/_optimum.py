@@ -11,22 +11,43 @@ from ._context import ExportContext
 from ._ipu_config import render_ipu_config, render_run_with_optimum
 from ._schedules import OPTIMUM
 
-__all__ = ["IpuConfigExporter", "RunWithOptimumExporter", "is_transformers_model",
-           "optimum_runs"]
+__all__ = ["OPTIMUM_PIPELINED", "IpuConfigExporter", "RunWithOptimumExporter",
+           "is_transformers_model", "optimum_runs"]
 
 
-# Heads optimum-graphcore 0.7.1 cannot run: it has no feature-extraction pipeline and pipelines
-# no tower (`models/*/modeling_*.py` register three base models: BERT, MPNet, T5's encoder),
-# and it pins transformers 4.29.2, which predates the image-text-to-text class.
-_NOT_IN_OPTIMUM = ("feature-extraction", "image-text-to-text")
+# The Transformers classes optimum-graphcore 0.7.1 pipelines, by model type and ipu-tune task:
+# its `@register(...)` decorators (optimum/graphcore/models/*/modeling_*.py). `to_pipelined`
+# refuses any other class, so another model gets neither file. Not listed: its base models
+# (BertModel, MPNetModel, T5EncoderModel: ipu-tune's feature extraction runs no optimum
+# pipeline), token classification and multiple choice (no ipu-tune task), GroupBERT and LXMERT
+# (no Transformers model type ipu-tune builds them from).
+OPTIMUM_PIPELINED: dict[str, frozenset[str]] = {
+    "bart": frozenset({"seq2seq-lm", "sequence-classification"}),
+    "bert": frozenset({"masked-lm", "question-answering", "sequence-classification"}),
+    "convnext": frozenset({"image-classification"}),
+    "deberta": frozenset({"masked-lm", "question-answering", "sequence-classification"}),
+    "distilbert": frozenset({"masked-lm", "question-answering", "sequence-classification"}),
+    "gpt2": frozenset({"causal-lm", "sequence-classification"}),
+    "hubert": frozenset({"ctc", "audio-classification"}),
+    "mpnet": frozenset({"masked-lm"}),
+    "mt5": frozenset({"seq2seq-lm"}),
+    "roberta": frozenset({"masked-lm", "question-answering", "sequence-classification"}),
+    "t5": frozenset({"seq2seq-lm"}),
+    "vit": frozenset({"image-classification"}),
+    "wav2vec2": frozenset({"ctc"}),
+    "whisper": frozenset({"speech-seq2seq"}),
+}
 
 
 def optimum_runs(model: ModelConfig) -> bool:
-    """The model is built through Transformers (`model.hf`, or a zoo size of `HUB_MODELS`)
-    with a head optimum-graphcore 0.7.1 can run (`_NOT_IN_OPTIMUM`). The zoo's own BERT and
+    """The model is built through Transformers (`model.hf`, or a zoo size of `HUB_MODELS`) as
+    a class optimum-graphcore 0.7.1 pipelines (`OPTIMUM_PIPELINED`). The zoo's own BERT and
     the vision models are ipu-tune's restatements, not Transformers classes: no optimum files."""
     source = hf_source(model)
-    return source is not None and hf_identity(source)[1] not in _NOT_IN_OPTIMUM
+    if source is None:
+        return False
+    model_type, task = hf_identity(source)
+    return task in OPTIMUM_PIPELINED.get(model_type, frozenset())
 
 
 def is_transformers_model(ctx: ExportContext) -> bool:

@@ -410,3 +410,48 @@ def test_a_config_key_that_is_no_python_name_never_becomes_code() -> None:
 
     args = _call_args({"a=__import__('os').system('x'),b": 1, "n_layer": 2})
     assert args.startswith("**{") and ast.literal_eval(args[2:])["n_layer"] == 2
+
+
+@pytest.mark.parametrize(("model_type", "splits", "layers"), [
+    # optimum counts a ConvNeXt's `stage.layers` only (18 in convnext-tiny); a stage's own
+    # block (its downsampling) is none, and the first stage's first layer runs in block 0.
+    ("convnext", ("convnext.encoder.stages.1.layers.0", "convnext.encoder.stages.2.layers.0",
+                  "convnext.encoder.stages.2.layers.6"), [3, 3, 6, 6]),
+    # wav2vec2's CTC model: 7 conv layers and the positional conv on IPU0, lm_head last (21).
+    ("wav2vec2", ("wav2vec2.encoder.layers.3", "wav2vec2.encoder.layers.6",
+                  "wav2vec2.encoder.layers.9"), [11, 3, 3, 4]),
+])
+def test_the_layers_optimum_counts_export_and_import_alike(
+    tmp_path: Path, model_type: str, splits: tuple[str, ...], layers: list[int],
+) -> None:
+    """Export and import count the entries optimum-graphcore's `parallelize()` counts: the
+    file sums to them, and reads back to the same splits."""
+    cfg = EvalConfig(model=ModelConfig(name="hf", hf=HfConfig(model_type=model_type)),
+                     system=SystemConfig(num_ipus=4))
+    profile = profile_model(cfg.model)
+    plan = replace(PLAN, splits=splits, replication_factor=1)
+    (tmp_path / "ipu_config.json").write_text(render_ipu_config(plan, profile, cfg))
+    data = read_ipu_config(tmp_path)
+    assert data["layers_per_ipu"] == layers
+    assert plan_values_from_ipu_config(data, profile, "train")["splits"] == splits
+    # Wildcards that cut wav2vec2's front end (21 entries: 5, 5, 5, 6) name the block.
+    if model_type == "wav2vec2":
+        with pytest.raises(IpuTuneError, match="inside a block of"):
+            plan_values_from_ipu_config({"layers_per_ipu": [-1] * 4, "ipus_per_replica": 4},
+                                        profile, "train")
+
+
+@pytest.mark.parametrize(("model_type", "task", "files"), [
+    ("bert", "masked-lm", True), ("gpt2", "sequence-classification", True),
+    ("convnext", "image-classification", True), ("whisper", "speech-seq2seq", True),
+    ("llama", "causal-lm", False), ("swin", "image-classification", False),
+    ("deberta-v2", "masked-lm", False), ("gpt2", "question-answering", False),
+])
+def test_optimum_files_only_for_the_classes_optimum_pipelines(
+        model_type: str, task: str, files: bool) -> None:
+    """optimum-graphcore 0.7.1's `to_pipelined` runs only the classes it registers: another
+    model gets no ipu_config.json nor run_with_optimum.py (they could not run)."""
+    from ipu_tune.exports._optimum import optimum_runs
+
+    assert optimum_runs(ModelConfig(name="hf", hf=HfConfig(model_type=model_type,
+                                                          task=task))) is files
