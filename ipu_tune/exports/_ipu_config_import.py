@@ -350,7 +350,8 @@ def ipu_config_note(cfg: EvalConfig) -> str | None:
                 if carried else None)
     head = f"{_where(path)}: not simulated: {names}; " if carried else f"{_where(path)}: "
     return head + ("no ipu_config.json or run_with_optimum.py for this model: optimum-graphcore "
-                   "runs Transformers models (model=hf, a gpt2 or bert_*_squad size)")
+                   "0.7.1 pipelines only the Transformers classes it registers (BERT, RoBERTa, "
+                   "GPT-2, T5, ViT, ConvNeXt, wav2vec2, Whisper, ...: docs/huggingface.md)")
 
 
 def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool = False) -> T:

@@ -81,7 +81,8 @@ def test_a_model_without_optimum_exports_says_so_in_that_line(tmp_path: Path) ->
     note = ipu_config_note(_applied(tmp_path, {**layers, "seed": 1}, bert))
     assert note == (f"plan.from_ipu_config={str(tmp_path)!r}: not simulated: seed; no "
                     "ipu_config.json or run_with_optimum.py for this model: optimum-graphcore "
-                    "runs Transformers models (model=hf, a gpt2 or bert_*_squad size)")
+                    "0.7.1 pipelines only the Transformers classes it registers (BERT, RoBERTa, "
+                    "GPT-2, T5, ViT, ConvNeXt, wav2vec2, Whisper, ...: docs/huggingface.md)")
 
 
 def test_a_per_ipu_list_of_another_ipu_count_is_left_out_and_said(tmp_path: Path) -> None:
