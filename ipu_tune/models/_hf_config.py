@@ -4,6 +4,7 @@ built."""
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -104,7 +105,10 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
     known = set(default.to_dict()) | set(getattr(config_class, "attribute_map", {}))
     for key in overrides:
         if key not in known and not hasattr(default, key):
-            sample = ", ".join(sorted(k for k in known if not k.startswith("_"))[:12])
+            fields = sorted(k for k in known if not k.startswith("_"))
+            # The nearest names first (a misspelling), then the others in order.
+            near = difflib.get_close_matches(key, fields, n=3)
+            sample = ", ".join([*near, *(f for f in fields if f not in near)][:12])
             raise bad_value(f"model.hf.config.{key}", overrides[key],
                             f"a field of {config_class.__name__}: {sample}, ...")  # fmt: skip
 

@@ -515,3 +515,13 @@ def test_a_tower_wanting_a_required_input_besides_its_pixels_names_it(profile_of
     msg = str(err.value)
     assert "cannot run forward and backward on pixel_values alone (" in msg
     assert "it reads another input (pixel_position_ids): profile it as a factory" in msg
+
+
+def test_a_misspelt_config_field_names_the_nearest_fields_first() -> None:
+    """`n_layr` listed GPT2Config's fields from `activation_function` on, cut before `n_layer`."""
+    from ipu_tune.models import profile_model
+
+    cfg = ModelConfig(name="hf", hf=HfConfig(model_type="gpt2", config={"n_layr": 4}))
+    with pytest.raises(IpuTuneError) as err:
+        profile_model(cfg)
+    assert str(err.value).startswith("model.hf.config.n_layr=4: a field of GPT2Config: n_layer, ")
