@@ -226,8 +226,10 @@ def constants_from_mapping(
     out: dict[str, float] = {}
     for key, value in values.items():
         if key not in known:
-            raise bad_value(f"constants.{key}", value, "unknown constant; known: "
-                            + ", ".join(sorted(known)))
+            # Its value is not shown: a file named by a stored study may be any YAML of the
+            # reader's (a credentials file), and its values are none of the study's business.
+            raise IpuTuneError(f"constants.{str(key)[:80]}: unknown constant (its value not "
+                               "shown); known: " + ", ".join(sorted(known)))
         try:
             if isinstance(value, bool):  # YAML's true is no constant
                 raise TypeError
