@@ -46,6 +46,9 @@ class IpuSpec:
     # pipeline stage's copy to its neighbour move at, per link they use.
     ipu_link_bytes_per_s: float
     worker_threads_per_tile: int = 6  # read
+    # estimate: elements of input the AMP loads per cycle, 64 bits (4 fp16 or 2 fp32; the
+    # poplibs AMP vertices' input load). Its conv units are its MACs per cycle over this.
+    amp_input_load_bits: int = 64
 
     @property
     def sram_bytes(self) -> int:
@@ -55,6 +58,16 @@ class IpuSpec:
         per_tile = (self.fp16_flops_per_cycle_per_tile if fp16
                     else self.fp32_flops_per_cycle_per_tile)
         return per_tile * self.tiles * self.clock_hz
+
+    def amp_conv_units(self, fp16: bool, half_partials: bool) -> int:
+        """Output channels of one convolution group the AMP computes at once, its conv units
+        (derived: MACs per cycle per tile / input elements per load; Mk2: 16 at FP16.16,
+        8 with float partials, which halve the MACs (AI-Float, seed hands-on), 8 at FP32).
+        A conv group with fewer output channels leaves the rest idle."""
+        flops = (self.fp16_flops_per_cycle_per_tile if fp16
+                 else self.fp32_flops_per_cycle_per_tile)
+        macs = flops // 2 // (1 if half_partials or not fp16 else 2)
+        return max(1, macs // (self.amp_input_load_bits // (16 if fp16 else 32)))
 
 
 IPUS: dict[str, IpuSpec] = {

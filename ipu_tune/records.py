@@ -352,6 +352,10 @@ class StudyMeta:
     # ipu_tune.tuner): the model as profiled, a constants file's values. Empty for a study
     # older than this field.
     inputs: Mapping[str, str] = field(default_factory=dict)
+    # What the files the config names held, by the key naming each (`SearchProblem.files_read`:
+    # the constants read, a space file's mapping): the commands on a stored study use these and
+    # never open a file a stored config names. Empty for a study older than this field.
+    files: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, study: optuna.Study | Any) -> StudyMeta | None:
@@ -359,13 +363,14 @@ class StudyMeta:
         raw = study.user_attrs.get(STUDY_META_KEY)
         if not isinstance(raw, Mapping):
             return None
-        config, inputs = raw.get("config"), raw.get("inputs")
+        config, inputs, files = raw.get("config"), raw.get("inputs"), raw.get("files")
         return cls(model=raw.get("model"), ipu=raw.get("ipu"), num_ipus=raw.get("num_ipus"),
                    search=raw.get("search"), objectives=list(raw.get("objectives") or []),
                    pinned=list(raw.get("pinned") or []),
                    config=config if isinstance(config, Mapping) else None,
                    simulator_version=_version_of(study, raw),
-                   inputs=dict(inputs) if isinstance(inputs, Mapping) else {})
+                   inputs=dict(inputs) if isinstance(inputs, Mapping) else {},
+                   files=dict(files) if isinstance(files, Mapping) else {})
 
     def write(self, study: optuna.Study) -> None:
         study.set_user_attr(STUDY_META_KEY, {
@@ -375,6 +380,7 @@ class StudyMeta:
             "config": dict(self.config) if self.config is not None else None,
             "simulator_version": self.simulator_version,
             "inputs": dict(self.inputs),
+            "files": dict(self.files),
         })
 
 

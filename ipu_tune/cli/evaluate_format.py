@@ -120,13 +120,16 @@ def _stages(result: SimResult) -> list[str]:
     rows = []
     for st in result.stages:
         first, last = st.blocks[0], st.blocks[-1]
+        # The tied head on IPU0 runs as a stage of its own after the last IPU's, numbered as
+        # the exports number it (PopTorch's AutoIncrement, PopART's pipelineStage).
+        head = len(result.stages) if len(result.stages) > 1 else st.stage
         blocks = ((first if first == last else f"{first} .. {last}")
-                  + "".join(f" + {b}" for b in st.also))  # the tied head on IPU0
+                  + "".join(f" + {b} (stage {head})" for b in st.also))
         seconds = (st.forward_s, st.backward_s, st.recompute_s, st.inter_ipu_s)
-        rows.append({"stage": str(st.stage), "blocks": blocks,
+        rows.append({"IPU": str(st.stage), "stage blocks": blocks,
                      **{c: f"{s * 1e3:.3f}" for c, s in zip(_STAGE_FIGURES, seconds, strict=True)}})
-    return ["", "Stages, one micro-batch (ms)",
-            *aligned_lines(["stage", "blocks", *_STAGE_FIGURES], rows, _STAGE_FIGURES)]
+    return ["", "Stages per IPU, one micro-batch (ms)",
+            *aligned_lines(["IPU", "stage blocks", *_STAGE_FIGURES], rows, _STAGE_FIGURES)]
 
 
 def format_result(result: SimResult, cfg: EvalConfig, input_kind: str | None = None) -> str:

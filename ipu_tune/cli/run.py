@@ -36,16 +36,11 @@ from ipu_tune.config import (
     check_sweep,
     compose,
     composed_file_error,
-    config_dirs,
-    config_files,
     group_options,
     guarded_loads,
-    header_package,
     hydra_error,
     parse_overrides,
-    parse_yaml,
     quick_compose,
-    read_text,
     register,
     split_hydra_args,
     typed,
@@ -57,7 +52,7 @@ from ipu_tune.tuner import Prepared, RunSummary, check_shared_studies, prepare, 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
 
-__all__ = ["check_sweep_places", "check_sweep_secrets", "hydra_main", "pinned_keys", "preflight"]
+__all__ = ["hydra_main", "pinned_keys", "preflight"]
 
 # Flags after which Hydra does not run the task (help, printing config, completion).
 _NO_RUN_FLAGS = {"-h", "--help", "--hydra-help", "-i", "--info", "-c", "--cfg", "-sc",
@@ -133,84 +128,6 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> list[Prep
         prepared.append(prepare(cfg, pinned_keys(list(combo))))
     check_shared_studies(prepared)
     return prepared
-
-
-def check_sweep_secrets(argv: Sequence[str]) -> None:
-    """A sweep's overrides and composed config are saved by Hydra in
-    `<results_dir>/multirun/multirun.yaml`, a record ipu-tune cannot redact: under -m a
-    password in an override or in a file of a `--config-dir` is refused, before Hydra runs."""
-    if not _SWEEP_FLAGS & set(argv):
-        return
-    from pathlib import Path
-
-    from ipu_tune.storage import redact
-
-    dirs = config_dirs(argv)
-    texts = [(a, "") for a in argv if not a.startswith("-") and a not in dirs]
-    for folder in dirs:
-        for path in config_files(Path(folder)):
-            text, where = read_text(path, "config file"), f" in {str(path)!r}"
-            # The text, and every string as YAML reads it (`\u0040` is an `@` there).
-            texts += [(text, where), *((v, where) for v in _strings(parse_yaml(text, where)))]
-    for text, where in texts:
-        shown = redact(text)
-        if shown != text:
-            pairs = zip(shown.splitlines(), text.splitlines(), strict=False)
-            line = next((ln for ln, raw in pairs if ln != raw), shown)
-            raise IpuTuneError(
-                f"{line.strip()[:120]}{where}: a password in a sweep (-m) would be saved by "
-                "Hydra in <results_dir>/multirun/multirun.yaml; allowed: the URL without the "
-                "password, with PGPASSWORD or ~/.pgpass (read by libpq and psycopg)")
-
-
-def check_sweep_places(argv: Sequence[str], prepared: Sequence[Prepared]) -> None:
-    """Hydra saves a sweep's record in `<results_dir>/multirun/multirun.yaml` (hydra.sweep.dir)
-    and follows a link there: refused, before Hydra runs, when it would land outside
-    results_dir (a linked folder or file) or replace anything but a regular file."""
-    if not _SWEEP_FLAGS & set(argv):
-        return
-    from pathlib import Path
-
-    from ipu_tune.files import check_target, inside
-
-    for root in sorted(_sweep_roots(argv, prepared)):
-        record = Path(root) / "multirun" / "multirun.yaml"
-        if not inside(record, root):
-            raise IpuTuneError(f"hydra.sweep.dir={str(record.parent)!r}: resolves outside "
-                               f"results_dir={root!r} (a link); allowed: a folder inside it")
-        check_target(record, "hydra.sweep.dir")
-
-
-def _sweep_roots(argv: Sequence[str], prepared: Sequence[Prepared]) -> set[str]:
-    """Every results_dir a sweep may use: its prepared runs', the command line's, a config
-    folder's file that sets it for the whole config (`@package _global_`), else the default."""
-    from pathlib import Path
-
-    roots = {p.cfg.results_dir for p in prepared}
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        if key.lstrip("+") == "results_dir":
-            roots |= set(value.split(","))
-    for folder in config_dirs(argv):
-        for path in config_files(Path(folder)):
-            text = read_text(path, "config file")
-            data = parse_yaml(text, f"config file {str(path)!r}")
-            if header_package(text, path) == "_global_" and isinstance(data, dict):
-                roots |= {str(data["results_dir"])} if "results_dir" in data else set()
-    return roots or {TuneConfig().results_dir}
-
-
-def _strings(node: Any) -> Iterator[str]:
-    """Every string key and value of parsed YAML."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _strings(key)
-            yield from _strings(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _strings(item)
-    elif isinstance(node, str):
-        yield node
 
 
 def _prepared(command: _Command, cfg: TuneConfig, pinned: frozenset[str]) -> Prepared:
@@ -326,9 +243,7 @@ def hydra_main(argv: Sequence[str]) -> int:
             flags, overrides = split_hydra_args(argv)
             argv = [*flags, *overrides]
         check_side_doors(argv, trusted)  # only model._target_ names code; before Hydra runs
-        check_sweep_secrets(argv)
         command = _Command(trusted, preflight(argv, trusted))
-        check_sweep_places(argv, command.prepared)
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
     if _composed_once(command.prepared, argv):

@@ -31,6 +31,7 @@ from ipu_tune.cli._trials_table import (
 )
 from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed
 from ipu_tune.errors import IpuTuneError
+from ipu_tune.knobs import get_key
 from ipu_tune.records import StudyMeta
 from ipu_tune.storage import (
     ResultsStore,
@@ -205,18 +206,45 @@ def load_problem(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget,
         )
     meta = StudyMeta.of(study)
     pinned = frozenset(meta.pinned if meta else [])
-    problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg), pinned=pinned)
+    stored = _stored_files(args.study, cfg, meta)
+    problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg), pinned=pinned,
+                            stored=stored)
     _check_inputs(args.study, meta, problem)
     return study, target, cfg, problem
+
+
+def _stored_files(name: str, cfg: TuneConfig, meta: StudyMeta | None) -> dict[str, Any]:
+    """What the files the stored config names held, as the study kept it: a file a stored
+    study names is never opened (whoever writes the storage would choose which file of the
+    reader's is read, and its keys would show in the errors)."""
+    from ipu_tune.search import files_named
+
+    kept = meta.files if meta else {}
+    for key in files_named(cfg):
+        if key not in kept:
+            raise IpuTuneError(
+                f"study={name!r}: its config names {key}={get_key(cfg, key)!r}, a file whose "
+                "values the study does not keep (made by an earlier ipu-tune), and the "
+                "commands on a stored study open no file its config names; allowed: tune "
+                "again with the study's command, which keeps them")
+    return {key: kept[key] for key in files_named(cfg)}
 
 
 def _check_inputs(name: str, meta: StudyMeta | None, problem: SearchProblem) -> None:
     """Refuse to explain or export a study whose model or constants file changed since its
     trials ran: they were scored on what it was then (a study older than the digests passes)."""
+    from ipu_tune.simulator import SIMULATOR_VERSION
     from ipu_tune.tuner import problem_inputs
 
     stored = meta.inputs if meta else {}
     changed = [k for k, v in problem_inputs(problem).items() if k in stored and stored[k] != v]
+    version = meta.simulator_version if meta else None
+    if changed and version not in (None, SIMULATOR_VERSION):
+        raise IpuTuneError(
+            f"study={name!r}: its trials were scored by simulator {version}; this ipu-tune "
+            f"(simulator {SIMULATOR_VERSION}) reads its {' and '.join(changed)} otherwise; "
+            f"allowed: tune again with the study's command, which starts "
+            f"a study for simulator {SIMULATOR_VERSION}, or the ipu-tune of simulator {version}")
     if changed:
         raise IpuTuneError(
             f"study={name!r}: {' and '.join(changed)} changed since its trials ran (a file the "

@@ -13,7 +13,7 @@ first, then the fewest overrides, then the most samples/s.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ipu_tune import interrupts
@@ -116,6 +116,8 @@ def _savers(cfg: EvalConfig, training: bool) -> list[tuple[str, dict[str, Any]]]
             out.append(("offload the optimizer state", {"plan.offload_optimizer_state": True}))
         if p.replication_factor > 1 and not p.replicated_tensor_sharding:
             out.append(("replicated tensor sharding", {"plan.replicated_tensor_sharding": True}))
+    if p.io_tiles:  # I/O tiles hold no model: the compute tiles hold it all
+        out.append((f"I/O tiles {p.io_tiles} -> 0", {"plan.io_tiles": 0}))
     return out
 
 
@@ -165,15 +167,30 @@ def _from(problem: SearchProblem, origin: EvalConfig, user: EvalConfig,
               if (row := tried(label, ch)) is not None]  # each saves memory alone
     rows += [row for _, _, row in savers]
     if len(savers) > 1 and not any(row["fits"] for _, _, row in savers):
-        row = tried(*_together([(label, ch) for label, ch, _ in savers]))
+        row = _together(savers, tried)
         if row is not None:
             rows.append(row)
     return rows
 
 
-def _together(savers: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
-    """The savers as one change. Savers of one knob come weakest first (recompute to
-    checkpoints, then to every_block): the last, the strongest, sets it, and only the savers
+def _together(savers: list[tuple[str, dict[str, Any], dict[str, Any]]],
+              tried: Callable[[str, dict[str, Any]], dict[str, Any] | None],
+              ) -> dict[str, Any] | None:
+    """The savers (label, changes, row alone) as one change, built up from the one that saves
+    most alone: another joins only when the change then peaks lower still (savers interact:
+    recomputing every block of a one-block model adds code and saves nothing), so together
+    never peaks above the best of them alone. None: no two lower it together."""
+    ranked = sorted(savers, key=lambda s: s[2]["peak_memory_bytes"])
+    chosen, best = [ranked[0][:2]], ranked[0][2]
+    for label, ch, _ in ranked[1:]:
+        row = tried(*_merged([*chosen, (label, ch)]))
+        if row is not None and row["peak_memory_bytes"] < best["peak_memory_bytes"]:
+            chosen, best = [*chosen, (label, ch)], row
+    return best if len(chosen) > 1 else None
+
+
+def _merged(savers: list[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    """The savers as one change. Of savers of one knob the last sets it, and only the savers
     whose values the change keeps are named, so the label says what its command runs."""
     last = {key: i for i, (_, ch) in enumerate(savers) for key in ch}
     kept = [(label, ch) for i, (label, ch) in enumerate(savers)
@@ -209,18 +226,22 @@ def larger_system(problem: SearchProblem, cfg: EvalConfig,
                   user: EvalConfig | None = None) -> dict[str, Any] | None:
     """When nothing fits on this system: the fewest IPUs of its kind (powers of two) on which
     `cfg` fits with every memory saver on, one pipeline stage per IPU up to the model's blocks
-    (split by the search's balanced planner), the other IPUs replicas. A row as `remedies`
-    gives, its overrides starting with `system.num_ipus` and `larger_system` true. When none
-    fits, the row of the most stages the model has (more IPUs than that only add replicas,
-    which hold the same weights); None when not even that is a plan."""
+    (split by the search's balanced planner), the other IPUs replicas; then without each saver
+    that lowers nothing there (`_lean`). A row as `remedies` gives, its overrides starting with
+    `system.num_ipus` and `larger_system` true. When none fits, the row of the most stages the
+    model has (more IPUs than that only add replicas, which hold the same weights); None when
+    not even that is a plan."""
     user = user if user is not None else cfg
     training = cfg.workload.mode == "train"
     most = min(len(problem.profile.blocks), LIMITS["system.num_ipus"])
-    ipus, row = cfg.system.num_ipus * 2, None
+    ipus = cfg.system.num_ipus * 2
+    found: tuple[dict[str, Any], EvalConfig, list[tuple[str, dict[str, Any]]], int, int] | None
+    found = None
     while ipus <= LIMITS["system.num_ipus"]:
         stages = 1 << (min(ipus, most).bit_length() - 1)  # a power of two <= both
         cand = _with(cfg, {"system.num_ipus": ipus, "plan.replication_factor": ipus // stages})
-        cand = _with(cand, {k: v for _, ch in _savers(cand, training) for k, v in ch.items()})
+        savers = _savers(cand, training)
+        cand = _with(cand, {k: v for _, ch in savers for k, v in ch.items()})
         # The planner's memory estimate leaves out code and buffers: ask it for less memory
         # per stage until the simulator says a split fits. Pipelined first (the plan's
         # schedule, or grouped), then sharded: one stage at a time, no accumulation or stash,
@@ -231,12 +252,30 @@ def larger_system(problem: SearchProblem, cfg: EvalConfig,
                 interrupts.check()  # a deep model plans for seconds: Ctrl-C stops here
                 split = _split(problem, _with(cand, {"plan.pipeline.schedule": schedule}),
                                stages, share * problem.system.ipu.sram_bytes)
-                row = _simulated(problem, split, user, ipus, stages) or row
-                if row is not None and row["fits"]:
-                    return row
+                row = _simulated(problem, split, user, ipus, stages)
+                if row is None:
+                    continue
+                found = (row, split, savers, ipus, stages)
+                if row["fits"]:
+                    return _lean(problem, user, cfg, *found)
         if stages * 2 > most:
             break
         ipus *= 2
+    return _lean(problem, user, cfg, *found) if found is not None else None
+
+
+def _lean(problem: SearchProblem, user: EvalConfig, base: EvalConfig, row: dict[str, Any],
+          cand: EvalConfig, savers: list[tuple[str, dict[str, Any]]], ipus: int,
+          stages: int) -> dict[str, Any]:
+    """`row` of `cand` without each of `base`'s savers whose undoing keeps it fitting as it
+    did and peaks no higher (recomputing every block of a model of one block only adds code):
+    a remedy holds no change that costs memory or speed for nothing."""
+    for _, changes in savers:
+        undone = _with(cand, {k: get_key(base, k) for k in changes})
+        other = _simulated(problem, undone, user, ipus, stages)
+        if (other is not None and other["fits"] >= row["fits"]
+                and other["peak_memory_bytes"] <= row["peak_memory_bytes"]):
+            row, cand = other, undone
     return row
 
 
@@ -263,7 +302,7 @@ def _simulated(problem: SearchProblem, cand: EvalConfig, user: EvalConfig, ipus:
     except IpuTuneError:
         return None
     label = (f"{ipus} {cand.system.ipu} IPUs ({stages} pipeline stages x {ipus // stages} "
-             "replicas, every memory saver)")
+             "replicas, the memory savers that lower its peak)")
     overrides = [f"system.num_ipus={ipus}", *_overrides(user, cand)]
     return {**_row(label, r, cand, overrides), "larger_system": True}
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
 
-from ipu_tune.case import build_case, simulate_case
+from ipu_tune.case import build_case, head_stages, simulate_case
 from ipu_tune.config import EvalConfig, load_config
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.plan import plan_from_config
+from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.records import TrialRecord
 from ipu_tune.simulator import SimResult
 
@@ -138,15 +138,16 @@ class PlanChooser:
         names `rival` (the best stored trial the framework runs) when it ranks above it, and
         the study's constraints it breaks."""
         best = self.best
-        cfg = schedules.switched(best.config, best.plan)
+        head = head_stages(best.profile, best.config) if best.profile is not None else 0
+        cfg = schedules.switched(best.config, best.plan, head)
         key = ("switched", plan_from_config(cfg), rival.number if rival else None)
         if key not in self._contexts:
             result = self._simulate(cfg)
             values, broken = self._score(cfg, result)
             over = self._beaten(values, broken, result, rival)
             self._contexts[key] = export_context(
-                cfg, result, best.profile,
-                stand_in=self._stand_in(None, result, over, broken if result.fits else ""))
+                cfg, result, best.profile, stand_in=self._stand_in(
+                    None, result, over, broken if result.fits else "", plan_from_config(cfg)))
         return self._contexts[key]
 
     def _score(self, cfg: EvalConfig, result: SimResult) -> tuple[Sequence[float] | None, str]:
@@ -185,11 +186,13 @@ class PlanChooser:
                              bottleneck="invalid plan", memory=(), stages=(), reason=str(exc))
 
     def _stand_in(self, trial: int | None, result: SimResult,
-                  over: tuple[int, float] | None = None, broken: str = "") -> StandIn:
+                  over: tuple[int, float] | None = None, broken: str = "",
+                  plan: ExecutionPlan | None = None) -> StandIn:
         best = self.best
         assert best.result is not None  # `context_for` renders the best as it is without one
         return StandIn(
             best_trial=best.provenance.trial if best.provenance is not None else None,
             best_throughput=best.result.throughput, best=best.plan, trial=trial,
             throughput=result.throughput, fits=result.fits,
-            reason=result.reason or "does not fit in memory", over=over, broken=broken)
+            reason=result.reason or "does not fit in memory", over=over, broken=broken,
+            plan=plan)

@@ -20,17 +20,20 @@ ipu-tune simulates three schedules (Memory and Performance Optimisation on the I
 * best.yaml is ipu-tune's own config (any schedule); the PopRun line launches whichever program
   runs the plan (`_poprun`), so neither declares a restriction.
 
-Other rules (`Rule`): TensorFlow shards only offloaded optimizer state (`TF_ON_CHIP_RTS`).
+Other rules (`Rule`): TensorFlow shards only offloaded optimizer state (`TF_ON_CHIP_RTS`);
+optimum-graphcore sets no recomputation but every layer's checkpoints (`OPTIMUM_RECOMPUTE`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ipu_tune.config import EvalConfig
+from ipu_tune.config import EvalConfig, at_pipeline_minimum
 from ipu_tune.knobs import rate_text
 from ipu_tune.plan import ExecutionPlan
+from ipu_tune.simulator import recompute_mode
 
 __all__ = ["OPTIMUM", "POPART", "POPTORCH", "TENSORFLOW", "Rule", "Schedules", "StandIn"]
 
@@ -73,6 +76,29 @@ TF_ON_CHIP_RTS = Rule(
 )
 
 
+def _recompute_unset(plan: ExecutionPlan) -> bool:
+    """A recomputation `ipu_config.json` cannot set: its one field,
+    `recompute_checkpoint_every_layer`, gives `every_block` or PopTorch's own choice (`auto`:
+    pipeline recomputation when pipelined, none otherwise), so a pipeline without recomputation
+    or one stage with `checkpoints` runs otherwise under optimum-graphcore."""
+    return plan.recompute != "every_block" and recompute_mode(plan) != recompute_mode(
+        replace(plan, recompute="auto"))
+
+
+def _auto_recompute(cfg: EvalConfig) -> EvalConfig:
+    return replace(cfg, plan=replace(cfg.plan, recompute="auto"))
+
+
+OPTIMUM_RECOMPUTE = Rule(
+    _recompute_unset,
+    "sets a recomputation of its own (plan.recompute)",
+    " (IPUConfig's recompute_checkpoint_every_layer gives every layer's checkpoint or"
+    " PopTorch's own choice, pipeline recomputation when pipelined)",
+    _auto_recompute,
+    "PopTorch's own recomputation (plan.recompute=auto)",
+)
+
+
 @dataclass(frozen=True)
 class Schedules:
     """What a framework runs: its pipeline schedules, ipu-tune's name -> the framework's own, in
@@ -101,27 +127,41 @@ class Schedules:
         """The schedule a plan whose schedule this framework cannot run is switched to."""
         return next(iter(self.names(plan.training)))
 
-    def switched(self, cfg: EvalConfig, plan: ExecutionPlan) -> EvalConfig:
-        """`cfg` (whose plan is `plan`) changed into a plan this framework runs."""
+    def _rescheduled(self, plan: ExecutionPlan) -> ExecutionPlan:
+        return plan if self.runs_schedule(plan) else replace(plan, schedule=self.switch(plan))
+
+    def switched(self, cfg: EvalConfig, plan: ExecutionPlan, head_stages: int = 0) -> EvalConfig:
+        """`cfg` (whose plan is `plan`) changed into a plan this framework runs: its schedule,
+        then the rules the rescheduled plan breaks, then gradient accumulation (inference:
+        device iterations) raised to PopTorch's least for the new pipeline (`head_stages`: a
+        tied head's stage on IPU0, `ipu_tune.case.head_stages`)."""
         if not self.runs_schedule(plan):
             cfg = replace(cfg, plan=replace(cfg.plan, pipeline=replace(
                 cfg.plan.pipeline, schedule=self.switch(plan))))
-        for rule in self.broken(plan):
+        for rule in self.broken(self._rescheduled(plan)):
             cfg = rule.fix(cfg)
-        return cfg
+        return at_pipeline_minimum(copy.deepcopy(cfg), head_stages)
 
     def cannot(self, plan: ExecutionPlan) -> str:
         """Why the framework cannot run `plan`: "uses ..., which <framework> cannot run"."""
         when = "" if self.infer is None else (" to train" if plan.training else " for inference")
         out = ([] if self.runs_schedule(plan) else
                [f"uses the {plan.schedule} schedule, which {self.framework} cannot run{when}"])
-        out += [f"{r.uses}, which {self.framework} cannot run{r.why}" for r in self.broken(plan)]
+        out += [f"{r.uses}, which {self.framework} cannot run{r.why}"
+                for r in self.broken(self._rescheduled(plan))]
         return "; it ".join(out)
 
-    def fixed(self, plan: ExecutionPlan) -> str:
-        """What a switched plan changes: "the grouped schedule", "its optimizer state ..."."""
-        out = [] if self.runs_schedule(plan) else [f"the {self.switch(plan)} schedule"]
-        return " and ".join(out + [r.fixed for r in self.broken(plan)])
+    def fixed(self, best: ExecutionPlan, plan: ExecutionPlan | None = None) -> str:
+        """What the switched plan `plan` changes in `best`: "the grouped schedule", "its
+        optimizer state ...", a raised gradient accumulation."""
+        out = [] if self.runs_schedule(best) else [f"the {self.switch(best)} schedule"]
+        out += [r.fixed for r in self.broken(self._rescheduled(best))]
+        for name, key in (("gradient accumulation", "gradient_accumulation"),
+                          ("device iterations", "device_iterations")):
+            was, now = getattr(best, key), getattr(plan or best, key)
+            if now != was:
+                out.append(f"{name} {was} -> {now} (PopTorch's least for its pipeline)")
+        return " and ".join(out)
 
 
 POPTORCH = Schedules("PopTorch", {"grouped": "PipelinedExecution", "sharded": "ShardedExecution"})
@@ -130,7 +170,7 @@ POPART = Schedules("PopART", {"grouped": "enablePipelining = True",
 TENSORFLOW = Schedules("TensorFlow", {"grouped": "Grouped", "interleaved": "Interleaved",
                                       "sharded": "Sequential"}, rules=(TF_ON_CHIP_RTS,))
 OPTIMUM = Schedules("optimum-graphcore", {"grouped": "PipelinedExecution"},
-                    {"sharded": "ShardedExecution"})
+                    {"sharded": "ShardedExecution"}, rules=(OPTIMUM_RECOMPUTE,))
 
 
 @dataclass(frozen=True)
@@ -150,6 +190,7 @@ class StandIn:
     # ranks above it by the study's objectives.
     over: tuple[int, float] | None = None
     broken: str = ""  # the study's constraints this changed plan, which fits, breaks
+    plan: ExecutionPlan | None = None  # this plan (None: not given; a stored trial's)
 
     def line(self, schedules: Schedules) -> str:
         """The program header's one sentence about it (`schedules`: the program's framework)."""
@@ -162,7 +203,7 @@ class StandIn:
         if self.trial is not None:
             return (f"{head}; this program is the best plan {fw} can run: trial {self.trial},"
                     f" {rate_text(self.throughput)}{share}.")
-        fixed = schedules.fixed(self.best)
+        fixed = schedules.fixed(self.best, self.plan)
         if self.over is not None:
             number, rate = self.over
             return (f"{head}; this program is that plan with {fixed}, simulated at"

@@ -120,7 +120,7 @@ def _op(trace: Trace, j: int, block: int, extra_parameters: int) -> OpProfile:
     # A leaf module's op is named after the module (a torch function's after its module too,
     # with the function's name appended): only the former has a class.
     leaf = r.name == r.module
-    mm_flops, m, k, n, rhs = r.mm
+    mm_flops, m, k, n, rhs, groups = r.mm
     return OpProfile(
         name=r.name,
         kind=r.kind,
@@ -136,6 +136,7 @@ def _op(trace: Trace, j: int, block: int, extra_parameters: int) -> OpProfile:
         rhs_per_sample=rhs / BATCH if mm_flops else 0.0,
         module_class=trace.module_classes.get(r.module, "") if leaf else "",
         only_reader=_only_reader(trace, j),
+        groups=groups if mm_flops else 1,
     )
 
 

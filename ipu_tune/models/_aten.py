@@ -97,26 +97,28 @@ def aten_kind(op_name: str) -> str:
 
 def matmul_view(
     name: str, args: tuple[Any, ...], out: Any, flops: int, is_weight: Callable[[Tensor], bool],
-) -> tuple[int, int, int, int]:
-    """(m for the batch, k, n, rhs) of a conv (im2col view) or matmul aten call. rhs: how many
-    K x N second operands a batched matmul multiplies when its second operand is an activation
-    (attention's keys and values: batch x heads of them); 0 where it is one weight
-    (`is_weight`) that every row shares, as in a conv or a Linear."""
+) -> tuple[int, int, int, int, int]:
+    """(m for the batch, k, n, rhs, groups) of a conv (im2col view) or matmul aten call. rhs:
+    how many K x N second operands a batched matmul multiplies when its second operand is an
+    activation (attention's keys and values: batch x heads of them); 0 where it is one weight
+    (`is_weight`) that every row shares, as in a conv or a Linear. groups: a convolution's
+    (`aten.convolution`'s last argument), else 1."""
     n_ = name.strip("_")
     res = first_tensor(out)
     if "conv" in n_ and res is not None and res.dim() >= 3:
         m = res.shape[0] * int(torch.Size(res.shape[2:]).numel())
         n = int(res.shape[1])
+        groups = args[8] if len(args) > 8 and type(args[8]) is int and args[8] >= 1 else 1
         # K = C_in/groups * kernel area; derived from the FLOP count so that grouped and
         # transposed convolutions also satisfy 2*m*k*n = FLOPs.
-        return m, round(flops / (2 * m * n)) if m * n else 0, n, 0
+        return m, round(flops / (2 * m * n)) if m * n else 0, n, 0, groups
     mats = [a for a in args if isinstance(a, Tensor) and a.dim() >= 2]
     if len(mats) >= 2:
         a, b = mats[-2], mats[-1]
         batch = int(torch.Size(a.shape[:-2]).numel())
         rhs = 0 if b.dim() == 2 or is_weight(b) else int(torch.Size(b.shape[:-2]).numel())
-        return batch * int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1]), rhs
-    return 0, 0, 0, 0
+        return batch * int(a.shape[-2]), int(a.shape[-1]), int(b.shape[-1]), rhs, 1
+    return 0, 0, 0, 0, 1
 
 
 # On the meta device only shapes, dtypes and strides exist. torch's meta kernel for training

@@ -82,12 +82,15 @@ def _hf_inputs(cfg: ModelConfig, device: str = "meta",
 
 def _check_input_shape(cfg: ModelConfig, kind: str, shape: tuple[int, ...]) -> None:
     """A Transformers model reads the pixels or audio its config sizes (`image_size`, its
-    position embeddings' grid); `model.input_shape` given otherwise would be ignored, so it
-    is refused. Unset (the schema's default) it is not read; token models take
-    `model.sequence_length`."""
+    position embeddings' grid) and a token model `model.sequence_length` ids; `model.input_shape`
+    given otherwise would be ignored, so it is refused. Unset (the schema's default) it is not
+    read."""
     given = list(cfg.input_shape)
-    if kind == "tokens" or given in (list(ModelConfig().input_shape), list(shape)):
+    if given in (list(ModelConfig().input_shape), list(shape)):
         return
+    if kind == "tokens":
+        raise bad_value("model.input_shape", given, "unset: a Transformers model of token ids "
+                        f"reads model.sequence_length of them ({shape[0]})")
     raise bad_value("model.input_shape", given, f"a Transformers model reads the {kind} its "
                     f"config sizes, {list(shape)} (model.hf.config: image_size, num_channels, "
                     f"num_frames, or the audio's model.sequence_length); allowed: unset or "

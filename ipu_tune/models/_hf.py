@@ -198,7 +198,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     if task == "feature-extraction":
         return _tower(cfg, config, model, blocks)
     if task == "image-classification":
-        return HfRunner(model, image_call, blocks, None), "image", _pixel_shape(config)
+        return HfRunner(model, image_call, blocks, None), "image", _pixels(cfg, config)
     if task == "image-text-to-text":
         return _vision_text(cfg, config, model, blocks)
     seq = _sequence_length(cfg, config)
@@ -240,7 +240,7 @@ def _tower(cfg: ModelConfig, config: Any, model: nn.Module,
     if main == "pixel_values":
         _masked_positions(cfg, "feature-extraction", None, 0)  # refuses model.kwargs
         runner = HfRunner(model, image_call, blocks, None, tower_input=main)
-        return runner, "image", _pixel_shape(config)
+        return runner, "image", _pixels(cfg, config)
     seq = _sequence_length(cfg, config)
     _masked_positions(cfg, "feature-extraction", None, seq)
     return HfRunner(model, tower_call, blocks, None, tower_input=main), "tokens", (seq,)
@@ -290,6 +290,17 @@ def _image_text(cfg: ModelConfig, config: Any, text: Any, model: nn.Module,
 # The image side of a config that states none (ResNet, ConvNeXt's crop, SegFormer's
 # classifier): 224, the crop Transformers' image processors for these models default to.
 _DEFAULT_IMAGE_SIZE = 224
+
+
+def _pixels(cfg: ModelConfig, config: Any) -> tuple[int, ...]:
+    """`_pixel_shape` of a model that reads pixels alone: `model.sequence_length`, given,
+    would be ignored without a word."""
+    shape = _pixel_shape(config)
+    if cfg.sequence_length is not None:
+        raise bad_value("model.sequence_length", cfg.sequence_length,
+                        f"unset: {config.model_type} reads pixels alone, {list(shape)} as its "
+                        "config sizes them (model.hf.config.image_size)")
+    return shape
 
 
 def _pixel_shape(config: Any) -> tuple[int, ...]:

@@ -63,6 +63,9 @@ class OpProfile:
     # The op that alone reads this op's output in forward ("": none, or more than one): a
     # convolution whose output also feeds a skip connection has none, and does not fold.
     only_reader: str = ""
+    # A convolution's groups (torch's `groups`: depthwise = channels); 1 for every other op.
+    # N / groups output channels per group decide how much of the AMP a conv fills.
+    groups: int = 1
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ __all__ = ["PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
            "profile_model"]  # fmt: skip
 
 # Bump when what the profiler records changes, so that old disk entries are not reused.
-PROFILE_FORMAT = 13  # 13: ops record their module's class and their output's only reader
+PROFILE_FORMAT = 14  # 14: convolutions record their groups
 
 
 @cache

@@ -74,7 +74,7 @@ class OpRecord:
     saved_elements: int = 0
     # Largest matmul/conv of the op: (flops, m for the whole batch, k, n, second operands
     # for the whole batch; `matmul_view`).
-    mm: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
+    mm: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 1)
     hint: str | None = None  # kind fixed by the leaf module's class
     output_value: int | None = None  # index into Trace.values of the op's output
 

@@ -240,6 +240,18 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _check_unread(cfg: ModelConfig, input_kind: str) -> None:
+    """A zoo model of images reads `model.input_shape`, one of tokens `model.sequence_length`:
+    the other, given, would be ignored without a word."""
+    if input_kind == "image" and cfg.sequence_length is not None:
+        raise bad_value("model.sequence_length", cfg.sequence_length,
+                        f"unset: {cfg.name} reads images (model.input_shape="
+                        f"{list(cfg.input_shape)}), not tokens")
+    if input_kind == "tokens" and list(cfg.input_shape) != list(ModelConfig().input_shape):
+        raise bad_value("model.input_shape", list(cfg.input_shape),
+                        f"unset: {cfg.name} reads token ids, model.sequence_length of them")
+
+
 def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
     """Build the model of `cfg` (call under the meta device). Returns (module, input kind)."""
     if cfg._target_:
@@ -269,6 +281,7 @@ def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
         raise bad_value(
             "model.name", cfg.name, "zoo models: " + ", ".join(ZOO) + "; aliases: " + aliases
         )
+    _check_unread(cfg, entry.input_kind)
     try:
         return entry.build(cfg), entry.input_kind
     except IpuTuneError:

@@ -16,7 +16,7 @@ from ipu_tune.search._objectives import (
     metric_names,
     show_value,
 )
-from ipu_tune.search._problem import SearchProblem, TrialOutcome, tell_outcome
+from ipu_tune.search._problem import SearchProblem, TrialOutcome, files_named, tell_outcome
 from ipu_tune.search._refine import refine_study
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
 from ipu_tune.search._select import (
@@ -72,6 +72,7 @@ __all__ = [
     "count_changes",
     "cuts_to_starts",
     "even_split",
+    "files_named",
     "front_distances",
     "io_tiles_rule",
     "is_feasible",

@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 import random
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -39,11 +41,21 @@ from ipu_tune.search._objectives import (
 from ipu_tune.search._refine import Refiner
 from ipu_tune.search._samplers import make_sampler
 from ipu_tune.search._select import best_trial
-from ipu_tune.search._space import SearchSpace, load_space
+from ipu_tune.search._space import SearchSpace, is_space_file, load_space, parse_space
 from ipu_tune.search._warm import WarmPlan, warm_start_plans
-from ipu_tune.simulator import SimResult
+from ipu_tune.simulator import SimResult, constants_from_mapping
 
-__all__ = ["SearchProblem", "TrialOutcome", "tell_outcome"]
+__all__ = ["SearchProblem", "TrialOutcome", "files_named", "tell_outcome"]
+
+# The config keys that name a file a problem reads (`SearchProblem.files_read`).
+CONSTANTS_FILE = "simulator.constants"
+SPACE_FILE = "search.space"
+
+
+def files_named(cfg: TuneConfig) -> list[str]:
+    """The keys of `cfg` that name a file the problem reads: a constants file, a space file."""
+    return [key for key, named in ((CONSTANTS_FILE, bool(cfg.simulator.constants)),
+                                   (SPACE_FILE, is_space_file(cfg.search.space))) if named]
 
 _AMP = "plan.available_memory_proportion"
 _AMP_PER_IPU = "plan.available_memory_proportion_per_ipu"
@@ -104,8 +116,11 @@ class SearchProblem:
     """One search: the user's config and pins, a space preset, objectives and constraints."""
 
     def __init__(self, cfg: TuneConfig, profile: ModelProfile, system: System,
-                 pinned: frozenset[str] = frozenset(), space: SearchSpace | None = None) -> None:
-        """`space` replaces the file named by `cfg.search.space` (tests, benchmarks)."""
+                 pinned: frozenset[str] = frozenset(), space: SearchSpace | None = None,
+                 stored: Mapping[str, Any] | None = None) -> None:
+        """`space` replaces the file named by `cfg.search.space` (tests, benchmarks);
+        `stored`, what a stored study read from the files its config names (`files_read`),
+        replaces opening them."""
         self.cfg = cfg
         self.profile = profile
         self.system = system
@@ -114,8 +129,14 @@ class SearchProblem:
             # The pinned per-IPU proportions set every IPU's: a drawn one proportion would
             # replace them (`at_one_proportion_if_moved`), the pin silently undone.
             self.pinned |= {_AMP}
+        stored = stored or {}
+        if space is None and SPACE_FILE in stored:
+            path = Path(cfg.search.space)
+            space = parse_space(stored[SPACE_FILE], f"{path} (as the study read it)", path.stem)
         self.space: SearchSpace = space if space is not None else load_space(cfg.search.space)
-        self.constants = read_constants(cfg.simulator.constants)  # calibrate's output, if any
+        # calibrate's output, if any
+        self.constants = (constants_from_mapping(stored[CONSTANTS_FILE]) if CONSTANTS_FILE in
+                          stored else read_constants(cfg.simulator.constants))
         names = list(cfg.search.objectives)
         for name in names:
             if name not in DIRECTIONS:
@@ -148,6 +169,15 @@ class SearchProblem:
             self.constraint_names.append("throughput_floor")
 
     # -- simulation --------------------------------------------------------------------------
+
+    @property
+    def files_read(self) -> dict[str, Any]:
+        """What the files the config names held, by the key naming each: the constants read,
+        the space file's mapping. A study keeps it (`StudyMeta.files`), so the commands on a
+        stored study read these instead of opening a file its config names."""
+        values = {CONSTANTS_FILE: lambda: asdict(self.constants),
+                  SPACE_FILE: lambda: dict(self.space.document)}
+        return {key: values[key]() for key in files_named(self.cfg)}
     def _check(self, cfg: EvalConfig) -> ExecutionPlan:
         validate(cfg)
         return build_case(cfg, self.profile, self.system).plan

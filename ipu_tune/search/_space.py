@@ -30,6 +30,7 @@ the file and the key.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -126,6 +127,9 @@ class SearchSpace:
     keep_global_batch: bool = False
     throughput_floor_ratio: float | None = None
     description: str = ""
+    # The mapping it was parsed from: a study keeps a space file's (`StudyMeta.files`), so that
+    # the commands on a stored study never open a file its config names.
+    document: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 def space_names() -> list[str]:
@@ -332,6 +336,7 @@ def parse_space(data: object, source: str = "<mapping>", name: str = "custom") -
         keep_global_batch=keep,
         throughput_floor_ratio=ratio,
         description=description,
+        document=json.loads(json.dumps(data, default=str)),  # as a study stores it
     )
 
 

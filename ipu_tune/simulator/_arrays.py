@@ -50,6 +50,9 @@ class ProfileArrays:
     # Per op: K x N second-operand elements per sample when they are activations (attention's
     # keys and values), 0 where they are one shared weight (`rhs_elements`).
     rhs_el: np.ndarray
+    # Per op: output channels per group of a grouped convolution (N / groups), inf elsewhere
+    # (a dense op's operands can be laid out to fill the AMP; a group's channels cannot).
+    n_per_group: np.ndarray
     # Per-block prefix sums (length blocks + 1).
     params: np.ndarray
     saved_el: np.ndarray
@@ -113,6 +116,8 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         k=np.array([op.k for op in ops], dtype=float),
         n=np.array([op.n for op in ops], dtype=float),
         rhs_el=np.array([op.rhs_per_sample * op.k * op.n for op in ops], dtype=float),
+        n_per_group=np.array([op.n / op.groups if op.groups > 1 else np.inf for op in ops],
+                             dtype=float),
         params=_prefix(np.array([b.parameters for b in profile.block_stats], dtype=float)),
         saved_el=_prefix(np.array([b.saved_elements for b in profile.block_stats], dtype=float)),
         param_ops=_prefix(np.bincount(block, weights=has_params.astype(float), minlength=nb)),

@@ -18,14 +18,18 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
   rate = 1 with half partials, 1/2 with float partials (PopTorch's default), which accumulate
   in fp32 at half the AMP rate (seed hands-on: "each time the numerical precision is halved,
   the execution speed of matmul and convolution operations is doubled", citing the AI-Float
-  white paper, Table 5.1). o_half / o is the AMP's fill and drain on a tile of o output
-  elements of that pass (forward M x N, data gradient M x K, weight gradient K x N, or for an
-  activation second operand, attention's keys and values, its B x rhs K x N): a fixed
-  latency per output, not sped up by half partials. What keeps half partials from doubling a
-  step: that latency (large for the weight gradients of small early layers), the memory-bound
-  vertices, the compute-set syncs and the exchange. E and o_half are fitted on float-partials
-  (seed ladder) and half-partials (MLPerf, BERT, C600 inference) runs together, so neither
-  absorbs the partials factor.
+  white paper, Table 5.1), times min(1, (N / groups) / U) for a grouped convolution: the AMP
+  computes U output channels of one group at once (its conv units, `IpuSpec.amp_conv_units`:
+  16 at FP16.16 on Mk2, 8 with float partials), so a depthwise convolution (1 per group) runs
+  at 1/16 of the peak, the vector unit's 4 MACs per cycle; Graphcore's EfficientNet on the
+  IPU uses groups of 16 channels for this (Masters et al. 2021). o_half / o is the AMP's fill
+  and drain on a tile of o output elements of that pass (forward M x N, data gradient M x K,
+  weight gradient K x N, or for an activation second operand, attention's keys and values,
+  its B x rhs K x N): a fixed latency per output, not sped up by half partials. What keeps
+  half partials from doubling a step: that latency (large for the weight gradients of small
+  early layers), the memory-bound vertices, the compute-set syncs and the exchange. E and
+  o_half are fitted on float-partials (seed ladder) and half-partials (MLPerf, BERT, C600
+  inference) runs together, so neither absorbs the partials factor.
 - memory-bound kinds (norm, elementwise, pool, softmax, loss, embedding, other): bytes moved
   at the tiles' SRAM bandwidth (IPU datasheets: 47.5 TB/s on Mk2) x an efficiency.
 - each compute set adds a fixed overhead (BSP sync + exchange setup; PopVision execution trace)
@@ -168,7 +172,10 @@ def _costed(
     # arithmetic with float partials runs at half the FP16.16 rate (AI-Float, seed).
     half = fp16 and half_partials
     partials_bytes = 2.0 if half else 4.0
-    rate = 0.5 if fp16 and not half else 1.0
+    # A grouped convolution fills N / groups of the AMP's conv units per group (depthwise: 1
+    # of 16 at FP16.16, the vector unit's 4 MACs per cycle), whatever the partials type.
+    units = ipu.amp_conv_units(fp16, half)
+    rate = (0.5 if fp16 and not half else 1.0) * np.minimum(1.0, a.n_per_group / units)
     # FLOP per cycle of the AMP arithmetic at E x the precision's peak (FP16.16 for fp16).
     flops_per_cycle = ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles * (
         c.matmul_efficiency)
@@ -284,7 +291,8 @@ def _block_prefix(a: ProfileArrays, series: list[np.ndarray]) -> list[list[float
     return rows
 
 
-def _amp_slowdown(outputs_per_tile: np.ndarray, rate: float, c: SimConstants) -> np.ndarray:
+def _amp_slowdown(outputs_per_tile: np.ndarray, rate: np.ndarray,
+                  c: SimConstants) -> np.ndarray:
     """Cycles of a conv/matmul pass over those of its FLOPs at E x the FP16.16 peak: 1 / rate
     for the arithmetic (rate 1/2 with float partials), plus o_half / o for filling and draining
     the AMP pipeline on a tile of o output elements, a fixed latency per output that the
@@ -294,8 +302,8 @@ def _amp_slowdown(outputs_per_tile: np.ndarray, rate: float, c: SimConstants) ->
     return out
 
 
-def _backward_flops(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray, rate: float,
-                    c: SimConstants) -> np.ndarray:
+def _backward_flops(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray,
+                    rate: np.ndarray, c: SimConstants) -> np.ndarray:
     """FLOPs of a conv/matmul's backward, each pass times its `_amp_slowdown`: the data
     gradient outputs M x K elements, the weight gradient K x N (reducing over the M = batch x
     positions of the micro-batch), each with its own outputs per tile; an op with one gradient
@@ -320,7 +328,7 @@ def _rhs_elements(a: ProfileArrays, b: float) -> np.ndarray:
 
 def _conv_matmul(
     a: ProfileArrays, b: float, tiles: float, act_bytes: float, partials_bytes: float,
-    rate: float, c: SimConstants,
+    rate: np.ndarray, c: SimConstants,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per conv/matmul: its forward `_amp_slowdown` (outputs M x N per tile), weight bytes,
     and the temporary bytes it would use uncapped (the available memory proportion caps it,

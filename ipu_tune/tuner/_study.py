@@ -119,7 +119,8 @@ def problem_inputs(problem: SearchProblem) -> dict[str, str]:
     if problem.cfg.simulator.constants:
         out[_CONSTANTS_READ] = _value_digest(problem.constants)
     if is_space_file(problem.cfg.search.space):
-        out[_SPACE_READ] = _value_digest(replace(problem.space, source="", name=""))
+        out[_SPACE_READ] = _value_digest(replace(problem.space, source="", name="",
+                                                 document={}))
     return out
 
 
@@ -171,6 +172,7 @@ def metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) ->
         config=plain,
         simulator_version=SIMULATOR_VERSION,
         inputs=problem_inputs(problem),
+        files=problem.files_read,
     )
 
 
@@ -297,9 +299,12 @@ def _open_one(name: str, storage: BaseStorage, cfg: TuneConfig, problem: SearchP
             probe.set_metric_names(problem.metric_names)
     else:
         diffs = problem_differences(meta, mine)
-        if diffs:
+        older = meta.simulator_version not in (None, mine.simulator_version)
+        # Another simulator's profiler may record a model otherwise (the digests of what the
+        # config names then differ with the config the same): the same problem, older scores.
+        if diffs and not (older and all(d.startswith(tuple(mine.inputs)) for d in diffs)):
             return diffs
-        if meta.simulator_version not in (None, mine.simulator_version):
+        if older:
             return [f"simulator_version: {meta.simulator_version!r} -> "
                     f"{mine.simulator_version!r} (its trials were scored by another simulator)"]
     slot = next_worker_slot(probe)

@@ -80,6 +80,12 @@ def write_fixtures(tmp: Path) -> None:
     (tmp / "pwdir_escaped" / "experiment").mkdir(parents=True, exist_ok=True)
     (tmp / "pwdir_escaped" / "experiment" / "pw.yaml").write_text(  # `@` as YAML's escape
         '# @package _global_\nstudy: {storage: "postgresql://u:SECRETPW\\u0040127.0.0.1:1/x"}\n')
+    (tmp / "pwdir_nested" / "experiment").mkdir(parents=True, exist_ok=True)
+    (tmp / "pwdir_nested" / "vault").mkdir(parents=True, exist_ok=True)
+    (tmp / "pwdir_nested" / "experiment" / "pw.yaml").write_text(  # a file of another package
+        "# @package _global_\ndefaults:\n  - /vault@study: pg\n")
+    (tmp / "pwdir_nested" / "vault" / "pg.yaml").write_text(
+        "storage: 'postgresql://u:SECRETPW@127.0.0.1:1/x'\n")
     (tmp / "huge_ga.yaml").write_text("plan: {gradient_accumulation: 100000000000000000000}\n")
     (tmp / "many_dims.yaml").write_text("model: {input_shape: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n")
     (tmp / "study_key.yaml").write_text("study: {name: x}\n")

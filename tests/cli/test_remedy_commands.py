@@ -173,6 +173,28 @@ def test_a_model_no_saver_fits_is_offered_the_fewest_ipus_of_its_kind_that_fit()
     assert larger_system(problem, user) == bigger[0]
 
 
+def test_savers_together_and_more_ipus_never_peak_above_the_best_saver_alone() -> None:
+    """Savers interact: on ALBERT (Transformers' defaults: one shared block), recomputing every
+    block adds code and stashes nothing less, and I/O tiles take tiles from the model. Neither
+    the savers together nor the larger system may then peak above the best single saver."""
+    from ipu_tune.config import compose
+    from ipu_tune.explain import remedies
+    from ipu_tune.tuner import prepare
+
+    cfg = compose(["model=hf", "model.hf.model_type=albert", "plan.io_tiles=32",
+                   "plan.precision=16.16", "plan.offload_optimizer_state=true",
+                   "plan.gradient_accumulation=4", "plan.replication_factor=2"])
+    problem = prepare(cfg).problem
+    rows = remedies(problem, problem.codec.user)
+    single = [r["peak_memory_bytes"] for r in rows if not r["remedy"].startswith("together")
+              and not r.get("larger_system") and "micro-batch" not in r["remedy"]]
+    assert single and not any(r["fits"] for r in rows), rows
+    assert any("I/O tiles 32 -> 0" in r["remedy"] for r in rows), rows
+    for r in rows:
+        if r["remedy"].startswith("together") or r.get("larger_system"):
+            assert r["peak_memory_bytes"] <= min(single), (r["remedy"], single)
+
+
 def test_when_not_even_more_ipus_fit_the_summary_says_what_is_left() -> None:
     from ipu_tune.cli.explain_cmd import format_remedies
     from ipu_tune.explain import Closest

@@ -312,12 +312,14 @@ def test_an_export_place_linked_outside_is_refused_before_any_trial(
     assert (outside / "notes.txt").read_text() == "mine\n" and len(list(outside.iterdir())) == 1
 
 
+@pytest.mark.parametrize("how", ["on the command line", "set by a config file's defaults list"])
 @pytest.mark.parametrize("link", ["folder", "file"])
-def test_a_sweep_record_linked_outside_results_dir_is_refused(tmp_path: Path, link: str) -> None:
+def test_a_sweep_record_linked_outside_results_dir_is_refused(tmp_path: Path, link: str,
+                                                             how: str) -> None:
     """Hydra saves a sweep's record in <results_dir>/multirun/multirun.yaml and follows a
-    link there: a linked folder or file is refused before Hydra runs, the file it points to
-    unchanged and nothing made beside it."""
-    outside, results = tmp_path / "outside", tmp_path / "results"
+    link there: a linked folder or file is refused before Hydra writes, wherever results_dir
+    was set, the file it points to unchanged and nothing made beside it."""
+    outside, results = tmp_path / "outside", tmp_path / "runs"  # not the default
     outside.mkdir()
     (outside / "victim.txt").write_text("keep me")
     results.mkdir()
@@ -326,8 +328,16 @@ def test_a_sweep_record_linked_outside_results_dir_is_refused(tmp_path: Path, li
     else:
         (results / "multirun").mkdir()
         (results / "multirun" / "multirun.yaml").symlink_to(outside / "victim.txt")
+    where = [f"results_dir={results}"]
+    if how == "set by a config file's defaults list":  # a file of no `_global_` header
+        (tmp_path / "conf" / "experiment").mkdir(parents=True)
+        (tmp_path / "conf" / "place").mkdir()
+        (tmp_path / "conf" / "experiment" / "x.yaml").write_text(
+            "# @package _global_\ndefaults:\n  - /place@_global_: here\n")
+        (tmp_path / "conf" / "place" / "here.yaml").write_text(f"results_dir: {results}\n")
+        where = ["--config-dir", str(tmp_path / "conf"), "+experiment=x"]
     proc = run_cli(["-m", "model=mnist_cnn", "study.n_trials=2", "study.progress_bar=false",
-                    f"results_dir={results}", "system.num_ipus=1,2"], cwd=tmp_path)
+                    *where, "system.num_ipus=1,2"], cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("ipu-tune: error: hydra.sweep.dir=")
     assert proc.stderr.strip().count("\n") == 0

@@ -197,9 +197,13 @@ def _journal_study(results: Path, name: str) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=storage)
 
 
+@pytest.mark.parametrize("profiled_otherwise", [False, True])
 @pytest.mark.parametrize("stored", ["0.9.0", "2.0.0-rc1", "99.0.0"])
-def test_a_study_of_another_simulator_version_is_never_mixed(stored: str,
-                                                              tmp_path: Path) -> None:
+def test_a_study_of_another_simulator_version_is_never_mixed(
+        stored: str, profiled_otherwise: bool, tmp_path: Path) -> None:
+    """Another simulator's study is left as it was, also when that ipu-tune's profiler
+    recorded the model otherwise (a field added since): the same problem, older scores, not
+    "another model"."""
     first = run_cli([*QUICK, "study.n_trials=2"], cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     results = tmp_path / "results"
@@ -208,7 +212,13 @@ def test_a_study_of_another_simulator_version_is_never_mixed(stored: str,
     study = _journal_study(results, name)
     meta = dict(study.user_attrs["ipu_tune"])
     meta["simulator_version"] = stored
+    if profiled_otherwise:
+        meta["inputs"] = {**meta["inputs"], "model (as profiled)": "0" * 16}
     study.set_user_attr("ipu_tune", meta)
+    if profiled_otherwise:
+        report = run_cli(["report", name], cwd=tmp_path)
+        assert report.returncode == 2 and report.stderr.count("\n") == 1, report.stderr
+        assert f"its trials were scored by simulator {stored}" in report.stderr
     named = run_cli([*QUICK, f"study.name={name}", "study.n_trials=3"], cwd=tmp_path)
     assert named.returncode == 2 and named.stderr.strip().count("\n") == 0, named.stderr
     assert f"simulator_version: '{stored}'" in named.stderr

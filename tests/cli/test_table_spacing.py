@@ -38,7 +38,7 @@ def _columns_start_together(lines: list[str]) -> None:
 def test_evaluate_tables_keep_columns_apart_with_huge_figures() -> None:
     cfg = load_config(_HUGE)
     text = format_result(ipu_tune.evaluate(cfg), cfg)
-    (stage,) = _table(text, "Stages, one micro-batch (ms)")[1:]
+    (stage,) = _table(text, "Stages per IPU, one micro-batch (ms)")[1:]
     figures = stage.split()[-4:]
     assert all(math.isfinite(float(f)) for f in figures), stage
     assert float(figures[0]) > 1e9  # a figure far past the old fixed width

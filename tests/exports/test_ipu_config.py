@@ -137,6 +137,43 @@ def test_reimporting_the_file_gives_back_the_plan(
     assert replace(plan, **values) == plan
 
 
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_every_plan_optimum_runs_comes_back_as_simulated(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path, mode: str
+) -> None:
+    """Whatever a plan's recomputation, schedule and stages: when optimum-graphcore runs it
+    (`OPTIMUM.runs`), its ipu_config.json reads back to a plan the simulator times and places
+    alike; otherwise the exports give optimum a stand-in."""
+    from ipu_tune.exports._schedules import OPTIMUM
+    from ipu_tune.hardware import make_system
+    from ipu_tune.simulator import simulate
+
+    ran = 0
+    for recompute in ("auto", "none", "checkpoints", "every_block"):
+        for schedule, splits in (("grouped", PLAN.splits), ("sharded", PLAN.splits),
+                                 ("grouped", ())):
+            stages = len(splits) + 1
+            plan = replace(PLAN, mode=mode, recompute=recompute, schedule=schedule,
+                           splits=splits, replication_factor=16 // stages,
+                           available_memory_proportion_per_ipu=())
+            if not OPTIMUM.runs(plan):
+                assert (mode, schedule, recompute) in {
+                    ("train", "sharded", r) for r in ("auto", "none", "checkpoints",
+                                                     "every_block")} | {
+                    ("infer", "grouped", r) for r in ("auto", "none", "checkpoints",
+                                                     "every_block")} or (
+                    mode == "train" and recompute in ("none", "checkpoints")), plan
+                continue
+            path = tmp_path / "ipu_config.json"
+            path.write_text(render_ipu_config(plan, *gpt2))
+            back = replace(plan, **plan_values_from_ipu_config(read_ipu_config(tmp_path),
+                                                                gpt2[0], mode))
+            system = make_system("mk2", 16)
+            assert simulate(gpt2[0], system, back) == simulate(gpt2[0], system, plan), plan
+            ran += 1
+    assert ran >= 4
+
+
 def test_wildcards_expand_as_optimum_does(gpt2: tuple[ModelProfile, EvalConfig]) -> None:
     values = plan_values_from_ipu_config({"layers_per_ipu": [0, -1, -1, -1],
                                           "ipus_per_replica": 4}, gpt2[0], "train")

@@ -84,3 +84,24 @@ def test_a_factory_given_the_other_input_kind_is_told_which(
     assert "cannot run forward and backward on" in message and hint in message
     assert "meta device" not in message  # it fails on any device: its input is the other kind
     assert "may read" in message
+
+
+@pytest.mark.parametrize(("fields", "needle"), [
+    ({"name": "vit_b_16", "input_shape": [3, 224, 224], "sequence_length": 64},
+     "model.sequence_length=64: unset: vit_b_16 reads images"),
+    ({"name": "resnet18", "input_shape": [3, 32, 32], "sequence_length": 128},
+     "model.sequence_length=128: unset: resnet18 reads images"),
+    ({"name": "bert_base", "sequence_length": 128, "input_shape": [3, 4, 4]},
+     "model.input_shape=[3, 4, 4]: unset: bert_base reads token ids"),
+    ({"name": "hf", "hf": {"model_type": "vit"}, "sequence_length": 64},
+     "model.sequence_length=64: unset: vit reads pixels alone, [3, 224, 224]"),
+    ({"name": "hf", "hf": {"model_type": "convnext"}, "sequence_length": 9},
+     "model.sequence_length=9: unset: convnext reads pixels alone"),
+    ({"name": "hf", "hf": {"model_type": "gpt2"}, "input_shape": [3, 4, 4]},
+     "model.input_shape=[3, 4, 4]: unset: a Transformers model of token ids"),
+])
+def test_a_key_the_model_does_not_read_is_refused_not_ignored(
+        fields: dict[str, object], needle: str) -> None:
+    """An image model reads its input shape, a token model its sequence length: the other,
+    given, would change nothing and say nothing."""
+    assert needle in _error(**fields)

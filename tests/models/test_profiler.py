@@ -89,6 +89,18 @@ def test_matmul_view_reproduces_the_flops(profile_of) -> None:
     assert (stem.m_per_sample, stem.k, stem.n) == (112 * 112, 3 * 7 * 7, 64)
 
 
+def test_convolutions_record_their_groups(profile_of) -> None:
+    """A convolution keeps torch's `groups`: a depthwise one has one output channel per group
+    (EfficientNet), ResNeXt's 32x4d its 32 groups; every other op has 1."""
+    depthwise = [op for op in profile_of(**conf("efficientnet_b0")).ops
+                 if op.kind == "conv" and op.groups > 1]
+    assert depthwise and all(op.groups == op.n for op in depthwise)
+    resnext = profile_of(**conf("resnext50_32x4d")).ops
+    assert {op.groups for op in resnext if op.kind == "conv"} == {1, 32}
+    assert {op.groups for op in profile_of(**conf("resnet50")).ops} == {1}
+    assert all(op.groups == 1 for op in resnext if op.kind != "conv")
+
+
 def test_attention_second_operands_are_counted_per_sample(profile_of) -> None:
     """Attention multiplies each sample's queries by its own keys, one K x N matrix per head;
     a Linear or a conv multiplies every sample by one shared weight (no matrices per sample)."""

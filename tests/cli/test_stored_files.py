@@ -1,0 +1,67 @@
+"""A stored study keeps what the files its config names held (a constants file, a space file):
+the commands on it (`report`, `explain`, `trials`) read those values and never open a file a
+stored config names, which anyone who can write the storage could point at a file of the
+reader's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+from tests.conftest import REPO, run_cli
+
+_SECRET = "alice:$6$salt$SECRETHASH:19000:0:99999:7:::\nexport TOKEN: SECRET_hunter2\n"
+_READERS = (["report", "s"], ["explain", "s"], ["trials", "s"])
+
+
+def _study(results: Path) -> optuna.Study:
+    storage = JournalStorage(JournalFileBackend(str(results / "ipu_tune.journal")))
+    return optuna.load_study(study_name="s", storage=storage)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A study `s` tuned with a constants file and a space file of its own."""
+    root = tmp_path_factory.mktemp("files")
+    (root / "constants.yaml").write_text("call_overhead_s: 0.03\n")
+    (root / "space.yaml").write_text((REPO / "search_spaces" / "throughput.yaml").read_text())
+    proc = run_cli(["model=mnist_cnn", "study.name=s", "study.n_trials=3",
+                    "study.progress_bar=false", f"simulator.constants={root / 'constants.yaml'}",
+                    f"search.space={root / 'space.yaml'}"], cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def test_the_commands_on_a_stored_study_read_its_kept_values_not_its_files(tuned: Path) -> None:
+    kept = dict(_study(tuned / "results").user_attrs["ipu_tune"]["files"])
+    assert kept["simulator.constants"]["call_overhead_s"] == 0.03
+    assert "knobs" in kept["search.space"]
+    for name in ("constants.yaml", "space.yaml"):  # replaced by what a reader must not show
+        (tuned / name).write_text(_SECRET)
+    for argv in _READERS:
+        proc = run_cli(argv, cwd=tuned)
+        assert proc.returncode == 0, (argv, proc.stderr)
+        assert "SECRET" not in proc.stdout + proc.stderr
+
+
+def test_a_stored_study_naming_a_file_it_does_not_keep_is_refused_unopened(
+        tuned: Path, tmp_path: Path) -> None:
+    """A study edited by hand (or made before studies kept the values) names a file of the
+    reader's: refused in one line, before it is read (nothing of it shown)."""
+    secret = tmp_path / "credentials"
+    secret.write_text(_SECRET)
+    study = _study(tuned / "results")
+    meta = dict(study.user_attrs["ipu_tune"])
+    config = dict(meta["config"])
+    config["simulator"] = {**config["simulator"], "constants": str(secret)}
+    study.set_user_attr("ipu_tune", {**meta, "config": config, "files": {}})
+    for argv in _READERS:
+        proc = run_cli(argv, cwd=tuned)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr)
+        assert f"simulator.constants='{secret}'" in lines[0]
+        assert "open no file its config names" in lines[0] and "SECRET" not in lines[0]
