@@ -126,4 +126,10 @@ def main(argv: Sequence[str]) -> int:
     from ipu_tune.models import profile_model
 
     # The profile `evaluate_config` built (memoised): its input kind decides what runs.
-    return print_out(format_result(result, cfg, profile_model(cfg.model).input_kind))
+    text = format_result(result, cfg, profile_model(cfg.model).input_kind)
+    if cfg.plan.from_ipu_config:  # what the file sets that the figures leave out, as a run says
+        from ipu_tune.exports import ipu_config_note
+
+        note = ipu_config_note(cfg)
+        text = f"{note}\n{text}" if note else text
+    return print_out(text)

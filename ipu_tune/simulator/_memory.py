@@ -143,13 +143,17 @@ def _training_state(x: StageShape, pm: PlanMemory) -> tuple[float, float, float,
             live = x.max_live_el
         else:
             live = x.saved_el + x.max_live_el
-    elif pm.recompute == "checkpoints" and stages > 1:
+    elif pm.recompute == "checkpoints" and stages > 1 and pm.schedule != "sharded":
+        # Pipeline recomputation (PopART's RecomputationType::Pipeline): the stage's input.
         checkpoints = depth * x.input_el * b * wb
         live = x.saved_el + x.max_live_el
-    else:  # every_block, or checkpoints of a single-stage program
+    else:  # every_block, or checkpoints of an unpipelined program (Standard: block boundaries)
         older = (depth - 1) * (x.input_el + x.boundary_el)
         checkpoints = (older + x.input_el + x.peak_checkpoint_el) * b * wb
         live = x.peak_block_el
+    if pm.recompute != "none" and stages > 1:
+        # The tied head's stage on IPU0 checkpoints its input too, at the last stage's depth.
+        checkpoints += stash_depth(pm.schedule, stages, stages - 1) * x.head_input_el * b * wb
     return grads, opt, stash, checkpoints, live
 
 

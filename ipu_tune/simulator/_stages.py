@@ -54,6 +54,9 @@ class StageShape:
     head_hi: int = 0
     head_block: str = ""  # its name
     head_saved_el: float = 0.0  # of saved_el, the tied head's [head_lo, head_hi)
+    # What the tied head's own stage receives from the last stage (its output): under
+    # recomputation the checkpoint of that stage's input, as of every pipeline stage.
+    head_input_el: float = 0.0
     sends: bool = False  # sends its output over IPU-Links (not the last stage of a plain chain)
 
 
@@ -115,8 +118,10 @@ def stage_shapes(profile: ModelProfile, plan: ExecutionPlan) -> tuple[StageShape
         if alone and s == n - 1:
             shape = replace(shape, params=shape.params + _tied_weight(a, a.n_blocks - 1))
         if n > 1 and profile.tied_head and lo <= _folded_block(profile) < hi:
-            # Its ops are already in that block's sums (`fold_head`): only its name is marked.
-            shape = replace(shape, head_block=profile.tied_head)
+            # Its ops are already in that block's sums (`fold_head`): only its name and the
+            # last stage's output it reads are marked.
+            shape = replace(shape, head_block=profile.tied_head,
+                            head_input_el=float(a.out_el_block[bounds[-1] - 1]))
         shapes.append(shape)
     out = tuple(shapes)
     with LOCK:
@@ -141,6 +146,7 @@ def _with_head(shape: StageShape, a: ProfileArrays, h: int, name: str) -> StageS
         param_ops=shape.param_ops + float(a.param_ops[h + 1] - a.param_ops[h]),
         saved_el=shape.saved_el + float(a.saved_block[h]),
         head_saved_el=float(a.saved_block[h]),
+        head_input_el=float(a.out_el_block[h - 1]),
         max_live_el=max(shape.max_live_el, float(a.max_live_block[h])),
         infer_live_el=max(shape.infer_live_el, float(a.infer_live_block[h])),
         head_lo=h,

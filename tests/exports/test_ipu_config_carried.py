@@ -75,6 +75,23 @@ def test_the_run_names_the_fields_it_does_not_simulate_in_one_line(
     assert ipu_config_note(_applied(tmp_path, PLAN_FIELDS)) is None  # nothing to say
 
 
+def test_evaluate_names_the_fields_it_does_not_simulate_in_that_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evaluate` of a plan read from an ipu_config.json says what its figures leave out
+    (serialised embeddings, ...), as the main command does."""
+    from ipu_tune.cli.evaluate_cmd import main as evaluate_main
+
+    (tmp_path / "ipu_config.json").write_text(json.dumps({**OTHERS, **PLAN_FIELDS}))
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("model: {name: gpt2_medium, sequence_length: 1024}\n"
+                    "system: {num_ipus: 16}\n")
+    assert evaluate_main([str(plan), f"plan.from_ipu_config={tmp_path}"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"plan.from_ipu_config={str(tmp_path)!r}: not simulated")
+    assert "embedding_serialization_factor" in first
+
+
 def test_a_model_without_optimum_exports_says_so_in_that_line(tmp_path: Path) -> None:
     bert = ModelConfig(name="bert_large", sequence_length=128, num_classes=30522)
     layers = {**PLAN_FIELDS, "layers_per_ipu": [0, 8, 8, 8]}

@@ -146,3 +146,19 @@ def test_the_heads_own_stage_adds_a_slot_to_the_ramp(bert_base: ModelProfile) ->
     assert (head.compute, head.slot) == (plain.compute, plain.slot)
     interleaved = pipeline_step(parts, "interleaved", 8, True, head_stages=1)
     assert interleaved.ramp == pytest.approx(2 * 3 * interleaved.slot)
+
+
+def test_under_recomputation_the_heads_stage_checkpoints_its_input(
+        bert_base: ModelProfile) -> None:
+    """Pipeline recomputation checkpoints every stage's input: the head's own stage on IPU0
+    keeps the last stage's output, for the last stage's depth of micro-batches."""
+    from ipu_tune.simulator import stash_depth
+
+    plan = replace(PLAN, recompute="checkpoints", micro_batch_size=2)
+    r = simulate(bert_base, make_system("mk2", 4), plan)
+    tokens = bert_base.input_elements
+    encoder_out = bert_base.block_stats[-2].output_elements
+    expected = (stash_depth("grouped", 4, 0) * tokens + stash_depth("grouped", 4, 3) * encoder_out)
+    assert r.memory[0].categories["recompute_checkpoints"] == round(expected * 2 * 2)
+    assert r.memory[1].categories["recompute_checkpoints"] == round(
+        stash_depth("grouped", 4, 1) * encoder_out * 2 * 2)

@@ -276,3 +276,22 @@ def test_replicas_without_accumulation_hold_a_merged_buffer_of_gradients(
     assert held == int(DEFAULT_CONSTANTS.all_reduce_buffer_bytes) < 2 * resnet101.parameters
     accumulated = run(resnet101, four, plan, replication_factor=4, gradient_accumulation=2)
     assert ipu_bytes(accumulated, 0, "gradients") == 2 * resnet101.parameters
+
+
+def test_a_sharded_plan_recomputes_between_block_checkpoints() -> None:
+    """A sharded plan is not pipelined: `checkpoints` is PopART's Standard recomputation, at
+    block boundaries, not a pipeline stage's input with every activation live again. On
+    BERT-Large it saves memory, as `every_block` does."""
+    import ipu_tune
+    from ipu_tune.config import load_config
+
+    def peak(recompute: str) -> float:
+        cfg = load_config({
+            "model": {"name": "bert_large", "sequence_length": 128}, "system": {"num_ipus": 4},
+            "workload": {"micro_batch_size": 4},
+            "plan": {"precision": "16.16", "gradient_accumulation": 64, "recompute": recompute,
+                     "pipeline": {"splits": ["encoder.layer.3", "encoder.layer.10",
+                                             "encoder.layer.17"], "schedule": "sharded"}}})
+        return max(ipu_tune.evaluate(cfg).memory_per_ipu)
+
+    assert peak("checkpoints") == peak("every_block") < peak("none")
