@@ -64,9 +64,7 @@ _CONSTRAINTS = "constraints"
 _REASON = "infeasible_reason"
 _CHANGES = "changes"
 _SURPLUS = "surplus"
-_RETRY_OF = "retry_of"
-_RETRIES = "retries"
-_ORIGIN = "origin"
+_RETRY_OF, _RETRIES, _ORIGIN = "retry_of", "retries", "origin"
 _FAIL_REASON = "fail_reason"  # Optuna's own system attribute for failed trials
 _DETAIL = "detail"  # inside ``result``: the whole SimResult, for the exports
 
@@ -318,8 +316,7 @@ def retry_dead_trial(storage: optuna.storages.BaseStorage, study: optuna.Study,
     so. The retry carries only its origin and count, not the dead trial's attributes (Optuna
     warns when a constraint is set twice). False when another process failed or finished the
     trial first (it enqueued the retry)."""
-    # A journal writes a trial's parameters with its result: a trial killed before then has
-    # none, and an enqueued one still has the plan it was given.
+    # A trial killed before its journal write has no parameters; an enqueued one its plan.
     params = trial.params or trial.system_attrs.get("fixed_params")
     retries = TrialRecord.of(trial).retries
     reason = cause or f"worker died: {worker}"
@@ -345,16 +342,14 @@ class StudyMeta:
     objectives: list[str]
     pinned: list[str]
     config: Mapping[str, Any] | None  # the whole TuneConfig (storage URL removed)
-    # The simulator that scored its trials (None: a study older than this field; its trials
-    # carry their own in their result).
+    # Fields a study older than them lacks (None, empty). The simulator that scored its trials
+    # (else each trial's own, in its result).
     simulator_version: str | None = None
     # Digests of what the problem reads besides the config's values (`problem_inputs` in
-    # ipu_tune.tuner): the model as profiled, a constants file's values. Empty for a study
-    # older than this field.
+    # ipu_tune.tuner): the model as profiled, a constants file's values.
     inputs: Mapping[str, str] = field(default_factory=dict)
-    # What the files the config names held, by the key naming each (`SearchProblem.files_read`:
-    # the constants read, a space file's mapping): the commands on a stored study use these and
-    # never open a file a stored config names. Empty for a study older than this field.
+    # What the files the config names held, by the key naming each (`files_read`): the
+    # commands on a stored study read these and never open a file a stored config names.
     files: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -363,12 +358,11 @@ class StudyMeta:
         raw = study.user_attrs.get(STUDY_META_KEY)
         if not isinstance(raw, Mapping):
             return None
-        config, inputs, files = raw.get("config"), raw.get("inputs"), raw.get("files")
+        config, inputs, files = (raw.get(k) for k in ("config", "inputs", "files"))
         return cls(model=raw.get("model"), ipu=raw.get("ipu"), num_ipus=raw.get("num_ipus"),
                    search=raw.get("search"), objectives=list(raw.get("objectives") or []),
-                   pinned=list(raw.get("pinned") or []),
-                   config=config if isinstance(config, Mapping) else None,
-                   simulator_version=_version_of(study, raw),
+                   pinned=list(raw.get("pinned") or []), simulator_version=_version_of(
+                       study, raw), config=config if isinstance(config, Mapping) else None,
                    inputs=dict(inputs) if isinstance(inputs, Mapping) else {},
                    files=dict(files) if isinstance(files, Mapping) else {})
 
@@ -379,8 +373,7 @@ class StudyMeta:
             "pinned": list(self.pinned),
             "config": dict(self.config) if self.config is not None else None,
             "simulator_version": self.simulator_version,
-            "inputs": dict(self.inputs),
-            "files": dict(self.files),
+            "inputs": dict(self.inputs), "files": dict(self.files),
         })
 
 

@@ -168,14 +168,9 @@ def _costed(
     b = float(micro_batch)
     tiles = float(compute_tiles)
     act_bytes = 2.0 if fp16 else 4.0
-    # Half partials apply to fp16 arithmetic (an fp32 model accumulates in fp32); fp16
-    # arithmetic with float partials runs at half the FP16.16 rate (AI-Float, seed).
     half = fp16 and half_partials
     partials_bytes = 2.0 if half else 4.0
-    # A grouped convolution fills N / groups of the AMP's conv units per group (depthwise: 1
-    # of 16 at FP16.16, the vector unit's 4 MACs per cycle), whatever the partials type.
-    units = ipu.amp_conv_units(fp16, half)
-    rate = (0.5 if fp16 and not half else 1.0) * np.minimum(1.0, a.n_per_group / units)
+    rate = _rate(a, ipu, fp16, half)
     # FLOP per cycle of the AMP arithmetic at E x the precision's peak (FP16.16 for fp16).
     flops_per_cycle = ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles * (
         c.matmul_efficiency)
@@ -289,6 +284,18 @@ def _block_prefix(a: ProfileArrays, series: list[np.ndarray]) -> list[list[float
     np.cumsum(per_block.reshape(k, nb), axis=1, out=out[:, 1:])
     rows: list[list[float]] = out.tolist()
     return rows
+
+
+def _rate(a: ProfileArrays, ipu: IpuSpec, fp16: bool, half: bool) -> np.ndarray:
+    """Per op: the AMP's arithmetic rate over the FP16.16 peak (the precision's own for fp32).
+    Half partials apply to fp16 arithmetic (an fp32 model accumulates in fp32); fp16 with
+    float partials runs at half the rate (AI-Float, seed). A grouped convolution fills N /
+    groups of the AMP's conv units per group (depthwise: 1 of 16 at FP16.16, the vector unit's
+    4 MACs per cycle), whatever the partials type."""
+    units = ipu.amp_conv_units(fp16, half)
+    out: np.ndarray = (0.5 if fp16 and not half else 1.0) * np.minimum(
+        1.0, a.n_per_group / units)
+    return out
 
 
 def _amp_slowdown(outputs_per_tile: np.ndarray, rate: np.ndarray,
