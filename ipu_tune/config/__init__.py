@@ -33,6 +33,7 @@ from ipu_tune.config._load import (
 from ipu_tune.config._messages import omegaconf_error
 from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import (
+    DATASET_INPUTS,
     GENERATED,
     SYNTHETIC,
     DatasetConfig,
@@ -76,6 +77,7 @@ if "hydra" in sys.modules:  # a script composing with Hydra imported it first: n
 
 __all__ = [
     "CONF_DIR",
+    "DATASET_INPUTS",
     "GENERATED",
     "GROUPS",
     "LIMITS",

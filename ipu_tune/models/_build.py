@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from ipu_tune.config import GENERATED, SYNTHETIC, ModelConfig
+from ipu_tune.config import DATASET_INPUTS, GENERATED, SYNTHETIC, ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._cpu_step import (
@@ -95,6 +95,19 @@ def _check_input_shape(cfg: ModelConfig, kind: str, shape: tuple[int, ...]) -> N
                     f"config sizes, {list(shape)} (model.hf.config: image_size, num_channels, "
                     f"num_frames, or the audio's model.sequence_length); allowed: unset or "
                     f"{list(shape)}")
+
+
+def _check_dataset(cfg: ModelConfig, input_kind: str) -> None:
+    """A dataset of another input than the model reads (`DATASET_INPUTS`: `imagenet` for a
+    text model) would be simulated as the model's input without a word. A factory of your own
+    (`model._target_`) keeps the schema's default dataset whatever it reads: not checked."""
+    held = DATASET_INPUTS.get(cfg.dataset.name)
+    if cfg._target_ or held in (None, input_kind):
+        return
+    fits = [n for n, kind in DATASET_INPUTS.items() if kind == input_kind]
+    raise bad_value("model.dataset.name", cfg.dataset.name, f"holds {held} input, and "
+                    f"{label(cfg)} reads {input_kind} input; allowed: {', '.join(fits)}"
+                    f"{', ' if fits else ''}tokens, {SYNTHETIC} or {GENERATED}")
 
 
 def _hf_compute(cfg: ModelConfig) -> ModelProfile:
@@ -197,6 +210,7 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
              on_cpu: Callable[[], torch.nn.Module]) -> ModelProfile:
     """The profile of `model`, traced on `example` (or on the CPU: `_trace`)."""
     _check_packing(cfg.dataset.sequences_per_pack, input_kind, input_shape)  # before tracing
+    _check_dataset(cfg, input_kind)
     trace, model = _trace(cfg, model, input_kind, example, on_cpu)
     check_unused = getattr(model, "check_unused", None)
     if callable(check_unused):  # a Transformers base model on one of its inputs

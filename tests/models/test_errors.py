@@ -99,9 +99,16 @@ def test_a_factory_given_the_other_input_kind_is_told_which(
      "model.sequence_length=9: unset: convnext reads pixels alone"),
     ({"name": "hf", "hf": {"model_type": "gpt2"}, "input_shape": [3, 4, 4]},
      "model.input_shape=[3, 4, 4]: unset: a Transformers model of token ids"),
+    ({"name": "bert_base", "sequence_length": 128, "dataset": {"name": "imagenet"}},
+     "model.dataset.name='imagenet': holds image input, and model.name='bert_base' reads "
+     "tokens input; allowed: openwebtext, squad, wikipedia, tokens, synthetic or generated"),
+    ({"name": "resnet18", "input_shape": [3, 32, 32], "dataset": {"name": "wikipedia"}},
+     "model.dataset.name='wikipedia': holds tokens input"),
+    ({"name": "hf", "hf": {"model_type": "wav2vec2"}, "dataset": {"name": "mnist"}},
+     "reads audio input; allowed: tokens, synthetic or generated"),
 ])
 def test_a_key_the_model_does_not_read_is_refused_not_ignored(
         fields: dict[str, object], needle: str) -> None:
-    """An image model reads its input shape, a token model its sequence length: the other,
-    given, would change nothing and say nothing."""
+    """An image model reads its input shape, a token model its sequence length, and neither
+    a dataset of the other's input: given, it would change nothing and say nothing."""
     assert needle in _error(**fields)
