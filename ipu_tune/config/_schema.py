@@ -48,7 +48,7 @@ IPUS = ("mk1", "mk2", "bow", "c600")
 # `preprocess_s_per_sample`.
 DATASETS = ("cifar10", "imagenet", "mnist", "openwebtext", "squad", "tokens", "wikipedia",
             SYNTHETIC, GENERATED)
-# The input a dataset holds: a zoo or Transformers model of another input is refused it.
+# The input a dataset holds: a model of another input is refused it (`models._build`).
 # `tokens` (the `model=hf` preset's, sized by the model), synthetic and generated fit any.
 DATASET_INPUTS = {"cifar10": "image", "imagenet": "image", "mnist": "image",
                   "openwebtext": "tokens", "squad": "tokens", "wikipedia": "tokens"}

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from ipu_tune.config import DATASET_INPUTS, GENERATED, SYNTHETIC, ModelConfig
+from ipu_tune.config import DATASET_INPUTS, GENERATED, SYNTHETIC, DatasetConfig, ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._cpu_step import (
@@ -99,10 +99,10 @@ def _check_input_shape(cfg: ModelConfig, kind: str, shape: tuple[int, ...]) -> N
 
 def _check_dataset(cfg: ModelConfig, input_kind: str) -> None:
     """A dataset of another input than the model reads (`DATASET_INPUTS`: `imagenet` for a
-    text model) would be simulated as the model's input without a word. A factory of your own
-    (`model._target_`) keeps the schema's default dataset whatever it reads: not checked."""
+    text model) would be simulated as the model's input without a word. The schema's default
+    (a config built without a preset, a factory of your own) counts as unset."""
     held = DATASET_INPUTS.get(cfg.dataset.name)
-    if cfg._target_ or held in (None, input_kind):
+    if cfg.dataset.name == DatasetConfig().name or held in (None, input_kind):
         return
     fits = [n for n, kind in DATASET_INPUTS.items() if kind == input_kind]
     raise bad_value("model.dataset.name", cfg.dataset.name, f"holds {held} input, and "

@@ -104,7 +104,7 @@ def test_a_factory_given_the_other_input_kind_is_told_which(
      "tokens input; allowed: openwebtext, squad, wikipedia, tokens, synthetic or generated"),
     ({"name": "resnet18", "input_shape": [3, 32, 32], "dataset": {"name": "wikipedia"}},
      "model.dataset.name='wikipedia': holds tokens input"),
-    ({"name": "hf", "hf": {"model_type": "wav2vec2"}, "dataset": {"name": "mnist"}},
+    ({"name": "hf", "hf": {"model_type": "wav2vec2"}, "dataset": {"name": "imagenet"}},
      "reads audio input; allowed: tokens, synthetic or generated"),
 ])
 def test_a_key_the_model_does_not_read_is_refused_not_ignored(
