@@ -66,16 +66,18 @@ def _other_differences(cfgs: list[Any], listed: set[str]) -> list[dict[str, Any]
 _NOT_RUN = "not run"  # a knob's value in a plan that does not run it
 
 
-def compare(a_path: str, b_path: str) -> dict[str, Any]:
-    """Both plans simulated: rows of (name, A, B, differs) per section."""
-    from ipu_tune.case import build_case, simulate_case
+def compare(a_path: str, b_path: str, constants: str | None = None) -> dict[str, Any]:
+    """Both plans simulated (with the `constants` file's, `calibrate --output`): rows of
+    (name, A, B, differs) per section."""
+    from ipu_tune.case import build_case, read_constants, simulate_case
     from ipu_tune.config import load_config
     from ipu_tune.knobs import KNOBS, get_key, moot_keys
     from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES
 
     cfgs = [load_config(a_path), load_config(b_path)]
     cases = [build_case(c) for c in cfgs]
-    res = [simulate_case(case) for case in cases]
+    fitted = read_constants(constants, "--constants")
+    res = [simulate_case(case, fitted) for case in cases]
     # A knob a plan does not run (`knobs.moot_keys`) reads "not run"; no row when neither does.
     moot = [moot_keys(c, case.profile.input_kind) for c, case in zip(cfgs, cases, strict=True)]
     plan = []
@@ -207,9 +209,12 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("a", metavar="A.yaml", type=path_arg)
     parser.add_argument("b", metavar="B.yaml", type=path_arg)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--constants", metavar="FILE", type=path_arg,
+                        help="simulator constants YAML written by `ipu-tune calibrate --output` "
+                             "(a study's own `simulator.constants`)")
     args = parser.parse_args(list(argv))
     try:
-        data = compare(args.a, args.b)
+        data = compare(args.a, args.b, args.constants)
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
     return print_out(json.dumps(data, indent=2) if args.json else format_compare(data))

@@ -48,11 +48,13 @@ class Provenance:
 
     @classmethod
     def of(cls, study: str, trial: int, storage: str, objectives: Mapping[str, float],
-           out_dir: Path, names_code: bool = False) -> Provenance:
+           out_dir: Path, names_code: bool = False, constants: str | None = None) -> Provenance:
         """The provenance of trial `trial`, whose best.yaml is written under `out_dir`;
         `names_code`: the plan's model is a `model._target_`, which evaluate reads from the
-        file only with the trust flag."""
+        file only with the trust flag; `constants`: the study's `simulator.constants` file,
+        which evaluate needs to give its figures (best.yaml holds no simulator section)."""
         evaluate = f"python -m ipu_tune evaluate {shlex.quote(str(out_dir / BEST_YAML))}"
+        evaluate += f" --constants {shlex.quote(constants)}" if constants else ""
         evaluate += " --trust-remote-code" if names_code else ""
         return cls(study, trial, storage, dict(objectives), evaluate)
 

@@ -27,7 +27,7 @@ from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
-from ipu_tune.models._hf_config import hf_config, hf_settings, layer_counts
+from ipu_tune.models._hf_config import check_classes, hf_config, hf_settings, layer_counts
 from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
 from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
@@ -171,6 +171,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
 
     config = hf_config(cfg)
     task = hf_task(cfg, config.model_type, getattr(config, "architectures", None))
+    check_classes(cfg, config, task)
     for key, value in hf_settings(cfg, config).items():
         setattr(config, key, value)
     auto = getattr(transformers, TASKS[task])

@@ -113,6 +113,22 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
                             f"a field of {config_class.__name__}: {sample}, ...")  # fmt: skip
 
 
+# The heads that read `model.num_classes` (their labels, Transformers' `num_labels`).
+LABEL_TASKS = ("sequence-classification", "image-classification", "audio-classification")
+
+
+def check_classes(cfg: ModelConfig, config: Any, task: str) -> None:
+    """A head of no labels (a language model's vocabulary, a span's start and end) does not read
+    `model.num_classes`: given, it would be ignored without a word. The schema's default and
+    the config's own `num_labels` (Transformers' 2, as the `model=hf` preset) count as unset."""
+    if task in LABEL_TASKS or cfg.num_classes in (ModelConfig().num_classes,
+                                                  getattr(config, "num_labels", 2)):
+        return
+    raise bad_value("model.num_classes", cfg.num_classes,
+                    f"unset: a {task} head of {config.model_type} reads no labels; it sets those "
+                    f"of a {', '.join(LABEL_TASKS[:-1])} or {LABEL_TASKS[-1]} head")
+
+
 def hf_settings(cfg: ModelConfig, config: Any = None) -> dict[str, Any]:
     """What ipu-tune sets on a Transformers config (`config`, else `cfg`'s own) before it
     builds the model, besides `model.hf.config`: a classifier's labels (`model.num_classes`,
@@ -124,7 +140,7 @@ def hf_settings(cfg: ModelConfig, config: Any = None) -> dict[str, Any]:
     config = config if config is not None else hf_config(cfg)
     task = hf_task(cfg, config.model_type, getattr(config, "architectures", None))
     out: dict[str, Any] = {}
-    if task in ("sequence-classification", "image-classification", "audio-classification"):
+    if task in LABEL_TASKS:
         if not {"num_labels", "id2label"} & set(hf_overrides(cfg)):
             out["num_labels"] = cfg.num_classes
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:

@@ -67,6 +67,11 @@ def _bert(size: str) -> Callable[[ModelConfig], nn.Module]:
         from ipu_tune.models._bert import BERT_SIZES, BertForMaskedLM
 
         model = BertForMaskedLM(**{**BERT_SIZES[size], **cfg.kwargs})
+        vocab = model.cls.predictions.decoder.out_features
+        if cfg.num_classes not in (ModelConfig().num_classes, vocab):
+            raise bad_value("model.num_classes", cfg.num_classes,
+                            f"unset or {vocab}: {cfg.name}'s masked-LM head predicts its "
+                            "vocabulary (model.kwargs.vocab_size)")
         seq = cfg.sequence_length
         if seq is not None and seq > model.max_position_embeddings:
             raise bad_value(
@@ -268,6 +273,7 @@ def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
                 f"returned {type(model).__name__}, not a torch.nn.Module",
             )  # fmt: skip
         kind = "tokens" if cfg.sequence_length is not None else "image"
+        _check_unread(cfg, kind)
         return model, kind
     source = hf_source(cfg)
     if source is not None:

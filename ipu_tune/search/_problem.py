@@ -52,6 +52,19 @@ CONSTANTS_FILE = "simulator.constants"
 SPACE_FILE = "search.space"
 
 
+def _stored_constants(cfg: TuneConfig, kept: Any) -> simulator.SimConstants:
+    """The constants a stored study kept of its `simulator.constants` file, checked as the
+    file's were (a study in a shared storage is anyone's to edit)."""
+    where = f"{CONSTANTS_FILE}={cfg.simulator.constants!r} (as the study read it)"
+    if not isinstance(kept, Mapping):
+        raise IpuTuneError(f"{where}: {type(kept).__name__}: expected a mapping of constant: "
+                           "value")
+    try:
+        return constants_from_mapping(kept)
+    except IpuTuneError as exc:
+        raise IpuTuneError(f"{where}: {exc}") from None
+
+
 def files_named(cfg: TuneConfig) -> list[str]:
     """The keys of `cfg` that name a file the problem reads: a constants file, a space file."""
     return [key for key, named in ((CONSTANTS_FILE, bool(cfg.simulator.constants)),
@@ -135,7 +148,7 @@ class SearchProblem:
             space = parse_space(stored[SPACE_FILE], f"{path} (as the study read it)", path.stem)
         self.space: SearchSpace = space if space is not None else load_space(cfg.search.space)
         # calibrate's output, if any
-        self.constants = (constants_from_mapping(stored[CONSTANTS_FILE]) if CONSTANTS_FILE in
+        self.constants = (_stored_constants(cfg, stored[CONSTANTS_FILE]) if CONSTANTS_FILE in
                           stored else read_constants(cfg.simulator.constants))
         names = list(cfg.search.objectives)
         for name in names:

@@ -356,7 +356,8 @@ def export_study(
         # The result stored with the trial; a plan stored without one is simulated again.
         best_result = record.sim_result() or problem.simulate(best_cfg)
         provenance = Provenance.of(study.study_name, best.number, target.display, objectives,
-                                   out_dir, bool(best_cfg.model._target_))
+                                   out_dir, bool(best_cfg.model._target_),
+                                   cfg.simulator.constants)
         ctx = export_context(best_cfg, best_result, problem.profile, provenance)
         rendered = prepare_exports(ctx, StoredTrials(
             study.get_trials(deepcopy=False), problem.directions, problem.simulate,

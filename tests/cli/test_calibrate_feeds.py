@@ -71,3 +71,33 @@ def test_a_constants_file_with_an_unknown_key_is_one_line(
     assert evaluate_main([str(plan), f"simulator.constants={bad}"]) != 0
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "simulator.constants=" in err and "unknown constant" in err
+
+
+def test_best_yaml_of_a_calibrated_study_evaluates_with_its_constants(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """best.yaml holds no simulator section: the command it prints to evaluate it again names
+    the study's constants file, and gives the figures the study scored; `compare` takes it."""
+    import shlex
+
+    import ipu_tune.cli.run as cli_run
+    from ipu_tune.cli.compare_cmd import main as compare_main
+
+    constants = tmp_path / "constants.yaml"
+    constants.write_text("call_overhead_s: 0.2\n")  # large enough to be felt
+    monkeypatch.chdir(tmp_path)
+    assert cli_run.hydra_main(["system.num_ipus=1", f"simulator.constants={constants}",
+                               "study.name=c", "study.n_trials=3",
+                               "study.progress_bar=false"]) == 0
+    capsys.readouterr()
+    best = tmp_path / "results" / "c" / "best.yaml"
+    line = next(ln for ln in best.read_text().splitlines() if "Evaluate it again with:" in ln)
+    argv = shlex.split(line.split("with: ", 1)[1])[4:]  # after `python -m ipu_tune evaluate`
+    assert argv[1:] == ["--constants", str(constants)]
+    assert evaluate_main([*argv, "--json"]) == 0
+    scored = yaml.safe_load(best.read_text())["ipu_tune"]["objectives"]["throughput"]
+    assert yaml.safe_load(capsys.readouterr().out)["throughput"] == pytest.approx(scored)
+    assert compare_main([str(best), str(best), "--constants", str(constants), "--json"]) == 0
+    capsys.readouterr()
+    assert evaluate_main([str(best), "--json"]) == 0  # the defaults: another figure
+    assert yaml.safe_load(capsys.readouterr().out)["throughput"] != pytest.approx(scored)

@@ -5,7 +5,9 @@ reader's."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -36,7 +38,23 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_the_commands_on_a_stored_study_read_its_kept_values_not_its_files(tuned: Path) -> None:
+def _copy(tuned: Path, tmp_path: Path) -> Path:
+    """A copy of the tuned folder, to edit."""
+    shutil.copytree(tuned, tmp_path / "copy")
+    return tmp_path / "copy"
+
+
+def _edit(root: Path, files: Any, **config: Any) -> None:
+    """The stored study `s` of `root`, its kept files and config sections replaced."""
+    study = _study(root / "results")
+    meta = dict(study.user_attrs["ipu_tune"])
+    meta["config"] = {**meta["config"], **config}
+    study.set_user_attr("ipu_tune", {**meta, "files": files})
+
+
+def test_the_commands_on_a_stored_study_read_its_kept_values_not_its_files(
+        tuned: Path, tmp_path: Path) -> None:
+    tuned = _copy(tuned, tmp_path)
     kept = dict(_study(tuned / "results").user_attrs["ipu_tune"]["files"])
     assert kept["simulator.constants"]["call_overhead_s"] == 0.03
     assert "knobs" in kept["search.space"]
@@ -52,16 +70,29 @@ def test_a_stored_study_naming_a_file_it_does_not_keep_is_refused_unopened(
         tuned: Path, tmp_path: Path) -> None:
     """A study edited by hand (or made before studies kept the values) names a file of the
     reader's: refused in one line, before it is read (nothing of it shown)."""
+    tuned = _copy(tuned, tmp_path)
     secret = tmp_path / "credentials"
     secret.write_text(_SECRET)
-    study = _study(tuned / "results")
-    meta = dict(study.user_attrs["ipu_tune"])
-    config = dict(meta["config"])
-    config["simulator"] = {**config["simulator"], "constants": str(secret)}
-    study.set_user_attr("ipu_tune", {**meta, "config": config, "files": {}})
+    simulator = dict(_study(tuned / "results").user_attrs["ipu_tune"]["config"]["simulator"])
+    _edit(tuned, {}, simulator={**simulator, "constants": str(secret)})
     for argv in _READERS:
         proc = run_cli(argv, cwd=tuned)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr)
         assert f"simulator.constants='{secret}'" in lines[0]
         assert "open no file its config names" in lines[0] and "SECRET" not in lines[0]
+
+
+@pytest.mark.parametrize("kept", ["x", [1], None, {"call_overhead_s": 99.0},
+                                  {"aws_secret": "SECRET_hunter2"}])
+def test_kept_constants_edited_by_hand_are_one_line_naming_the_study_key(
+        tuned: Path, tmp_path: Path, kept: Any) -> None:
+    tuned = _copy(tuned, tmp_path)
+    files = dict(_study(tuned / "results").user_attrs["ipu_tune"]["files"])
+    _edit(tuned, {**files, "simulator.constants": kept})
+    for argv in _READERS:
+        proc = run_cli(argv, cwd=tuned)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr)
+        assert "simulator.constants=" in lines[0] and "(as the study read it)" in lines[0]
+        assert "SECRET" not in lines[0]
