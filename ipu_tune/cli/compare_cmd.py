@@ -67,16 +67,15 @@ _NOT_RUN = "not run"  # a knob's value in a plan that does not run it
 
 
 def compare(a_path: str, b_path: str, constants: str | None = None) -> dict[str, Any]:
-    """Both plans simulated (with the `constants` file's, `calibrate --output`): rows of
-    (name, A, B, differs) per section."""
+    """Both plans simulated (with a `calibrate --output` file's `constants`): rows of (name,
+    A, B, differs) per section."""
     from ipu_tune.case import build_case, read_constants, simulate_case
     from ipu_tune.config import load_config
     from ipu_tune.knobs import KNOBS, get_key, moot_keys
     from ipu_tune.simulator import MEMORY_CATEGORIES, TIME_PHASES
 
     cfgs = [load_config(a_path), load_config(b_path)]
-    cases = [build_case(c) for c in cfgs]
-    fitted = read_constants(constants, "--constants")
+    cases, fitted = [build_case(c) for c in cfgs], read_constants(constants, "--constants")
     res = [simulate_case(case, fitted) for case in cases]
     # A knob a plan does not run (`knobs.moot_keys`) reads "not run"; no row when neither does.
     moot = [moot_keys(c, case.profile.input_kind) for c, case in zip(cfgs, cases, strict=True)]
@@ -93,10 +92,7 @@ def compare(a_path: str, b_path: str, constants: str | None = None) -> dict[str,
         plan.insert(0, {"name": key, "a": va, "b": vb, "differs": va != vb})
     plan += _other_differences(cfgs, {k.key for k in KNOBS} | set(_FIRST))
 
-    def fullest(r: Any) -> Any:
-        return max(r.memory, key=lambda m: m.total_bytes) if r.memory else None
-
-    fa, fb = fullest(res[0]), fullest(res[1])
+    fa, fb = (max(r.memory, key=lambda m: m.total_bytes) if r.memory else None for r in res)
     memory = []
     for cat in (*MEMORY_CATEGORIES, "total"):
         va = (fa.total_bytes if cat == "total" else fa.categories.get(cat, 0)) if fa else 0

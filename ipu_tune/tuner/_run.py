@@ -348,9 +348,7 @@ def export_study(
     best = problem.best_trial(study)
     objectives = (dict(zip(problem.objective_names, best.values or [], strict=False))
                   if best is not None else {})
-    best_cfg: EvalConfig | None = None
-    best_result: SimResult | None = None
-    rendered = Exports({}, {})
+    best_cfg, best_result, rendered = None, None, Exports({}, {})
     if best is not None:
         best_cfg = stored_config(problem, record := TrialRecord.of(best), best.number)
         # The result stored with the trial; a plan stored without one is simulated again.
