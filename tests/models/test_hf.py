@@ -16,6 +16,7 @@ import transformers
 from ipu_tune.config import HfConfig, ModelConfig, load_config
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import ModelProfile, hf_identity
+from ipu_tune.models._hf_config import LABEL_TASKS
 from tests.conftest import REPO
 
 # (model type, task, config overrides, sequence length): the covered families, small sizes
@@ -44,7 +45,8 @@ AUTO = {"masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM"
 def _hf(profile_of: Any, model_type: str, task: str, config: dict[str, Any],
         seq: int | None, **extra: Any) -> ModelProfile:
     hf = {"model_type": model_type, "task": task, "config": config}
-    return profile_of(name="hf", hf=hf, sequence_length=seq, num_classes=3, **extra)
+    labels = {"num_classes": 3} if task in LABEL_TASKS else {}  # the heads that read them
+    return profile_of(name="hf", hf=hf, sequence_length=seq, **labels, **extra)
 
 
 def _reference(model_type: str, task: str, config: dict[str, Any]) -> torch.nn.Module:
@@ -118,8 +120,9 @@ FOUND = [
 def test_usual_head_and_layers_are_found_for_types_the_zoo_does_not_name(
     profile_of: Any, model_type: str, config: dict[str, Any], task: str, blocks: list[str],
 ) -> None:
-    profile = profile_of(name="hf", hf={"model_type": model_type, "config": config},
-                         sequence_length=32, num_classes=3)
+    image = task == "image-classification"  # reads pixels and labels; the others, tokens
+    given = {"num_classes": 3} if image else {"sequence_length": 32}
+    profile = profile_of(name="hf", hf={"model_type": model_type, "config": config}, **given)
     assert hf_identity(ModelConfig(name="hf", hf=HfConfig(model_type=model_type)))[1] == task
     assert profile.blocks == blocks
     assert profile.parameters == _reference(model_type, task, config).num_parameters()
@@ -218,7 +221,7 @@ def test_a_config_file_builds_the_head_it_was_saved_with(
     config = transformers.BertConfig(num_hidden_layers=2, architectures=[architecture])
     (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
     hf = {"config_file": str(tmp_path)}
-    profile = profile_of(name="hf", hf=hf, sequence_length=128, num_classes=3)
+    profile = profile_of(name="hf", hf=hf, sequence_length=128)
     assert any(op.name.startswith(head) for op in profile.ops)
     told = profile_of(name="hf", hf={**hf, "task": "masked-lm"}, sequence_length=128)
     assert any(op.name.startswith("cls") for op in told.ops)
