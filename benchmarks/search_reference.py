@@ -74,8 +74,8 @@ class RefSpace:
                 if mode not in spec["modes"]:
                     continue
                 spec = {name: v for name, v in spec.items() if name != "modes"} or None
-            if key in pinned or (k.training_only and not self.training) or (
-                    k.image_only and self.profile.input_kind != "image"):
+            if key in pinned or ("training" in k.needs and not self.training) or (
+                    "pixels" in k.needs and self.profile.input_kind != "image"):
                 continue
             if k.draw in ("replicas", "splits") or key in (_SCHED, _RTS):
                 self.structural.add(key)
