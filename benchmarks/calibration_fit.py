@@ -12,6 +12,7 @@ validation test checks the same predictions against each point's tolerance.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import sys
 from pathlib import Path
@@ -76,4 +77,6 @@ def _partials(record: Run) -> None:
 
 
 if __name__ == "__main__":
+    # No options; `--help` says what it runs instead of running (and recording) it.
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
     main()

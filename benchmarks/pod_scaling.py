@@ -18,6 +18,7 @@ Deterministic: no timing.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,4 +92,6 @@ def _as_run(record: Run) -> None:
 
 
 if __name__ == "__main__":
+    # No options; `--help` says what it runs instead of running (and recording) it.
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
     main()

@@ -11,6 +11,7 @@ best of 5 rounds, so a loaded machine's waiting does not count):
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import time
@@ -90,4 +91,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # No options; `--help` says what it runs instead of running (and recording) it.
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
     main()
