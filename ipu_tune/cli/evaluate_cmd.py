@@ -127,9 +127,8 @@ def main(argv: Sequence[str]) -> int:
 
     # The profile `evaluate_config` built (memoised): its input kind decides what runs.
     text = format_result(result, cfg, profile_model(cfg.model).input_kind)
-    if cfg.plan.from_ipu_config:  # what the file sets that the figures leave out, as a run says
-        from ipu_tune.exports import ipu_config_note
+    if cfg.plan.ipu_config_carried:  # what the file sets that the figures leave out
+        from ipu_tune.exports import ipu_config_unsimulated
 
-        note = ipu_config_note(cfg)
-        text = f"{note}\n{text}" if note else text
+        text = f"{ipu_config_unsimulated(cfg)}\n{text}"
     return print_out(text)

@@ -14,6 +14,7 @@ from ipu_tune.exports._ipu_config import (
 from ipu_tune.exports._ipu_config_import import (
     apply_ipu_config,
     ipu_config_note,
+    ipu_config_unsimulated,
     plan_values_from_ipu_config,
     read_ipu_config,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "apply_ipu_config",
     "export_context",
     "ipu_config_note",
+    "ipu_config_unsimulated",
     "plan_values_from_ipu_config",
     "poprun_command",
     "prepare_exports",

@@ -6,7 +6,8 @@ what is allowed. The fields that have a plan knob become the plan's values, by t
 `_ipu_config` read backwards; the others (seed, cache folder, serialisation of embeddings and
 projections, parallelize kwargs, the other mode's fields) change nothing ipu-tune simulates:
 they ride in the config (`plan.ipu_config_carried`) to the exported `ipu_config.json`
-unchanged, and the run names them in one line at its start (`ipu_config_note`).
+unchanged, and the run names them in one line at its start (`ipu_config_note`), as
+`evaluate` does before its figures (`ipu_config_unsimulated`).
 """
 
 from __future__ import annotations
@@ -334,6 +335,13 @@ def carried_from_ipu_config(data: Mapping[str, Any], mode: str, file: str) -> di
         raise IpuTuneError(f"{_where(file)}: {largest}: the fields ipu-tune does not simulate "
                            f"hold {size} bytes of JSON; at most {_MAX_CARRIED_BYTES}")
     return carried
+
+
+def ipu_config_unsimulated(cfg: EvalConfig) -> str | None:
+    """One line naming the fields of the `plan.from_ipu_config` file the simulator ignores
+    (None: no file, or none such): what `evaluate`'s figures leave out."""
+    path, carried = cfg.plan.from_ipu_config, cfg.plan.ipu_config_carried or {}
+    return f"{_where(path)}: not simulated: {', '.join(carried)}" if path and carried else None
 
 
 def ipu_config_note(cfg: EvalConfig) -> str | None:
