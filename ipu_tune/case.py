@@ -8,8 +8,10 @@ everywhere (data flows config -> profile -> plan -> simulate).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ipu_tune.config import EvalConfig, read_yaml
 from ipu_tune.errors import IpuTuneError, bad_value
@@ -26,7 +28,8 @@ from ipu_tune.simulator import (
     simulate,
 )
 
-__all__ = ["Case", "build_case", "build_system", "head_stages", "read_constants", "simulate_case"]
+__all__ = ["Case", "build_case", "build_system", "constants_of", "head_stages", "read_constants",
+           "simulate_case"]
 
 
 @dataclass(frozen=True)
@@ -92,11 +95,16 @@ def read_constants(path: str | None, key: str = "simulator.constants") -> SimCon
     comment lines are ignored); the defaults for None. Errors name `key` and the file."""
     if path is None or path == "":
         return DEFAULT_CONSTANTS
-    data = read_yaml(Path(path), "constants file")
-    if not isinstance(data, dict):
-        raise IpuTuneError(f"{key}={path!r}: expected a mapping of constant: value "
-                           "(the file `ipu-tune calibrate --output` writes)")
+    return constants_of(read_yaml(Path(path), "constants file"), f"{key}={path!r}")
+
+
+def constants_of(data: Any, where: str) -> SimConstants:
+    """The simulator constants of `data` as read from `where` (a file, a stored study's kept
+    values), checked, every error naming `where`."""
+    if not isinstance(data, Mapping):
+        raise IpuTuneError(f"{where}: expected a mapping of constant: value (the file "
+                           "`ipu-tune calibrate --output` writes)")
     try:
         return constants_from_mapping(data)
     except IpuTuneError as exc:
-        raise IpuTuneError(f"{key}={path!r}: {exc}") from None
+        raise IpuTuneError(f"{where}: {exc}") from None

@@ -338,8 +338,7 @@ def carried_from_ipu_config(data: Mapping[str, Any], mode: str, file: str) -> di
 
 
 def ipu_config_unsimulated(cfg: EvalConfig) -> str | None:
-    """One line naming the fields of the `plan.from_ipu_config` file the simulator ignores
-    (None: no file, or none such): what `evaluate`'s figures leave out."""
+    """The fields of the `plan.from_ipu_config` file the simulator ignores, in one line."""
     path, carried = cfg.plan.from_ipu_config, cfg.plan.ipu_config_carried or {}
     return f"{_where(path)}: not simulated: {', '.join(carried)}" if path and carried else None
 

@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune import simulator
-from ipu_tune.case import build_case, read_constants
+from ipu_tune.case import build_case, constants_of, read_constants
 from ipu_tune.config import EvalConfig, TuneConfig, validate
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System
@@ -43,26 +43,13 @@ from ipu_tune.search._samplers import make_sampler
 from ipu_tune.search._select import best_trial
 from ipu_tune.search._space import SearchSpace, is_space_file, load_space, parse_space
 from ipu_tune.search._warm import WarmPlan, warm_start_plans
-from ipu_tune.simulator import SimResult, constants_from_mapping
+from ipu_tune.simulator import SimResult
 
 __all__ = ["SearchProblem", "TrialOutcome", "files_named", "tell_outcome"]
 
 # The config keys that name a file a problem reads (`SearchProblem.files_read`).
 CONSTANTS_FILE = "simulator.constants"
 SPACE_FILE = "search.space"
-
-
-def _stored_constants(cfg: TuneConfig, kept: Any) -> simulator.SimConstants:
-    """The constants a stored study kept of its `simulator.constants` file, checked as the
-    file's were (a study in a shared storage is anyone's to edit)."""
-    where = f"{CONSTANTS_FILE}={cfg.simulator.constants!r} (as the study read it)"
-    if not isinstance(kept, Mapping):
-        raise IpuTuneError(f"{where}: {type(kept).__name__}: expected a mapping of constant: "
-                           "value")
-    try:
-        return constants_from_mapping(kept)
-    except IpuTuneError as exc:
-        raise IpuTuneError(f"{where}: {exc}") from None
 
 
 def files_named(cfg: TuneConfig) -> list[str]:
@@ -148,8 +135,10 @@ class SearchProblem:
             space = parse_space(stored[SPACE_FILE], f"{path} (as the study read it)", path.stem)
         self.space: SearchSpace = space if space is not None else load_space(cfg.search.space)
         # calibrate's output, if any
-        self.constants = (_stored_constants(cfg, stored[CONSTANTS_FILE]) if CONSTANTS_FILE in
-                          stored else read_constants(cfg.simulator.constants))
+        # (A stored study's kept values are checked as the file's were: anyone may edit it.)
+        self.constants = (constants_of(stored[CONSTANTS_FILE], f"{CONSTANTS_FILE}="
+                                       f"{cfg.simulator.constants!r} (as the study read it)")
+                          if CONSTANTS_FILE in stored else read_constants(cfg.simulator.constants))
         names = list(cfg.search.objectives)
         for name in names:
             if name not in DIRECTIONS:
