@@ -134,8 +134,8 @@ class SearchProblem:
             path = Path(cfg.search.space)
             space = parse_space(stored[SPACE_FILE], f"{path} (as the study read it)", path.stem)
         self.space: SearchSpace = space if space is not None else load_space(cfg.search.space)
-        # calibrate's output, if any
-        # (A stored study's kept values are checked as the file's were: anyone may edit it.)
+        # calibrate's output, if any; a stored study's kept values are checked as the file's
+        # were (anyone may edit a study).
         self.constants = (constants_of(stored[CONSTANTS_FILE], f"{CONSTANTS_FILE}="
                                        f"{cfg.simulator.constants!r} (as the study read it)")
                           if CONSTANTS_FILE in stored else read_constants(cfg.simulator.constants))
@@ -170,8 +170,6 @@ class SearchProblem:
         if self.throughput_floor is not None:
             self.constraint_names.append("throughput_floor")
 
-    # -- simulation --------------------------------------------------------------------------
-
     @property
     def files_read(self) -> dict[str, Any]:
         """What the files the config names held, by the key naming each: the constants read,
@@ -180,6 +178,9 @@ class SearchProblem:
         values = {CONSTANTS_FILE: lambda: asdict(self.constants),
                   SPACE_FILE: lambda: dict(self.space.document)}
         return {key: values[key]() for key in files_named(self.cfg)}
+
+    # -- simulation --------------------------------------------------------------------------
+
     def _check(self, cfg: EvalConfig) -> ExecutionPlan:
         validate(cfg)
         return build_case(cfg, self.profile, self.system).plan
