@@ -45,10 +45,15 @@ def check_sweep_record(config: DictConfig) -> None:
 
     record = Path(str(config.hydra.sweep.dir)) / "multirun.yaml"
     root = str(config.results_dir)
+    key, value = _sweep_key(config)
     if not inside(record, root):
-        raise IpuTuneError(f"hydra.sweep.dir={str(record.parent)!r}: resolves outside "
-                           f"results_dir={root!r} (a link); allowed: a folder inside it")
-    check_target(record, "hydra.sweep.dir")
+        raise IpuTuneError(f"{key}={value!r}: the sweep's record {str(record)!r} resolves "
+                           f"outside results_dir={root!r} (a link); allowed: a folder inside "
+                           "it that is no link out")
+    try:
+        check_target(record, "its record")
+    except IpuTuneError as exc:
+        raise IpuTuneError(f"{key}={value!r}: {exc}") from None
     for keys, text in _strings(OmegaConf.to_container(config, resolve=False), ()):
         shown = redact(text)
         if shown != text:
@@ -58,6 +63,15 @@ def check_sweep_record(config: DictConfig) -> None:
                 f"{where}: a password in a sweep (-m) would be saved by Hydra in {record}; "
                 "allowed: the URL without the password, with PGPASSWORD or ~/.pgpass (read "
                 "by libpq and psycopg)")
+
+
+def _sweep_key(config: DictConfig) -> tuple[str, str]:
+    """The key the sweep's folder comes from: `hydra.sweep.dir` when set, else results_dir
+    (conf/config.yaml places the sweep at `${results_dir}/multirun`)."""
+    root = str(config.results_dir)
+    if str(config.hydra.sweep.dir) == f"{root}/multirun":
+        return "results_dir", root
+    return "hydra.sweep.dir", str(config.hydra.sweep.dir)
 
 
 def _strings(node: Any, keys: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], str]]:

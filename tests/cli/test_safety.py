@@ -339,7 +339,7 @@ def test_a_sweep_record_linked_outside_results_dir_is_refused(tmp_path: Path, li
     proc = run_cli(["-m", "model=mnist_cnn", "study.n_trials=2", "study.progress_bar=false",
                     *where, "system.num_ipus=1,2"], cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith("ipu-tune: error: hydra.sweep.dir=")
+    assert proc.stderr.startswith(f"ipu-tune: error: results_dir={str(results)!r}: "), proc.stderr
     assert proc.stderr.strip().count("\n") == 0
     assert (outside / "victim.txt").read_text() == "keep me"
     assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
