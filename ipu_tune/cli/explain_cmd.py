@@ -174,7 +174,7 @@ def format_explain(data: Explanation) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    from ipu_tune.cli.studies_cmd import load_problem, storage_args
+    from ipu_tune.cli.studies_cmd import storage_args, stored_problem
 
     parser = ArgumentParser(
         prog="ipu-tune explain",
@@ -190,8 +190,8 @@ def main(argv: Sequence[str]) -> int:
     try:
         from ipu_tune.explain import explain_study
 
-        study, _, _, problem = load_problem(args)
-        data = explain_study(study, problem, with_sensitivity=not args.no_sensitivity)
+        with stored_problem(args) as (study, _, _, problem):
+            data = explain_study(study, problem, with_sensitivity=not args.no_sensitivity)
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
     return print_out(json.dumps(data.to_json(), indent=2) if args.json else format_explain(data))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 # inside the command that needs them: `studies` lists from the Optuna storage alone.
 
 __all__ = [
-    "export_main", "list_main", "load_problem", "readable_table", "report_main", "storage_args",
+    "export_main", "list_main", "readable_table", "report_main", "storage_args", "stored_problem",
     "trials_frame",
 ]
 
@@ -189,14 +190,17 @@ def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneCo
     return study, target, cfg
 
 
-def load_problem(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneConfig,
-                                                   SearchProblem]:
-    """The stored study named by `args.study`, its config and its search problem.
+@contextmanager
+def stored_problem(args: argparse.Namespace) -> Iterator[tuple[optuna.Study, StorageTarget,
+                                                              TuneConfig, SearchProblem]]:
+    """The stored study named by `args.study`, its config and its search problem, for the
+    block: within it, the config.json the study names reads as the study kept it (profiling,
+    exports), never from the disk.
 
     Code named by the stored config (`model._target_`) runs only with --trust-remote-code."""
     from ipu_tune.case import build_system
-    from ipu_tune.models import profile_model
-    from ipu_tune.search import SearchProblem
+    from ipu_tune.models import kept_config_files, profile_model
+    from ipu_tune.search import HF_CONFIG_FILE, SearchProblem
 
     study, target, cfg = _load(args)
     if cfg.model._target_ and not getattr(args, "trust_remote_code", False):
@@ -207,10 +211,13 @@ def load_problem(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget,
     meta = StudyMeta.of(study)
     pinned = frozenset(meta.pinned if meta else [])
     stored = _stored_files(args.study, cfg, meta)
-    problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg), pinned=pinned,
-                            stored=stored)
-    _check_inputs(args.study, meta, problem)
-    return study, target, cfg, problem
+    kept = ({str(cfg.model.hf.config_file): stored[HF_CONFIG_FILE]}
+            if HF_CONFIG_FILE in stored else {})
+    with kept_config_files(kept, f"as study {args.study!r} kept it"):
+        problem = SearchProblem(cfg, profile_model(cfg.model), build_system(cfg),
+                                pinned=pinned, stored=stored)
+        _check_inputs(args.study, meta, problem)
+        yield study, target, cfg, problem
 
 
 def _stored_files(name: str, cfg: TuneConfig, meta: StudyMeta | None) -> dict[str, Any]:
@@ -271,12 +278,12 @@ def report_main(argv: Sequence[str]) -> int:
     from ipu_tune.tuner import export_study
 
     try:
-        study, target, cfg, problem = load_problem(args)
-        store = _synced_store(target.results_url, study)
-        try:
-            summary = export_study(study, problem, store, cfg, target)
-        finally:
-            store.close()
+        with stored_problem(args) as (study, target, cfg, problem):
+            store = _synced_store(target.results_url, study)
+            try:
+                summary = export_study(study, problem, store, cfg, target)
+            finally:
+                store.close()
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
     for label, path in summary.exports.items():
@@ -357,8 +364,8 @@ def trials_main(argv: Sequence[str]) -> int:
     try:
         if args.top < 1:
             raise IpuTuneError(f"--top={args.top}: must be >= 1")
-        study, _, _, problem = load_problem(args)
-        df = trials_frame(study, problem)
+        with stored_problem(args) as (study, _, _, problem):
+            df = trials_frame(study, problem)
         if df.empty:
             print(f"study {study.study_name}: no finished trial")
             return 0

@@ -7,6 +7,7 @@
 
 from typing import Any
 
+from ipu_tune.models._config_json import config_json_values, kept_config_files
 from ipu_tune.models._conv_norm import conv_norm_folds
 from ipu_tune.models._masked import masked_positions
 from ipu_tune.models._profile import (
@@ -75,12 +76,14 @@ __all__ = [
     "build_model",
     "cache_dir",
     "clear_memory_cache",
+    "config_json_values",
     "conv_norm_folds",
     "default_blocks",
     "hf_identity",
     "hf_overrides",
     "hf_settings",
     "hf_source",
+    "kept_config_files",
     "masked_positions",
     "model_label",
     "profile_model",

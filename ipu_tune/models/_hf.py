@@ -25,6 +25,7 @@ from torch import nn
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._config_json import _one_line
 from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
 from ipu_tune.models._hf_config import check_classes, hf_config, hf_settings, layer_counts
@@ -32,7 +33,6 @@ from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
 from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
     TASKS,
-    _one_line,
     config_source,
     hf_task,
     splices_images,

@@ -12,11 +12,10 @@ from typing import Any
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.models._config_json import _one_line, config_json_values
 from ipu_tune.models._hf_defaults import fill_derived_sizes, timm_resnet_as_transformers
 from ipu_tune.models._hf_names import (
     DEFAULT_TASKS,
-    _one_line,
-    _read_config_file,
     config_source,
     hf_overrides,
 )
@@ -157,7 +156,7 @@ def hf_config(cfg: ModelConfig) -> Any:
     hf = cfg.hf
     overrides = hf_overrides(cfg)
     if hf.config_file:
-        data = _read_config_file(hf.config_file)
+        data = config_json_values(hf.config_file)
         model_type = str(data["model_type"])
         if hf.model_type and hf.model_type != model_type:
             allowed = f"{model_type!r}, the model_type of {hf.config_file}, or unset"

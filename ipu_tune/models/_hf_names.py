@@ -8,14 +8,14 @@ import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from ipu_tune.config import HfConfig, ModelConfig, parse_json, read_text
+from ipu_tune.config import HfConfig, ModelConfig
 from ipu_tune.errors import bad_value
+from ipu_tune.models._config_json import config_json_values
 
 __all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "IMAGE_TOKEN_KEYS", "TASKS", "HubModel",
-           "base_model_class", "config_json_path", "config_source", "hf_identity", "hf_overrides",
+           "base_model_class", "config_source", "hf_identity", "hf_overrides",
            "hf_source", "hf_task", "model_label", "splices_images", "unregistered_tower",
            "usual_task"]  # fmt: skip
 
@@ -205,31 +205,6 @@ HUB_MODELS: Mapping[str, HubModel] = {
 }  # fmt: skip
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:300]
-
-
-def config_json_path(path_text: str) -> Path:
-    """The config.json `model.hf.config_file` names: the file, or the one in the folder."""
-    path = Path(path_text).expanduser()
-    return path / "config.json" if path.is_dir() else path
-
-
-def _read_config_file(path_text: str) -> dict[str, Any]:
-    path = config_json_path(path_text)
-    text = read_text(path, "config.json", "model.hf.config_file")
-    try:
-        data = parse_json(text)
-    except ValueError as exc:
-        raise bad_value("model.hf.config_file", path_text,
-                        f"a readable config.json ({_one_line(exc)})") from None  # fmt: skip
-    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
-        raise bad_value("model.hf.config_file", path_text,
-                        "a Transformers config.json with a \"model_type\" key")  # fmt: skip
-    return data
-
-
 def hf_overrides(cfg: ModelConfig) -> dict[str, Any]:
     """`model.hf.config` as a plain dict (None: no overrides)."""
     given = cfg.hf.config
@@ -260,7 +235,7 @@ def hf_identity(cfg: ModelConfig) -> tuple[str, str]:
     hf = cfg.hf
     model_type, architectures = hf.model_type or "", None
     if hf.config_file:
-        data = _read_config_file(hf.config_file)
+        data = config_json_values(hf.config_file)
         model_type, architectures = str(data["model_type"]), data.get("architectures")
     return model_type, hf_task(cfg, model_type, architectures)
 

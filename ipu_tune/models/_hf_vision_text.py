@@ -25,7 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from ipu_tune.errors import bad_value
-from ipu_tune.models._hf_names import IMAGE_TOKEN_KEYS, _one_line
+from ipu_tune.models._config_json import _one_line
+from ipu_tune.models._hf_names import IMAGE_TOKEN_KEYS
 from ipu_tune.models._hf_runner import AS_FACTORY
 
 __all__ = ["check_feature_layers", "image_sizes", "image_token_id", "image_tokens_call",

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from ipu_tune.config import ModelConfig, read_text
 from ipu_tune.errors import IpuTuneError, bad_value
-from ipu_tune.models._hf_names import HUB_MODELS, config_json_path
+from ipu_tune.models._config_json import config_json_stamp
+from ipu_tune.models._hf_names import HUB_MODELS
 from ipu_tune.models._profile import ModelProfile
 from ipu_tune.models._profile_store import load_profile, profile_path, save_profile
 
@@ -90,11 +91,13 @@ def _version_of(package: str) -> str:
         return ""
 
 
-def _config_file_stamp(path_text: str) -> str:
-    """A config.json's contents (the file in a folder given as the path), so that editing it
-    re-profiles the model: a folder's own state does not change when a file in it is
-    rewritten, and a rewrite may keep a file's size and time stamp."""
-    return _contents_digest(config_json_path(path_text))
+def _config_json_stamp(path_text: str) -> str:
+    """A config.json's contents (`config_json_stamp`); '' for no readable file: building the
+    model names the problem."""
+    try:
+        return config_json_stamp(path_text)
+    except IpuTuneError:
+        return ""
 
 
 def cache_key(cfg: ModelConfig) -> str:
@@ -106,7 +109,7 @@ def cache_key(cfg: ModelConfig) -> str:
     if cfg.hf.model_type or cfg.hf.config_file or cfg.name == "hf" or cfg.name in _HF_ZOO:
         fields["transformers_version"] = _version_of("transformers")
         if cfg.hf.config_file:
-            fields["config_file_stamp"] = _config_file_stamp(cfg.hf.config_file)
+            fields["config_file_stamp"] = _config_json_stamp(cfg.hf.config_file)
     return json.dumps(fields, sort_keys=True, default=repr)
 
 

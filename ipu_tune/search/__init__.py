@@ -16,7 +16,13 @@ from ipu_tune.search._objectives import (
     metric_names,
     show_value,
 )
-from ipu_tune.search._problem import SearchProblem, TrialOutcome, files_named, tell_outcome
+from ipu_tune.search._problem import (
+    HF_CONFIG_FILE,
+    SearchProblem,
+    TrialOutcome,
+    files_named,
+    tell_outcome,
+)
 from ipu_tune.search._refine import refine_study
 from ipu_tune.search._samplers import SAMPLERS, make_sampler
 from ipu_tune.search._select import (
@@ -48,6 +54,7 @@ from ipu_tune.search._warm import WarmPlan, io_tiles_rule
 
 __all__ = [
     "DIRECTIONS",
+    "HF_CONFIG_FILE",
     "KNOBS",
     "OBJECTIVES",
     "SAMPLERS",

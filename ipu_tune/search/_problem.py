@@ -25,7 +25,7 @@ from ipu_tune.config import EvalConfig, TuneConfig, validate
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System
 from ipu_tune.knobs import rate_text
-from ipu_tune.models import ModelProfile
+from ipu_tune.models import ModelProfile, config_json_values
 from ipu_tune.plan import ExecutionPlan
 from ipu_tune.records import TrialRecord
 from ipu_tune.search._codec import R_PARAM, Codec
@@ -45,17 +45,20 @@ from ipu_tune.search._space import SearchSpace, is_space_file, load_space, parse
 from ipu_tune.search._warm import WarmPlan, warm_start_plans
 from ipu_tune.simulator import SimResult
 
-__all__ = ["SearchProblem", "TrialOutcome", "files_named", "tell_outcome"]
+__all__ = ["HF_CONFIG_FILE", "SearchProblem", "TrialOutcome", "files_named", "tell_outcome"]
 
 # The config keys that name a file a problem reads (`SearchProblem.files_read`).
 CONSTANTS_FILE = "simulator.constants"
 SPACE_FILE = "search.space"
+HF_CONFIG_FILE = "model.hf.config_file"
 
 
 def files_named(cfg: TuneConfig) -> list[str]:
-    """The keys of `cfg` that name a file the problem reads: a constants file, a space file."""
+    """The keys of `cfg` that name a file the problem reads: a constants file, a space file,
+    a Transformers config.json."""
     return [key for key, named in ((CONSTANTS_FILE, bool(cfg.simulator.constants)),
-                                   (SPACE_FILE, is_space_file(cfg.search.space))) if named]
+                                   (SPACE_FILE, is_space_file(cfg.search.space)),
+                                   (HF_CONFIG_FILE, bool(cfg.model.hf.config_file))) if named]
 
 _AMP = "plan.available_memory_proportion"
 _AMP_PER_IPU = "plan.available_memory_proportion_per_ipu"
@@ -173,10 +176,12 @@ class SearchProblem:
     @property
     def files_read(self) -> dict[str, Any]:
         """What the files the config names held, by the key naming each: the constants read,
-        the space file's mapping. A study keeps it (`StudyMeta.files`), so the commands on a
-        stored study read these instead of opening a file its config names."""
+        the space file's mapping, the config.json's contents (read again: a small file). A
+        study keeps it (`StudyMeta.files`), so the commands on a stored study read these
+        instead of opening a file its config names."""
         values = {CONSTANTS_FILE: lambda: asdict(self.constants),
-                  SPACE_FILE: lambda: dict(self.space.document)}
+                  SPACE_FILE: lambda: dict(self.space.document),
+                  HF_CONFIG_FILE: lambda: config_json_values(str(self.cfg.model.hf.config_file))}
         return {key: values[key]() for key in files_named(self.cfg)}
 
     # -- simulation --------------------------------------------------------------------------

@@ -307,6 +307,9 @@ def _open_one(name: str, storage: BaseStorage, cfg: TuneConfig, problem: SearchP
         if older:
             return [f"simulator_version: {meta.simulator_version!r} -> "
                     f"{mine.simulator_version!r} (its trials were scored by another simulator)"]
+        if set(mine.files) - set(meta.files):
+            # Made before studies kept a file's values: its inputs agree, so these are its own.
+            replace(meta, files={**mine.files, **meta.files}).write(probe)
     slot = next_worker_slot(probe)
     study = optuna.load_study(study_name=name, storage=storage,
                               sampler=parallel_sampler(problem, slot, workers, storage))

@@ -96,3 +96,66 @@ def test_kept_constants_edited_by_hand_are_one_line_naming_the_study_key(
         assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr)
         assert "simulator.constants=" in lines[0] and "(as the study read it)" in lines[0]
         assert "SECRET" not in lines[0]
+
+
+_CONFIG_JSON = ('{"model_type": "bert", "num_hidden_layers": 2, "hidden_size": 64, '
+                '"num_attention_heads": 2, "intermediate_size": 128, "vocab_size": 1000}')
+
+
+@pytest.fixture(scope="module")
+def tuned_hf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A study `s` of a Transformers model read from a config.json."""
+    root = tmp_path_factory.mktemp("hf")
+    (root / "config.json").write_text(_CONFIG_JSON)
+    proc = run_cli(["model=hf", f"model.hf.config_file={root / 'config.json'}",
+                    "model.sequence_length=32", "study.name=s", "study.n_trials=3",
+                    "study.progress_bar=false"], cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def test_the_commands_read_the_config_json_the_study_kept_not_the_file(
+        tuned_hf: Path, tmp_path: Path) -> None:
+    """The Transformers model is profiled, explained and exported from the config.json the
+    study kept: the file replaced by one of the reader's is neither read nor shown."""
+    tuned = _copy(tuned_hf, tmp_path)
+    kept = dict(_study(tuned / "results").user_attrs["ipu_tune"]["files"])
+    assert kept["model.hf.config_file"]["hidden_size"] == 64
+    (tuned / "config.json").write_text('{"model_type": "bert", "hidden_size": "SECRET_x", '
+                                       '"num_hidden_layers": "SECRET_y"}')
+    for argv in _READERS:
+        proc = run_cli(argv, cwd=tuned)
+        assert proc.returncode == 0, (argv, proc.stderr)
+        assert "SECRET" not in proc.stdout + proc.stderr
+
+
+def test_a_study_older_than_kept_config_json_is_refused_then_kept_on_resume(
+        tuned_hf: Path, tmp_path: Path) -> None:
+    """A study made before studies kept the config.json names a file the commands do not
+    open: refused in one line; the study's own command, run again, keeps it."""
+    tuned = _copy(tuned_hf, tmp_path)
+    files = dict(_study(tuned / "results").user_attrs["ipu_tune"]["files"])
+    del files["model.hf.config_file"]
+    _edit(tuned, files)
+    proc = run_cli(["report", "s"], cwd=tuned)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "model.hf.config_file=" in lines[0] and "open no file its config names" in lines[0]
+    again = run_cli(["model=hf", f"model.hf.config_file={tuned_hf / 'config.json'}",
+                     "model.sequence_length=32", "study.name=s", "study.n_trials=3",
+                     "study.progress_bar=false"], cwd=tuned)
+    assert again.returncode == 0, again.stderr
+    assert run_cli(["report", "s"], cwd=tuned).returncode == 0
+
+
+@pytest.mark.parametrize("kept", ["x", {"hidden_size": 64}, {"model_type": 7}])
+def test_a_kept_config_json_edited_by_hand_is_one_line_naming_the_study(
+        tuned_hf: Path, tmp_path: Path, kept: Any) -> None:
+    tuned = _copy(tuned_hf, tmp_path)
+    files = dict(_study(tuned / "results").user_attrs["ipu_tune"]["files"])
+    _edit(tuned, {**files, "model.hf.config_file": kept})
+    proc = run_cli(["trials", "s"], cwd=tuned)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("ipu-tune: error: model.hf.config_file=")
+    assert "(as study 's' kept it): a Transformers config.json" in lines[0]

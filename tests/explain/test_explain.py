@@ -232,15 +232,15 @@ def test_explain_study_is_a_frozen_explanation_whose_json_is_what_the_cli_prints
     import dataclasses
 
     from ipu_tune.cli.explain_cmd import main as explain_main
-    from ipu_tune.cli.studies_cmd import load_problem
+    from ipu_tune.cli.studies_cmd import stored_problem
     from ipu_tune.explain import Explanation, explain_study
 
     summary, tmp = studies["nofit"]
     assert isinstance(summary.explanation, Explanation)
     args = argparse.Namespace(study=summary.study_name, storage=None, results_dir=str(tmp),
                               trust_remote_code=False)
-    study, _, _, problem = load_problem(args)
-    data = explain_study(study, problem, with_sensitivity=False)
+    with stored_problem(args) as (study, _, _, problem):
+        data = explain_study(study, problem, with_sensitivity=False)
     assert data.best_trial is None and data.closest is not None and data.steps == ()
     with pytest.raises(dataclasses.FrozenInstanceError):
         data.best_trial = 0  # type: ignore[misc]
@@ -414,7 +414,7 @@ def test_pareto_ladder_ranks_each_step_by_the_compromise_rule(
     """Each step's change is the one whose plan is nearest the compromise ideal (the rule that
     picked the exported trial), not the fastest; the table header says so."""
     from ipu_tune.cli.explain_cmd import main as explain_main
-    from ipu_tune.cli.studies_cmd import load_problem
+    from ipu_tune.cli.studies_cmd import stored_problem
     from ipu_tune.knobs import set_key
     from ipu_tune.search import compromise
 
@@ -425,10 +425,10 @@ def test_pareto_ladder_ranks_each_step_by_the_compromise_rule(
     import argparse
     args = argparse.Namespace(study=summary.study_name, storage=None, results_dir=str(tmp),
                               trust_remote_code=False)
-    study, _, _, problem = load_problem(args)
     from ipu_tune.explain import explain_study
 
-    data = explain_study(study, problem, with_sensitivity=False)
+    with stored_problem(args) as (study, _, _, problem):
+        data = explain_study(study, problem, with_sensitivity=False)
     assert "compromise" in data.ladder_rank
     report = (tmp / summary.study_name / "report.html").read_text()
     assert "<caption>Steps ranked by: each step: the change whose plan is nearest" in report
