@@ -54,6 +54,7 @@ __all__ = [
     "ReplicaLayout",
     "UpdateTimes",
     "link_hop_bytes_per_s",
+    "merged_buffers",
     "replica_layout",
     "update_times",
 ]
@@ -185,6 +186,14 @@ def link_hop_bytes_per_s(ipu: IpuSpec, c: SimConstants) -> float:
     return ipu.ipu_link_bytes_per_s * c.ring_links_per_hop * c.ipu_link_efficiency
 
 
+def merged_buffers(params: float, param_ops: float, weight_bytes: float,
+                   c: SimConstants) -> float:
+    """The collectives of a stage's gradients: one per buffer of `all_reduce_buffer_bytes`
+    they are merged into, at most one per gradient tensor (`param_ops`)."""
+    grads = params * weight_bytes
+    return min(max(1.0, param_ops), max(1.0, -(-grads // c.all_reduce_buffer_bytes)))
+
+
 def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimConstants,
                   layout: ReplicaLayout) -> tuple[float, float, float, dict[str, float]]:
     """(inside-POD seconds, across-POD seconds, RTS weight all-gather seconds, seconds by
@@ -194,8 +203,7 @@ def _all_reduce_s(x: StageShape, system: System, plan: ExecutionPlan, c: SimCons
     gw_bw = m.gw_link_bytes_per_s / m.ipus_per_machine  # the machine's GW-Links, per IPU
     grads = x.params * (2.0 if plan.model_fp16 else 4.0)
     a, k, pods = layout.in_machine, layout.machines, layout.pods
-    # Merged buffers: one collective per buffer (at most one per gradient tensor).
-    buffers = min(max(1.0, x.param_ops), max(1.0, -(-grads // c.all_reduce_buffer_bytes)))
+    buffers = merged_buffers(x.params, x.param_ops, 2.0 if plan.model_fp16 else 4.0, c)
     steps = 2 * (a - 1) + 2 * (k - 1) * max(1, layout.machine_hops)  # hop-weighted
     sync_hop = 2.0 * m.sync_latency_per_hop_s
     terms = {
