@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ipu_tune.case import build_case
 from ipu_tune.config import (
     LIMITS,
     EvalConfig,
@@ -37,11 +38,14 @@ __all__ = ["apply_ipu_config", "carried_from_ipu_config", "ipu_config_fields",
 T = TypeVar("T", bound=EvalConfig)
 
 KEY = "plan.from_ipu_config"
-# Keys `IPUConfig.to_dict()` / `save_pretrained` add, and keys `IPUConfig.__init__` pops as
-# deprecated: present in files on the Hub, meaning nothing for the plan.
-_IGNORED = frozenset({"optimum_version", "transformers_version", "sharded_execution_for_inference",
-                      "enable_half_first_order_momentum",
+# Keys `IPUConfig.to_dict()` / `save_pretrained` add, and one `IPUConfig.__init__` pops:
+# present in files on the Hub, meaning nothing for the plan.
+_IGNORED = frozenset({"optimum_version", "transformers_version",
                       "execute_encoder_on_cpu_for_generation"})  # fmt: skip
+# Keys `IPUConfig.__init__` (0.7.1, L387-393) pops as deprecated, with a warning, whatever their
+# value: carried into the export as the file gave them (optimum reads them alike) and named
+# so in the run's first line, never dropped unsaid.
+DEPRECATED = frozenset({"sharded_execution_for_inference", "enable_half_first_order_momentum"})
 
 
 def _matches(value: Any, hint: str) -> bool:
@@ -99,7 +103,7 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise bad_value(KEY, str(path), "a JSON object of IPUConfig fields")
     for key, value in data.items():
-        if key in _IGNORED:
+        if key in _IGNORED or key in DEPRECATED:
             continue
         hint = IPU_CONFIG_FIELDS.get(key)
         if hint is None:
@@ -300,7 +304,9 @@ def plan_values_from_ipu_config(
     if mode == "train":
         values["gradient_accumulation"] = int(data.get("gradient_accumulation_steps", 1))
         values["offload_optimizer_state"] = bool(data.get("optimizer_state_offchip", False))
-        values["replicated_tensor_sharding"] = bool(data.get("replicated_tensor_sharding", False))
+        # optimum shards only across replicas: with one it warns and turns sharding off (L612).
+        values["replicated_tensor_sharding"] = bool(
+            data.get("replicated_tensor_sharding", False)) and values["replication_factor"] > 1
     return values
 
 
@@ -340,7 +346,12 @@ def carried_from_ipu_config(data: Mapping[str, Any], mode: str, file: str) -> di
 def ipu_config_unsimulated(cfg: EvalConfig) -> str | None:
     """The fields of the `plan.from_ipu_config` file the simulator ignores, in one line."""
     path, carried = cfg.plan.from_ipu_config, cfg.plan.ipu_config_carried or {}
-    return f"{_where(path)}: not simulated: {', '.join(carried)}" if path and carried else None
+    return f"{_where(path)}: not simulated: {_names(carried)}" if path and carried else None
+
+
+def _names(carried: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} (deprecated: optimum-graphcore ignores it)" if k in DEPRECATED
+                     else k for k in carried)
 
 
 def ipu_config_note(cfg: EvalConfig) -> str | None:
@@ -351,7 +362,7 @@ def ipu_config_note(cfg: EvalConfig) -> str | None:
     path, carried = cfg.plan.from_ipu_config, cfg.plan.ipu_config_carried or {}
     if not path:
         return None
-    names = ", ".join(carried)
+    names = _names(carried)
     if optimum_runs(cfg.model):
         return (f"{_where(path)}: not simulated, carried into the export unchanged: {names}"
                 if carried else None)
@@ -372,8 +383,8 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
     from ipu_tune.models import profile_model
 
     data = read_ipu_config(path)
-    values = plan_values_from_ipu_config(data, profile_model(cfg.model), cfg.workload.mode,
-                                         str(path))  # fmt: skip
+    profile = profile_model(cfg.model)
+    values = plan_values_from_ipu_config(data, profile, cfg.workload.mode, str(path))
     out = copy.deepcopy(cfg)
     out.plan.ipu_config_carried = carried_from_ipu_config(data, cfg.workload.mode, str(path))
     for name, value in values.items():
@@ -391,10 +402,13 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
     try:
         validate(out, check_layout=whole)
         check_pinned_layout(out, pinned)
+        if whole:  # PopTorch's pipeline rule with a tied head's own stage
+            build_case(out, profile)
     except IpuTuneError as exc:
         text = str(exc)
         for key, name in ipu_config_fields(data, cfg.workload.mode).items():
             if text.startswith(f"{key}=") and key not in pinned:
-                raise IpuTuneError(f"{_where(path)}: {name} (sets {text})") from None
+                unset = "" if name in data else "unset: IPUConfig's default; "
+                raise IpuTuneError(f"{_where(path)}: {name} ({unset}sets {text})") from None
         raise
     return out

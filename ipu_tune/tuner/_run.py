@@ -126,7 +126,7 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
         raise IpuTuneError(f"study.n_trials={cfg.study.n_trials}: must be >= 1")
     if cfg.study.workers < 1:
         raise IpuTuneError(f"study.workers={cfg.study.workers}: must be >= 1")
-    case = build_case(cfg)
+    case = build_case(cfg, whole=False)  # a start: the search raises what PopTorch needs
     check_pinned_layout(cfg, pinned)
     problem = SearchProblem(cfg, case.profile, case.system, pinned=pinned)
     problem.sampler()  # made (and thrown away) to check sampler.* before the storage exists

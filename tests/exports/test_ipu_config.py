@@ -409,8 +409,8 @@ def test_a_file_plan_evaluated_whole_names_the_file_field(
     with pytest.raises(IpuTuneError) as err:
         apply_ipu_config(cfg, whole=True)
     assert str(err.value).startswith(f"plan.from_ipu_config={str(tmp_path)!r}: "
-                                     "gradient_accumulation_steps (sets "
-                                     "plan.gradient_accumulation=1: must be >= 4")
+                                     "gradient_accumulation_steps (unset: IPUConfig's "
+                                     "default; sets plan.gradient_accumulation=1: must be >= 4")
     assert apply_ipu_config(cfg).plan.gradient_accumulation == 1  # a start: the search raises it
 
 
