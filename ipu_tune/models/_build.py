@@ -190,10 +190,12 @@ def _trace(cfg: ModelConfig, model: torch.nn.Module, input_kind: str, example: t
             f"{_INPUT_NAMES.get(input_kind, input_kind)} of shape {tuple(example.shape)}")
         raise IpuTuneError(f"{label(cfg)}: cannot run forward and backward on {given} "
                            f"({_one_line(failure)}){_input_hint(cfg, model, input_kind)}") from None
-    where = f"{label(cfg)}: cannot run forward and backward on the meta device"
+    # PyTorch's first sentence names the operator; the rest is advice on torch.compile.
+    where = (f"{label(cfg)}: cannot run forward and backward on the meta device "
+             f"({_one_line(failure).split('. ', 1)[0]})")
     refusal = cpu_step_refusal(model)
     if refusal is not None:
-        raise IpuTuneError(f"{where} ({_one_line(failure)}); {refusal}") from None
+        raise IpuTuneError(f"{where}; {refusal}") from None
     with seeded(), bounded_memory():
         cpu_model = on_cpu()
         try:
@@ -201,8 +203,7 @@ def _trace(cfg: ModelConfig, model: torch.nn.Module, input_kind: str, example: t
         except IpuTuneError:
             raise
         except Exception as exc:
-            raise IpuTuneError(f"{where} ({_one_line(failure)}), nor on the CPU "
-                               f"({_one_line(exc)})") from None
+            raise IpuTuneError(f"{where}, nor on the CPU ({_one_line(exc)})") from None
 
 
 def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,

@@ -81,10 +81,18 @@ def usual_token_id(model: nn.Module) -> int:
 
 
 def cpu_example(model: nn.Module, input_kind: str, example: Tensor) -> Tensor:
-    """The CPU input of the meta `example`'s shape: usual token ids, else zeros."""
-    if input_kind == "tokens":
-        return torch.full(example.shape, usual_token_id(model), dtype=example.dtype)
-    return torch.zeros(example.shape, dtype=example.dtype)
+    """The CPU input of the meta `example`'s shape: usual token ids, each sequence ending in
+    the config's end token as a tokenizer ends it (BART's classifier reads the hidden state
+    there and refuses a sequence without one), else zeros."""
+    if input_kind != "tokens":
+        return torch.zeros(example.shape, dtype=example.dtype)
+    ids = torch.full(example.shape, usual_token_id(model), dtype=example.dtype)
+    config = getattr(getattr(model, "hf_model", model), "config", None)
+    eos = getattr(config, "eos_token_id", None)
+    eos = eos[0] if isinstance(eos, list) and eos else eos
+    if isinstance(eos, int) and ids.dim() > 0 and ids.shape[-1] > 1:
+        ids[..., -1] = eos
+    return ids
 
 
 @contextmanager

@@ -112,16 +112,19 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
                             f"a field of {config_class.__name__}: {sample}, ...")  # fmt: skip
 
 
+# `model.num_classes` of conf/model/hf.yaml: Transformers' default `num_labels`.
+_PRESET_CLASSES = 2
 # The heads that read `model.num_classes` (their labels, Transformers' `num_labels`).
 LABEL_TASKS = ("sequence-classification", "image-classification", "audio-classification")
 
 
 def check_classes(cfg: ModelConfig, config: Any, task: str) -> None:
     """A head of no labels (a language model's vocabulary, a span's start and end) does not read
-    `model.num_classes`: given, it would be ignored without a word. The schema's default and
-    the config's own `num_labels` (Transformers' 2, as the `model=hf` preset) count as unset."""
-    if task in LABEL_TASKS or cfg.num_classes in (ModelConfig().num_classes,
-                                                  getattr(config, "num_labels", 2)):
+    `model.num_classes`: given, it would be ignored without a word. The schema's default, the
+    `model=hf` preset's (Transformers' default 2) and the config's own `num_labels` (BART's 3)
+    count as unset."""
+    unset = (ModelConfig().num_classes, _PRESET_CLASSES, getattr(config, "num_labels", 2))
+    if task in LABEL_TASKS or cfg.num_classes in unset:
         return
     raise bad_value("model.num_classes", cfg.num_classes,
                     f"unset: a {task} head of {config.model_type} reads no labels; it sets those "

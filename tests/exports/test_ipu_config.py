@@ -414,6 +414,29 @@ def test_a_file_plan_evaluated_whole_names_the_file_field(
     assert apply_ipu_config(cfg).plan.gradient_accumulation == 1  # a start: the search raises it
 
 
+def test_a_tied_heads_pipeline_rule_names_the_file_field_and_a_tuning_start_passes(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path,
+) -> None:
+    """GPT-2's tied head runs as a stage of its own on IPU0 after the last: PopTorch needs one
+    more accumulation step. `evaluate` names the file's field; a tuning run starts from the
+    plan all the same (the search raises it), as from a plan of its splits alone."""
+    from ipu_tune.config import TuneConfig
+    from ipu_tune.tuner import prepare
+
+    (tmp_path / "ipu_config.json").write_text(json.dumps(
+        {"layers_per_ipu": [0, 8, 8, 8], "gradient_accumulation_steps": 4}))
+    cfg = replace(gpt2[1], plan=PlanConfig(from_ipu_config=str(tmp_path)),
+                  system=SystemConfig(num_ipus=4))
+    with pytest.raises(IpuTuneError) as err:
+        apply_ipu_config(cfg, whole=True)
+    assert str(err.value).startswith(
+        f"plan.from_ipu_config={str(tmp_path)!r}: gradient_accumulation_steps (sets "
+        "plan.gradient_accumulation=4: must be >= 5, the pipeline stages: 4 and the tied head")
+    tune = TuneConfig(model=cfg.model, plan=cfg.plan, system=cfg.system,
+                      results_dir=str(tmp_path / "results"))
+    assert prepare(tune).case.plan.gradient_accumulation == 4
+
+
 def test_proportions_that_differ_per_ipu_are_kept_per_ipu(
     gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path
 ) -> None:

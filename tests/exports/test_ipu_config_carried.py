@@ -165,3 +165,28 @@ def _system(cfg: EvalConfig) -> Any:
     from ipu_tune.hardware import system_from_config
 
     return system_from_config(cfg.system)
+
+
+def test_fields_optimum_pops_as_deprecated_are_named_so_and_carried(tmp_path: Path) -> None:
+    """Graphcore's Hub files hold fields optimum-graphcore 0.7.1 pops with a warning
+    (`enable_half_first_order_momentum`, `sharded_execution_for_inference`): named, never
+    dropped unsaid, and carried as the file gave them."""
+    deprecated = {"enable_half_first_order_momentum": True,
+                  "sharded_execution_for_inference": True}
+    cfg = _applied(tmp_path, {**PLAN_FIELDS, "seed": 42, **deprecated})
+    assert ipu_config_note(cfg) == (
+        f"plan.from_ipu_config={str(tmp_path)!r}: not simulated, carried into the export "
+        "unchanged: seed, enable_half_first_order_momentum (deprecated: optimum-graphcore "
+        "ignores it), sharded_execution_for_inference (deprecated: optimum-graphcore ignores "
+        "it)")
+    out = _exported(cfg)
+    assert {k: out[k] for k in deprecated} == deprecated
+
+
+def test_sharding_with_one_replica_reads_as_off_as_optimum_runs_it(tmp_path: Path) -> None:
+    """Graphcore's gpt2-small-ipu sets `replicated_tensor_sharding: true` with one replica:
+    optimum warns and turns it off (ipu_configuration.py L498, L612); it was refused."""
+    one = {**PLAN_FIELDS, "replication_factor": 1}
+    cfg = _applied(tmp_path, one)
+    assert cfg.plan.replication_factor == 1 and not cfg.plan.replicated_tensor_sharding
+    assert _applied(tmp_path, PLAN_FIELDS).plan.replicated_tensor_sharding  # 4 replicas: on

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import ipu_tune
@@ -120,3 +122,27 @@ def test_a_key_the_model_does_not_read_is_refused_not_ignored(
     """An image model reads its input shape, a token model its sequence length, and neither
     a dataset of the other's input: given, it would change nothing and say nothing."""
     assert needle in _error(**fields)
+
+
+_TINY_BART = {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1,
+              "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+              "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "vocab_size": 100}
+
+
+def test_the_hf_presets_classes_count_as_unset_for_a_head_of_no_labels(profile_of: Any) -> None:
+    """`model=hf` sets 2 classes; BART's own `num_labels` is 3: its seq2seq head, which reads
+    no labels, was refused for a value the user never gave."""
+    profile = profile_of(name="hf", num_classes=2, sequence_length=16,
+                         hf={"model_type": "bart", "config": _TINY_BART})
+    assert profile.parameters > 0
+
+
+def test_bart_sequence_classification_profiles_on_sequences_ending_in_their_end_token(
+        profile_of: Any) -> None:
+    """BART's classifier reads the hidden state at each sequence's end token and refuses a
+    sequence without one; the meta device cannot run its check, so its step runs on the CPU,
+    on stand-in ids a tokenizer would end so."""
+    profile = profile_of(name="hf", num_classes=3, sequence_length=16,
+                         hf={"model_type": "bart", "task": "sequence-classification",
+                             "config": _TINY_BART})
+    assert profile.parameters > 0
