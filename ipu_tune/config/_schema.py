@@ -156,8 +156,9 @@ class HfConfig:
     # line (Hydra refuses new keys in a Dict field of a composed config), Optional so that
     # None reads without OmegaConf.
     config: Optional[Any] = None  # noqa: UP045
-    # masked-lm | causal-lm | sequence-classification | question-answering |
-    # image-classification | seq2seq-lm; None takes the model type's usual head.
+    # masked-lm | causal-lm | sequence-classification | token-classification |
+    # question-answering | image-classification | seq2seq-lm | ... (`ipu_tune.models.TASKS`);
+    # None takes the model type's usual head.
     task: Optional[str] = None  # noqa: UP045
 
 

@@ -188,6 +188,7 @@ _PIPELINE_TASKS = {
     "masked-lm": "fill-mask",
     "causal-lm": "text-generation",
     "sequence-classification": "text-classification",
+    "token-classification": "token-classification",
     "question-answering": "question-answering",
     "image-classification": "image-classification",
     "seq2seq-lm": "text2text-generation",
@@ -247,6 +248,9 @@ def _model_line(cfg: EvalConfig, task: str, profile: ModelProfile) -> list[str]:
             f"model = {auto}.from_config(config)  # or .from_pretrained(...) for trained weights"]
 
 
+_TEXT_LABELS = {"sequence-classification": "0", "token-classification": "torch.zeros_like(ids)"}
+
+
 def _data_lines(task: str, profile: ModelProfile, plan: ExecutionPlan) -> list[str]:
     """Random samples standing in for the user's dataset: at least one combined batch (micro-
     batch x GA x replicas x device iterations), which each IPUTrainer step consumes whole."""
@@ -259,8 +263,8 @@ def _data_lines(task: str, profile: ModelProfile, plan: ExecutionPlan) -> list[s
         ids = f"torch.randint(config.vocab_size, ({profile.input_shape[0]},))"
         if task == "question-answering":  # the answer span's first and last token
             labels = "'start_positions': 0, 'end_positions': 0"
-        else:
-            labels = f"'labels': {'0' if task == 'sequence-classification' else 'ids'}"
+        else:  # a class per sequence or per token, else the tokens themselves
+            labels = "'labels': " + _TEXT_LABELS.get(task, "ids")
         sample = f"{{'input_ids': (ids := {ids}), {labels}}}"
     return [
         "class Data(torch.utils.data.Dataset):  # your dataset",

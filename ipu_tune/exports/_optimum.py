@@ -19,19 +19,24 @@ __all__ = ["OPTIMUM_PIPELINED", "IpuConfigExporter", "RunWithOptimumExporter",
 # its `@register(...)` decorators (optimum/graphcore/models/*/modeling_*.py). `to_pipelined`
 # refuses any other class, so another model gets neither file. Not listed: its base models
 # (BertModel, MPNetModel, T5EncoderModel: ipu-tune's feature extraction runs no optimum
-# pipeline), token classification and multiple choice (no ipu-tune task), GroupBERT and LXMERT
-# (no Transformers model type ipu-tune builds them from).
+# pipeline), multiple choice and pre-training heads (BertForPreTraining's next-sentence head,
+# Wav2Vec2ForPreTraining: no ipu-tune task), GroupBERT and LXMERT (no Transformers model type
+# ipu-tune builds them from).
 OPTIMUM_PIPELINED: dict[str, frozenset[str]] = {
     "bart": frozenset({"seq2seq-lm", "sequence-classification"}),
-    "bert": frozenset({"masked-lm", "question-answering", "sequence-classification"}),
+    "bert": frozenset({"masked-lm", "question-answering", "sequence-classification",
+                       "token-classification"}),
     "convnext": frozenset({"image-classification"}),
-    "deberta": frozenset({"masked-lm", "question-answering", "sequence-classification"}),
-    "distilbert": frozenset({"masked-lm", "question-answering", "sequence-classification"}),
-    "gpt2": frozenset({"causal-lm", "sequence-classification"}),
+    "deberta": frozenset({"masked-lm", "question-answering", "sequence-classification",
+                          "token-classification"}),
+    "distilbert": frozenset({"masked-lm", "question-answering", "sequence-classification",
+                             "token-classification"}),
+    "gpt2": frozenset({"causal-lm", "sequence-classification", "token-classification"}),
     "hubert": frozenset({"ctc", "audio-classification"}),
     "mpnet": frozenset({"masked-lm"}),
     "mt5": frozenset({"seq2seq-lm"}),
-    "roberta": frozenset({"masked-lm", "question-answering", "sequence-classification"}),
+    "roberta": frozenset({"masked-lm", "question-answering", "sequence-classification",
+                          "token-classification"}),
     "t5": frozenset({"seq2seq-lm"}),
     "vit": frozenset({"image-classification"}),
     "wav2vec2": frozenset({"ctc"}),

@@ -22,12 +22,13 @@ _FP16_ADAM = (
 
 
 def loss_family(cfg: EvalConfig) -> str:
-    """The loss the model's family trains with: causal-lm (shifted labels), masked-lm (one
-    label per position, Hugging Face output), question-answering (the answer span's start and
-    end position), classification (one label per sample, audio classification too),
-    feature-extraction (a base model's features under a stand-in loss: the user's objective
-    goes there), ctc (CTC over the encoder's frames), speech-seq2seq (the decoder's tokens),
-    image-text-to-text (a vision-language model's next tokens after its image)."""
+    """The loss the model's family trains with: causal-lm (shifted labels), masked-lm and
+    token-classification (one label per position, Hugging Face output), question-answering
+    (the answer span's start and end position), classification (one label per sample, audio
+    classification too), feature-extraction (a base model's features under a stand-in loss:
+    the user's objective goes there), ctc (CTC over the encoder's frames), speech-seq2seq
+    (the decoder's tokens), image-text-to-text (a vision-language model's next tokens after
+    its image)."""
     if zoo_name(cfg) in ("bert_base", "bert_large"):
         return "masked-lm"
     from ipu_tune.models import hf_identity, hf_source
@@ -36,8 +37,8 @@ def loss_family(cfg: EvalConfig) -> str:
     if source is None:
         return "classification"
     task = hf_identity(source)[1]
-    if task in ("causal-lm", "masked-lm", "question-answering", "feature-extraction", "ctc",
-                "speech-seq2seq", "image-text-to-text"):
+    if task in ("causal-lm", "masked-lm", "token-classification", "question-answering",
+                "feature-extraction", "ctc", "speech-seq2seq", "image-text-to-text"):
         return task
     return "seq2seq-lm" if task == "seq2seq-lm" else "hf-classification"
 
@@ -134,7 +135,7 @@ def _loss_wrapper(cfg: EvalConfig, masked: bool) -> list[str]:
     if family == "causal-lm":  # predict token t+1 from tokens up to t: shift by one
         loss = ("self.criterion(out[:, :-1].reshape(-1, out.shape[-1]),"
                 " labels[:, 1:].reshape(-1))")
-    elif family in ("masked-lm", "seq2seq-lm"):  # one label per position
+    elif family in ("masked-lm", "seq2seq-lm", "token-classification"):  # a label per position
         if masked:
             span = ["        labels = labels[:, :MASKED_POSITIONS]  # those the head ran on"]
         loss = "self.criterion(out.reshape(-1, out.shape[-1]), labels.reshape(-1))"

@@ -115,7 +115,8 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
 # `model.num_classes` of conf/model/hf.yaml: Transformers' default `num_labels`.
 _PRESET_CLASSES = 2
 # The heads that read `model.num_classes` (their labels, Transformers' `num_labels`).
-LABEL_TASKS = ("sequence-classification", "image-classification", "audio-classification")
+LABEL_TASKS = ("sequence-classification", "token-classification", "image-classification",
+               "audio-classification")
 
 
 def check_classes(cfg: ModelConfig, config: Any, task: str) -> None:

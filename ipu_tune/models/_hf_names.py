@@ -24,6 +24,8 @@ TASKS: Mapping[str, str] = {
     "masked-lm": "AutoModelForMaskedLM",
     "causal-lm": "AutoModelForCausalLM",
     "sequence-classification": "AutoModelForSequenceClassification",
+    # One label per token (named entities, parts of speech): `model.num_classes` of them.
+    "token-classification": "AutoModelForTokenClassification",
     "question-answering": "AutoModelForQuestionAnswering",
     "image-classification": "AutoModelForImageClassification",
     "seq2seq-lm": "AutoModelForSeq2SeqLM",
@@ -245,6 +247,7 @@ def hf_identity(cfg: ModelConfig) -> tuple[str, str]:
 _ARCHITECTURE_TASKS = (
     ("ForQuestionAnswering", "question-answering"),
     ("ForSequenceClassification", "sequence-classification"),
+    ("ForTokenClassification", "token-classification"),
     ("ForImageClassification", "image-classification"),
     ("ForMaskedLM", "masked-lm"),
     ("ForPreTraining", "masked-lm"),

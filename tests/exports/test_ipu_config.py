@@ -503,6 +503,7 @@ def test_the_layers_optimum_counts_export_and_import_alike(
 
 @pytest.mark.parametrize(("model_type", "task", "files"), [
     ("bert", "masked-lm", True), ("gpt2", "sequence-classification", True),
+    ("roberta", "token-classification", True), ("deberta-v2", "token-classification", False),
     ("convnext", "image-classification", True), ("whisper", "speech-seq2seq", True),
     ("llama", "causal-lm", False), ("swin", "image-classification", False),
     ("deberta-v2", "masked-lm", False), ("gpt2", "question-answering", False),
@@ -515,3 +516,42 @@ def test_optimum_files_only_for_the_classes_optimum_pipelines(
 
     assert optimum_runs(ModelConfig(name="hf", hf=HfConfig(model_type=model_type,
                                                           task=task))) is files
+
+
+# The auto-class mapping of each task's Transformers classes (transformers.models.auto).
+_TASK_MAPPINGS = {
+    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "token-classification": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+    "question-answering": "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES",
+    "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "seq2seq-lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",
+    "audio-classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
+    "speech-seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+}
+# Registered classes of no ipu-tune task: base models (feature extraction runs no optimum
+# pipeline), multiple choice and pre-training heads, and models of no Transformers model type.
+_NO_TASK = re.compile(r"((?<!LMHead)Model|ForMultipleChoice|ForPreTraining)$|^(GroupBert|Lxmert)")
+
+
+def test_the_pipelined_classes_are_the_ones_optimum_registers() -> None:
+    """`OPTIMUM_PIPELINED`, as classes, is the wheel's `@register(...)` list less the classes
+    of no ipu-tune task: a head it pipelines is never left without its files, nor one it
+    refuses given them."""
+    from transformers.models.auto import modeling_auto
+
+    from ipu_tune.exports._optimum import OPTIMUM_PIPELINED
+
+    optimum_source(SOURCE)  # skips without the wheel
+    (wheel,) = sorted(WHEEL_DIR.glob("optimum_graphcore-0.7.1-*.whl"))[:1]
+    registered = set()
+    with zipfile.ZipFile(wheel) as whl:
+        for name in whl.namelist():
+            if re.fullmatch(r"optimum/graphcore/models/\w+/modeling_\w+\.py", name):
+                registered |= {m.rsplit(".", 1)[-1] for m in re.findall(
+                    r"^@register\(([\w.]+)\)", whl.read(name).decode(), re.MULTILINE)}
+    ours = {getattr(modeling_auto, _TASK_MAPPINGS[task])[model_type]
+            for model_type, tasks in OPTIMUM_PIPELINED.items() for task in tasks}
+    assert ours == {c for c in registered if not _NO_TASK.search(c)}

@@ -34,12 +34,15 @@ COVERED = [
     ("t5", "seq2seq-lm", {"num_layers": 2, "num_decoder_layers": 2}, 128),
     ("bert", "sequence-classification", {"num_hidden_layers": 2}, 128),
     ("bert", "question-answering", {"num_hidden_layers": 2}, 384),
+    ("roberta", "token-classification", {"num_hidden_layers": 2}, 128),
+    ("gpt2", "token-classification", {"n_layer": 2}, 128),
 ]
 AUTO = {"masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM",
         "image-classification": "AutoModelForImageClassification",
         "seq2seq-lm": "AutoModelForSeq2SeqLM",
         "sequence-classification": "AutoModelForSequenceClassification",
-        "question-answering": "AutoModelForQuestionAnswering"}
+        "question-answering": "AutoModelForQuestionAnswering",
+        "token-classification": "AutoModelForTokenClassification"}
 
 
 def _hf(profile_of: Any, model_type: str, task: str, config: dict[str, Any],

@@ -96,7 +96,7 @@ def test_a_config_files_architecture_names_the_head_by_what_the_type_reads(
 
 @pytest.mark.parametrize(("model_type", "architecture", "usual"), [
     ("wav2vec2", "Wav2Vec2ForPreTraining", "ctc"),
-    ("bert", "BertForTokenClassification", "masked-lm"),
+    ("bert", "BertForMultipleChoice", "masked-lm"),
 ])
 def test_a_head_the_tool_does_not_build_is_named_not_replaced(
     tmp_path: Path, model_type: str, architecture: str, usual: str,
