@@ -120,13 +120,15 @@ class SimConstants:
     # ring, as the table; a hierarchical all-reduce of 256 replicas takes 42 steps, not 255.
     global_exchange_bytes: float = 0.26e6
     global_exchange_bytes_per_ring_step: float = 0.15e6
-    # Compute sets of one ring step of one merged gradient buffer, on every IPU of the stage
-    # (estimate: a reduce-scatter step exchanges a chunk and then adds it to the local one, an
-    # all-gather step exchanges it and then copies it in place). Each carries the control and
-    # internal exchange code of a compute set (above), as Table 4.1 has both grow with the
-    # replicas. Checked, not fitted: the table's BERT-Large grows them by 43.7 MB per 4-IPU
-    # replica from 1 to 4 replicas; this gives 36.0 MB for BERT-Large SL128 on 4 IPUs.
-    ring_step_compute_sets: float = 2.0
+    # Compute sets a replicated training program adds per merged gradient buffer, on every IPU
+    # of the stage: its all-reduce's reduce-scatter and all-gather, each with the control and
+    # internal exchange code of a compute set (above), as Table 4.1 has both grow when the
+    # program is replicated. Estimate from the table: from 1 to 4 replicas the control and
+    # internal exchange code of BERT-Large on 4 IPUs grow by 43.7 MB, over the 15 buffers of
+    # its gradients (3 + 4 + 4 + 4 here), 14.6 compute sets of 200 kB each per buffer. Taken
+    # not to grow with the ring's steps: the table gives one replica count, and the seed
+    # states linear growth for the global exchange code alone (below its base).
+    all_reduce_compute_sets_per_buffer: float = 15.0
     # Most-loaded tile: code and exchange code concentrate on the tiles that run many vertices
     # (PopVision memory report: always-live memory per tile is uneven); variables are spread
     # by Poplar's balanced tile mapping (estimate).

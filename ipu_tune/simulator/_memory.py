@@ -2,11 +2,12 @@
 
 Sources per category:
 - code / exchange_code: grow with the compute sets the IPU runs (forward, backward, recomputed
-  forward, serial AMP passes, and the gradient all-reduce's: `ring_step_compute_sets` per ring
-  step of each merged buffer); global exchange code grows with the steps of the gradient
-  all-reduce's rings, so linearly with replicas inside one tier (seed guide 4.3.1, Table 4.1:
-  1 -> 4 replicas, control code x1.28, internal exchange x1.17, global exchange x4.5) and far
-  slower across the tiers of a large system. Constants in `_constants.py`.
+  forward, serial AMP passes, and a replicated program's gradient all-reduce:
+  `all_reduce_compute_sets_per_buffer` per merged buffer, whatever the replicas); global
+  exchange code grows with the steps of the gradient all-reduce's rings, so linearly with
+  replicas inside one tier (seed guide 4.3.1, Table 4.1: 1 -> 4 replicas, control code x1.28,
+  internal exchange x1.17, global exchange x4.5) and far slower across the tiers of a large
+  system. Constants in `_constants.py`.
 - weights: model precision, fp16 2 B, fp32 4 B (seed hands-on "Half precision").
 - gradients: accumulators, train with gradient accumulation > 1 only, in the model precision
   (seed: poptorch AdamW accum_type=float16 for a .16 model).
@@ -181,8 +182,8 @@ def stage_memory(
         live = x.infer_live_el
     activations = live * b * wb
     sets = compute_sets
-    if pm.ring_steps:  # the all-reduce's own compute sets, per merged buffer and ring step
-        sets += pm.ring_steps * c.ring_step_compute_sets * merged_buffers(
+    if pm.ring_steps:  # the all-reduce's own compute sets, per merged gradient buffer
+        sets += c.all_reduce_compute_sets_per_buffer * merged_buffers(
             x.params, x.param_ops, wb, c)
     code = c.vertex_code_bytes + c.code_bytes_per_compute_set * sets
     exchange = (
