@@ -124,19 +124,41 @@ def check_classes(cfg: ModelConfig, config: Any, task: str) -> None:
     `model.num_classes`: given, it would be ignored without a word. The schema's default, the
     `model=hf` preset's (Transformers' default 2) and the config's own `num_labels` (BART's 3)
     count as unset."""
-    unset = (ModelConfig().num_classes, _PRESET_CLASSES, getattr(config, "num_labels", 2))
-    if task in LABEL_TASKS or cfg.num_classes in unset:
+    unset = (ModelConfig().num_classes, _PRESET_CLASSES)
+    if task in LABEL_TASKS:
+        named = _named_labels(cfg)
+        if named is not None and cfg.num_classes not in (*unset, named[1]):
+            raise bad_value("model.num_classes", cfg.num_classes,
+                            f"unset or {named[1]}, the labels {named[0]} names")
+        return
+    if cfg.num_classes in (*unset, getattr(config, "num_labels", 2)):
         return
     raise bad_value("model.num_classes", cfg.num_classes,
                     f"unset: a {task} head of {config.model_type} reads no labels; it sets those "
                     f"of a {', '.join(LABEL_TASKS[:-1])} or {LABEL_TASKS[-1]} head")
 
 
+def _named_labels(cfg: ModelConfig) -> tuple[str, int] | None:
+    """(where, count) of the labels `model.hf.config` or the config file names (`num_labels`,
+    or `id2label`'s entries), else None: a fine-tuned checkpoint's config.json keeps them."""
+    sources = [("model.hf.config", hf_overrides(cfg))]
+    if cfg.hf.config_file:
+        sources.append((f"model.hf.config_file={cfg.hf.config_file!r}",
+                        config_json_values(cfg.hf.config_file)))
+    for where, values in sources:
+        if isinstance(values.get("id2label"), dict) and values["id2label"]:
+            return where, len(values["id2label"])
+        if isinstance(values.get("num_labels"), int) and values["num_labels"] > 0:
+            return where, int(values["num_labels"])
+    return None
+
+
 def hf_settings(cfg: ModelConfig, config: Any = None) -> dict[str, Any]:
     """What ipu-tune sets on a Transformers config (`config`, else `cfg`'s own) before it
     builds the model, besides `model.hf.config`: a classifier's labels (`model.num_classes`,
-    unless the config names them), a padding token for sequence classification (a batch of
-    more than one sequence needs one; GPT-2 has none), a CTC head's characters. The profile
+    unless the config or its file names them: `_named_labels`), a padding token for sequence
+    classification (a batch of more than one sequence needs one; GPT-2 has none), a CTC
+    head's characters. The profile
     and every exported program build the model with the same."""
     from ipu_tune.models._hf_names import hf_task
 
@@ -144,7 +166,7 @@ def hf_settings(cfg: ModelConfig, config: Any = None) -> dict[str, Any]:
     task = hf_task(cfg, config.model_type, getattr(config, "architectures", None))
     out: dict[str, Any] = {}
     if task in LABEL_TASKS:
-        if not {"num_labels", "id2label"} & set(hf_overrides(cfg)):
+        if _named_labels(cfg) is None:
             out["num_labels"] = cfg.num_classes
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             out["pad_token_id"] = getattr(config, "eos_token_id", 0) or 0

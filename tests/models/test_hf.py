@@ -15,7 +15,7 @@ import transformers
 
 from ipu_tune.config import HfConfig, ModelConfig, load_config
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.models import ModelProfile, hf_identity
+from ipu_tune.models import ModelProfile, hf_identity, profile_model
 from ipu_tune.models._hf_config import LABEL_TASKS
 from tests.conftest import REPO
 
@@ -531,3 +531,23 @@ def test_a_misspelt_config_field_names_the_nearest_fields_first() -> None:
     with pytest.raises(IpuTuneError) as err:
         profile_model(cfg)
     assert str(err.value).startswith("model.hf.config.n_layr=4: a field of GPT2Config: n_layer, ")
+
+
+def test_a_config_files_own_labels_are_its_heads_unless_given_alike(tmp_path: Path) -> None:
+    """A fine-tuned checkpoint's config.json names its labels (`id2label`; `num_labels` only
+    when saved so): its head is built with them, not `model.num_classes`'s preset 2; a given
+    `model.num_classes` of another count is refused, not silently replaced."""
+    config = transformers.BertConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=2,
+                                     intermediate_size=128, architectures=[
+                                         "BertForTokenClassification"],
+                                     id2label={i: f"L{i}" for i in range(5)})
+    data = config.to_dict()
+    data.pop("num_labels", None)  # as save_pretrained writes it
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    hf = HfConfig(config_file=str(tmp_path))
+    for given in (2, 5):
+        model = ModelConfig(name="hf", hf=hf, sequence_length=16, num_classes=given)
+        assert profile_model(model).num_classes == 5
+    with pytest.raises(IpuTuneError, match=r"^model.num_classes=9: unset or 5, the labels "
+                       rf"model.hf.config_file='{tmp_path}' names$"):
+        profile_model(ModelConfig(name="hf", hf=hf, sequence_length=16, num_classes=9))
