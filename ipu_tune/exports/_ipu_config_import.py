@@ -36,6 +36,7 @@ __all__ = ["apply_ipu_config", "carried_from_ipu_config", "ipu_config_fields",
            "ipu_config_note", "plan_values_from_ipu_config", "read_ipu_config"]
 
 T = TypeVar("T", bound=EvalConfig)
+_RTS = "plan.replicated_tensor_sharding"
 
 KEY = "plan.from_ipu_config"
 # Keys `IPUConfig.to_dict()` / `save_pretrained` add, and one `IPUConfig.__init__` pops:
@@ -304,9 +305,8 @@ def plan_values_from_ipu_config(
     if mode == "train":
         values["gradient_accumulation"] = int(data.get("gradient_accumulation_steps", 1))
         values["offload_optimizer_state"] = bool(data.get("optimizer_state_offchip", False))
-        # optimum shards only across replicas: with one it warns and turns sharding off (L612).
-        values["replicated_tensor_sharding"] = bool(
-            data.get("replicated_tensor_sharding", False)) and values["replication_factor"] > 1
+        # As the file gives it: with one replica optimum turns it off (`apply_ipu_config`).
+        values["replicated_tensor_sharding"] = bool(data.get("replicated_tensor_sharding", False))
     return values
 
 
@@ -396,6 +396,10 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
         for part in parents:
             node = getattr(node, part)
         setattr(node, last, list(value) if isinstance(value, tuple) else value)
+    if out.plan.replication_factor == 1 and _RTS not in pinned:
+        # optimum shards only across replicas: with one (the file's or the command line's) it
+        # warns and turns sharding off (ipu_configuration.py L498, L612).
+        out.plan.replicated_tensor_sharding = False
     at_one_proportion_if_moved(out, pinned)  # a pinned proportion or stage count wins
     # Checked here, where the file's field of each plan key is known (a value out of the
     # plan's range, or more replicas or stages than the system's IPUs).

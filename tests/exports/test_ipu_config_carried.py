@@ -190,3 +190,10 @@ def test_sharding_with_one_replica_reads_as_off_as_optimum_runs_it(tmp_path: Pat
     cfg = _applied(tmp_path, one)
     assert cfg.plan.replication_factor == 1 and not cfg.plan.replicated_tensor_sharding
     assert _applied(tmp_path, PLAN_FIELDS).plan.replicated_tensor_sharding  # 4 replicas: on
+    # The replicas the plan runs decide, the command line's too: optimum shards 2 of them.
+    (tmp_path / "ipu_config.json").write_text(json.dumps(one))
+    given = EvalConfig(model=ModelConfig(name="gpt2_medium", sequence_length=1024),
+                       plan=PlanConfig(from_ipu_config=str(tmp_path), replication_factor=2),
+                       system=SystemConfig(num_ipus=16))
+    pinned = apply_ipu_config(given, frozenset({"plan.replication_factor"}))
+    assert pinned.plan.replication_factor == 2 and pinned.plan.replicated_tensor_sharding
