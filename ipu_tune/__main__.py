@@ -166,6 +166,13 @@ def _main(args: list[str]) -> None:
         # stdout must not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    except RecursionError:
+        # Optuna copies a study's attributes (`copy.deepcopy`) on every read: a value nested
+        # deeper than Python recurses, which only a record edited by hand holds, fails there.
+        print("ipu-tune: error: a stored value nests deeper than Python can copy "
+              "(RecursionError), as only a study edited by hand holds; allowed: values nested "
+              "at most a few hundred levels (delete or restore that study)", file=sys.stderr)
+        code = 2
     except Exception as exc:  # a full disk or a lost server outside the commands' handling
         from ipu_tune.cli import fail_on_disk_error
 

@@ -159,3 +159,22 @@ def test_a_kept_config_json_edited_by_hand_is_one_line_naming_the_study(
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("ipu-tune: error: model.hf.config_file=")
     assert "(as study 's' kept it): a Transformers config.json" in lines[0]
+
+
+def test_a_kept_value_nested_past_pythons_recursion_is_one_line(
+        tuned: Path, tmp_path: Path) -> None:
+    """Optuna deep-copies a study's attributes on every read: a value nested 900 deep (a study
+    edited by hand) ended `studies`, `report`, ... in a RecursionError traceback."""
+    tuned = _copy(tuned, tmp_path)
+    nested: dict[str, Any] = {}
+    inner = nested
+    for _ in range(900):
+        inner["a"] = {}
+        inner = inner["a"]
+    files = dict(_study(tuned / "results").user_attrs["ipu_tune"]["files"])
+    _edit(tuned, {**files, "extra": nested})
+    for argv in (["studies"], *_READERS):
+        proc = run_cli(argv, cwd=tuned)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr[-500:])
+        assert "nests deeper than Python can copy (RecursionError)" in lines[0]
