@@ -1,13 +1,12 @@
 """Read an optimum-graphcore `ipu_config.json` as a starting plan (`plan.from_ipu_config`).
 
-The file is checked against `IPUConfig.__init__`'s fields and types (`IPU_CONFIG_FIELDS`):
-an unknown key or a value of the wrong type ends with one line naming the key, the value and
-what is allowed. The fields that have a plan knob become the plan's values, by the mapping of
-`_ipu_config` read backwards; the others (seed, cache folder, serialisation of embeddings and
-projections, parallelize kwargs, the other mode's fields) change nothing ipu-tune simulates:
-they ride in the config (`plan.ipu_config_carried`) to the exported `ipu_config.json`
-unchanged, and the run names them in one line at its start (`ipu_config_note`), as
-`evaluate` does before its figures (`ipu_config_unsimulated`).
+The file is checked as `IPUConfig` checks it (`_ipu_config_read`). The fields that have a
+plan knob become the plan's values, by the mapping of `_ipu_config` read backwards; the
+others (seed, cache folder, serialisation of embeddings and projections, parallelize kwargs,
+the other mode's fields) change nothing ipu-tune simulates: they ride in the config
+(`plan.ipu_config_carried`) to the exported `ipu_config.json` unchanged, and the run names
+them in one line at its start (`ipu_config_note`), as `evaluate` does before its figures
+(`ipu_config_unsimulated`).
 """
 
 from __future__ import annotations
@@ -15,21 +14,24 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 from ipu_tune.case import build_case
 from ipu_tune.config import (
-    LIMITS,
     EvalConfig,
     at_one_proportion_if_moved,
     check_pinned_layout,
-    parse_json,
-    read_text,
     validate,
 )
-from ipu_tune.errors import IpuTuneError, bad_value, shown
-from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS, optimum_layers, plan_fields
+from ipu_tune.errors import IpuTuneError, shown
+from ipu_tune.exports._ipu_config import optimum_layers, plan_fields
+from ipu_tune.exports._ipu_config_read import (
+    DEPRECATED,
+    KEY,
+    file_key,
+    managed_fields,
+    read_ipu_config,
+)
 from ipu_tune.models import ModelProfile
 
 __all__ = ["apply_ipu_config", "carried_from_ipu_config", "ipu_config_fields",
@@ -37,184 +39,6 @@ __all__ = ["apply_ipu_config", "carried_from_ipu_config", "ipu_config_fields",
 
 T = TypeVar("T", bound=EvalConfig)
 _RTS = "plan.replicated_tensor_sharding"
-
-KEY = "plan.from_ipu_config"
-# Keys `IPUConfig.to_dict()` / `save_pretrained` add, and one `IPUConfig.__init__` pops:
-# present in files on the Hub, meaning nothing for the plan.
-_IGNORED = frozenset({"optimum_version", "transformers_version",
-                      "execute_encoder_on_cpu_for_generation"})  # fmt: skip
-# Keys `IPUConfig.__init__` (0.7.1, L387-393) pops as deprecated, with a warning, whatever their
-# value: carried into the export as the file gave them (optimum reads them alike) and named
-# so in the run's first line, never dropped unsaid.
-DEPRECATED = frozenset({"sharded_execution_for_inference", "enable_half_first_order_momentum"})
-
-
-def _matches(value: Any, hint: str) -> bool:
-    """Does a JSON value fit one of IPUConfig's annotations? (bool is not an int here.)"""
-    hint = hint.replace(" ", "")
-    if hint.startswith("Optional[") and hint.endswith("]"):
-        return value is None or _matches(value, hint[9:-1])
-    if hint.startswith("Union[") and hint.endswith("]"):
-        return any(_matches(value, h) for h in _split_args(hint[6:-1]))
-    if hint.startswith("List[") and hint.endswith("]"):
-        return isinstance(value, list) and all(_matches(v, hint[5:-1]) for v in value)
-    if hint.startswith("Dict["):
-        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
-    simple: dict[str, Any] = {
-        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-        "bool": lambda v: isinstance(v, bool),
-        "str": lambda v: isinstance(v, str),
-        "Any": lambda v: True,
-    }
-    return bool(simple[hint](value))
-
-
-def _split_args(text: str) -> list[str]:
-    """Top-level comma-separated arguments of a typing subscript."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += ch == "["
-        depth -= ch == "]"
-        if ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
-def _where(path: str | Path) -> str:
-    """How an error starts: the key and the path it was given (`plan.from_ipu_config='a.json'`),
-    then the file's field (`replication_factor=0: ...`)."""
-    return f"{KEY}={shown(str(path))}"
-
-
-def read_ipu_config(path: str | Path) -> dict[str, Any]:
-    """The checked contents of an `ipu_config.json` (a file or the folder holding one)."""
-    where = _where(path)
-    file = Path(path).expanduser()
-    if file.is_dir():
-        file = file / "ipu_config.json"
-    text = read_text(file, "ipu_config.json", KEY)
-    try:
-        data = parse_json(text)
-    except ValueError as exc:
-        text = " ".join(str(exc).split())
-        raise bad_value(KEY, str(path), f"a readable ipu_config.json ({text})") from None
-    if not isinstance(data, dict):
-        raise bad_value(KEY, str(path), "a JSON object of IPUConfig fields")
-    for key, value in data.items():
-        if key in _IGNORED or key in DEPRECATED:
-            continue
-        hint = IPU_CONFIG_FIELDS.get(key)
-        if hint is None:
-            allowed = ", ".join(IPU_CONFIG_FIELDS)
-            raise IpuTuneError(f"{where}: {key}={shown(value)}: unknown key; IPUConfig's fields "
-                               f"(optimum-graphcore 0.7.1): {allowed}")
-        if not _matches(value, hint):
-            raise IpuTuneError(f"{where}: {key}={shown(value)}: must be {hint}")
-        _check_range(where, key, value)
-    checked = {k: v for k, v in data.items() if k not in _IGNORED}
-    for mode in ("train", "infer"):  # optimum checks both modes whichever one runs
-        _check_lengths(where, _managed(checked, mode))
-        _check_serialized(where, checked, mode)
-    if checked.get("output_mode", "final") not in _OUTPUT_MODES:
-        raise IpuTuneError(f"{where}: output_mode={shown(checked['output_mode'])}: must be one "
-                           f"of {', '.join(_OUTPUT_MODES)}")
-    return checked
-
-
-_OUTPUT_MODES = ("all", "sum", "final", "default")  # IPUConfig's `_output_mode_validator`
-
-
-def _check_serialized(where: str, data: Mapping[str, Any], mode: str) -> None:
-    """`IPUConfig`'s rules (0.7.1) for a layer split over IPUs: splits per IPU >= 0, at least
-    one, on consecutive IPUs, one per IPU of a replica; a factor or splits, not both."""
-    prefix = "" if mode == "train" else "inference_"
-    ipus_key, ipus = _managed(data, mode)["ipus_per_replica"]
-    for layer in ("embedding", "projection"):
-        key = f"{prefix}serialized_{layer}_splits_per_ipu"
-        factor = f"{prefix}{layer}_serialization_factor"
-        splits = data.get(key)
-        if splits is None:
-            continue
-        used = [i for i, n in enumerate(splits) if n]
-        if any(n < 0 for n in splits) or not used or used != list(range(used[0], used[-1] + 1)):
-            raise IpuTuneError(f"{where}: {key}={shown(splits)}: splits >= 0, at least one, "
-                               "on consecutive IPUs")
-        if len(splits) != ipus:
-            raise IpuTuneError(f"{where}: {key}={shown(splits)}: must give one value per IPU, "
-                               f"{ipus} ({ipus_key}={ipus})")
-        if data.get(factor):
-            raise IpuTuneError(f"{where}: {key}={shown(splits)}: only one of it and "
-                               f"{factor}={shown(data[factor])} may be set (IPUConfig)")
-
-
-# optimum-graphcore 0.7.1's floors (`IPUConfig.attribute_validators`): the value, or each
-# element of a list, at least this. It reads an `ipus_per_replica` of 0 as unset; a file
-# stating 0 IPUs is refused here rather than guessed at.
-_FLOORS = {"layers_per_ipu": -1, "matmul_proportion": 0, "replication_factor": 1,
-           "gradient_accumulation_steps": 1, "ipus_per_replica": 1,
-           "embedding_serialization_factor": 1, "projection_serialization_factor": 1,
-           "device_iterations": 1}  # fmt: skip
-# Poplar's availableMemoryProportion is a share of each tile's memory: at most all of it. The
-# counts are at most what the config's own keys take (`LIMITS`: IPUs, replicas, accumulation,
-# device iterations): beyond, a file would have this import build lists of a trillion IPUs.
-_CEILINGS = {"matmul_proportion": 1, "ipus_per_replica": LIMITS["system.num_ipus"],
-             "replication_factor": LIMITS["plan.replication_factor"],
-             "gradient_accumulation_steps": LIMITS["plan.gradient_accumulation"],
-             "device_iterations": LIMITS["plan.device_iterations"]}
-
-
-def _check_range(where: str, key: str, value: Any) -> None:
-    base = key.removeprefix("inference_")
-    floor, ceiling = _FLOORS.get(base), _CEILINGS.get(base)
-    values = value if isinstance(value, list) else [value]
-    if value is None or (floor is None and ceiling is None):
-        return
-    if any(floor is not None and v < floor for v in values) or any(
-            ceiling is not None and v > ceiling for v in values):
-        what = "every element must be" if isinstance(value, list) else "must be"
-        span = f">= {floor}" if ceiling is None else f"in {floor}..{ceiling}"
-        raise IpuTuneError(f"{where}: {key}={shown(value)}: {what} {span}")
-
-
-def _managed(data: Mapping[str, Any], mode: str) -> dict[str, tuple[str, Any]]:
-    """`layers_per_ipu`, `ipus_per_replica` and `matmul_proportion` of a `mode` run, each with
-    the field it came from, defaulted as `IPUConfig.__init__` (0.7.1) defaults them."""
-    layers = data.get("layers_per_ipu") or [-1]
-    ipus = data.get("ipus_per_replica") or len(layers)
-    amp = data.get("matmul_proportion", 0.2)
-    out = {"layers_per_ipu": ("layers_per_ipu", layers),
-           "ipus_per_replica": ("ipus_per_replica" if data.get("ipus_per_replica")
-                                else "len(layers_per_ipu)", ipus),
-           "matmul_proportion": ("matmul_proportion", amp)}
-    if mode == "train":
-        return out
-    if data.get("inference_layers_per_ipu"):
-        out["layers_per_ipu"] = ("inference_layers_per_ipu", data["inference_layers_per_ipu"])
-    layers = out["layers_per_ipu"][1]
-    if data.get("inference_ipus_per_replica"):
-        out["ipus_per_replica"] = ("inference_ipus_per_replica",
-                                   data["inference_ipus_per_replica"])
-    elif ipus == len(data.get("layers_per_ipu") or [-1]) or layers != [-1]:
-        out["ipus_per_replica"] = (f"len({out['layers_per_ipu'][0]})", len(layers))
-    if data.get("inference_matmul_proportion"):
-        out["matmul_proportion"] = ("inference_matmul_proportion",
-                                    data["inference_matmul_proportion"])
-    elif isinstance(amp, list) and len(amp) != out["ipus_per_replica"][1]:
-        out["matmul_proportion"] = ("matmul_proportion", 0.2)  # optimum's fallback
-    return out
-
-
-def _check_lengths(where: str, managed: Mapping[str, tuple[str, Any]]) -> None:
-    """`IPUConfig._validate_ipu_config`: per-IPU lists as long as the IPUs of a replica."""
-    ipus_key, ipus = managed["ipus_per_replica"]
-    for name in ("matmul_proportion", "layers_per_ipu"):
-        key, value = managed[name]
-        if isinstance(value, list) and -1 not in value and len(value) != ipus:
-            raise IpuTuneError(f"{where}: {key}={shown(value)}: must give one value per IPU, "
-                               f"{ipus} ({ipus_key}={ipus})")
 
 
 def _expand(layers: list[int], n_layers: int, ipus: int) -> list[int]:
@@ -285,9 +109,9 @@ def plan_values_from_ipu_config(
     """The plan knobs (`ExecutionPlan` field names) an IPUConfig sets for a `mode` run; an
     error names `plan.from_ipu_config=file` (the key alone without `file`)."""
     prefix = "" if mode == "train" else "inference_"
-    managed = _managed(data, mode)
+    managed = managed_fields(data, mode)
     values: dict[str, Any] = {"splits": _splits(managed, profile,
-                                                _where(file) if file else KEY)}
+                                                file_key(file) if file else KEY)}
     # optimum-graphcore picks the strategy itself (ipu_configuration.py L615-619):
     # PipelinedExecution to train, ShardedExecution for inference.
     values["schedule"] = "grouped" if mode == "train" else "sharded"
@@ -315,7 +139,7 @@ def ipu_config_fields(data: Mapping[str, Any], mode: str) -> dict[str, str]:
     error in the plan then names what the user wrote (`replication_factor=8`), not the key
     the file set."""
     prefix = "" if mode == "train" else "inference_"
-    managed = _managed(data, mode)
+    managed = managed_fields(data, mode)
     fields = {"plan.available_memory_proportion": managed["matmul_proportion"][0],
               "plan.available_memory_proportion_per_ipu": managed["matmul_proportion"][0],
               "plan.pipeline.splits": managed["layers_per_ipu"][0],
@@ -338,7 +162,7 @@ def carried_from_ipu_config(data: Mapping[str, Any], mode: str, file: str) -> di
     size = len(json.dumps(carried))
     if size > _MAX_CARRIED_BYTES:
         largest = max(carried, key=lambda k: len(json.dumps(carried[k])))
-        raise IpuTuneError(f"{_where(file)}: {largest}: the fields ipu-tune does not simulate "
+        raise IpuTuneError(f"{file_key(file)}: {largest}: the fields ipu-tune does not simulate "
                            f"hold {size} bytes of JSON; at most {_MAX_CARRIED_BYTES}")
     return carried
 
@@ -346,7 +170,7 @@ def carried_from_ipu_config(data: Mapping[str, Any], mode: str, file: str) -> di
 def ipu_config_unsimulated(cfg: EvalConfig) -> str | None:
     """The fields of the `plan.from_ipu_config` file the simulator ignores, in one line."""
     path, carried = cfg.plan.from_ipu_config, cfg.plan.ipu_config_carried or {}
-    return f"{_where(path)}: not simulated: {_names(carried)}" if path and carried else None
+    return f"{file_key(path)}: not simulated: {_names(carried)}" if path and carried else None
 
 
 def _names(carried: Mapping[str, Any]) -> str:
@@ -364,9 +188,9 @@ def ipu_config_note(cfg: EvalConfig) -> str | None:
         return None
     names = _names(carried)
     if optimum_runs(cfg.model):
-        return (f"{_where(path)}: not simulated, carried into the export unchanged: {names}"
+        return (f"{file_key(path)}: not simulated, carried into the export unchanged: {names}"
                 if carried else None)
-    head = f"{_where(path)}: not simulated: {names}; " if carried else f"{_where(path)}: "
+    head = f"{file_key(path)}: not simulated: {names}; " if carried else f"{file_key(path)}: "
     return head + ("no ipu_config.json or run_with_optimum.py for this model: optimum-graphcore "
                    "0.7.1 pipelines only the Transformers classes it registers (BERT, RoBERTa, "
                    "GPT-2, T5, ViT, ConvNeXt, wav2vec2, Whisper, ...: docs/huggingface.md)")
@@ -413,6 +237,6 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
         for key, name in ipu_config_fields(data, cfg.workload.mode).items():
             if text.startswith(f"{key}=") and key not in pinned:
                 unset = "" if name in data else "unset: IPUConfig's default; "
-                raise IpuTuneError(f"{_where(path)}: {name} ({unset}sets {text})") from None
+                raise IpuTuneError(f"{file_key(path)}: {name} ({unset}sets {text})") from None
         raise
     return out

@@ -159,6 +159,21 @@ def _training_state(x: StageShape, pm: PlanMemory) -> tuple[float, float, float,
     return grads, opt, stash, checkpoints, live
 
 
+def _code_bytes(x: StageShape, pm: PlanMemory, compute_sets: float) -> tuple[float, float]:
+    """Control code and exchange code of the IPU running stage `x`: per compute set (the
+    stage's, and a replicated program's all-reduce's, per merged gradient buffer), plus the
+    host exchange code and the global exchange code of the all-reduce's ring steps."""
+    c = pm.c
+    sets = compute_sets
+    if pm.ring_steps:
+        sets += c.all_reduce_compute_sets_per_buffer * merged_buffers(
+            x.params, x.param_ops, pm.wb, c)
+    code = c.vertex_code_bytes + c.code_bytes_per_compute_set * sets
+    exchange = (c.exchange_code_bytes_per_compute_set * sets + c.host_exchange_code_bytes
+                + c.global_exchange_bytes + c.global_exchange_bytes_per_ring_step * pm.ring_steps)
+    return code, exchange
+
+
 def stage_memory(
     x: StageShape,
     pm: PlanMemory,
@@ -181,17 +196,7 @@ def stage_memory(
         grads = opt = stash = checkpoints = 0.0
         live = x.infer_live_el
     activations = live * b * wb
-    sets = compute_sets
-    if pm.ring_steps:  # the all-reduce's own compute sets, per merged gradient buffer
-        sets += c.all_reduce_compute_sets_per_buffer * merged_buffers(
-            x.params, x.param_ops, wb, c)
-    code = c.vertex_code_bytes + c.code_bytes_per_compute_set * sets
-    exchange = (
-        c.exchange_code_bytes_per_compute_set * sets
-        + c.host_exchange_code_bytes
-        + c.global_exchange_bytes
-        + c.global_exchange_bytes_per_ring_step * pm.ring_steps
-    )
+    code, exchange = _code_bytes(x, pm, compute_sets)
     streams = pm.prefetch_depth * io_bytes_per_micro_batch
     io = pm.io
     io_tiles = pm.io_tiles
