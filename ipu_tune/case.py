@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config import EvalConfig, read_yaml
+from ipu_tune.config import EvalConfig, read_yaml, validate
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System, system_from_config
 from ipu_tune.knobs import get_key, pipeline_minimum
@@ -29,7 +29,7 @@ from ipu_tune.simulator import (
 )
 
 __all__ = ["Case", "build_case", "build_system", "constants_of", "head_stages", "read_constants",
-           "simulate_case"]
+           "simulate_case", "validate_whole"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,22 @@ def head_stages(profile: ModelProfile, cfg: EvalConfig) -> int:
     if not cfg.plan.pipeline.splits:
         return 0
     return int(head_placement(profile, plan_from_config(cfg)) is not None)
+
+
+def validate_whole(cfg: EvalConfig, profile: ModelProfile | None = None) -> EvalConfig:
+    """`validate(cfg)` of a whole plan; when it fails on PopTorch's pipeline rule, the rule
+    counting a tied head's own stage too (`head_stages`), so that one error names the whole
+    need, not the splits' first and the head's after it is met."""
+    try:
+        return validate(cfg)
+    except IpuTuneError as exc:
+        rule = pipeline_minimum(cfg.workload.mode == "train", len(cfg.plan.pipeline.splits) + 1,
+                                cfg.plan.pipeline.schedule)
+        if rule is None or not str(exc).startswith(f"{rule[0]}="):
+            raise
+        prof = profile if profile is not None else profile_model(cfg.model)
+        _check_head_stage(cfg, prof, plan_from_config(cfg))
+        raise
 
 
 def _check_head_stage(cfg: EvalConfig, prof: ModelProfile, plan: ExecutionPlan) -> None:

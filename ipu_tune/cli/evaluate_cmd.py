@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from ipu_tune._api import evaluate_config
-from ipu_tune.case import read_constants
+from ipu_tune.case import read_constants, validate_whole
 from ipu_tune.cli._common import TRUST_HELP, ArgumentParser, fail, path_arg, print_out
 from ipu_tune.config import (
     EvalConfig,
@@ -35,7 +35,7 @@ def apply_overrides(path: str, overrides: Sequence[str],
     line), then checked (a file the overrides complete is not refused for what they change)."""
     cfg = _overridden(path, overrides, trust_remote_code)
     if not cfg.plan.from_ipu_config:
-        return validate(cfg)
+        return validate_whole(cfg)
     from ipu_tune.exports import apply_ipu_config  # with optuna: only when a file is named
 
     pinned = frozenset(o.key_or_group for o in parse_overrides(overrides))

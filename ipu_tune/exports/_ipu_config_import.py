@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from ipu_tune.case import build_case
+from ipu_tune.case import build_case, validate_whole
 from ipu_tune.config import (
     EvalConfig,
     at_one_proportion_if_moved,
@@ -228,10 +228,11 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
     # Checked here, where the file's field of each plan key is known (a value out of the
     # plan's range, or more replicas or stages than the system's IPUs).
     try:
-        validate(out, check_layout=whole)
-        check_pinned_layout(out, pinned)
         if whole:  # PopTorch's pipeline rule with a tied head's own stage
-            build_case(out, profile)
+            build_case(validate_whole(out, profile), profile)
+        else:
+            validate(out, check_layout=False)
+        check_pinned_layout(out, pinned)
     except IpuTuneError as exc:
         text = str(exc)
         for key, name in ipu_config_fields(data, cfg.workload.mode).items():

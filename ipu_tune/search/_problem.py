@@ -20,8 +20,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune import simulator
-from ipu_tune.case import build_case, constants_of, read_constants
-from ipu_tune.config import EvalConfig, TuneConfig, validate
+from ipu_tune.case import build_case, constants_of, read_constants, validate_whole
+from ipu_tune.config import EvalConfig, TuneConfig
 from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.hardware import System
 from ipu_tune.knobs import rate_text
@@ -187,7 +187,7 @@ class SearchProblem:
     # -- simulation --------------------------------------------------------------------------
 
     def _check(self, cfg: EvalConfig) -> ExecutionPlan:
-        validate(cfg)
+        validate_whole(cfg, self.profile)
         return build_case(cfg, self.profile, self.system).plan
 
     def simulate(self, cfg: EvalConfig) -> SimResult:

@@ -402,7 +402,8 @@ def test_a_file_plan_evaluated_whole_names_the_file_field(
     gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path,
 ) -> None:
     """`evaluate` checks the plan as a whole: PopTorch's pipelined minimum is the file's
-    `gradient_accumulation_steps` (its default 1 here), not a key the user never wrote."""
+    `gradient_accumulation_steps` (its default 1 here), not a key the user never wrote, and
+    counts GPT-2's tied head, a stage of its own, at once (it said >= 4, then >= 5)."""
     (tmp_path / "ipu_config.json").write_text(json.dumps({"layers_per_ipu": [0, 8, 8, 8]}))
     cfg = replace(gpt2[1], plan=PlanConfig(from_ipu_config=str(tmp_path)),
                   system=SystemConfig(num_ipus=4))
@@ -410,7 +411,8 @@ def test_a_file_plan_evaluated_whole_names_the_file_field(
         apply_ipu_config(cfg, whole=True)
     assert str(err.value).startswith(f"plan.from_ipu_config={str(tmp_path)!r}: "
                                      "gradient_accumulation_steps (unset: IPUConfig's "
-                                     "default; sets plan.gradient_accumulation=1: must be >= 4")
+                                     "default; sets plan.gradient_accumulation=1: must be >= 5, "
+                                     "the pipeline stages: 4 and the tied head `lm_head`")
     assert apply_ipu_config(cfg).plan.gradient_accumulation == 1  # a start: the search raises it
 
 
