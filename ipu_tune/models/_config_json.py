@@ -22,7 +22,8 @@ from typing import Any
 from ipu_tune.config import parse_json, read_text
 from ipu_tune.errors import IpuTuneError, bad_value
 
-__all__ = ["config_json_path", "config_json_stamp", "config_json_values", "kept_config_files"]
+__all__ = ["config_json_label", "config_json_path", "config_json_stamp", "config_json_values",
+           "kept_config_files"]
 
 KEY = "model.hf.config_file"
 
@@ -41,6 +42,11 @@ def kept_config_files(kept: Mapping[str, Any], where: str) -> Iterator[None]:
         yield
     finally:
         _KEPT.reset(token)
+
+
+def config_json_label(path_text: str) -> str:
+    """`path_text` as an error shows it: said to be the study's kept copy when it is one."""
+    return f"{path_text} (as the study kept it)" if path_text in _KEPT.get() else path_text
 
 
 def config_json_path(path_text: str) -> Path:

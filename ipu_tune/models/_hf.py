@@ -34,6 +34,7 @@ from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
     TASKS,
     config_source,
+    heads_of,
     hf_task,
     splices_images,
     unregistered_tower,
@@ -155,8 +156,9 @@ def _head_error(cfg: ModelConfig, config: Any, task: str, exc: Exception) -> Ipu
     or a setting the user gave (an unknown activation)."""
     key, value = config_source(cfg, False)
     if "Unrecognized configuration class" in str(exc):
-        return bad_value("model.hf.task", task, f"a head {config.model_type} has "
-                         f"({_one_line(exc)})")
+        heads = ", ".join(heads_of(config.model_type)) or "none of them"
+        return bad_value("model.hf.task", task, f"a head Transformers builds for "
+                         f"{config.model_type}: {heads}")
     if key == "model.hf.model_type":  # the head exists; its class's defaults do not build
         return bad_value(key, value, f"Transformers cannot build it as {task} from its config "
                          f"class's defaults ({_one_line(exc)}); give the sizes of a published "

@@ -12,7 +12,7 @@ from typing import Any
 
 from ipu_tune.config import ModelConfig
 from ipu_tune.errors import IpuTuneError, bad_value
-from ipu_tune.models._config_json import _one_line, config_json_values
+from ipu_tune.models._config_json import _one_line, config_json_label, config_json_values
 from ipu_tune.models._hf_defaults import fill_derived_sizes, timm_resnet_as_transformers
 from ipu_tune.models._hf_names import (
     DEFAULT_TASKS,
@@ -192,10 +192,10 @@ def hf_config(cfg: ModelConfig) -> Any:
     else:
         raise IpuTuneError("model.hf.model_type: missing; give a Transformers model type "
                            "(bert, gpt2, llama, vit, t5, ...) or model.hf.config_file")  # fmt: skip
-    file = hf.config_file
+    file = config_json_label(hf.config_file) if hf.config_file else None
     _check_numbers(data, lambda path: f"model.hf.config_file={file!r}: field {path}")
     _check_numbers(overrides, lambda path: f"model.hf.config.{path}")
-    config_class = _config_class(model_type, data, hf.config_file)
+    config_class = _config_class(model_type, data, file)
     _check_overrides(config_class, overrides)
     values = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}
     try:

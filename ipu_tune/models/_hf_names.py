@@ -12,12 +12,27 @@ from typing import Any
 
 from ipu_tune.config import HfConfig, ModelConfig
 from ipu_tune.errors import bad_value
-from ipu_tune.models._config_json import config_json_values
+from ipu_tune.models._config_json import config_json_label, config_json_values
 
-__all__ = ["AUDIO_TASKS", "DEFAULT_TASKS", "HUB_MODELS", "IMAGE_TOKEN_KEYS", "TASKS", "HubModel",
-           "base_model_class", "config_source", "hf_identity", "hf_overrides",
-           "hf_source", "hf_task", "model_label", "splices_images", "unregistered_tower",
-           "usual_task"]  # fmt: skip
+__all__ = [
+    "AUDIO_TASKS",
+    "DEFAULT_TASKS",
+    "HUB_MODELS",
+    "IMAGE_TOKEN_KEYS",
+    "TASKS",
+    "HubModel",
+    "base_model_class",
+    "config_source",
+    "heads_of",
+    "hf_identity",
+    "hf_overrides",
+    "hf_source",
+    "hf_task",
+    "model_label",
+    "splices_images",
+    "unregistered_tower",
+    "usual_task",
+]  # fmt: skip
 
 # Task -> the `transformers` auto class that builds its model from a config.
 TASKS: Mapping[str, str] = {
@@ -104,6 +119,17 @@ def usual_task(model_type: str) -> str | None:
                          or base_model_class(model_type) is not None):
         return "feature-extraction"
     return task
+
+
+def heads_of(model_type: str) -> list[str]:
+    """The tasks of `TASKS` Transformers has a class of `model_type` for (its auto classes'
+    mappings), in `TASKS` order."""
+    from transformers.models.auto import modeling_auto
+
+    names = dict(_TASK_MAPPINGS + _AUDIO_MAPPINGS)
+    names["token-classification"] = "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES"
+    return [task for task in TASKS
+            if model_type in getattr(modeling_auto, names.get(task, ""), {})]
 
 
 # The config fields that name the token at whose places a vision-language model puts its image
@@ -223,12 +249,12 @@ def config_source(cfg: ModelConfig, in_file: bool) -> tuple[str, Any]:
     file, or the model type's defaults."""
     hf = cfg.hf
     if in_file and hf.config_file:
-        return "model.hf.config_file", hf.config_file
+        return "model.hf.config_file", config_json_label(hf.config_file)
     overrides = hf_overrides(cfg)
     if overrides:
         return "model.hf.config", overrides
     if hf.config_file:
-        return "model.hf.config_file", hf.config_file
+        return "model.hf.config_file", config_json_label(hf.config_file)
     return "model.hf.model_type", hf.model_type
 
 

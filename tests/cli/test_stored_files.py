@@ -178,3 +178,16 @@ def test_a_kept_value_nested_past_pythons_recursion_is_one_line(
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr[-500:])
         assert "nests deeper than Python can copy (RecursionError)" in lines[0]
+
+
+def test_a_kept_config_json_that_does_not_build_says_it_is_the_kept_copy(
+        tuned_hf: Path, tmp_path: Path) -> None:
+    """The file was never read: the error names the study's kept copy, not the file."""
+    tuned = _copy(tuned_hf, tmp_path)
+    files = dict(_study(tuned / "results").user_attrs["ipu_tune"]["files"])
+    kept = {**files["model.hf.config_file"], "hidden_size": -64}
+    _edit(tuned, {**files, "model.hf.config_file": kept})
+    proc = run_cli(["trials", "s"], cwd=tuned)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "config.json (as the study kept it)" in lines[0]

@@ -146,3 +146,13 @@ def test_bart_sequence_classification_profiles_on_sequences_ending_in_their_end_
                          hf={"model_type": "bart", "task": "sequence-classification",
                              "config": _TINY_BART})
     assert profile.parameters > 0
+
+
+def test_a_head_transformers_does_not_build_names_the_ones_it_does() -> None:
+    """The refusal quoted Transformers' list of every config class, cut mid-word at 300
+    characters, and never said which heads the model type has."""
+    message = _error(name="hf", hf={"model_type": "bart", "task": "token-classification",
+                                    "config": _TINY_BART}, sequence_length=16)
+    assert message == ("model.hf.task='token-classification': a head Transformers builds for "
+                       "bart: masked-lm, causal-lm, sequence-classification, "
+                       "question-answering, seq2seq-lm")

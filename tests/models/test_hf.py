@@ -308,7 +308,8 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
     ({"hf": {"model_type": "audio-spectrogram-transformer"}, "sequence_length": 500},
      "model.sequence_length=500: unset or 1024"),
     ({"hf": {"model_type": "wav2vec2", "task": "masked-lm"}}, "model.hf.task='masked-lm'"),
-    ({"hf": {"model_type": "bert", "task": "ctc"}}, "model.hf.task='ctc': a head bert has"),
+    ({"hf": {"model_type": "bert", "task": "ctc"}},
+     "model.hf.task='ctc': a head Transformers builds for bert: masked-lm, causal-lm,"),
     # The head exists, but its config class's defaults do not build it (Transformers fails too).
     ({"hf": {"model_type": "cohere_compass_text"}},
      "model.hf.model_type='cohere_compass_text': Transformers cannot build it as causal-lm from "
