@@ -241,6 +241,9 @@ def _model_line(cfg: EvalConfig, task: str, profile: ModelProfile) -> list[str]:
         config = f"AutoConfig.for_model({model_type!r}{', ' if overrides else ''}" \
                  f"{_call_args(overrides)})"
     out = [f"config = {config}  # the configuration ipu-tune profiled"]
+    if where and cfg.model.name not in HUB_MODELS and not where.startswith(("/", "~")):
+        out.insert(0, "# model.hf.config_file as given, relative to the folder ipu-tune ran in: "
+                      "run this program from there")
     positions = masked_count(cfg, profile)
     if positions is not None:  # optimum gathers the masked tokens before the MLM head
         out.append(f"config.max_num_masked_tokens = {positions}  # model.kwargs.masked_positions")
@@ -324,13 +327,16 @@ def render_run_with_optimum(plan: ExecutionPlan, profile: ModelProfile, cfg: Eva
     doc = docstring(title, *notes) if notes else [f'"""{title}"""']
     head = [
         *doc,
+        "import os",
+        "",
         "import torch",
         *([] if plan.training else ["import poptorch"]),
         f"from optimum.graphcore import {'IPUConfig, ' if plan.training else ''}{names}",
         *([] if plan.training else ["from optimum.graphcore.modeling_utils import to_pipelined"]),
         f"from transformers import AutoConfig, {TASKS[task]}",
         "",
-        'ipu_config = IPUConfig.from_pretrained(".")',
+        "# ipu_config.json beside this file, wherever it is run from",
+        "ipu_config = IPUConfig.from_pretrained(os.path.dirname(os.path.abspath(__file__)))",
         *_model_line(cfg, task, profile),
     ]
     fp32 = not plan.model_fp16

@@ -93,7 +93,8 @@ def run_program(text: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> Cal
     for name, module in calls.modules().items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.chdir(folder)
-    exec(compile(text, "run_with_optimum.py", "exec"), {"__name__": "__main__"})
+    path = str(folder / "run_with_optimum.py")  # beside its ipu_config.json, as written
+    exec(compile(text, path, "exec"), {"__name__": "__main__", "__file__": path})
     return calls
 
 
