@@ -269,6 +269,18 @@ def _mnist_lines(cfg: EvalConfig) -> list[str]:
     ]
 
 
+def _host_values_note(profile: ModelProfile | None) -> list[str]:
+    """What the profile's step ran that a graph of fixed shapes cannot hold (it was traced on
+    the CPU for it): PopTorch traces the model once and compiles that graph."""
+    if profile is None or not profile.meta_failure:
+        return []
+    return [f"# Traced on the CPU: on the meta device its step ran {profile.meta_failure}.",
+            "# An operator whose output shape depends on the input's values, or a value read back"
+            " to the host, may not compile under PopTorch, which traces the model once into a"
+            " graph of fixed shapes: replace that code with one of fixed shapes (optimum-graphcore"
+            "'s pipelined classes do so for the models they register)."]
+
+
 def model_lines(cfg: EvalConfig, profile: ModelProfile | None) -> list[str]:
     """Lines that leave the model ipu-tune profiled (`profile`, if known) in `model` (needs
     `import torch`)."""
@@ -280,6 +292,7 @@ def model_lines(cfg: EvalConfig, profile: ModelProfile | None) -> list[str]:
             f"from {module} import {fn} as build_model  # noqa: E402",
             "",
             f"model = build_model({_kwargs(dict(m.kwargs))})",
+            *_host_values_note(profile),
         ]
     hf = _hf_parts(cfg)
     if hf is not None:
@@ -292,7 +305,7 @@ def model_lines(cfg: EvalConfig, profile: ModelProfile | None) -> list[str]:
             # A class of its own (a tower AutoModel does not build) takes the config itself.
             f"model = {hf[0]}{'.from_config' if hf[0].startswith('Auto') else ''}({hf[1]})",
         ]
-        return out + _masked_note(cfg, "the head", profile)
+        return out + _masked_note(cfg, "the head", profile) + _host_values_note(profile)
     name = zoo_name(cfg) or ""
     if name in _TORCHVISION:
         return _torchvision_lines(cfg, name)

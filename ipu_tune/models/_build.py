@@ -7,6 +7,7 @@ imports torch: a tuner start-up that finds its profile on disk is about 2 s fast
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -175,11 +176,12 @@ _INPUT_NAMES = {"tokens": "token ids", "image": "images", "audio": "audio"}
 
 
 def _trace(cfg: ModelConfig, model: torch.nn.Module, input_kind: str, example: torch.Tensor,
-           on_cpu: Callable[[], torch.nn.Module]) -> tuple[Trace, torch.nn.Module]:
+           on_cpu: Callable[[], torch.nn.Module]) -> tuple[Trace, torch.nn.Module, str]:
     """The trace of one training step on the meta device; for a model that fails there for
-    want of values, on the CPU (`_cpu_step`). Returns the model traced too."""
+    want of values, on the CPU (`_cpu_step`). Returns the model traced too, and why the meta
+    device did not run it (empty: it did)."""
     try:
-        return trace_model(model, example), model
+        return trace_model(model, example), model, ""
     except IpuTuneError:
         raise
     except Exception as exc:
@@ -191,15 +193,16 @@ def _trace(cfg: ModelConfig, model: torch.nn.Module, input_kind: str, example: t
         raise IpuTuneError(f"{label(cfg)}: cannot run forward and backward on {given} "
                            f"({_one_line(failure)}){_input_hint(cfg, model, input_kind)}") from None
     # PyTorch's first sentence names the operator; the rest is advice on torch.compile.
-    where = (f"{label(cfg)}: cannot run forward and backward on the meta device "
-             f"({_one_line(failure).split('. ', 1)[0]})")
+    reason = _one_line(failure).split(". ", 1)[0]
+    where = f"{label(cfg)}: cannot run forward and backward on the meta device ({reason})"
     refusal = cpu_step_refusal(model)
     if refusal is not None:
         raise IpuTuneError(f"{where}; {refusal}") from None
     with seeded(), bounded_memory():
         cpu_model = on_cpu()
         try:
-            return trace_model(cpu_model, cpu_example(cpu_model, input_kind, example)), cpu_model
+            cpu_input = cpu_example(cpu_model, input_kind, example)
+            return trace_model(cpu_model, cpu_input), cpu_model, reason
         except IpuTuneError:
             raise
         except Exception as exc:
@@ -212,7 +215,7 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
     """The profile of `model`, traced on `example` (or on the CPU: `_trace`)."""
     _check_packing(cfg.dataset.sequences_per_pack, input_kind, input_shape)  # before tracing
     _check_dataset(cfg, input_kind)
-    trace, model = _trace(cfg, model, input_kind, example, on_cpu)
+    trace, model, meta_failure = _trace(cfg, model, input_kind, example, on_cpu)
     check_unused = getattr(model, "check_unused", None)
     if callable(check_unused):  # a Transformers base model on one of its inputs
         check_unused(trace.unused_parameters)
@@ -235,6 +238,7 @@ def _profile(cfg: ModelConfig, model: torch.nn.Module, input_kind: str,
         sequences_per_pack=float(ds.sequences_per_pack),
         paired_tokens=int(getattr(model, "paired_tokens", 0)),
     )
+    profile = dataclasses.replace(profile, meta_failure=meta_failure[:300])
     head = getattr(model, "head_on_first_stage", None)
     if not isinstance(head, str):
         return profile

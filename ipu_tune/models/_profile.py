@@ -114,6 +114,11 @@ class ModelProfile:
     # simulator and every export read where it runs from here (`head_placement`).
     tied_head: str = ""
     tied_head_block: str = ""
+    # Why the step was traced on the CPU, in PyTorch's words (an operator whose output shape
+    # depends on the input's values, a value read back to the host): what the meta device
+    # could not run, and PopTorch, which compiles a graph of fixed shapes before it runs, may
+    # refuse too (the exports say so). Empty: traced on the meta device.
+    meta_failure: str = ""
 
     @property
     def parameters(self) -> int:

@@ -109,7 +109,8 @@ def _profile(data: Any) -> ModelProfile:
         preprocess_s_per_sample=None if pre is None else _float(pre),
         torch_version=_str(data.get("torch_version")), input_source=str(source),
         sequences_per_pack=per_pack, paired_tokens=_int(data.get("paired_tokens")),
-        tied_head=_str(data.get("tied_head")), tied_head_block=head_block)
+        tied_head=_str(data.get("tied_head")), tied_head_block=head_block,
+        meta_failure=_str(data.get("meta_failure")))
 
 
 def _list(value: Any) -> list[Any]:

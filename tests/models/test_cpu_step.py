@@ -32,6 +32,19 @@ def test_a_factory_reading_a_value_profiles_on_the_cpu() -> None:
     assert profile.parameters == 8 * 2 + 2
     assert profile.forward_flops == 2 * 8 * 2
     assert torch.equal(torch.get_rng_state(), state)  # the caller's random state is untouched
+    # Why, kept for the exports: PopTorch compiles fixed shapes with no host reads either.
+    assert profile.meta_failure.startswith("RuntimeError: ") and "meta" in profile.meta_failure
+    assert profile_model(model_cfg(name="mnist_cnn", input_shape=[1, 28, 28])).meta_failure == ""
+
+
+def test_the_poptorch_program_of_a_model_traced_on_the_cpu_says_why() -> None:
+    from ipu_tune.config import EvalConfig
+    from ipu_tune.exports._model_source import model_lines
+
+    cfg = model_cfg(_target_=f"{F}.needs_values", input_shape=[8])
+    lines = "\n".join(model_lines(EvalConfig(model=cfg), profile_model(cfg)))
+    assert "# Traced on the CPU: on the meta device its step ran RuntimeError: " in lines
+    assert "may not compile under PopTorch" in lines
 
 
 def test_a_model_too_large_for_this_machine_is_not_run_on_the_cpu(monkeypatch: Any) -> None:
