@@ -52,6 +52,14 @@ def _edit(root: Path, files: Any, **config: Any) -> None:
     study.set_user_attr("ipu_tune", {**meta, "files": files})
 
 
+def _read_without_secrets(root: Path) -> None:
+    """Every reader of study `s` in `root` succeeds and shows nothing marked SECRET."""
+    for argv in _READERS:
+        proc = run_cli(argv, cwd=root)
+        assert proc.returncode == 0, (argv, proc.stderr)
+        assert "SECRET" not in proc.stdout + proc.stderr
+
+
 def test_the_commands_on_a_stored_study_read_its_kept_values_not_its_files(
         tuned: Path, tmp_path: Path) -> None:
     tuned = _copy(tuned, tmp_path)
@@ -60,10 +68,7 @@ def test_the_commands_on_a_stored_study_read_its_kept_values_not_its_files(
     assert "knobs" in kept["search.space"]
     for name in ("constants.yaml", "space.yaml"):  # replaced by what a reader must not show
         (tuned / name).write_text(_SECRET)
-    for argv in _READERS:
-        proc = run_cli(argv, cwd=tuned)
-        assert proc.returncode == 0, (argv, proc.stderr)
-        assert "SECRET" not in proc.stdout + proc.stderr
+    _read_without_secrets(tuned)
 
 
 def test_a_stored_study_naming_a_file_it_does_not_keep_is_refused_unopened(
@@ -123,10 +128,7 @@ def test_the_commands_read_the_config_json_the_study_kept_not_the_file(
     assert kept["model.hf.config_file"]["hidden_size"] == 64
     (tuned / "config.json").write_text('{"model_type": "bert", "hidden_size": "SECRET_x", '
                                        '"num_hidden_layers": "SECRET_y"}')
-    for argv in _READERS:
-        proc = run_cli(argv, cwd=tuned)
-        assert proc.returncode == 0, (argv, proc.stderr)
-        assert "SECRET" not in proc.stdout + proc.stderr
+    _read_without_secrets(tuned)
 
 
 def test_a_study_older_than_kept_config_json_is_refused_then_kept_on_resume(
