@@ -109,8 +109,10 @@ def test_a_factory_edited_in_place_is_another_study(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["report", "explain"])
-def test_a_study_of_an_edited_model_is_not_explained_with_the_new_one(
+def test_a_study_of_an_edited_model_is_explained_with_the_one_it_ran(
         tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The study keeps the config.json it was tuned with: the file edited in place (4 layers
+    where the trials ran 2) changes nothing its commands read."""
     folder = tmp_path / "model"
     folder.mkdir()
     _write_config(folder, num_hidden_layers=2)
@@ -118,9 +120,7 @@ def test_a_study_of_an_edited_model_is_not_explained_with_the_new_one(
     _write_config(folder, num_hidden_layers=4)
     with pytest.raises(SystemExit) as exit_info:
         main([command, done.study_name, "--results-dir", str(tmp_path / "results")])
-    err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2 and "\n" not in err
-    assert f"study={done.study_name!r}: model (as profiled) changed since its trials ran" in err
+    assert exit_info.value.code == 0, capsys.readouterr().err
 
 
 def test_a_space_file_edited_in_place_is_another_study(tmp_path: Path) -> None:
