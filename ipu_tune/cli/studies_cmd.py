@@ -94,11 +94,11 @@ def list_main(argv: Sequence[str]) -> int:
     try:
         storage = open_storage(_target(args), read_only=True)
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+        metas = [StudyMeta.of(s) for s in summaries]
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
     from ipu_tune.search import OBJECTIVES, best_trial
 
-    metas = [StudyMeta.of(s) for s in summaries]
     differs = _what_differs(metas)
     print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  best (objective)")
     for s, meta, differ in zip(summaries, metas, differs, strict=True):

@@ -193,3 +193,18 @@ def test_a_kept_config_json_that_does_not_build_says_it_is_the_kept_copy(
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "config.json (as the study kept it)" in lines[0]
+
+
+@pytest.mark.parametrize(("key", "value"), [("objectives", 7), ("pinned", ["plan.x", 5, None]),
+                                            ("num_ipus", "two"), ("model", ["x"])])
+def test_a_study_field_of_another_type_is_one_line_naming_it(
+        tuned: Path, tmp_path: Path, key: str, value: Any) -> None:
+    """`objectives: 7` or a pin that is no key ended every command in a TypeError traceback."""
+    tuned = _copy(tuned, tmp_path)
+    study = _study(tuned / "results")
+    study.set_user_attr("ipu_tune", {**study.user_attrs["ipu_tune"], key: value})
+    for argv in (["studies"], *_READERS):
+        proc = run_cli(argv, cwd=tuned)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr[-400:])
+        assert lines[0].startswith(f"ipu-tune: error: study='s': its stored ipu_tune.{key}=")

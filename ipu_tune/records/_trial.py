@@ -1,37 +1,11 @@
-"""What ipu-tune keeps on an Optuna trial and study: the only place their attribute names appear.
-
-A finished trial carries (user attributes, written before `tell`, so a trial and its results row
-can always be rebuilt from the study):
-
-- ``worker``: the worker that claimed it (host:pid:start, see `ipu_tune.tuner`), on a
-  database server only (on one machine a worker's locked file records it, no write here:
-  `ipu_tune.storage.ClaimLock.running_file`);
-- ``plan``: one attribute (one storage write) holding ``config``, the full plan it stands for
-  (plain dict of the config schema), and ``result``, the simulated figures the results row
-  needs and, for a feasible plan, the whole result the exports need, as one JSON text (Optuna
-  deep-copies trials; a text is copied by reference, a nested dict was the largest cost of the
-  trial loop: `benchmarks/tuner_overhead.py`); parsed when read (a nested dict is read alike);
-- ``constraints``: one value per constraint, <= 0 feasible, on Optuna < 5 (native on the trial
-  since Optuna 5, `Trial.set_constraint`, and only there: one write per trial fewer);
-- ``infeasible_reason``, ``changes``: why it is infeasible; knobs changed (`fit` search);
-- ``surplus``: claimed past `study.n_trials` by a racing worker (failed at once);
-- ``retry_of``, ``retries``: the number of the dead worker's trial it repeats, and how many
-  times its plan has been retried (at most `MAX_RETRIES`);
-- ``origin``: where an enqueued plan came from (``local search from trial 12``).
-
-The study carries ``ipu_tune`` (`StudyMeta`): its model, system, search, objectives, pins and
-whole config.
-
-Optuna-version differences (constraints native on the trial since Optuna 5, in system
-attributes before) are handled here and nowhere else.
-"""
+"""A trial's attributes: what ipu-tune keeps on an Optuna trial (`ipu_tune.records`)."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -43,18 +17,13 @@ from ipu_tune.simulator import SIMULATOR_VERSION, IpuMemory, SimResult, StageTim
 
 __all__ = [
     "MAX_RETRIES",
-    "STUDY_META_KEY",
-    "StudyMeta",
     "TrialRecord",
     "fail_trial",
     "native_constraints",
-    "next_worker_slot",
     "result_payload",
+    "retry_dead_trial",
     "user_attr_constraints",
 ]
-
-STUDY_META_KEY = "ipu_tune"
-_WORKER_SLOTS = "ipu_tune_workers"  # study attribute: workers that ever opened the study
 
 _WORKER = "worker"
 _PLAN = "plan"  # JSON text of {"config": ..., "result": ...}
@@ -331,69 +300,3 @@ def retry_dead_trial(storage: optuna.storages.BaseStorage, study: optuna.Study,
     return True
 
 
-@dataclass(frozen=True)
-class StudyMeta:
-    """What a study created by ipu-tune carries (its ``ipu_tune`` user attribute)."""
-
-    model: str | None
-    ipu: str | None
-    num_ipus: int | None
-    search: str | None
-    objectives: list[str]
-    pinned: list[str]
-    config: Mapping[str, Any] | None  # the whole TuneConfig (storage URL removed)
-    # Fields a study older than them lacks (None, empty). The simulator that scored its trials
-    # (else each trial's own, in its result).
-    simulator_version: str | None = None
-    # Digests of what the problem reads besides the config's values (`problem_inputs` in
-    # ipu_tune.tuner): the model as profiled, a constants file's values.
-    inputs: Mapping[str, str] = field(default_factory=dict)
-    # What the files the config names held, by the key naming each (`files_read`): the
-    # commands on a stored study read these and never open a file a stored config names.
-    files: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, study: optuna.Study | Any) -> StudyMeta | None:
-        """The study's metadata (None: not created by ipu-tune). Also takes a StudySummary."""
-        raw = study.user_attrs.get(STUDY_META_KEY)
-        if not isinstance(raw, Mapping):
-            return None
-        config, inputs, files = (raw.get(k) for k in ("config", "inputs", "files"))
-        return cls(model=raw.get("model"), ipu=raw.get("ipu"), num_ipus=raw.get("num_ipus"),
-                   search=raw.get("search"), objectives=list(raw.get("objectives") or []),
-                   pinned=list(raw.get("pinned") or []), simulator_version=_version_of(
-                       study, raw), config=config if isinstance(config, Mapping) else None,
-                   inputs=dict(inputs) if isinstance(inputs, Mapping) else {},
-                   files=dict(files) if isinstance(files, Mapping) else {})
-
-    def write(self, study: optuna.Study) -> None:
-        study.set_user_attr(STUDY_META_KEY, {
-            "model": self.model, "ipu": self.ipu, "num_ipus": self.num_ipus,
-            "search": self.search, "objectives": list(self.objectives),
-            "pinned": list(self.pinned),
-            "config": dict(self.config) if self.config is not None else None,
-            "simulator_version": self.simulator_version,
-            "inputs": dict(self.inputs), "files": dict(self.files),
-        })
-
-
-def _version_of(study: optuna.Study | Any, raw: Mapping[str, Any]) -> str | None:
-    """The study's simulator version; for a study older than the field, the version stored
-    with its first trial that has one (a StudySummary has no trials: None)."""
-    found = raw.get("simulator_version")
-    if isinstance(found, str) or not hasattr(study, "get_trials"):
-        return found if isinstance(found, str) else None
-    for trial in study.get_trials(deepcopy=False):
-        version = TrialRecord.of(trial).result.get("simulator_version")
-        if isinstance(version, str):
-            return version
-    return None
-
-
-def next_worker_slot(study: optuna.Study) -> int:
-    """This worker's index among the study's workers (0 for the first), counted on the study.
-    Call under the storage's study-wide lock (`ClaimLock.recovering`): read, then increment."""
-    slot = study.user_attrs.get(_WORKER_SLOTS, 0)
-    slot = slot if isinstance(slot, int) else 0
-    study.set_user_attr(_WORKER_SLOTS, slot + 1)
-    return slot
