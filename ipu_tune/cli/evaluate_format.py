@@ -30,8 +30,8 @@ def _count(samples: float) -> str:
 
 def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[str]:
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
-    name = m.name or m._target_ or "model"
-    if m.name == "hf":  # the Transformers model it stands for
+    name = m._target_ or m.name or "model"  # a factory replaces `name` (its default stays)
+    if m.name == "hf" and not m._target_:  # the Transformers model it stands for
         name = f"hf ({m.hf.model_type or m.hf.config_file})"
     per_pack = m.dataset.sequences_per_pack
     packs = "" if per_pack == 1.0 else f" packs of {per_pack:g} sequences"

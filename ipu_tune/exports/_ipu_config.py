@@ -35,7 +35,7 @@ from ipu_tune.knobs import moot_keys
 from ipu_tune.models import AUDIO_TASKS, HUB_MODELS, TASKS, ModelProfile
 from ipu_tune.plan import ExecutionPlan
 
-from ._model_source import _kwargs, masked_count
+from ._model_source import _kwargs, masked_count, relative_config_note
 from ._optimum_infer import eight_bit_training_note, inference_lines
 from ._source import docstring, program
 
@@ -233,17 +233,15 @@ def _model_line(cfg: EvalConfig, task: str, profile: ModelProfile) -> list[str]:
     auto = TASKS[task]
     if cfg.model.name in HUB_MODELS:
         config = f"AutoConfig.from_pretrained({where!r}, {_call_args(overrides)})"
-    elif where:
-        folder = where.rsplit("/", 1)[0] if where.endswith(".json") else where
-        config = f"AutoConfig.from_pretrained({folder or '.'!r}{', ' if overrides else ''}" \
+    elif where:  # as given: a folder, or the file (whatever its name), which Transformers reads
+        config = f"AutoConfig.from_pretrained({where!r}{', ' if overrides else ''}" \
                  f"{_call_args(overrides)})"
     else:
         config = f"AutoConfig.for_model({model_type!r}{', ' if overrides else ''}" \
                  f"{_call_args(overrides)})"
     out = [f"config = {config}  # the configuration ipu-tune profiled"]
-    if where and cfg.model.name not in HUB_MODELS and not where.startswith(("/", "~")):
-        out.insert(0, "# model.hf.config_file as given, relative to the folder ipu-tune ran in: "
-                      "run this program from there")
+    if cfg.model.name not in HUB_MODELS:
+        out[:0] = relative_config_note(where)
     positions = masked_count(cfg, profile)
     if positions is not None:  # optimum gathers the masked tokens before the MLM head
         out.append(f"config.max_num_masked_tokens = {positions}  # model.kwargs.masked_positions")

@@ -234,10 +234,23 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
             validate(out, check_layout=False)
         check_pinned_layout(out, pinned)
     except IpuTuneError as exc:
-        text = str(exc)
-        for key, name in ipu_config_fields(data, cfg.workload.mode).items():
-            if text.startswith(f"{key}=") and key not in pinned:
-                unset = "" if name in data else "unset: IPUConfig's default; "
-                raise IpuTuneError(f"{file_key(path)}: {name} ({unset}sets {text})") from None
-        raise
+        raise _named_by_file(exc, data, cfg.workload.mode, str(path), pinned) from None
     return out
+
+
+def _named_by_file(exc: IpuTuneError, data: Mapping[str, Any], mode: str, path: str,
+                   pinned: frozenset[str]) -> IpuTuneError:
+    """`exc`, led by the file's field that set the plan key it names (or, for IPUs the plan
+    needs, the fields of its stages and replicas), unless the command line set that key."""
+    text = str(exc)
+    fields = ipu_config_fields(data, mode)
+    if text.startswith("system.num_ipus=") and not {"plan.pipeline.splits",
+                                                    "plan.replication_factor"} <= pinned:
+        stages = managed_fields(data, mode)["ipus_per_replica"][0]
+        return IpuTuneError(f"{file_key(path)}: {stages} and "
+                            f"{fields['plan.replication_factor']} ({text})")
+    for key, name in fields.items():
+        if text.startswith(f"{key}=") and key not in pinned:
+            unset = "" if name in data else "unset: IPUConfig's default; "
+            return IpuTuneError(f"{file_key(path)}: {name} ({unset}sets {text})")
+    return exc

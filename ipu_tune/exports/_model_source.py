@@ -21,7 +21,7 @@ from ipu_tune.models import ModelProfile
 
 __all__ = [
     "literal", "masked_count", "masked_zoo_bert", "model_imports", "model_lines", "module_access",
-    "module_path",
+    "module_path", "relative_config_note",
 ]
 
 # ipu-tune zoo name -> torchvision.models builder (aliases resolve to the primary name first).
@@ -129,9 +129,8 @@ def _hf_parts(cfg: EvalConfig) -> tuple[str, str] | None:
     # As the profile built it: the overrides, then what ipu-tune sets (labels, padding token).
     args = _kwargs({**hf_overrides(source), **hf_settings(source)})
     file = source.hf.config_file
-    if file:
-        folder = file.rsplit("/", 1)[0] if file.endswith(".json") else file
-        config = f"AutoConfig.from_pretrained({literal(folder or '.')}{', ' if args else ''}{args})"
+    if file:  # as given: a folder, or the file (whatever its name), which Transformers reads
+        config = f"AutoConfig.from_pretrained({literal(file)}{', ' if args else ''}{args})"
     else:
         config = f"AutoConfig.for_model({literal(model_type)}{', ' if args else ''}{args})"
     tower = unregistered_tower(model_type) if task == "feature-extraction" else None
@@ -269,16 +268,26 @@ def _mnist_lines(cfg: EvalConfig) -> list[str]:
     ]
 
 
-def _host_values_note(profile: ModelProfile | None) -> list[str]:
+def relative_config_note(path: str) -> list[str]:
+    """The comment a program gives a relative `model.hf.config_file` (none for another)."""
+    if not path or path.startswith(("/", "~")):
+        return []
+    return ["# model.hf.config_file as given, relative to the folder ipu-tune ran in: run this "
+            "program from there"]
+
+
+def _host_values_note(profile: ModelProfile | None, own: bool = False) -> list[str]:
     """What the profile's step ran that a graph of fixed shapes cannot hold (it was traced on
-    the CPU for it): PopTorch traces the model once and compiles that graph."""
+    the CPU for it): PopTorch traces the model once and compiles that graph. `own`: the
+    user's model, which no optimum-graphcore class replaces."""
     if profile is None or not profile.meta_failure:
         return []
+    fix = ("" if own else " (optimum-graphcore's pipelined classes do so for the models they"
+           " register)")
     return [f"# Traced on the CPU: on the meta device its step ran {profile.meta_failure}.",
             "# An operator whose output shape depends on the input's values, or a value read back"
             " to the host, may not compile under PopTorch, which traces the model once into a"
-            " graph of fixed shapes: replace that code with one of fixed shapes (optimum-graphcore"
-            "'s pipelined classes do so for the models they register)."]
+            f" graph of fixed shapes: replace that code with one of fixed shapes{fix}."]
 
 
 def model_lines(cfg: EvalConfig, profile: ModelProfile | None) -> list[str]:
@@ -292,13 +301,14 @@ def model_lines(cfg: EvalConfig, profile: ModelProfile | None) -> list[str]:
             f"from {module} import {fn} as build_model  # noqa: E402",
             "",
             f"model = build_model({_kwargs(dict(m.kwargs))})",
-            *_host_values_note(profile),
+            *_host_values_note(profile, own=True),
         ]
     hf = _hf_parts(cfg)
     if hf is not None:
         first = ("feature encoder" if profile is not None and profile.input_kind == "audio"
                  else "input embeddings")
         out = [
+            *relative_config_note(m.hf.config_file or ""),
             f"# Hugging Face Transformers' {hf[0]} built from the configuration ipu-tune"
             f" profiled (blocks: the {first}, then the model's own layer list)."
             " Random weights: use .from_pretrained(...) for trained ones.",

@@ -32,3 +32,13 @@ def test_a_host_bound_plan_says_why_its_small_host_phase_is_the_bottleneck() -> 
     host_ms = float(line.split("host work takes ")[1].split(" ms")[0].replace(",", ""))
     device_ms = float(line.split("the device's ")[1].split(" ms")[0].replace(",", ""))
     assert device_ms < host_ms == round(result.step_time_s * 1e3, 2)
+
+
+def test_a_factorys_plan_is_headed_by_the_factory_not_the_default_name() -> None:
+    """A best.yaml of a `_target_` model kept the schema's default `name` (resnet101), which
+    headed its figures."""
+    cfg = load_config({"model": {"_target_": "tests.models.factories.needs_values",
+                                 "input_shape": [8]}, "system": {"num_ipus": 1}},
+                      trust_remote_code=True)
+    head = format_result(ipu_tune.evaluate(cfg), cfg).splitlines()[0]
+    assert head.startswith("tests.models.factories.needs_values on 1 x mk2"), head

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import transformers
 
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PlanConfig, SystemConfig
 from ipu_tune.errors import IpuTuneError
@@ -345,16 +346,22 @@ def test_run_with_optimum_of_a_squad_model_trains_on_answer_spans() -> None:
     assert "outputs = ipu_model(input_ids=torch.randint(config.vocab_size, (BATCH, 384)))" in infer
 
 
-def test_run_with_optimum_builds_a_config_file_model_from_its_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["config.json", "my-bert.json"])
+def test_run_with_optimum_builds_a_config_file_model_from_the_file_given(
+        tmp_path: Path, name: str) -> None:
+    """The path as given: Transformers reads a config file of any name (a folder's must be
+    config.json), so the folder of `my-bert.json` would not load."""
     folder = tmp_path / "bert-large"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 2}))
+    (folder / name).write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 2}))
     cfg = EvalConfig(model=ModelConfig(name="hf", sequence_length=128,
-                                       hf=HfConfig(config_file=str(folder / "config.json"))))
+                                       hf=HfConfig(config_file=str(folder / name))))
     profile = profile_model(cfg.model)
     text = render_run_with_optimum(replace(PLAN, splits=("bert.encoder.layer.1",)), profile, cfg)
-    assert f"AutoConfig.from_pretrained({str(folder)!r})" in text
+    assert f"AutoConfig.from_pretrained({str(folder / name)!r})" in text
     assert "AutoModelForMaskedLM.from_config(config)" in text
+    loaded = transformers.AutoConfig.from_pretrained(str(folder / name))
+    assert loaded.num_hidden_layers == 2
 
 
 def test_run_with_optimum_gathers_the_masked_positions_it_was_profiled_with() -> None:
@@ -438,6 +445,22 @@ def test_a_tied_heads_pipeline_rule_names_the_file_field_and_a_tuning_start_pass
     tune = TuneConfig(model=cfg.model, plan=cfg.plan, system=cfg.system,
                       results_dir=str(tmp_path / "results"))
     assert prepare(tune).case.plan.gradient_accumulation == 4
+
+
+def test_a_file_plan_of_other_ipus_than_the_system_names_its_fields(
+    gpt2: tuple[ModelProfile, EvalConfig], tmp_path: Path,
+) -> None:
+    """`evaluate` of a file's 4 stages x 4 replicas on 2 IPUs named only `system.num_ipus`."""
+    (tmp_path / "ipu_config.json").write_text(json.dumps(
+        {"layers_per_ipu": [0, 8, 8, 8], "replication_factor": 4,
+         "gradient_accumulation_steps": 64}))
+    cfg = replace(gpt2[1], plan=PlanConfig(from_ipu_config=str(tmp_path)),
+                  system=SystemConfig(num_ipus=2))
+    with pytest.raises(IpuTuneError) as err:
+        apply_ipu_config(cfg, whole=True)
+    assert str(err.value) == (
+        f"plan.from_ipu_config={str(tmp_path)!r}: len(layers_per_ipu) and replication_factor "
+        "(system.num_ipus=2: must equal pipeline stages (4) x plan.replication_factor (4) = 16)")
 
 
 def test_proportions_that_differ_per_ipu_are_kept_per_ipu(
