@@ -30,7 +30,7 @@ from ipu_tune.cli._trials_table import (
     readable_table,
     trials_frame,
 )
-from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed
+from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed, validate
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import get_key
 from ipu_tune.records import StudyMeta
@@ -185,8 +185,11 @@ def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneCo
     meta = StudyMeta.of(study)
     if meta is None or meta.config is None:
         raise IpuTuneError(f"study={args.study!r}: was not created by ipu-tune")
-    cfg = typed(TuneConfig, dict(meta.config))
-    cfg.results_dir = args.results_dir
+    try:  # as the tuner checked it: a value edited into the study is refused as one typed
+        cfg = typed(TuneConfig, {**meta.config, "results_dir": args.results_dir})
+        validate(cfg, check_layout=False)
+    except IpuTuneError as exc:
+        raise IpuTuneError(f"study={args.study!r}: its stored config: {exc}") from None
     return study, target, cfg
 
 

@@ -208,3 +208,21 @@ def test_a_study_field_of_another_type_is_one_line_naming_it(
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr[-400:])
         assert lines[0].startswith(f"ipu-tune: error: study='s': its stored ipu_tune.{key}=")
+
+
+@pytest.mark.parametrize(("section", "edit", "needle"), [
+    ("plan", {"gradient_accumulation": -3}, "plan.gradient_accumulation=-3"),
+    ("plan", {"replicated_tensor_sharding": "yes"}, "plan.replicated_tensor_sharding"),
+])
+def test_a_stored_config_value_edited_out_of_range_is_refused_naming_the_study(
+        tuned: Path, tmp_path: Path, section: str, edit: dict[str, Any], needle: str) -> None:
+    """`report` read gradient accumulation -3 as a plan, and a refused value read as if typed
+    on the command line: the stored config is checked as the tuner checked it."""
+    tuned = _copy(tuned, tmp_path)
+    meta = _study(tuned / "results").user_attrs["ipu_tune"]
+    _edit(tuned, meta["files"], **{section: {**meta["config"][section], **edit}})
+    for argv in _READERS:
+        proc = run_cli(argv, cwd=tuned)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (argv, proc.stderr[-400:])
+        assert lines[0].startswith("ipu-tune: error: study='s': its stored config: " + needle)
