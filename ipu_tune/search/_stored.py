@@ -69,17 +69,20 @@ def _foreign(base: EvalConfig, cfg: EvalConfig, problem: SearchProblem | None) -
         return None
     # The sections the search never draws first, then the keys a nearest drawn plan differs in.
     found = _first_difference(cfg, base, ("model", "system"))
-    if found is None and problem is None:
+    if found is not None:
+        key, value, want = found
+        return f"{key}={_yaml(value)} where the study has {_yaml(want)}"
+    if problem is None:
         return None
-    if found is None:
-        assert problem is not None
-        codec = problem.codec
-        near = codec.encode(cfg, exact=False)
-        found = _first_difference(cfg, codec.decode(near).config) if near is not None else None
+    codec = problem.codec
+    near = codec.encode(cfg, exact=False)
+    found = _first_difference(cfg, codec.decode(near).config) if near is not None else None
     if found is None:
         return "a plan (replicas, pipeline splits) this study's search does not draw"
+    # The nearest plan's value is one the search draws, not a value the study stored.
     key, value, want = found
-    return f"{key}={_yaml(value)} where the study has {_yaml(want)}"
+    return (f"{key}={_yaml(value)}, a value this study's search does not draw (its nearest "
+            f"plan has {_yaml(want)})")
 
 
 def stored_config(problem: SearchProblem, record: TrialRecord, number: int,

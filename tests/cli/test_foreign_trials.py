@@ -56,6 +56,9 @@ def test_a_trial_of_another_problem_is_refused_everywhere(
         assert proc.returncode == 2 and len(lines) == 1, (args, proc.stderr)
         assert "is not this study's" in lines[0] and key in lines[0], lines[0]
         assert "Traceback" not in proc.stderr
+        if listed:  # a key the search holds fixed: the plan nearest in the search names it
+            assert "a value this study's search does not draw (its nearest plan has " \
+                   "adamw)" in lines[0], lines[0]
     assert not (tmp_path / "PWNED").exists()
     assert not (results / "s").exists()  # no export, no report
     assert not (tmp_path / "t.csv").exists()
