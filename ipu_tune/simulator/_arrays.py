@@ -37,7 +37,7 @@ class ProfileArrays:
     kind_reduce: np.ndarray
     block: np.ndarray  # block index per op
     mm_index: np.ndarray  # indices of the conv/matmul ops
-    # block + i x blocks for i = 0..3, the ops' bins when up to four series are summed per
+    # block + i x blocks for i = 0..5, the ops' bins when up to six series are summed per
     # block at once (`_block_prefix`).
     block_stacked: np.ndarray
     fwd_flops: np.ndarray
@@ -107,7 +107,7 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         kind_reduce=np.array([k in _REDUCE_KINDS for k in kinds], dtype=bool),
         block=block,
         mm_index=np.flatnonzero(kind_mm),
-        block_stacked=np.concatenate([block + i * nb for i in range(4)]),
+        block_stacked=np.concatenate([block + i * nb for i in range(6)]),
         fwd_flops=np.array([op.forward_flops for op in ops], dtype=float),
         bwd_flops=np.array([op.backward_flops for op in ops], dtype=float),
         has_params=has_params,

@@ -40,7 +40,8 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
   R its second operand's elements (K N, or B x rhs K N for an activation),
   is capped at
   AMP x T x S_tile; beyond it the op runs in ceil(need / budget) serial passes, each paying its
-  compute set and weight exchange: less AMP, more cycles.
+  compute set and weight exchange and, beyond the first, its fill and drain again (o_half / o
+  per pass, the arithmetic once): less AMP, more cycles.
 """
 
 from __future__ import annotations
@@ -155,6 +156,10 @@ class _Fixed:
     weight_bytes_mm: np.ndarray
     grads_mm: np.ndarray
     wgrad_reduce_mm: np.ndarray
+    # Per conv/matmul: the cycles of its forward's and its backward's AMP fill and drain in one
+    # pass (`_fill`), which each further serial pass pays again.
+    fill_fwd_mm: np.ndarray
+    fill_bwd_mm: np.ndarray
     overhead: float
     exchange_per_cycle: float
 
@@ -174,13 +179,11 @@ def _costed(
     # FLOP per cycle of the AMP arithmetic at E x the precision's peak (FP16.16 for fp16).
     flops_per_cycle = ipu.peak_flops_per_s(fp16) / ipu.clock_hz / ipu.tiles * tiles * (
         c.matmul_efficiency)
-    # Exchange and SRAM bandwidths per cycle shrink with the tiles left to compute.
-    share = tiles / ipu.tiles
-    exchange_per_cycle = ipu.exchange_bytes_per_s / ipu.clock_hz * share
-    sram_per_cycle = ipu.sram_bytes_per_s / ipu.clock_hz * share * c.memory_bound_efficiency
+    exchange_per_cycle, sram_per_cycle = _bandwidths(ipu, tiles, c)
     mm = a.kind_mm
 
     slow, weight_bytes, need = _conv_matmul(a, b, tiles, act_bytes, partials_bytes, rate, c)
+    fill_fwd = a.fwd_flops * b / flops_per_cycle * _fill(a.m * b * a.n / tiles, c)
 
     # Memory-bound kinds: bytes streamed per pass (read input + write output; a training norm
     # reads once more for its statistics; backward reads gradient and saved input, writes one).
@@ -200,10 +203,12 @@ def _costed(
     # (one where the profile counts only the weight gradient, e.g. the first layer).
     ratio = np.rint(a.bwd_flops / np.maximum(a.fwd_flops, 1.0))
     grads = np.where(a.fwd_flops > 0, np.clip(ratio, 1, 2), 1)
+    # Its gradients' arithmetic at the partials' rate plus each one's fill and drain (an
+    # inference graph runs no backward: its fill is never read, `_passes_sums`).
+    fill_bwd = _backward_fill(a, b, tiles, grads, c) / flops_per_cycle if training else fill_fwd
     if training:
-        bwd_mem = stream_el * 3.0 / sram_per_cycle
-        compute.append(np.where(
-            mm, _backward_flops(a, b, tiles, grads, rate, c) / flops_per_cycle, bwd_mem))
+        bwd_mm = a.bwd_flops * b / rate / flops_per_cycle + fill_bwd
+        compute.append(np.where(mm, bwd_mm, stream_el * 3.0 / sram_per_cycle))
     wgrad_reduce = np.where(a.has_params, a.k * a.n * partials_bytes, 0.0)
     # The largest temporary of a block is the largest need capped by the AMP budget (the cap
     # is monotone, so capping the block's largest need is the same number).
@@ -215,8 +220,17 @@ def _costed(
         fwd_compute=sums[0], bwd_compute=sums[1] if training else [0.0] * (a.n_blocks + 1),
         need_block=need_block, sets_other=sets_other, kept=kept, need_mm=need[at],
         weight_bytes_mm=weight_bytes[at], grads_mm=grads[at], wgrad_reduce_mm=wgrad_reduce[at],
+        fill_fwd_mm=fill_fwd[at], fill_bwd_mm=fill_bwd[at],
         overhead=c.compute_set_overhead_cycles, exchange_per_cycle=exchange_per_cycle,
     )
+
+
+def _bandwidths(ipu: IpuSpec, tiles: float, c: SimConstants) -> tuple[float, float]:
+    """Exchange and SRAM bytes per cycle of the compute tiles (both shrink with the tiles left
+    to compute), SRAM at the memory-bound kinds' efficiency."""
+    share = tiles / ipu.tiles
+    return (ipu.exchange_bytes_per_s / ipu.clock_hz * share,
+            ipu.sram_bytes_per_s / ipu.clock_hz * share * c.memory_bound_efficiency)
 
 
 def _amp_costs(a: ProfileArrays, f: _Fixed, budget: float) -> BlockCosts:
@@ -236,30 +250,42 @@ def _amp_costs(a: ProfileArrays, f: _Fixed, budget: float) -> BlockCosts:
     zeros = [0.0] * (a.n_blocks + 1)
     training = f.kept is None
     return BlockCosts(
-        fwd_compute=f.fwd_compute,
+        fwd_compute=_added(f.fwd_compute, sums[2]),
         fwd_exchange=sums[0],
-        bwd_compute=f.bwd_compute,
-        bwd_exchange=sums[2] if training else zeros,
+        bwd_compute=_added(f.bwd_compute, sums[5]) if training else zeros,
+        bwd_exchange=sums[3] if training else zeros,
         fwd_sets=sums[1],
-        bwd_sets=sums[3] if training else zeros,
+        bwd_sets=sums[4] if training else zeros,
         temp_block=tuple(np.minimum(f.need_block, budget).tolist()),
         max_passes=max_passes,
     )
 
 
 def _passes_sums(a: ProfileArrays, f: _Fixed, passes_mm: np.ndarray) -> list[list[float]]:
-    """Per-block prefix sums of the forward exchange and compute sets (and in training the
-    backward's), each conv/matmul pass paying its compute sets and its weight exchange.
-    `_mm_or` places the conv/matmuls' values among the other ops'."""
+    """Per-block prefix sums of the forward exchange, compute sets and extra compute (and in
+    training the backward's), each conv/matmul pass paying its compute sets, its weight
+    exchange and, beyond the first, its AMP fill and drain again: a pass computes a share of
+    the outputs (or of the reduction) with the same latency per output on each tile, so P
+    passes pay that latency P times. `_mm_or` places the conv/matmuls' values among the other
+    ops'."""
+    again = passes_mm - 1.0
     fwd_sets = _mm_or(a, f.sets_other, passes_mm)
     fwd_exchange = fwd_sets * f.overhead + _mm_or(
         a, 0.0, f.weight_bytes_mm * passes_mm / f.exchange_per_cycle)
+    fwd_fill = _mm_or(a, 0.0, f.fill_fwd_mm * again)
     if f.kept is not None:
-        return _block_prefix(a, [fwd_exchange * f.kept, fwd_sets * f.kept])
+        return _block_prefix(a, [fwd_exchange * f.kept, fwd_sets * f.kept, fwd_fill * f.kept])
     bwd_sets = _mm_or(a, f.sets_other, f.grads_mm * passes_mm)
     bwd_exchange = bwd_sets * f.overhead + _mm_or(
         a, 0.0, (f.weight_bytes_mm * passes_mm + f.wgrad_reduce_mm) / f.exchange_per_cycle)
-    return _block_prefix(a, [fwd_exchange, fwd_sets, bwd_exchange, bwd_sets])
+    bwd_fill = _mm_or(a, 0.0, f.fill_bwd_mm * again)
+    return _block_prefix(a, [fwd_exchange, fwd_sets, fwd_fill, bwd_exchange, bwd_sets,
+                             bwd_fill])
+
+
+def _added(base: list[float], extra: list[float]) -> list[float]:
+    """Two per-block prefix sums added (a stage's costs are differences of one list)."""
+    return [x + y for x, y in zip(base, extra, strict=True)]
 
 
 def _mm_or(a: ProfileArrays, other: np.ndarray | float, mm_values: np.ndarray) -> np.ndarray:
@@ -301,24 +327,28 @@ def _rate(a: ProfileArrays, ipu: IpuSpec, fp16: bool, half: bool) -> np.ndarray:
 def _amp_slowdown(outputs_per_tile: np.ndarray, rate: np.ndarray,
                   c: SimConstants) -> np.ndarray:
     """Cycles of a conv/matmul pass over those of its FLOPs at E x the FP16.16 peak: 1 / rate
-    for the arithmetic (rate 1/2 with float partials), plus o_half / o for filling and draining
-    the AMP pipeline on a tile of o output elements, a fixed latency per output that the
-    partials type does not change."""
-    out: np.ndarray = 1.0 / rate + c.matmul_half_outputs_per_tile / np.maximum(
-        outputs_per_tile, 1e-9)
+    for the arithmetic (rate 1/2 with float partials), plus `_fill`."""
+    out: np.ndarray = 1.0 / rate + _fill(outputs_per_tile, c)
     return out
 
 
-def _backward_flops(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray,
-                    rate: np.ndarray, c: SimConstants) -> np.ndarray:
-    """FLOPs of a conv/matmul's backward, each pass times its `_amp_slowdown`: the data
+def _fill(outputs_per_tile: np.ndarray, c: SimConstants) -> np.ndarray:
+    """o_half / o: filling and draining the AMP pipeline on a tile of o output elements, over
+    the cycles of the FLOPs at E x the peak: a fixed latency per output that the partials type
+    does not change."""
+    out: np.ndarray = c.matmul_half_outputs_per_tile / np.maximum(outputs_per_tile, 1e-9)
+    return out
+
+
+def _backward_fill(a: ProfileArrays, b: float, tiles: float, grads: np.ndarray,
+                   c: SimConstants) -> np.ndarray:
+    """The FLOP-equivalents of a conv/matmul's backward fill and drain in one pass: the data
     gradient outputs M x K elements, the weight gradient K x N (reducing over the M = batch x
     positions of the micro-batch), each with its own outputs per tile; an op with one gradient
     (the first layer) runs the weight gradient only."""
-    m = a.m * b
     per_grad = a.bwd_flops * b / grads
-    wgrad = per_grad * _amp_slowdown(_rhs_elements(a, b) / tiles, rate, c)
-    dgrad = per_grad * _amp_slowdown(m * a.k / tiles, rate, c)
+    wgrad = per_grad * _fill(_rhs_elements(a, b) / tiles, c)
+    dgrad = per_grad * _fill(a.m * b * a.k / tiles, c)
     out: np.ndarray = wgrad + np.where(grads > 1, dgrad, 0.0)
     return out
 

@@ -389,3 +389,21 @@ def test_a_token_sample_streams_every_input_tensor_it_stores() -> None:
     streams = [ipu_bytes(r, 0, "stream_buffers") for r in (ids, three)]
     assert streams[1] == 3 * streams[0] == 3 * 8 * 4 * 128  # prefetch depth 1
     assert three.phases["host_io"] > ids.phases["host_io"]
+
+
+def test_each_serial_pass_fills_and_drains_the_amp_again() -> None:
+    """Below its need, the AMP splits a matmul into P serial passes, each a share of the
+    outputs on every tile with the same fill and drain latency per output: P passes pay that
+    latency P times, the arithmetic once (`_compute._passes_sums`)."""
+    m, k, n = 1 << 14, 1024, 1024
+    plan = ExecutionPlan(mode="infer", micro_batch_size=1, precision="16.16", partials="half")
+    by_passes = {}
+    for amp in (0.6, 0.05, 0.01, 0.002):
+        r = simulate(matmul_profile(m, k, n), ONE, replace(plan, available_memory_proportion=amp))
+        by_passes[r.extras["amp_max_passes"]] = r.phases["compute"]
+    assert len(by_passes) == 4 and 1 in by_passes
+    c = DEFAULT_CONSTANTS
+    fill = c.matmul_half_outputs_per_tile / (m * n / 1472)  # o_half / o, as the arithmetic's 1
+    for passes, compute_s in by_passes.items():
+        assert compute_s / by_passes[1] == pytest.approx(
+            (1 + passes * fill) / (1 + fill), rel=1e-9), passes
