@@ -30,7 +30,7 @@ __all__ = ["PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
            "profile_model"]  # fmt: skip
 
 # Bump when what the profiler records changes, so that old disk entries are not reused.
-PROFILE_FORMAT = 15  # 14: convolutions record their groups; 15: why a step ran on the CPU
+PROFILE_FORMAT = 16  # 15: why a step ran on the CPU; 16: no saved dropout or causal masks
 
 
 @cache

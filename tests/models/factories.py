@@ -10,6 +10,11 @@ def tiny_mlp(width: int = 16) -> nn.Module:
     return nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Linear(width, 4))
 
 
+def dropout_mlp() -> nn.Module:
+    """`tiny_mlp` with a dropout after its ReLU (p = 0.5: torch multiplies by a random mask)."""
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 4))
+
+
 class Merge(nn.Module):
     def __init__(self) -> None:
         super().__init__()

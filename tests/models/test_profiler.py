@@ -126,6 +126,15 @@ def test_saved_elements_follow_autograd(profile_of) -> None:
     assert [op.parameters for op in prof.ops] == [8 * 16 + 16, 0, 16 * 4 + 4, 0]
 
 
+def test_a_dropout_keeps_no_mask_for_the_backward(profile_of) -> None:
+    """torch saves a dropout's random mask (16 per sample) for its backward; PopART draws the
+    mask again from the step's seed there, so no activation holds it. The dropout's output,
+    which the next Linear saves, is counted as any other."""
+    prof = profile_of(_target_="tests.models.factories.dropout_mlp", input_shape=[8])
+    assert [op.name for op in prof.ops] == ["0", "1", "2", "3", "loss"]
+    assert [op.saved_elements for op in prof.ops] == [8, 16, 0, 16, 4]
+
+
 def test_elements_that_skip_a_block_cross_every_boundary(profile_of) -> None:
     prof = profile_of(_target_="tests.models.factories.skip_net", input_shape=[8])
     assert prof.blocks == ["a", "b", "c"]
