@@ -175,7 +175,8 @@ def check_places(paths: Iterable[Path], key: str, root: str | Path | None = None
     for path in paths:
         if root is not None and not inside(path, Path(root)):
             raise IpuTuneError(
-                f"export path {str(path)!r}: resolves outside results_dir={str(root)!r}")
+                f"export path {str(path)!r}: resolves outside results_dir={str(root)!r} (a "
+                "link); allowed: a path in results_dir (remove the link)")
         check_target(path, key)
 
 

@@ -27,7 +27,7 @@ _LABELS = {**{e.name: e.label for e in EXPORTERS}, "report": "report"}
 
 
 def _speedup(explanation: Explanation | None) -> str:
-    """`, x2.10 over your plan` (or why there is no such figure)."""
+    """`; 2.10x your plan's samples/s` (or why there is no such figure)."""
     steps = explanation.steps if explanation is not None else ()
     if not steps:
         return ""
@@ -40,7 +40,7 @@ def _speedup(explanation: Explanation | None) -> str:
     if not first["fits"]:
         return "; your plan does not fit"
     if first["throughput"] > 0:
-        return f"; x{last['throughput'] / first['throughput']:.2f} samples/s over your plan"
+        return f"; {last['throughput'] / first['throughput']:.2f}x your plan's samples/s"
     return ""
 
 

@@ -125,7 +125,8 @@ def _g(flops: float) -> str:
 def render_table(prof: ModelProfile, ops: bool = False) -> str:
     head = (
         f"{prof.name}: input {list(prof.input_shape)} ({prof.input_kind}), "
-        f"{prof.num_classes} classes, {len(prof.ops)} ops, torch {prof.torch_version}"
+        f"{prof.num_classes:,} output features (the output's last dimension: classes, a "
+        f"vocabulary or a width), {len(prof.ops)} ops, torch {prof.torch_version}"
     )
     cols = ("block", "params", "fwd GFLOP", "bwd GFLOP", "out elems", "saved elems", "peak elems")
     rows: list[tuple[str, ...]] = []

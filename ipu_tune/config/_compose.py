@@ -54,9 +54,9 @@ def hydra_error(exc: Exception, overrides: Sequence[str] = ()) -> IpuTuneError:
 
     cause = exc.__cause__
     if isinstance(exc, OmegaConfBaseException):
-        return omegaconf_error(exc)
+        return omegaconf_error(exc, overrides)
     if isinstance(cause, OmegaConfBaseException):
-        return omegaconf_error(cause)
+        return omegaconf_error(cause, overrides)
     composing = composition_error(str(exc))
     if composing is not None:
         return composing

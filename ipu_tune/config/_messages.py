@@ -8,6 +8,7 @@ first line, all that used to be shown, named neither the key nor the value).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ipu_tune.errors import IpuTuneError
@@ -31,7 +32,7 @@ _COMPOSING = re.compile(r"In '([^']+)': \w+ raised while composing config:")
 _FULL_KEY = re.compile(r"^\s*full_key: (\S+)", re.M)
 
 
-def _typed(key: str, msg: str) -> str | None:
+def _typed(key: str, msg: str, given: str | None) -> str | None:
     for pattern, allowed in _TYPE_ERRORS:
         found = pattern.search(msg)
         if found is None:
@@ -40,18 +41,23 @@ def _typed(key: str, msg: str) -> str | None:
             allowed = _KINDS.get(found.group(2), found.group(2).lower())
         if "Invalid value assigned" in msg:
             return f"{key}: a {found.group(1)}; allowed: {allowed}"
-        return f"{key}={found.group(1)!r}: allowed: {allowed}"
+        # The value as the command line gave it (1e3, which OmegaConf shows as '1000.0').
+        value = given if given is not None else repr(found.group(1))
+        return f"{key}={value}: allowed: {allowed}"
     return None
 
 
-def omegaconf_error(exc: OmegaConfBaseException) -> IpuTuneError:
-    """One line from an OmegaConf merge/validation error: the full key, the value, the rule."""
+def omegaconf_error(exc: OmegaConfBaseException, overrides: Sequence[str] = ()) -> IpuTuneError:
+    """One line from an OmegaConf merge/validation error: the full key, the value (as
+    `overrides`, the command line's, gave it when one sets the key), the rule."""
     key = getattr(exc, "full_key", None) or ""
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return IpuTuneError(_message(key, msg))
+    given = next((text.partition("=")[2] for text in reversed(overrides)
+                  if text.partition("=")[0].lstrip("+~") == key), None) if key else None
+    return IpuTuneError(_message(key, msg, given))
 
 
-def _message(key: str, msg: str) -> str:
+def _message(key: str, msg: str, given: str | None = None) -> str:
     if "not in" in msg and "Key '" in msg:
         if key.startswith(_FREE):
             return (f"{key}: not set by the preset, so not overridden; allowed: +{key}=VALUE "
@@ -62,7 +68,7 @@ def _message(key: str, msg: str) -> str:
     if "does not support deletion" in msg:  # `~key` of a structured config
         return (f"~{key}: deletion is not allowed (every key of the schema has a value); "
                 f"allowed: {key}=VALUE")
-    typed = _typed(key, msg) if key else None
+    typed = _typed(key, msg, given) if key else None
     if typed is not None:
         return typed
     return f"{key}: {msg}" if key else msg

@@ -176,9 +176,11 @@ def render_ipu_config(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfi
     """The `ipu_config.json` text of `plan` (`IPUConfig.from_pretrained(folder)` reads it):
     the plan's fields over those of the file the study started from (`carried_fields`)."""
     carried, _ = carried_fields(plan, cfg)
-    # Outputs returned to the host: the last step's to train, every one to infer, unless the
-    # file says (ipu-tune does not simulate the outputs' traffic).
-    mode = {"output_mode": "final" if plan.training else "all"}
+    # Outputs returned to the host when training: the last step's, unless the file says
+    # (ipu-tune does not simulate the outputs' traffic). optimum reads the field for training
+    # only and returns every output for inference (`IPUConfig.to_options`, 0.7.1 L599): an
+    # inference plan leaves it as the file gave it, for the training it may also run.
+    mode = {"output_mode": "final"} if plan.training else {}
     values = {**mode, **carried, **ipu_config_values(plan, profile)}
     return json.dumps(values, indent=2) + "\n"
 

@@ -88,7 +88,8 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
         hint = IPU_CONFIG_FIELDS.get(key)
         if hint is None:
             allowed = ", ".join(IPU_CONFIG_FIELDS)
-            raise IpuTuneError(f"{where}: {key}={shown(value)}: unknown key; IPUConfig's fields "
+            # The key alone: a file given by mistake (credentials) is not echoed.
+            raise IpuTuneError(f"{where}: {key}: unknown key; IPUConfig's fields "
                                f"(optimum-graphcore 0.7.1): {allowed}")
         if not _matches(value, hint):
             raise IpuTuneError(f"{where}: {key}={shown(value)}: must be {hint}")

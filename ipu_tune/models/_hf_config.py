@@ -8,6 +8,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
 from ipu_tune.config import ModelConfig
@@ -200,7 +201,15 @@ def hf_config(cfg: ModelConfig) -> Any:
     values = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}
     try:
         config = config_class(**{**values, **overrides})
-    except _CONFIG_ERRORS as exc:
+    except Exception as exc:
+        if not isinstance(exc, _config_errors()):
+            raise
+        field, allowed = _field_of(exc, config_class.__name__)
+        if field in overrides:
+            raise bad_value(f"model.hf.config.{field}", overrides[field], allowed) from None
+        if field in values:
+            where = f"model.hf.config_file={file!r}: field {field}"
+            raise bad_value(where, values[field], allowed) from None
         key, value = config_source(cfg, _file_fails(config_class, values, overrides))
         raise bad_value(key, value, f"{config_class.__name__}: {_one_line(exc)}") from None
     fill_derived_sizes(config)  # sizes a config class leaves None and its model reads
@@ -211,7 +220,32 @@ def hf_config(cfg: ModelConfig) -> Any:
     return config
 
 
-_CONFIG_ERRORS = (TypeError, ValueError, AttributeError, KeyError)
+@cache
+def _config_errors() -> tuple[type[Exception], ...]:
+    """What a config class raises on values it refuses. Transformers' config classes are
+    strict dataclasses (huggingface_hub, imported with Transformers): a value of another type
+    than a field's is refused at construction, naming the field (`_field_of`)."""
+    from huggingface_hub.errors import StrictDataclassError
+
+    return TypeError, ValueError, AttributeError, KeyError, StrictDataclassError
+
+
+_FIELD = re.compile(r"^Validation error for field '([^']+)'")
+_TYPES = re.compile(r"expected (.+?), got (\w+)")
+
+
+def _field_of(exc: Exception, class_name: str) -> tuple[str | None, str]:
+    """The field a strict config class refused (None: the error names none) and what it
+    allows, in the error's words (`GPT2Config takes int here, not float`)."""
+    from huggingface_hub.errors import StrictDataclassFieldValidationError
+
+    found = _FIELD.match(str(exc))
+    if not isinstance(exc, StrictDataclassFieldValidationError) or not found:
+        return None, f"{class_name}: {_one_line(exc)}"
+    types = _TYPES.search(str(exc))
+    if types is None:
+        return found.group(1), f"{class_name}: {_one_line(exc)}"
+    return found.group(1), f"{class_name} takes {types.group(1)} here, not {types.group(2)}"
 
 
 def _file_fails(config_class: Any, values: dict[str, Any], overrides: dict[str, Any]) -> bool:
@@ -220,7 +254,7 @@ def _file_fails(config_class: Any, values: dict[str, Any], overrides: dict[str, 
         return bool(values)
     try:
         config_class(**values)
-    except _CONFIG_ERRORS:
+    except _config_errors():
         return True
     return False
 

@@ -15,11 +15,9 @@ How the numbers are obtained (all from torch itself, nothing estimated):
   (`torch._C._current_autograd_node`); nodes are numbered in creation order
   (`Node._sequence_nr`), and each op owns the numbers handed out while it ran forward.
 * Saved elements: `torch.autograd.graph.saved_tensors_hooks` sees every tensor autograd keeps for
-  backward; each storage is counted once, for the op that first saved it. Parameters and buffers
-  are not activations and are left out, and so are storages made from shapes alone (below): a
-  dropout's random mask (torch multiplies by a `bernoulli_` noise of `empty_like`'s shape),
-  which PopART's dropout draws again from the step's seed in its backward rather than keeps,
-  or a causal mask, a constant of the program.
+  backward; each storage is counted once, for the op that first saved it. Parameters, buffers
+  and storages made from shapes alone (below) are left out: a dropout's random mask (a
+  `bernoulli_` noise), which PopART's backward draws again from the step's seed, a causal mask.
 * Liveness: every storage an op writes is tracked from its first writer to its last reader in the
   forward pass (inference liveness). This gives the elements that cross a block boundary and the
   peak transient elements inside a block. A storage made from shapes alone (a causal mask built
@@ -227,7 +225,7 @@ class _Tracer:
                 self.records[i].backward_flops += flops
             return
         if self.paused:  # storages of the harness (loss targets) are not activations
-            if func.is_view:  # a view of a model output (the logits reshaped) is the output's
+            if func.is_view:  # the logits reshaped: still the model's output
                 return
             for t in tree_leaves(out):
                 if isinstance(t, Tensor):
@@ -288,10 +286,7 @@ class _Tracer:
             return t
         key = _storage_key(t)
         vi = self.value_of.get(key)
-        if vi is None or vi in self.saved or not self.values[vi].data:
-            # Made from shapes alone (a dropout's random mask, a causal mask): the backward
-            # makes it again (PopART draws a dropout mask from the step's seed in its grad op
-            # too), so no micro-batch keeps it for the backward.
+        if vi is None or vi in self.saved or not self.values[vi].data:  # (module docstring)
             return t
         self.saved.add(vi)
         elements = self.values[vi].elements

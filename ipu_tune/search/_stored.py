@@ -12,6 +12,7 @@ the trial, the key and both values, before anything of it is exported or shown.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +135,12 @@ def check_stored_cases(base: EvalConfig, study: optuna.Study) -> None:
 
 def _check_all(base: EvalConfig, problem: SearchProblem | None, study: optuna.Study) -> None:
     for trial in study.get_trials(deepcopy=False, states=_FINISHED):
+        if any(math.isnan(v) for v in trial.values or ()):
+            # Optuna fails a trial whose objective is NaN: only an edited storage holds one.
+            raise IpuTuneError(
+                f"study={study.study_name!r}: trial {trial.number} stored the objective values "
+                f"{trial.values}, which no trial of Optuna's holds (it fails a NaN one); "
+                f"allowed: numbers")
         record = TrialRecord.of(trial)
         if not record.config:  # nothing of it is read (a row of its figures, at most)
             continue

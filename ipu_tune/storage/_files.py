@@ -18,5 +18,7 @@ def study_dir(results_dir: str | Path, study_name: str) -> Path:
     root = Path(results_dir)
     out = root / study_name
     if not inside(out, root):
-        raise IpuTuneError(f"study.name={study_name!r}: resolves outside results_dir={str(root)!r}")
+        raise IpuTuneError(f"study {study_name!r}: its folder {str(out)!r} resolves outside "
+                           f"results_dir={str(root)!r} (a link); allowed: a folder in "
+                           "results_dir (remove the link)")
     return out

@@ -32,13 +32,19 @@ def check_url(url: Any, text: str, key: str) -> None:
 
     shown = redact(text, text)
     try:
-        url.get_dialect()
+        dialect = url.get_dialect()
     except NoSuchModuleError:
         scheme = url.drivername
         wrong = " (postgres:// is no SQLAlchemy scheme: write postgresql://)" if (
             scheme.split("+")[0] == "postgres") else ""
         raise IpuTuneError(f"{key}={shown!r}: unknown database scheme {scheme!r}{wrong}; "
                            f"allowed: {ALLOWED_STORAGES}") from None
+    try:  # a scheme SQLAlchemy knows whose driver is not installed (mysql:// without PyMySQL)
+        dialect.import_dbapi()
+    except ImportError as exc:
+        raise IpuTuneError(f"{key}={shown!r}: the {url.get_backend_name()} driver is not "
+                           f"installed ({exc.name or exc}); allowed: {ALLOWED_STORAGES} (or "
+                           "that driver installed)") from None
     if url.get_backend_name() == "sqlite":  # a file name may hold `@` (results@<tag>.db)
         return
     body = text.split("://", 1)[-1]

@@ -324,7 +324,7 @@ CASES: list[tuple[str, list[str], str]] = [
      "allowed: +sampler.params.crossover_prob=VALUE adds it"),
     # Wrong types: the key, the value and the type it takes.
     ("list where a string goes", ["plan.precision=[16.16]"],
-     "plan.precision='[16.16]': allowed: a string"),
+     "plan.precision=[16.16]: allowed: a string"),
     ("word where a bool goes", ["plan.offload_optimizer_state=maybe"],
      "plan.offload_optimizer_state='maybe': allowed: true or false"),
     # OmegaConf reads these as true: a switch takes true or false only.
@@ -344,7 +344,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("count in a sweep of a bool", ["-m", "plan.async_dataloader=true,1"],
      "plan.async_dataloader=1: allowed: true or false"),
     ("fraction where an integer goes", ["workload.micro_batch_size=1.5"],
-     "workload.micro_batch_size='1.5': allowed: an integer"),
+     "workload.micro_batch_size=1.5: allowed: an integer"),
+    # Echoed as given, not as OmegaConf's '1000.0' (a string, to a reader).
+    ("exponent where an integer goes", ["study.n_trials=1e3"],
+     "study.n_trials=1e3: allowed: an integer"),
     ("string where a list goes", ["plan.pipeline.splits=layer3.8"],
      "plan.pipeline.splits='layer3.8': allowed: a list of str values"),
     ("wrong type in an experiment", ["--config-dir", "{tmp}/exp", "+experiment=mbs"],

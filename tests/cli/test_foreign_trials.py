@@ -80,3 +80,24 @@ def test_a_transformers_config_with_integer_label_keys_keeps_its_own_trials(
     shown = run_cli(["explain", "gpt2-mk2x2-throughput", "--results-dir", str(results)],
                     cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
+
+
+def test_a_stored_objective_value_that_is_not_a_number_is_refused(
+        stored_study: Path, tmp_path: Path) -> None:
+    """Optuna fails a trial whose objective is NaN; a storage edited to hold one was listed as
+    a fitting, feasible trial with no figure."""
+    import re
+
+    results = tmp_path / "results"
+    shutil.copytree(stored_study, results)
+    journal = results / "ipu_tune.journal"
+    text, count = re.subn(r'"values":\[[^]]*\]', '"values":[NaN]', journal.read_text(), count=1)
+    assert count == 1
+    journal.write_text(text)
+    shutil.rmtree(results / "s")
+    for command in ("trials", "report", "explain"):
+        proc = run_cli([command, "s", "--results-dir", str(results)], cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (command, proc.stderr)
+        assert "trial 0 stored the objective values [nan]" in lines[0], lines[0]
+    assert not (results / "s").exists()

@@ -119,3 +119,19 @@ def test_nothing_goes_into_a_storages_claims_folder(
     assert code == 2 and err.startswith(f"ipu-tune: error: {key}=") and "claims" in err, err
     assert "allowed: a folder outside it" in err
     assert sorted(claims.iterdir()) == before
+
+
+def test_a_study_folder_linked_outside_results_dir_names_the_folder_and_what_is_allowed(
+        stored_study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report s` blamed `study.name`, a key the user never gave, and said nothing allowed."""
+    results, outside = tmp_path / "results", tmp_path / "outside"
+    shutil.copytree(stored_study, results)
+    shutil.rmtree(results / "s")
+    outside.mkdir()
+    (results / "s").symlink_to(outside)
+    code, err = exit_line(["report", "s", "--results-dir", str(results)], capsys)
+    assert code == 2, err
+    assert err.startswith(f"ipu-tune: error: study 's': its folder '{results / 's'}' resolves "
+                          f"outside results_dir='{results}' (a link); allowed: a folder in "
+                          "results_dir (remove the link)"), err
+    assert list(outside.iterdir()) == []

@@ -12,7 +12,9 @@ from ipu_tune.cli.profile_cmd import main
 def test_table_for_the_seed_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["resnet101"]) == 0
     out = capsys.readouterr().out
-    assert "resnet101: input [3, 64, 64] (image), 10 classes" in out  # conf/model/resnet101.yaml
+    # conf/model/resnet101.yaml's 10 classes: the logits' last dimension
+    assert "resnet101: input [3, 64, 64] (image), 10 output features (the output's last " \
+           "dimension: classes, a vocabulary or a width)" in out
     lines = out.splitlines()
     names = [line.split()[0] for line in lines[3:-3]]
     assert names[:2] == ["conv1", "layer1.0"] and names[-1] == "fc" and "layer3.8" in names
