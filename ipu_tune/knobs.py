@@ -145,6 +145,10 @@ class Knob:
             shown_value = str(value)
         return f"{shown_value} {self.unit}" if self.unit else shown_value
 
+    def at_default(self, value: Any) -> bool:
+        """Whether `value` is the default (a list knob's list as its tuple default)."""
+        return (tuple(value) if self.type is tuple else value) == self.default
+
     def problem(self, value: Any) -> str | None:
         """What is wrong with `value` for this knob, in the words of `bad_value` (None: ok)."""
         return checker(self)(value)
@@ -358,13 +362,9 @@ def describe(cfg: Any, input_kind: str | None = None) -> str:
         if k.key in moot:
             continue
         value = get_key(cfg, k.key)
-        if k.label and not (k.quiet and _at_default(k, value)):
+        if k.label and not (k.quiet and k.at_default(value)):
             shown_knobs.append(f"{k.label} {k.text(value)}")
     return ", ".join(shown_knobs)
-
-
-def _at_default(k: Knob, value: Any) -> bool:
-    return (tuple(value) if k.type is tuple else value) == k.default
 
 
 def shown(value: Any) -> str:

@@ -32,7 +32,7 @@ def _plan_highlights(s: RunSummary) -> str:
         value = get_key(c, k.key)
         if k.key in moot:
             continue
-        if k.highlight == "always" or (k.highlight == "changed" and value != k.default):
+        if k.highlight == "always" or (k.highlight == "changed" and not k.at_default(value)):
             parts.append(f"{k.label} {k.text(value)}")
     return ", ".join(parts)
 

@@ -14,6 +14,7 @@ from ipu_tune._api import evaluate_config
 from ipu_tune.case import read_constants, validate_whole
 from ipu_tune.cli._common import TRUST_HELP, ArgumentParser, fail, path_arg, print_out
 from ipu_tune.config import (
+    GIVEN_OVERRIDES,
     EvalConfig,
     check_sweep,
     load_unvalidated,
@@ -33,7 +34,11 @@ def apply_overrides(path: str, overrides: Sequence[str],
     """The config of YAML file `path` with Hydra-style `overrides` applied, then the plan of
     its `plan.from_ipu_config` file (keys overridden here win, as on the tuner's command
     line), then checked (a file the overrides complete is not refused for what they change)."""
-    cfg = _overridden(path, overrides, trust_remote_code)
+    token = GIVEN_OVERRIDES.set(overrides)  # a refused value is echoed as typed
+    try:
+        cfg = _overridden(path, overrides, trust_remote_code)
+    finally:
+        GIVEN_OVERRIDES.reset(token)
     if not cfg.plan.from_ipu_config:
         return validate_whole(cfg)
     from ipu_tune.exports import apply_ipu_config  # with optuna: only when a file is named

@@ -30,7 +30,7 @@ from ipu_tune.config._load import (
     to_plain_dict,
     typed,
 )
-from ipu_tune.config._messages import omegaconf_error
+from ipu_tune.config._messages import GIVEN_OVERRIDES, omegaconf_error
 from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import (
     DATASET_INPUTS,
@@ -79,6 +79,7 @@ __all__ = [
     "CONF_DIR",
     "DATASET_INPUTS",
     "GENERATED",
+    "GIVEN_OVERRIDES",
     "GROUPS",
     "LIMITS",
     "NAME_MAX_CHARS",

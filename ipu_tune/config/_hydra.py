@@ -259,3 +259,9 @@ def check_sweep(override: Override, text: str, multirun: bool, command: str = ""
     if override.is_interval_sweep() or type(override.value()).__name__ == "Glob":
         raise IpuTuneError(f"{text!r}: Hydra's basic sweeper cannot list these values; allowed "
                            "with -m: a,b,c, choice(a,b), range(start,stop[,step])")
+    from hydra.core.override_parser.types import Sweep
+
+    if any(isinstance(v, Sweep) for v in getattr(override.value(), "list", ())):
+        # `range(1,3),8`: Hydra's sweeper fails on it with a traceback of OmegaConf's.
+        raise IpuTuneError(f"{text!r}: a sweep among a sweep's values; allowed with -m: one "
+                           "form per key, a,b,c, choice(a,b) or range(start,stop[,step])")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from ipu_tune.errors import IpuTuneError
@@ -16,7 +17,7 @@ from ipu_tune.errors import IpuTuneError
 if TYPE_CHECKING:
     from omegaconf.errors import OmegaConfBaseException
 
-__all__ = ["composed_name", "composition_error", "omegaconf_error"]
+__all__ = ["GIVEN_OVERRIDES", "composed_name", "composition_error", "omegaconf_error"]
 
 _KINDS = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false"}
 # (pattern of OmegaConf's message, what the key takes); group 1 is the value when there is one.
@@ -32,7 +33,12 @@ _COMPOSING = re.compile(r"In '([^']+)': \w+ raised while composing config:")
 _FULL_KEY = re.compile(r"^\s*full_key: (\S+)", re.M)
 
 
-def _typed(key: str, msg: str, given: str | None) -> str | None:
+# The command line's overrides of the command being read (`omegaconf_error` echoes a value
+# as typed there): set by a reader that merges them into a config file (`evaluate`).
+GIVEN_OVERRIDES: ContextVar[Sequence[str]] = ContextVar("given_overrides", default=())
+
+
+def _typed(key: str, msg: str, given: Sequence[str]) -> str | None:
     for pattern, allowed in _TYPE_ERRORS:
         found = pattern.search(msg)
         if found is None:
@@ -41,10 +47,22 @@ def _typed(key: str, msg: str, given: str | None) -> str | None:
             allowed = _KINDS.get(found.group(2), found.group(2).lower())
         if "Invalid value assigned" in msg:
             return f"{key}: a {found.group(1)}; allowed: {allowed}"
-        # The value as the command line gave it (1e3, which OmegaConf shows as '1000.0').
-        value = given if given is not None else repr(found.group(1))
+        # The value as the command line gave it (1e3, which OmegaConf shows as '1000.0'): of
+        # the key's values given, the one OmegaConf refused.
+        typed = [text for text in given if _as_read(text) == found.group(1)]
+        value = typed[0] if typed else repr(found.group(1))
         return f"{key}={value}: allowed: {allowed}"
     return None
+
+
+def _as_read(text: str) -> str:
+    """An override's value as OmegaConf's message shows it (`1e3` as 1000.0)."""
+    for kind in (int, float):
+        try:
+            return str(kind(text))
+        except ValueError:
+            pass
+    return text
 
 
 def omegaconf_error(exc: OmegaConfBaseException, overrides: Sequence[str] = ()) -> IpuTuneError:
@@ -52,12 +70,12 @@ def omegaconf_error(exc: OmegaConfBaseException, overrides: Sequence[str] = ()) 
     `overrides`, the command line's, gave it when one sets the key), the rule."""
     key = getattr(exc, "full_key", None) or ""
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    given = next((text.partition("=")[2] for text in reversed(overrides)
-                  if text.partition("=")[0].lstrip("+~") == key), None) if key else None
+    given = [text.partition("=")[2] for text in overrides or GIVEN_OVERRIDES.get()
+             if key and text.partition("=")[0].lstrip("+~") == key]
     return IpuTuneError(_message(key, msg, given))
 
 
-def _message(key: str, msg: str, given: str | None = None) -> str:
+def _message(key: str, msg: str, given: Sequence[str] = ()) -> str:
     if "not in" in msg and "Key '" in msg:
         if key.startswith(_FREE):
             return (f"{key}: not set by the preset, so not overridden; allowed: +{key}=VALUE "

@@ -57,8 +57,9 @@ _MAX_HF_INT = 2**31 - 1
 def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
                    prefix: str = "") -> None:
     """Refuse, in what the user gave (nested configs too): a layer count (`_LAYER_KEYS`, an
-    entry of `depths`) not 1..MAX_HF_LAYERS, a size (`_SIZE_KEYS`, or each side of a
-    [height, width]) not 1..MAX_HF_SIZE, any other integer beyond +-(2^31 - 1), a float that
+    entry of `depths`) not an integer 1..MAX_HF_LAYERS, a size (`_SIZE_KEYS`, or each side of
+    a [height, width]) not an integer 1..MAX_HF_SIZE (a config class's alias, GPT-2's
+    `num_hidden_layers`, takes 2.5 unchecked), any other integer beyond +-(2^31 - 1), a float that
     is not finite (JSON's Infinity, YAML's .nan: the config would hold it, and its export
     writes None). `where(path)` names the key as the user wrote it."""
     for key, value in data.items():
@@ -69,13 +70,16 @@ def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
         if any(isinstance(v, float) and not math.isfinite(v) for v in items):
             raise bad_value(where(prefix + key), value, "a finite number (not inf or nan)")
         ints = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+        counted = _LAYER_KEYS.match(key) or key == "depths" or _SIZE_KEYS.match(key)
+        if counted and any(isinstance(v, float | str) for v in items):  # 2.5 layers, "768"
+            ints = [0]  # refused below, with what the key allows
         if _LAYER_KEYS.match(key) or key == "depths":
             low, high = 1, MAX_HF_LAYERS
-            allowed = (f"a layer count from 1 to {high} (the deepest published models have "
-                       "about 130)")
+            allowed = (f"a layer count from 1 to {high}, an integer (the deepest published "
+                       "models have about 130)")
         elif _SIZE_KEYS.match(key):
             low, high = 1, MAX_HF_SIZE
-            allowed = f"a size from 1 to {high:,} (2^24)"
+            allowed = f"a size from 1 to {high:,} (2^24), an integer"
         else:
             low, high = -_MAX_HF_INT, _MAX_HF_INT
             allowed = f"an integer within +-{high:,} (2^31 - 1)"
@@ -204,12 +208,12 @@ def hf_config(cfg: ModelConfig) -> Any:
     except Exception as exc:
         if not isinstance(exc, _config_errors()):
             raise
-        field, allowed = _field_of(exc, config_class.__name__)
-        if field in overrides:
-            raise bad_value(f"model.hf.config.{field}", overrides[field], allowed) from None
-        if field in values:
-            where = f"model.hf.config_file={file!r}: field {field}"
-            raise bad_value(where, values[field], allowed) from None
+        refused = _refused_field(exc, config_class, overrides, values)
+        if refused is not None:
+            given, path, value, allowed = refused
+            where = (f"model.hf.config.{path}" if given is overrides
+                     else f"model.hf.config_file={file!r}: field {path}")
+            raise bad_value(where, value, allowed) from None
         key, value = config_source(cfg, _file_fails(config_class, values, overrides))
         raise bad_value(key, value, f"{config_class.__name__}: {_one_line(exc)}") from None
     fill_derived_sizes(config)  # sizes a config class leaves None and its model reads
@@ -234,18 +238,39 @@ _FIELD = re.compile(r"^Validation error for field '([^']+)'")
 _TYPES = re.compile(r"expected (.+?), got (\w+)")
 
 
-def _field_of(exc: Exception, class_name: str) -> tuple[str | None, str]:
-    """The field a strict config class refused (None: the error names none) and what it
-    allows, in the error's words (`GPT2Config takes int here, not float`)."""
+def _refused_field(exc: Exception, config_class: Any, *given: Mapping[str, Any],
+                   ) -> tuple[Mapping[str, Any], str, Any, str] | None:
+    """Where a strict config class's refusal of a field's type points in what was `given`
+    (the overrides, the file's values): (that mapping, the field's dotted path in it, its
+    value, what it allows: `GPT2Config takes int here, not float`). None unless exactly one
+    given value of that name (an alias of it: GPT-2's `num_hidden_layers`; a sub-config's
+    field: `text_config.x`) has the refused type."""
     from huggingface_hub.errors import StrictDataclassFieldValidationError
 
-    found = _FIELD.match(str(exc))
-    if not isinstance(exc, StrictDataclassFieldValidationError) or not found:
-        return None, f"{class_name}: {_one_line(exc)}"
-    types = _TYPES.search(str(exc))
-    if types is None:
-        return found.group(1), f"{class_name}: {_one_line(exc)}"
-    return found.group(1), f"{class_name} takes {types.group(1)} here, not {types.group(2)}"
+    found, types = _FIELD.match(str(exc)), _TYPES.search(str(exc))
+    if not isinstance(exc, StrictDataclassFieldValidationError) or not found or not types:
+        return None
+    aliases = getattr(config_class, "attribute_map", {})
+    hits = [(mapping, path, value) for mapping in given
+            for path, name, value in _leaves(mapping)
+            if found.group(1) in (name, aliases.get(name) if "." not in path else None)
+            and type(value).__name__ == types.group(2)]
+    if len(hits) != 1:
+        return None
+    mapping, path, value = hits[0]
+    owner = config_class.__name__ if "." not in path else f"{path.rsplit('.', 1)[0]}'s config"
+    return mapping, path, value, f"{owner} takes {types.group(1)} here, not {types.group(2)}"
+
+
+def _leaves(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str, Any]]:
+    """(dotted path, last key, value) of every value that is no mapping, nested ones too."""
+    out = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out += _leaves(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", key, value))
+    return out
 
 
 def _file_fails(config_class: Any, values: dict[str, Any], overrides: dict[str, Any]) -> bool:

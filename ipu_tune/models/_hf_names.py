@@ -301,7 +301,6 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
     task = cfg.hf.task
     if task is None and isinstance(architectures, list) and architectures:
         name = str(architectures[0])
-        _check_family(cfg, model_type, name)
         ends = _AUDIO_ARCHITECTURE_TASKS if _audio_task(model_type) else _ARCHITECTURE_TASKS
         task = next((t for end, t in ends if name.endswith(end)), None)
         if task is None:  # another head than the file's would be profiled, unseen
@@ -320,34 +319,6 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
     if task not in TASKS:
         raise bad_value("model.hf.task", task, f"one of {', '.join(TASKS)}")
     return task
-
-
-def _check_family(cfg: ModelConfig, model_type: str, name: str) -> None:
-    """A config's "architectures" names a class of its model type (its auto classes', or one
-    of its family's names: `BertLMHeadModel`; optimum-graphcore saves `Pipelined...`): the
-    head is read from the class's name, and another family's (`LlamaForCausalLM` in a BERT
-    config, a Hub model's own `EvilModel`) would build a head of this type the file never
-    had, unsaid."""
-    from transformers.models.auto import modeling_auto
-
-    classes: set[str] = set()
-    for attr in dir(modeling_auto):
-        if attr.startswith("MODEL_") and attr.endswith("_MAPPING_NAMES"):
-            found = getattr(modeling_auto, attr).get(model_type)
-            classes.update([found] if isinstance(found, str) else found or ())
-    base = modeling_auto.MODEL_MAPPING_NAMES.get(model_type)
-    family = (base if isinstance(base, str) else (base or ("",))[0]).removesuffix("Model")
-    own = name.removeprefix("Pipelined")
-    if not classes or own in classes or (family and own.startswith(family)):
-        return
-    file = None if "architectures" in hf_overrides(cfg) else cfg.hf.config_file
-    key, value = (("model.hf.config_file", config_json_label(file)) if file
-                  else ("model.hf.config.architectures", [name]))
-    sample = ", ".join(sorted(classes)[:6])
-    own_code = (" (its own code, \"auto_map\", is never run: give such a model as a factory, "
-                "model._target_)") if file and "auto_map" in config_json_values(file) else ""
-    raise bad_value(key, value, f"an \"architectures\" class of {model_type} ({sample}, ...), "
-                    f"not {name}, or model.hf.task naming the head to build{own_code}")
 
 
 def hf_source(cfg: ModelConfig) -> ModelConfig | None:

@@ -101,6 +101,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("glob sweep", ["-m", "system=glob(pod*)"], "Hydra's basic sweeper cannot list these values"),
     ("interval sweep", ["-m", "plan.available_memory_proportion=interval(0.1,0.5)"],
      "Hydra's basic sweeper cannot list these values"),
+    # Hydra's sweeper failed on it with a traceback of OmegaConf's (`Set[str]`).
+    ("range among a sweep's values", ["-m", "workload.micro_batch_size=range(1,3),8"],
+     "a sweep among a sweep's values; allowed with -m: one form per key"),
     ("deleting a schema key", ["~plan.gradient_accumulation"],
      "~plan.gradient_accumulation: deletion is not allowed"),
     ("experiment without +", ["experiment=seed_mnist"], "allowed: +experiment=NAME"),
@@ -347,6 +350,9 @@ CASES: list[tuple[str, list[str], str]] = [
      "workload.micro_batch_size=1.5: allowed: an integer"),
     # Echoed as given, not as OmegaConf's '1000.0' (a string, to a reader).
     ("exponent where an integer goes", ["study.n_trials=1e3"],
+     "study.n_trials=1e3: allowed: an integer"),
+    # Of a key given twice, the value OmegaConf refused (the first), not the last.
+    ("bad value of a key given twice", ["study.n_trials=1e3", "study.n_trials=5"],
      "study.n_trials=1e3: allowed: an integer"),
     ("string where a list goes", ["plan.pipeline.splits=layer3.8"],
      "plan.pipeline.splits='layer3.8': allowed: a list of str values"),

@@ -35,6 +35,7 @@ def test_one_row_per_run_with_its_figures_and_plan() -> None:
         assert f"{run.best_result.memory_per_ipu[0] / 1e6:,.0f}" in row
         assert f"1 stage(s) x {run.best_config.plan.replication_factor} replica(s)" in row  # type: ignore[union-attr]
         assert "micro-batch 64, precision 32.32, GA 8, DI 1, recompute auto" in row
+        assert "AMP per IPU" not in row  # at its default: an empty list, not the tuple ()
     assert rows[2].startswith("c-none") and rows[2].endswith("no plan fits")
     # Columns line up: every row has the plan column at the header's offset.
     offset = header.index("plan")

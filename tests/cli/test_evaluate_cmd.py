@@ -91,6 +91,18 @@ def test_overrides_complete_a_file_before_it_is_checked(
     assert "system.num_ipus=16: must equal" in capsys.readouterr().err
 
 
+def test_a_refused_override_is_echoed_as_typed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """OmegaConf shows 1e3 as '1000.0', a string to a reader, as the tuner once did too."""
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text("model: resnet50\n")
+    with pytest.raises(SystemExit) as done:
+        main(["evaluate", str(cfg), "workload.micro_batch_size=1e3"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "ipu-tune: error: workload.micro_batch_size=1e3: allowed: an integer")
+
+
 @pytest.mark.parametrize("overrides", [
     ["system=bow", "system.num_ipus=4", "plan.replication_factor=4"],
     ["system.num_ipus=4", "system=bow", "plan.replication_factor=4"],  # any order, as Hydra
