@@ -228,7 +228,7 @@ def hf_config(cfg: ModelConfig) -> Any:
 def _config_errors() -> tuple[type[Exception], ...]:
     """What a config class raises on values it refuses. Transformers' config classes are
     strict dataclasses (huggingface_hub, imported with Transformers): a value of another type
-    than a field's is refused at construction, naming the field (`_field_of`)."""
+    than a field's is refused at construction, naming the field (`_refused_field`)."""
     from huggingface_hub.errors import StrictDataclassError
 
     return TypeError, ValueError, AttributeError, KeyError, StrictDataclassError
