@@ -203,9 +203,10 @@ def stored_problem(args: argparse.Namespace) -> Iterator[tuple[optuna.Study, Sto
     Code named by the stored config (`model._target_`) runs only with --trust-remote-code."""
     from ipu_tune.case import build_system
     from ipu_tune.models import kept_config_files, profile_model
-    from ipu_tune.search import HF_CONFIG_FILE, SearchProblem
+    from ipu_tune.search import HF_CONFIG_FILE, SearchProblem, check_stored_values
 
     study, target, cfg = _load(args)
+    check_stored_values(study)  # before anything ranks its trials
     if cfg.model._target_ and not getattr(args, "trust_remote_code", False):
         raise IpuTuneError(
             f"model._target_={cfg.model._target_[:80]!r} of study {args.study!r}: code named "

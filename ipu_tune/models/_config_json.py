@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -59,13 +60,29 @@ def config_json_values(path_text: str) -> dict[str, Any]:
     """The checked contents of the config.json at `path_text` (kept ones first)."""
     kept = _KEPT.get()
     if path_text in kept:
-        return json.loads(json.dumps(kept[path_text]))  # a copy: callers pop and edit
+        return _floats(json.loads(json.dumps(kept[path_text])))  # a copy: callers pop and edit
     text = read_text(config_json_path(path_text), "config.json", KEY)
     try:
         data = parse_json(text)
     except ValueError as exc:
         raise bad_value(KEY, path_text, f"a readable config.json ({_one_line(exc)})") from None
-    return _checked(data, f"{KEY}={path_text!r}")
+    return _floats(_checked(data, f"{KEY}={path_text!r}"))
+
+
+_FLOATS = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def _floats(data: Any) -> Any:
+    """`data` with Transformers 5's JSON of a float JSON cannot hold, `{"__float__":
+    "Infinity"}` (`PreTrainedConfig.to_json_string`), as that float, as its `from_pretrained`
+    reads it (Mamba-2's `time_step_limit` of (0.0, inf))."""
+    if isinstance(data, dict):
+        if data.keys() == {"__float__"} and data["__float__"] in _FLOATS:
+            return _FLOATS[data["__float__"]]
+        return {k: _floats(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_floats(v) for v in data]
+    return data
 
 
 def config_json_stamp(path_text: str) -> str:

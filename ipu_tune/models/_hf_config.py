@@ -55,36 +55,47 @@ _MAX_HF_INT = 2**31 - 1
 
 
 def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
-                   prefix: str = "") -> None:
+                   defaults: Mapping[str, Any], prefix: str = "") -> None:
     """Refuse, in what the user gave (nested configs too): a layer count (`_LAYER_KEYS`, an
     entry of `depths`) not an integer 1..MAX_HF_LAYERS, a size (`_SIZE_KEYS`, or each side of
     a [height, width]) not an integer 1..MAX_HF_SIZE (a config class's alias, GPT-2's
-    `num_hidden_layers`, takes 2.5 unchecked), any other integer beyond +-(2^31 - 1), a float that
-    is not finite (JSON's Infinity, YAML's .nan: the config would hold it, and its export
-    writes None). `where(path)` names the key as the user wrote it."""
+    `num_hidden_layers`, takes 2.5 unchecked), any other integer beyond +-(2^31 - 1), a float
+    that is not finite (JSON's Infinity: the config would hold it, and its export writes
+    None). What the config class's own default (`defaults`, `to_dict()`) holds at a key is
+    allowed there: DPR's `projection_dim` 0 (no projection), Mamba-2's `time_step_limit`
+    (0.0, inf). `where(path)` names the key as the user wrote it."""
     for key, value in data.items():
+        default = defaults.get(key)
         if isinstance(value, Mapping):
-            _check_numbers(value, where, f"{prefix}{key}.")
+            _check_numbers(value, where, default if isinstance(default, Mapping) else {},
+                           f"{prefix}{key}.")
             continue
         items = value if isinstance(value, list) else [value]
-        if any(isinstance(v, float) and not math.isfinite(v) for v in items):
+        usual = list(default) if isinstance(default, list | tuple) else [default]
+        if any(_infinite(v) for v in items) and not any(_infinite(v) for v in usual):
             raise bad_value(where(prefix + key), value, "a finite number (not inf or nan)")
         ints = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
         counted = _LAYER_KEYS.match(key) or key == "depths" or _SIZE_KEYS.match(key)
-        if counted and any(isinstance(v, float | str) for v in items):  # 2.5 layers, "768"
+        if counted and any(isinstance(v, float | str) for v in items) and not any(
+                isinstance(v, float | str) for v in usual):  # 2.5 layers, "768"
             ints = [0]  # refused below, with what the key allows
+        low = 0 if 0 in usual else 1
         if _LAYER_KEYS.match(key) or key == "depths":
-            low, high = 1, MAX_HF_LAYERS
-            allowed = (f"a layer count from 1 to {high}, an integer (the deepest published "
+            high = MAX_HF_LAYERS
+            allowed = (f"a layer count from {low} to {high}, an integer (the deepest published "
                        "models have about 130)")
         elif _SIZE_KEYS.match(key):
-            low, high = 1, MAX_HF_SIZE
-            allowed = f"a size from 1 to {high:,} (2^24), an integer"
+            high = MAX_HF_SIZE
+            allowed = f"a size from {low} to {high:,} (2^24), an integer"
         else:
             low, high = -_MAX_HF_INT, _MAX_HF_INT
             allowed = f"an integer within +-{high:,} (2^31 - 1)"
         if any(not low <= v <= high for v in ints):
             raise bad_value(where(prefix + key), value, allowed)
+
+
+def _infinite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _config_class(model_type: str, data: Mapping[str, Any], file: str | None) -> Any:
@@ -103,10 +114,17 @@ def _config_class(model_type: str, data: Mapping[str, Any], file: str | None) ->
                     f"a config.json whose model_type is {known}, not {model_type!r}{own_code}")
 
 
+@cache
+def _defaults(config_class: Any) -> dict[str, Any]:
+    """A config class's defaults, its sub-configs' as mappings (`to_dict`)."""
+    out: dict[str, Any] = config_class().to_dict()
+    return out
+
+
 def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
     """Config classes accept any keyword silently; a misspelt one would change nothing."""
     default = config_class()
-    known = set(default.to_dict()) | set(getattr(config_class, "attribute_map", {}))
+    known = set(_defaults(config_class)) | set(getattr(config_class, "attribute_map", {}))
     for key in overrides:
         if key not in known and not hasattr(default, key):
             fields = sorted(k for k in known if not k.startswith("_"))
@@ -198,9 +216,10 @@ def hf_config(cfg: ModelConfig) -> Any:
         raise IpuTuneError("model.hf.model_type: missing; give a Transformers model type "
                            "(bert, gpt2, llama, vit, t5, ...) or model.hf.config_file")  # fmt: skip
     file = config_json_label(hf.config_file) if hf.config_file else None
-    _check_numbers(data, lambda path: f"model.hf.config_file={file!r}: field {path}")
-    _check_numbers(overrides, lambda path: f"model.hf.config.{path}")
     config_class = _config_class(model_type, data, file)
+    defaults = _defaults(config_class)
+    _check_numbers(data, lambda path: f"model.hf.config_file={file!r}: field {path}", defaults)
+    _check_numbers(overrides, lambda path: f"model.hf.config.{path}", defaults)
     _check_overrides(config_class, overrides)
     values = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version")}
     try:
@@ -236,6 +255,7 @@ def _config_errors() -> tuple[type[Exception], ...]:
 
 _FIELD = re.compile(r"^Validation error for field '([^']+)'")
 _TYPES = re.compile(r"expected (.+?), got (\w+)")
+_UNION = re.compile(r"doesn't match any type in \((.+?)\)\. Errors:")
 
 
 def _refused_field(exc: Exception, config_class: Any, *given: Mapping[str, Any],
@@ -250,6 +270,8 @@ def _refused_field(exc: Exception, config_class: Any, *given: Mapping[str, Any],
     found, types = _FIELD.match(str(exc)), _TYPES.search(str(exc))
     if not isinstance(exc, StrictDataclassFieldValidationError) or not found or not types:
         return None
+    union = _UNION.search(str(exc))  # its first "expected" is of its last type, not the fault
+    expected = f"one of {union.group(1)}" if union else types.group(1)
     aliases = getattr(config_class, "attribute_map", {})
     hits = [(mapping, path, value) for mapping in given
             for path, name, value in _leaves(mapping)
@@ -259,7 +281,9 @@ def _refused_field(exc: Exception, config_class: Any, *given: Mapping[str, Any],
         return None
     mapping, path, value = hits[0]
     owner = config_class.__name__ if "." not in path else f"{path.rsplit('.', 1)[0]}'s config"
-    return mapping, path, value, f"{owner} takes {types.group(1)} here, not {types.group(2)}"
+    if union:
+        return mapping, path, value, f"{owner} takes {expected} here"
+    return mapping, path, value, f"{owner} takes {expected} here, not {types.group(2)}"
 
 
 def _leaves(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str, Any]]:

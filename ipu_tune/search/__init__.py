@@ -49,7 +49,12 @@ from ipu_tune.search._splits import (
     even_split,
     stage_loads,
 )
-from ipu_tune.search._stored import check_stored_cases, check_stored_trials, stored_config
+from ipu_tune.search._stored import (
+    check_stored_cases,
+    check_stored_trials,
+    check_stored_values,
+    stored_config,
+)
 from ipu_tune.search._warm import WarmPlan, io_tiles_rule
 
 __all__ = [
@@ -74,6 +79,7 @@ __all__ = [
     "change_list",
     "check_stored_cases",
     "check_stored_trials",
+    "check_stored_values",
     "compromise",
     "convergence",
     "count_changes",

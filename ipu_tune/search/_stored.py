@@ -27,7 +27,7 @@ from ipu_tune.records import TrialRecord
 if TYPE_CHECKING:
     from ipu_tune.search._problem import SearchProblem
 
-__all__ = ["check_stored_cases", "check_stored_trials", "stored_config"]
+__all__ = ["check_stored_cases", "check_stored_trials", "check_stored_values", "stored_config"]
 
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 _ALLOWED = ("allowed: trials of the study's own problem (its model, its system and every key its "
@@ -121,6 +121,19 @@ def _checked(base: EvalConfig, record: TrialRecord, number: int,
     return cfg
 
 
+def check_stored_values(study: optuna.Study) -> None:
+    """Refuse `study`, in one line naming the first such trial, when a finished trial's
+    objective values are not all numbers: Optuna fails a trial whose objective is NaN, so
+    only an edited storage holds one (or a null, or a string), which every ranking of the
+    trials would read."""
+    for trial in study.get_trials(deepcopy=False, states=_FINISHED):
+        if any(not isinstance(v, int | float) or math.isnan(v) for v in trial.values or ()):
+            raise IpuTuneError(
+                f"study={study.study_name!r}: trial {trial.number} stored the objective values "
+                f"{trial.values}, which no trial of Optuna's holds (it fails a NaN one); "
+                f"allowed: numbers")
+
+
 def check_stored_trials(problem: SearchProblem, study: optuna.Study, whole: bool = True) -> None:
     """Refuse `study`, in one line naming the first such trial, when a finished trial stored a
     config that is no plan of `problem` (`stored_config`)."""
@@ -134,13 +147,8 @@ def check_stored_cases(base: EvalConfig, study: optuna.Study) -> None:
 
 
 def _check_all(base: EvalConfig, problem: SearchProblem | None, study: optuna.Study) -> None:
+    check_stored_values(study)
     for trial in study.get_trials(deepcopy=False, states=_FINISHED):
-        if any(math.isnan(v) for v in trial.values or ()):
-            # Optuna fails a trial whose objective is NaN: only an edited storage holds one.
-            raise IpuTuneError(
-                f"study={study.study_name!r}: trial {trial.number} stored the objective values "
-                f"{trial.values}, which no trial of Optuna's holds (it fails a NaN one); "
-                f"allowed: numbers")
         record = TrialRecord.of(trial)
         if not record.config:  # nothing of it is read (a row of its figures, at most)
             continue

@@ -39,12 +39,15 @@ def check_url(url: Any, text: str, key: str) -> None:
             scheme.split("+")[0] == "postgres") else ""
         raise IpuTuneError(f"{key}={shown!r}: unknown database scheme {scheme!r}{wrong}; "
                            f"allowed: {ALLOWED_STORAGES}") from None
+    if getattr(dialect, "is_async", False):  # Optuna's storage runs synchronous sessions
+        raise IpuTuneError(f"{key}={shown!r}: {url.drivername} is an asyncio driver, which "
+                           f"Optuna's storage cannot use; allowed: {ALLOWED_STORAGES}")
     try:  # a scheme SQLAlchemy knows whose driver is not installed (mysql:// without PyMySQL)
         dialect.import_dbapi()
     except ImportError as exc:
-        raise IpuTuneError(f"{key}={shown!r}: the {url.get_backend_name()} driver is not "
-                           f"installed ({exc.name or exc}); allowed: {ALLOWED_STORAGES} (or "
-                           "that driver installed)") from None
+        raise IpuTuneError(f"{key}={shown!r}: its driver ({url.drivername}: {exc.name or exc}) "
+                           f"is not installed; allowed: {ALLOWED_STORAGES} (or that driver "
+                           "installed)") from None
     if url.get_backend_name() == "sqlite":  # a file name may hold `@` (results@<tag>.db)
         return
     body = text.split("://", 1)[-1]

@@ -82,16 +82,19 @@ def test_a_transformers_config_with_integer_label_keys_keeps_its_own_trials(
     assert shown.returncode == 0, shown.stderr
 
 
+@pytest.mark.parametrize(("value", "shown"), [("NaN", "nan"), ("null", "None"),
+                                              ('"abc"', "'abc'")])
 def test_a_stored_objective_value_that_is_not_a_number_is_refused(
-        stored_study: Path, tmp_path: Path) -> None:
+        stored_study: Path, tmp_path: Path, value: str, shown: str) -> None:
     """Optuna fails a trial whose objective is NaN; a storage edited to hold one was listed as
-    a fitting, feasible trial with no figure."""
+    a fitting, feasible trial with no figure (and a null or a string crashed the check)."""
     import re
 
     results = tmp_path / "results"
     shutil.copytree(stored_study, results)
     journal = results / "ipu_tune.journal"
-    text, count = re.subn(r'"values":\[[^]]*\]', '"values":[NaN]', journal.read_text(), count=1)
+    text, count = re.subn(r'"values":\[[^]]*\]', f'"values":[{value}]', journal.read_text(),
+                          count=1)
     assert count == 1
     journal.write_text(text)
     shutil.rmtree(results / "s")
@@ -99,5 +102,5 @@ def test_a_stored_objective_value_that_is_not_a_number_is_refused(
         proc = run_cli([command, "s", "--results-dir", str(results)], cwd=tmp_path)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, (command, proc.stderr)
-        assert "trial 0 stored the objective values [nan]" in lines[0], lines[0]
+        assert f"trial 0 stored the objective values [{shown}]" in lines[0], lines[0]
     assert not (results / "s").exists()

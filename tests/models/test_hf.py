@@ -321,6 +321,10 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
      "model.hf.config.n_head='12': a size from 1"),
     ({"hf": {"model_type": "bert", "config": {"num_hidden_layers": 1, "hidden_act": 3}}},
      "model.hf.config.hidden_act=3: BertConfig takes str here, not int"),
+    ({"hf": {"model_type": "mamba2", "config": {"num_hidden_layers": 1,
+                                                 "time_step_limit": [0, 1]}}},
+     "model.hf.config.time_step_limit=[0, 1]: Mamba2Config takes one of list[float], "
+     "tuple[float, ...] here"),
     ({"hf": {"model_type": "llava", "config": {
         "tie_word_embeddings": False,
         "text_config": {"num_hidden_layers": 2, "tie_word_embeddings": "no"}}}},
@@ -543,6 +547,24 @@ def test_a_config_file_value_of_another_type_names_its_field(tmp_path: Path) -> 
         hf_config(ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path / "config.json"))))
     assert str(err.value).endswith(
         "field layer_norm_epsilon=1: GPT2Config takes float here, not int")
+
+
+@pytest.mark.parametrize("fields", [
+    # What the class's own default holds is allowed there (published Hub configs).
+    {"model_type": "dpr", "num_hidden_layers": 2, "projection_dim": 0},  # no projection
+    {"model_type": "swinv2", "pretrained_window_sizes": [0, 0, 0, 0]},
+    # Transformers 5 writes a float JSON cannot hold as {"__float__": ...} and reads it back.
+    {"model_type": "mamba2", "num_hidden_layers": 2, "time_step_limit": [
+        0.0, {"__float__": "Infinity"}]},
+    {"model_type": "mamba2", "num_hidden_layers": 2, "time_step_limit": [0.0, float("inf")]},
+])
+def test_a_config_file_holding_its_class_defaults_is_read(
+        tmp_path: Path, fields: dict[str, Any]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(fields))
+    config = hf_config(ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path))))
+    assert config.model_type == fields["model_type"]
+    if "time_step_limit" in fields:
+        assert list(config.time_step_limit) == [0.0, float("inf")]
 
 
 def test_a_config_file_past_the_layer_bound_exits_2_naming_its_field(tmp_path: Path) -> None:

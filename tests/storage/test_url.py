@@ -84,16 +84,21 @@ def test_an_unknown_scheme_names_the_allowed_ones(scheme: str, tmp_path: Path) -
         assert "write postgresql://" in done.stderr
 
 
-@pytest.mark.parametrize(("scheme", "backend"), [("mysql", "mysql"),
-                                                 ("mssql+pyodbc", "mssql")])
-def test_a_scheme_whose_driver_is_not_installed_names_the_allowed_ones(
-        scheme: str, backend: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("scheme", "said"), [
+    ("mysql", "its driver (mysql: MySQLdb) is not installed"),
+    ("mssql+pyodbc", "its driver (mssql+pyodbc: pyodbc) is not installed"),
+    ("postgresql+pg8000", "its driver (postgresql+pg8000: pg8000) is not installed"),
+    # Optuna's sessions are synchronous: "server unreachable, run again" helped nothing.
+    ("postgresql+psycopg_async", "postgresql+psycopg_async is an asyncio driver, which "
+     "Optuna's storage cannot use")])
+def test_a_scheme_whose_driver_cannot_serve_names_the_allowed_ones(
+        scheme: str, said: str, tmp_path: Path) -> None:
     """SQLAlchemy knows the scheme, its driver is not here: Optuna's "Failed to import DB
     access module" named neither the driver nor what is allowed."""
     done = run_cli(["studies", "--storage", f"{scheme}://u:pw@127.0.0.1:5999/db"], cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
-    assert f"the {backend} driver is not installed (" in done.stderr
-    assert "allowed: a journal file" in done.stderr and "pw" not in done.stderr
+    assert said in done.stderr, done.stderr
+    assert "allowed: a journal file" in done.stderr and ":pw" not in done.stderr
 
 
 def test_a_damaged_sqlite_file_says_so_and_what_to_do(tmp_path: Path) -> None:
