@@ -30,6 +30,7 @@ from ipu_tune.cli._comparison import format_comparison
 from ipu_tune.cli._summary import format_summary
 from ipu_tune.config import (
     CONF_DIR,
+    GIVEN_OVERRIDES,
     GROUPS,
     TuneConfig,
     check_side_doors,
@@ -122,10 +123,14 @@ def preflight(argv: Sequence[str], trust_remote_code: bool = False) -> list[Prep
         for o, raw in zip(parsed, overrides, strict=True)
     ]
     prepared = []
-    for combo in itertools.islice(itertools.product(*choices), _MAX_SWEEP_CHECKS):
-        cfg = compose(list(combo))
-        check_target_typed(cfg.model._target_, list(combo), trust_remote_code)
-        prepared.append(prepare(cfg, pinned_keys(list(combo))))
+    token = GIVEN_OVERRIDES.set(overrides)  # a refused value is echoed as typed
+    try:
+        for combo in itertools.islice(itertools.product(*choices), _MAX_SWEEP_CHECKS):
+            cfg = compose(list(combo))
+            check_target_typed(cfg.model._target_, list(combo), trust_remote_code)
+            prepared.append(prepare(cfg, pinned_keys(list(combo))))
+    finally:
+        GIVEN_OVERRIDES.reset(token)
     check_shared_studies(prepared)
     return prepared
 

@@ -97,30 +97,13 @@ def list_main(argv: Sequence[str]) -> int:
         metas = [StudyMeta.of(s) for s in summaries]
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
-    from ipu_tune.search import OBJECTIVES, best_trial
-
     differs = _what_differs(metas)
     print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  best (objective)")
     for s, meta, differ in zip(summaries, metas, differs, strict=True):
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         # Finished: COMPLETE (feasible) and PRUNED (infeasible, no value) trials.
         trials = study.get_trials(deepcopy=False, states=_FINISHED)
-        names = meta.objectives if meta and meta.objectives else []
-        directions = [d.name.lower() for d in s.directions]
-        # The trial `report`/`export` would export (a multi-objective study's compromise).
-        best = best_trial(study, directions) if trials else None
-        if best is None or not best.values:
-            shown = "no plan fits" if trials else ""
-        elif names and all(n in OBJECTIVES for n in names):
-            shown = ", ".join(
-                f"{OBJECTIVES[n].show(v)} from your plan" if n == "changes"
-                else f"{OBJECTIVES[n].title} {OBJECTIVES[n].show(v)}"
-                for n, v in zip(names, best.values, strict=False))
-            shown = f"trial {best.number}: {shown}"
-        else:
-            shown = f"trial {best.number}: " + ", ".join(f"{v:.6g}" for v in best.values)
-        if best is not None and best.values:
-            shown += exported_note(args.results_dir, s.study_name)
+        shown = _best_shown(study, meta, args.results_dir) if trials else ""
         system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
         model = meta.model if meta else "?"
         print(f"{printable(s.study_name):40} {printable(model):14} {system:9} "
@@ -128,6 +111,28 @@ def list_main(argv: Sequence[str]) -> int:
         if differ:
             print(f"{'':4}differs: {printable(differ)}")
     return 0
+
+
+def _best_shown(study: optuna.Study, meta: StudyMeta | None, results_dir: str) -> str:
+    """The trial `report`/`export` would export (a multi-objective study's compromise) and its
+    objective values; or why every command on the study refuses it."""
+    from ipu_tune.search import OBJECTIVES, best_trial, stored_values_fault
+
+    fault = stored_values_fault(study)
+    if fault is not None:  # an edited storage: listed with the reason the other commands give
+        return f"refused: {fault}"
+    best = best_trial(study, [d.name.lower() for d in study.directions])
+    if best is None or not best.values:
+        return "no plan fits"
+    names = meta.objectives if meta and meta.objectives else []
+    if names and all(n in OBJECTIVES for n in names):
+        shown = ", ".join(
+            f"{OBJECTIVES[n].show(v)} from your plan" if n == "changes"
+            else f"{OBJECTIVES[n].title} {OBJECTIVES[n].show(v)}"
+            for n, v in zip(names, best.values, strict=False))
+    else:
+        shown = ", ".join(f"{v:.6g}" for v in best.values)
+    return f"trial {best.number}: {shown}" + exported_note(results_dir, study.study_name)
 
 
 _DIFFERS_SHOWN = 4

@@ -34,7 +34,8 @@ _FULL_KEY = re.compile(r"^\s*full_key: (\S+)", re.M)
 
 
 # The command line's overrides of the command being read (`omegaconf_error` echoes a value
-# as typed there): set by a reader that merges them into a config file (`evaluate`).
+# as typed there): set by a reader that merges them into a config file (`evaluate`) or
+# composes a sweep's jobs (their values as Hydra spells them: 1e3 as 1000.0).
 GIVEN_OVERRIDES: ContextVar[Sequence[str]] = ContextVar("given_overrides", default=())
 
 
@@ -49,14 +50,30 @@ def _typed(key: str, msg: str, given: Sequence[str]) -> str | None:
             return f"{key}: a {found.group(1)}; allowed: {allowed}"
         # The value as the command line gave it (1e3, which OmegaConf shows as '1000.0'): of
         # the key's values given, the one OmegaConf refused.
-        typed = [text for text in given if _as_read(text) == found.group(1)]
+        typed = [text for text in _values(given) if _as_read(text) == found.group(1)]
         value = typed[0] if typed else repr(found.group(1))
         return f"{key}={value}: allowed: {allowed}"
     return None
 
 
+def _values(given: Sequence[str]) -> list[str]:
+    """The values given: each override's, and each of a `-m` sweep's `a,b` (the value refused
+    is one of them)."""
+    values = []
+    for text in given:
+        values.append(text)
+        if "," in text and text[:1] not in "[{(":
+            values.extend(part.strip() for part in text.split(","))
+    return values
+
+
 def _as_read(text: str) -> str:
-    """An override's value as OmegaConf's message shows it (`1e3` as 1000.0)."""
+    """An override's value as OmegaConf's message shows it (`1e3` as 1000.0, `true` as
+    True, `[1,2]` as [1, 2]): Hydra's grammar reads those case-insensitively."""
+    if text.lower() in ("true", "false"):
+        return text.capitalize()
+    if text.startswith("[") and text.endswith("]"):  # a flat list, as Python shows it
+        return "[" + ", ".join(_element(t.strip()) for t in text[1:-1].split(",") if t) + "]"
     for kind in (int, float):
         try:
             return str(kind(text))
@@ -65,12 +82,25 @@ def _as_read(text: str) -> str:
     return text
 
 
+def _element(text: str) -> str:
+    """A list element as Python shows it: a string quoted."""
+    if text.lower() in ("true", "false", "null"):
+        return "None" if text.lower() == "null" else text.capitalize()
+    for kind in (int, float):
+        try:
+            return str(kind(text))
+        except ValueError:
+            pass
+    return repr(text.strip("'\""))
+
+
 def omegaconf_error(exc: OmegaConfBaseException, overrides: Sequence[str] = ()) -> IpuTuneError:
     """One line from an OmegaConf merge/validation error: the full key, the value (as
     `overrides`, the command line's, gave it when one sets the key), the rule."""
     key = getattr(exc, "full_key", None) or ""
     msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    given = [text.partition("=")[2] for text in overrides or GIVEN_OVERRIDES.get()
+    # The command line as typed first: `overrides` may be a sweep's job, as Hydra spells it.
+    given = [text.partition("=")[2] for text in (*GIVEN_OVERRIDES.get(), *overrides)
              if key and text.partition("=")[0].lstrip("+~") == key]
     return IpuTuneError(_message(key, msg, given))
 

@@ -54,6 +54,7 @@ from ipu_tune.search._stored import (
     check_stored_trials,
     check_stored_values,
     stored_config,
+    stored_values_fault,
 )
 from ipu_tune.search._warm import WarmPlan, io_tiles_rule
 
@@ -100,5 +101,6 @@ __all__ = [
     "show_value",
     "stage_loads",
     "stored_config",
+    "stored_values_fault",
     "tell_outcome",
 ]

@@ -27,7 +27,10 @@ from ipu_tune.records import TrialRecord
 if TYPE_CHECKING:
     from ipu_tune.search._problem import SearchProblem
 
-__all__ = ["check_stored_cases", "check_stored_trials", "check_stored_values", "stored_config"]
+__all__ = [
+    "check_stored_cases", "check_stored_trials", "check_stored_values", "stored_config",
+    "stored_values_fault",
+]
 
 _FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 _ALLOWED = ("allowed: trials of the study's own problem (its model, its system and every key its "
@@ -123,15 +126,21 @@ def _checked(base: EvalConfig, record: TrialRecord, number: int,
 
 def check_stored_values(study: optuna.Study) -> None:
     """Refuse `study`, in one line naming the first such trial, when a finished trial's
-    objective values are not all numbers: Optuna fails a trial whose objective is NaN, so
-    only an edited storage holds one (or a null, or a string), which every ranking of the
-    trials would read."""
+    objective values are not all numbers (`stored_values_fault`)."""
+    fault = stored_values_fault(study)
+    if fault is not None:
+        raise IpuTuneError(f"study={study.study_name!r}: {fault}")
+
+
+def stored_values_fault(study: optuna.Study) -> str | None:
+    """Why `study`'s stored objective values cannot be ranked (None: they can): Optuna fails
+    a trial whose objective is NaN, so only an edited storage holds one (or a null, or a
+    string), which every ranking of the trials would read."""
     for trial in study.get_trials(deepcopy=False, states=_FINISHED):
         if any(not isinstance(v, int | float) or math.isnan(v) for v in trial.values or ()):
-            raise IpuTuneError(
-                f"study={study.study_name!r}: trial {trial.number} stored the objective values "
-                f"{trial.values}, which no trial of Optuna's holds (it fails a NaN one); "
-                f"allowed: numbers")
+            return (f"trial {trial.number} stored the objective values {trial.values}, which "
+                    "no trial of Optuna's holds (it fails a NaN one); allowed: numbers")
+    return None
 
 
 def check_stored_trials(problem: SearchProblem, study: optuna.Study, whole: bool = True) -> None:

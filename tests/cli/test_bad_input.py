@@ -351,6 +351,12 @@ CASES: list[tuple[str, list[str], str]] = [
     # Echoed as given, not as OmegaConf's '1000.0' (a string, to a reader).
     ("exponent where an integer goes", ["study.n_trials=1e3"],
      "study.n_trials=1e3: allowed: an integer"),
+    ("switch where an integer goes", ["study.n_trials=TRUE"],
+     "study.n_trials=TRUE: allowed: an integer"),
+    ("list where an integer goes", ["study.n_trials=[a, 1.5, null]"],
+     "study.n_trials=[a, 1.5, null]: allowed: an integer"),
+    ("exponent in a sweep where an integer goes", ["-m", "study.n_trials=2,1e3"],
+     "study.n_trials=1e3: allowed: an integer"),
     # Of a key given twice, the value OmegaConf refused (the first), not the last.
     ("bad value of a key given twice", ["study.n_trials=1e3", "study.n_trials=5"],
      "study.n_trials=1e3: allowed: an integer"),

@@ -104,3 +104,8 @@ def test_a_stored_objective_value_that_is_not_a_number_is_refused(
         assert proc.returncode == 2 and len(lines) == 1, (command, proc.stderr)
         assert f"trial 0 stored the objective values [{shown}]" in lines[0], lines[0]
     assert not (results / "s").exists()
+    # The listing lists it, with the reason the other commands refuse it (it said nothing).
+    listed = run_cli(["studies", "--results-dir", str(results)], cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("s "))
+    assert f"refused: trial 0 stored the objective values [{shown}]" in row, listed.stdout
