@@ -108,6 +108,7 @@ def format_summary(s: RunSummary, argv: Sequence[str] | None = None) -> str:
         lines.append("plan: " + describe(c, s.input_kind))
         lines.append(_batch_line(c))
         lines += _micro_batch_hint(s, c)
+        lines += _partials_hint(s, c)
         command = poprun_command(export_context(c))
         if command is not None:
             lines.append(f"PopRun (host names are placeholders for your servers): {command}")
@@ -172,6 +173,28 @@ def _micro_batch_hint(s: RunSummary, c: EvalConfig) -> list[str]:
             f"({row['change_pct']:+.0f}%) and fits; the search keeps yours, "
             f"{c.workload.micro_batch_size}, as its ceiling (a larger one changes {changes}): "
             f"workload.micro_batch_size={row['value']} to search up to it"]
+
+
+_PARTIALS = knob_by_field("partials").key
+
+
+def _partials_hint(s: RunSummary, c: EvalConfig) -> list[str]:
+    """When a training plan keeps float partials (a numerics choice the search leaves to the
+    user) and half partials fit and are faster: that figure, from the sensitivity the run
+    simulated. Graphcore's published recipes run half (MLPerf ResNet-50's
+    `enable_half_partials`, the BERT configs, optimum's IPUConfig default), so a user comparing
+    the best plan with a published figure needs it in the summary, not only in `explain`."""
+    if s.explanation is None or (s.objective_names or ("throughput",))[0] != "throughput":
+        return []
+    row = next((r for r in s.explanation.sensitivity
+                if r["key"] == _PARTIALS and not r["searched"] and r["value"] == "half"
+                and r["fits"] and (r["change_pct"] or 0.0) >= _HINT_MIN_GAIN_PCT), None)
+    if row is None:
+        return []
+    return [f"partials: half gives {rate_text(row['throughput'])} ({row['change_pct']:+.0f}%) "
+            f"and fits, as Graphcore's published recipes run; the search keeps yours, "
+            f"{c.plan.partials}, in training (conv/matmul sums in fp16 change the numerics): "
+            f"{_PARTIALS}=half to take it"]
 
 
 def _next_line(s: RunSummary) -> str:

@@ -52,8 +52,12 @@ def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[
             per_call = p.device_iterations * w.micro_batch_size
             each = " on each replica" if p.replication_factor > 1 else ""
             noun = "sample" if per_call == 1 else "samples"
+            # Synthetic data is made on the IPU: no input crosses from the host, none returns.
+            span = ("the call: data made on the IPU, no host transfer"
+                    if m.dataset.name == "synthetic"
+                    else "inputs on the host to results on the host")
             lines.append(f"latency: {result.latency_s * 1e3:,.3f} ms per call of {per_call:,} "
-                         f"{noun}{each} (inputs on the host to results on the host)")
+                         f"{noun}{each} ({span})")
     else:
         lines.append(f"fits: NO - {result.reason}")
         lines.append("throughput: none (a plan that does not fit does not run)")

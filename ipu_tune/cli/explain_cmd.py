@@ -155,7 +155,10 @@ def format_phases(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def format_explain(data: Explanation) -> str:
-    lines = [f"study {data.study}: objective {data.metric}"]
+    # Each objective in the unit its figures below are shown in (the stored metric's may differ:
+    # a latency is stored in s, shown in ms).
+    axes = [r["axis"] for r in data.objectives] or [data.metric]
+    lines = [f"study {data.study}: objective{'s' if len(axes) > 1 else ''} {', '.join(axes)}"]
     if data.best_trial is None and not data.finished:  # nothing simulated: no verdict on fit
         lines.append(NO_TRIAL_FINISHED + "; nothing to explain until one has")
         return "\n".join(lines)

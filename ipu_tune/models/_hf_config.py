@@ -115,15 +115,21 @@ def _config_class(model_type: str, data: Mapping[str, Any], file: str | None) ->
 
 
 @cache
+def _default_config(config_class: Any) -> Any:
+    """A config class built with its defaults (read, never changed)."""
+    return config_class()
+
+
+@cache
 def _defaults(config_class: Any) -> dict[str, Any]:
     """A config class's defaults, its sub-configs' as mappings (`to_dict`)."""
-    out: dict[str, Any] = config_class().to_dict()
+    out: dict[str, Any] = _default_config(config_class).to_dict()
     return out
 
 
 def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
     """Config classes accept any keyword silently; a misspelt one would change nothing."""
-    default = config_class()
+    default = _default_config(config_class)
     known = set(_defaults(config_class)) | set(getattr(config_class, "attribute_map", {}))
     for key in overrides:
         if key not in known and not hasattr(default, key):

@@ -42,3 +42,19 @@ def test_a_factorys_plan_is_headed_by_the_factory_not_the_default_name() -> None
                       trust_remote_code=True)
     head = format_result(ipu_tune.evaluate(cfg), cfg).splitlines()[0]
     assert head.startswith("tests.models.factories.needs_values on 1 x mk2"), head
+
+
+def test_an_inference_call_on_synthetic_data_is_not_said_to_cross_the_host() -> None:
+    """Synthetic data is made on the IPU (PopTorch `enableSyntheticData`): the latency is the
+    call's, with no input or result on the host, which the line said it spanned."""
+    def latency_line(dataset: str) -> str:
+        cfg = load_config({"model": {"name": "resnet50", "dataset": {"name": dataset}},
+                           "system": {"ipu": "c600", "num_ipus": 1},
+                           "workload": {"mode": "infer", "micro_batch_size": 1},
+                           "plan": {"precision": "16.16"}})
+        text = format_result(ipu_tune.evaluate(cfg), cfg)
+        return next(x for x in text.splitlines() if x.startswith("latency:"))
+
+    assert latency_line("synthetic").endswith("(the call: data made on the IPU, no host "
+                                               "transfer)")
+    assert latency_line("generated").endswith("(inputs on the host to results on the host)")

@@ -461,6 +461,8 @@ def test_a_latency_study_explains_in_latency(
     summary, tmp = studies["latency"]
     assert explain_main([summary.study_name, "--results-dir", str(tmp)]) == 0
     text = capsys.readouterr().out
+    # The header names the unit its figures are shown in (it said the stored metric's [s]).
+    assert text.splitlines()[0].endswith(": objective latency per call (ms)"), text
     ladder = next(ln for ln in text.splitlines() if ln.lstrip().startswith("step "))
     assert "latency per call" in ladder
     sensitivity = text.split("sensitivity of the best plan")[1].splitlines()

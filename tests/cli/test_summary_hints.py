@@ -1,5 +1,6 @@
-"""The summary says when the search stopped at the user's micro-batch (its ceiling) and twice
-that fits and is faster: the figure, from the sensitivity the run simulated, and the override."""
+"""The summary names a faster plan the search did not take because it keeps a knob as the user
+set it: twice the user's micro-batch (its ceiling), half partials in training (a numerics
+choice). The figure comes from the sensitivity the run simulated, with the override."""
 
 from __future__ import annotations
 
@@ -44,3 +45,25 @@ def test_no_line_when_twice_the_micro_batch_does_not_fit(tmp_path: Path) -> None
                and r["value"] > summary.best_config.workload.micro_batch_size]
     assert all(not r["fits"] or r["searched"] for r in doubled)
     assert not any(ln.startswith("micro-batch:") for ln in format_summary(summary).splitlines())
+
+
+def test_half_partials_that_fit_and_are_faster_are_named_in_training(tmp_path: Path) -> None:
+    """Graphcore's recipes run half partials; the summary said nothing of a +38% the search
+    does not draw in training (only `explain` showed it)."""
+    summary = _run(tmp_path, "workload.micro_batch_size=16")
+    assert summary.best_config is not None and summary.explanation is not None
+    assert summary.best_config.plan.partials == "float"
+    row = next(r for r in summary.explanation.sensitivity
+               if r["key"] == "plan.partials" and r["value"] == "half")
+    assert row["fits"] and not row["searched"] and row["change_pct"] >= 5
+    (line,) = [ln for ln in format_summary(summary).splitlines() if ln.startswith("partials:")]
+    assert line.startswith(f"partials: half gives {row['throughput']:,.0f} samples/s "
+                           f"({row['change_pct']:+.0f}%) and fits")
+    assert line.endswith("plan.partials=half to take it")
+
+
+def test_no_partials_line_where_the_search_draws_them_or_they_are_half(tmp_path: Path) -> None:
+    for i, overrides in enumerate((["plan.partials=half"], ["workload.mode=infer"])):
+        summary = _run(tmp_path / str(i), "workload.micro_batch_size=16", *overrides)
+        assert summary.best_config is not None
+        assert not any(ln.startswith("partials:") for ln in format_summary(summary).splitlines())
