@@ -50,6 +50,10 @@ NEEDS: Mapping[str, Need] = {
     # per-instance pipelines (`_host.host_seconds_per_sample` is 0).
     "loader": Need("a host data pipeline", ("model.dataset.name",),
                    lambda dataset: dataset in (SYNTHETIC, GENERATED)),
+    # Token ids are looked up in a word embedding, whose vocabulary a language model's output
+    # head maps back to (`ModelProfile.vocabulary_ops`); pixels and audio have none.
+    "tokens": Need("token input (a word embedding)", (INPUT_KIND,),
+                   lambda kind: kind not in (None, "tokens")),
     # One stage runs the same whatever the schedule (`_pipeline`, `_memory.stash_depth`).
     "pipelined": Need("two or more pipeline stages", ("plan.pipeline.splits",),
                       lambda splits: splits is not None and len(splits) == 0),

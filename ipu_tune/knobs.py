@@ -269,6 +269,13 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     Knob("plan.host_instances", "host_instances", int, 1, "int", "instances", "instances",
          "instances", low=1, high=1024, rule="power_of_two", highlight="changed",
          needs=("loader",)),
+    # The vocabulary's matmul (a language model's output head, tied or not) in this many serial
+    # slices of its output channels (PopTorch `serializedMatMul` OutputChannels, PopART
+    # `setSerializeMatMul`; optimum-graphcore's `embedding_serialization_factor`, which slices
+    # the word embedding's lookup too): each slice's temporary is a share of the whole, each
+    # pays its compute set, weight exchange and AMP fill (`_compute`).
+    Knob("plan.embedding_serialization", "embedding_serialization", int, 1, "int",
+         "emb. serial.", "embedding serialization", "int", low=1, high=64, needs=("tokens",)),
     # Precision of matmul/conv partial sums (PopTorch setPartialsType). An fp32 model's
     # arithmetic accumulates in fp32 whatever the type: it runs only with an fp16 model.
     Knob("plan.partials", "partials", str, "float", "str8", "partials", "partials",

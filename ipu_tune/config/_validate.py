@@ -52,6 +52,8 @@ __all__ = [
 #   model that fits 1024 IPUs, small enough that byte counts stay int64.
 # - plan.prefetch_depth: 1024 batches; plan.dataloader_workers: 1024 host processes.
 # - plan.host_instances: PopRun instances each hold a replica at least, so 1024 as well.
+# - plan.embedding_serialization: 64 slices of a vocabulary (optimum-graphcore's configs use
+#   up to 8); more only multiplies compute sets.
 # - system.host.cpu_cores: 4096 cores in one host server, several times the largest sold.
 # - study.n_trials: 10**6 trials; study.workers: 256 processes on one machine.
 _OTHER_LIMITS: dict[str, int] = {

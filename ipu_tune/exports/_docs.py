@@ -29,6 +29,8 @@ _CITATIONS: dict[str, str] = {
     "recompute": f'{_MPO}, 5.3 "Activation recomputations"',
     "amp": f'{_MPO}, 5.1 "Available memory proportion tuning"; {_AMP_NOTE}',
     "partials": f'{_MPO}, 5.2 "Partials type"',
+    "serialize": f"{_POPTORCH}, API reference: poptorch.serializedMatMul",
+    "popart_serialize": f"{_POPART}, API reference: Builder.setSerializeMatMul",
     "precision": f'{_MPO}, 4.6 "Optimising numerical precision"',
     "rts": f'{_MPO}, 4.7 "Replicated tensor sharding (RTS)"',
     "offload": f'{_POPART}, "Tensor locations" > "Streaming Memory"',

@@ -10,6 +10,7 @@ How a plan maps onto them:
   no layer and sits on IPU0, as `parallelize()` places it. `ipus_per_replica`: the stages.
 * `matmul_proportion`: the plan's available memory proportion, one value per IPU
   (`IPUConfig._to_options` turns it into `setAvailableMemoryProportion({"IPU<i>": ...})`).
+* `embedding_serialization_factor`: `plan.embedding_serialization`.
 * `enable_half_partials`: partials half; `optimizer_state_offchip`,
   `replicated_tensor_sharding`: as the plan's knobs; `recompute_checkpoint_every_layer`:
   recompute `every_block` (optimum runs `PipelinedExecution`, whose pipeline recomputation
@@ -126,7 +127,13 @@ def _layers_per_ipu(plan: ExecutionPlan, profile: ModelProfile) -> list[int]:
 # inference plan; the others of a file read in (`plan.from_ipu_config`) are carried unchanged.
 _PER_MODE = ("layers_per_ipu", "ipus_per_replica", "matmul_proportion", "replication_factor",
              "device_iterations")
-_BOTH_MODES = ("enable_half_partials", "recompute_checkpoint_every_layer")
+# `embedding_serialization_factor` is set in both modes: the models read the training field
+# whatever the mode (`self.ipu_config.embedding_serialization_factor`: modeling_bert.py,
+# modeling_gpt2.py, modeling_t5.py, ...); mt5 reads the mode's own, which an inference plan
+# sets too (`_SERIALIZATION`).
+_BOTH_MODES = ("enable_half_partials", "recompute_checkpoint_every_layer",
+               "embedding_serialization_factor")
+_SERIALIZATION = "inference_embedding_serialization_factor"
 _TRAINING = ("gradient_accumulation_steps", "optimizer_state_offchip",
              "replicated_tensor_sharding")
 # Fields holding one value per IPU of a replica: carried only to a plan of as many IPUs.
@@ -138,7 +145,7 @@ def plan_fields(training: bool) -> frozenset[str]:
     """The IPUConfig fields a plan of that mode sets (`ipu_config_values`)."""
     prefix = "" if training else "inference_"
     return frozenset((*(prefix + f for f in _PER_MODE), *_BOTH_MODES,
-                      *(_TRAINING if training else ())))
+                      *(_TRAINING if training else (_SERIALIZATION,))))
 
 
 def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, Any]:
@@ -154,11 +161,14 @@ def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, A
         f"{prefix}device_iterations": plan.device_iterations,
         "enable_half_partials": plan.partials == "half",
         "recompute_checkpoint_every_layer": plan.recompute == "every_block",
+        "embedding_serialization_factor": plan.embedding_serialization,
     }
     if plan.training:
         values["gradient_accumulation_steps"] = plan.gradient_accumulation
         values["optimizer_state_offchip"] = plan.offload_optimizer_state
         values["replicated_tensor_sharding"] = plan.replicated_tensor_sharding
+    else:
+        values[_SERIALIZATION] = plan.embedding_serialization
     assert values.keys() == plan_fields(plan.training)  # the one list of what a plan sets
     return values
 
@@ -181,8 +191,20 @@ def render_ipu_config(plan: ExecutionPlan, profile: ModelProfile, cfg: EvalConfi
     # only and returns every output for inference (`IPUConfig.to_options`, 0.7.1 L599): an
     # inference plan leaves it as the file gave it, for the training it may also run.
     mode = {"output_mode": "final"} if plan.training else {}
-    values = {**mode, **carried, **ipu_config_values(plan, profile)}
+    values = _one_serialization({**mode, **carried, **ipu_config_values(plan, profile)})
     return json.dumps(values, indent=2) + "\n"
+
+
+def _one_serialization(values: dict[str, Any]) -> dict[str, Any]:
+    """IPUConfig takes a serialization factor or splits over IPUs, not both (`validate_ipu_
+    config`, 0.7.1 L538): the plan's factor above 1 replaces the file's splits; at 1 (no
+    slicing on one IPU), the file's splits stay and the factor is left unset."""
+    for prefix in ("", "inference_"):
+        factor = f"{prefix}embedding_serialization_factor"
+        splits = f"{prefix}serialized_embedding_splits_per_ipu"
+        if values.get(splits) and factor in values:
+            values.pop(splits if values[factor] > 1 else factor)
+    return values
 
 
 # optimum-graphcore's pipeline task of each profiled task (optimum/graphcore/pipelines).

@@ -126,6 +126,13 @@ def plan_values_from_ipu_config(
     # IPUConfig's defaults where the file is silent: half partials, optimizer state on chip.
     values["partials"] = "half" if data.get("enable_half_partials", True) else "float"
     values["recompute"] = "every_block" if data.get("recompute_checkpoint_every_layer") else "auto"
+    # The vocabulary slices on their IPU (`serialized_embedding_splits_per_ipu`, a split over
+    # IPUs, is not simulated: it is carried). The models read the training field in either
+    # mode (`ipu_config.embedding_serialization_factor`, modeling_bert.py, modeling_gpt2.py);
+    # an inference run's own field, where the file gives it, is the one it states.
+    values["embedding_serialization"] = int(
+        data.get(f"{prefix}embedding_serialization_factor")
+        or data.get("embedding_serialization_factor") or 1)
     if mode == "train":
         values["gradient_accumulation"] = int(data.get("gradient_accumulation_steps", 1))
         values["offload_optimizer_state"] = bool(data.get("optimizer_state_offchip", False))
@@ -145,6 +152,10 @@ def ipu_config_fields(data: Mapping[str, Any], mode: str) -> dict[str, str]:
               "plan.pipeline.splits": managed["layers_per_ipu"][0],
               "plan.replication_factor": f"{prefix}replication_factor",
               "plan.device_iterations": f"{prefix}device_iterations"}
+    fields["plan.embedding_serialization"] = (
+        f"{prefix}embedding_serialization_factor"
+        if data.get(f"{prefix}embedding_serialization_factor") else
+        "embedding_serialization_factor")
     if mode == "train":
         fields["plan.gradient_accumulation"] = "gradient_accumulation_steps"
     return fields

@@ -105,7 +105,7 @@ def module_access(path: str, root: str = "model") -> str:
 
 def module_path(cfg: EvalConfig, block: str) -> str:
     """Name of an ipu-tune block in the exported model (transformers nests BERT under `bert.`)."""
-    if zoo_name(cfg) in _BERT and block != "cls":
+    if zoo_name(cfg) in _BERT and block.split(".")[0] != "cls":  # the head's modules too
         return f"bert.{block}"
     return block
 

@@ -14,6 +14,7 @@ from ._fold_bn import popart_fold_lines
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
 from ._schedules import POPART
+from ._serialize import popart_serialize_lines
 from ._source import docstring, knob, program
 
 __all__ = ["PopArtExporter"]
@@ -284,6 +285,7 @@ def _program(ctx: ExportContext) -> str:
         *_io_lines(ctx),
         f"# Precision {p.precision}: the ONNX graph's tensor types ({cite('precision')}).",
         *popart_fold_lines(ctx),
+        *popart_serialize_lines(ctx),
         f"# 8-bit I/O {p.eight_bit_io}: "
         + (
             "declare the image input as UINT8 and cast and normalise in the graph"

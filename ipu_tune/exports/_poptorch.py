@@ -15,6 +15,7 @@ from ._model_source import literal, model_imports, model_lines, module_access, m
 from ._poprun import poprun_lines
 from ._poptorch_io import input_lines, optimizer_lines
 from ._schedules import POPTORCH
+from ._serialize import poptorch_serialize_lines
 from ._source import docstring, knob, program
 
 __all__ = ["PopTorchExporter"]
@@ -366,6 +367,7 @@ def _program(ctx: ExportContext) -> str:
         "",
         *model_lines(ctx.config, ctx.profile),
         *poptorch_fold_lines(ctx),
+        *poptorch_serialize_lines(ctx),
         "",
         *_options_lines(ctx),
         *_pipeline_lines(ctx),

@@ -14,6 +14,7 @@ from ._fold_bn import tf_fold_lines
 from ._model_source import literal, module_path
 from ._poprun import poprun_lines
 from ._schedules import TENSORFLOW
+from ._serialize import tf_serialize_lines
 from ._source import docstring, knob, program
 
 __all__ = ["TensorFlowExporter", "steps_per_execution"]
@@ -367,5 +368,6 @@ def _program(ctx: ExportContext) -> str:
         *_keras_lines(ctx),
         f"# Precision {p.precision}: set your Keras layers' dtype policy ({cite('precision')}).",
         *tf_fold_lines(ctx),
+        *tf_serialize_lines(ctx),
     ]
     return program(lines)

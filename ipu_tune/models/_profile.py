@@ -144,6 +144,20 @@ class ModelProfile:
             n *= d
         return n
 
+    @property
+    def vocabulary_ops(self) -> tuple[int, ...]:
+        """Index of the op that maps the hidden width back to the vocabulary: the last
+        conv/matmul whose K x N weight has an embedding table's size, of N >= K rows (a
+        language model's output head, tied to the word embedding or of its shape; the last, so
+        a layer that happens to match the position table is not taken). What
+        `plan.embedding_serialization` slices, as optimum-graphcore's SerializedLinear does;
+        empty for a model of no embedding or no such head."""
+        tables = {o.parameters for o in self.ops if o.kind == "embedding"}
+        found = [i for i, o in enumerate(self.ops)
+                 if o.kind in ("conv", "matmul") and o.k * o.n in tables and o.n >= o.k
+                 and o.rhs_per_sample == 0]
+        return tuple(found[-1:])
+
     def block_index(self, name: str) -> int:
         for i, b in enumerate(self.block_stats):
             if b.name == name:

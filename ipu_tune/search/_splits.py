@@ -77,7 +77,8 @@ def simulator_block_cycles(profile: ModelProfile, system: System,
     """
     costs = block_costs(profile, system.ipu, plan.micro_batch_size, plan.model_fp16,
                         plan.available_memory_proportion, system.ipu.tiles - plan.io_tiles,
-                        plan.training, DEFAULT_CONSTANTS, plan.partials == "half")
+                        plan.training, DEFAULT_CONSTANTS, plan.partials == "half",
+                        plan.embedding_serialization)
 
     def span(prefix: Sequence[float], b: int) -> float:
         return float(prefix[b + 1] - prefix[b])

@@ -53,6 +53,9 @@ class ProfileArrays:
     # Per op: output channels per group of a grouped convolution (N / groups), inf elsewhere
     # (a dense op's operands can be laid out to fill the AMP; a group's channels cannot).
     n_per_group: np.ndarray
+    # Per op: whether it is a vocabulary matmul (`ModelProfile.vocabulary_ops`), which
+    # `plan.embedding_serialization` slices.
+    vocab: np.ndarray
     # Per-block prefix sums (length blocks + 1).
     params: np.ndarray
     saved_el: np.ndarray
@@ -118,6 +121,7 @@ def profile_arrays(profile: ModelProfile) -> ProfileArrays:
         rhs_el=np.array([op.rhs_per_sample * op.k * op.n for op in ops], dtype=float),
         n_per_group=np.array([op.n / op.groups if op.groups > 1 else np.inf for op in ops],
                              dtype=float),
+        vocab=np.isin(np.arange(len(ops)), profile.vocabulary_ops),
         params=_prefix(np.array([b.parameters for b in profile.block_stats], dtype=float)),
         saved_el=_prefix(np.array([b.saved_elements for b in profile.block_stats], dtype=float)),
         param_ops=_prefix(np.bincount(block, weights=has_params.astype(float), minlength=nb)),

@@ -42,6 +42,9 @@ Model of one op (B = micro-batch, T = compute tiles, f = clock):
   AMP x T x S_tile; beyond it the op runs in ceil(need / budget) serial passes, each paying its
   compute set and weight exchange and, beyond the first, its fill and drain again (o_half / o
   per pass, the arithmetic once): less AMP, more cycles.
+- embedding serialization (`plan.embedding_serialization`, S): a vocabulary matmul runs in S
+  slices of its output channels, each a serial pass of need / S and weight / S, whose passes
+  under the AMP are counted per slice.
 """
 
 from __future__ import annotations
@@ -98,18 +101,19 @@ def block_costs(
     training: bool,
     c: SimConstants,
     half_partials: bool = False,
+    serialization: int = 1,
 ) -> BlockCosts:
     # Fast paths on the identity of the IPU and the constants (a study passes the same
     # objects every trial): hashing those frozen dataclasses costs more than the rest of a
     # lookup. The entries keep them alive, so their ids are not reused while they exist.
     fast_key = (id(profile), id(ipu), id(c), micro_batch, fp16, amp, compute_tiles, training,
-                half_partials)
+                half_partials, serialization)
     fast = _FAST_COST_CACHE.get(fast_key)
     if fast is not None and fast[0] is profile and fast[1] is ipu and fast[2] is c:
         return fast[3]
     budget = amp * float(compute_tiles) * ipu.sram_bytes_per_tile
     fixed_key = (id(profile), id(ipu), id(c), micro_batch, fp16, compute_tiles, training,
-                 half_partials)
+                 half_partials, serialization)
     with LOCK:
         hit = _FIXED_CACHE.get(fixed_key)
         if hit is not None and hit[0] is profile and hit[1] is ipu and hit[2] is c:
@@ -118,7 +122,7 @@ def block_costs(
         costs = _amp_costs(profile_arrays(profile), hit[3], budget)
     else:
         key = (id(profile), ipu, micro_batch, fp16, amp, compute_tiles, training, c,
-               half_partials)
+               half_partials, serialization)
         with LOCK:
             found = _COST_CACHE.get(key)
             if found is not None and found[0] is profile:
@@ -128,7 +132,7 @@ def block_costs(
         else:
             a = profile_arrays(profile)
             fixed = _costed(a, ipu, micro_batch, fp16, compute_tiles, training, c,
-                            half_partials)
+                            half_partials, serialization)
             costs = _amp_costs(a, fixed, budget)
             with LOCK:
                 lru_put(_FIXED_CACHE, fixed_key, (profile, ipu, c, fixed), _FIXED_CACHE_SIZE)
@@ -150,8 +154,10 @@ class _Fixed:
     need_block: np.ndarray  # per block: the largest `need_mm` of its ops (0: none)
     sets_other: np.ndarray  # per op: compute sets of the memory-bound kinds
     kept: np.ndarray | None  # per op: whether the inference graph runs it (None: training)
-    # Per conv/matmul (`ProfileArrays.mm_index`): the temporary bytes it would use uncapped,
-    # its weight bytes, its backward's gradients (1 or 2) and weight-gradient reduction bytes.
+    # Per conv/matmul (`ProfileArrays.mm_index`): its serial slices (`plan.embedding_
+    # serialization` of a vocabulary matmul, else 1), the temporary bytes and weight bytes of
+    # one slice uncapped, its backward's gradients (1 or 2) and weight-gradient reduction bytes.
+    slices_mm: np.ndarray
     need_mm: np.ndarray
     weight_bytes_mm: np.ndarray
     grads_mm: np.ndarray
@@ -166,13 +172,11 @@ class _Fixed:
 
 def _costed(
     a: ProfileArrays, ipu: IpuSpec, micro_batch: int, fp16: bool, compute_tiles: int,
-    training: bool, c: SimConstants, half_partials: bool,
+    training: bool, c: SimConstants, half_partials: bool, serialization: int,
 ) -> _Fixed:
     """Every op costed for one `block_costs` key but the AMP (the model of one op: module
     docstring)."""
-    b = float(micro_batch)
-    tiles = float(compute_tiles)
-    act_bytes = 2.0 if fp16 else 4.0
+    b, tiles, act_bytes = float(micro_batch), float(compute_tiles), 2.0 if fp16 else 4.0
     half = fp16 and half_partials
     partials_bytes = 2.0 if half else 4.0
     rate = _rate(a, ipu, fp16, half)
@@ -182,7 +186,8 @@ def _costed(
     exchange_per_cycle, sram_per_cycle = _bandwidths(ipu, tiles, c)
     mm = a.kind_mm
 
-    slow, weight_bytes, need = _conv_matmul(a, b, tiles, act_bytes, partials_bytes, rate, c)
+    slow, weight_bytes, need, slices = _conv_matmul(a, b, tiles, act_bytes, partials_bytes,
+                                                    rate, c, serialization)
     fill_fwd = a.fwd_flops * b / flops_per_cycle * _fill(a.m * b * a.n / tiles, c)
 
     # Memory-bound kinds: bytes streamed per pass (read input + write output; a training norm
@@ -218,7 +223,8 @@ def _costed(
     at = a.mm_index
     return _Fixed(
         fwd_compute=sums[0], bwd_compute=sums[1] if training else [0.0] * (a.n_blocks + 1),
-        need_block=need_block, sets_other=sets_other, kept=kept, need_mm=need[at],
+        need_block=need_block, sets_other=sets_other, kept=kept, slices_mm=slices[at],
+        need_mm=need[at],
         weight_bytes_mm=weight_bytes[at], grads_mm=grads[at], wgrad_reduce_mm=wgrad_reduce[at],
         fill_fwd_mm=fill_fwd[at], fill_bwd_mm=fill_bwd[at],
         overhead=c.compute_set_overhead_cycles, exchange_per_cycle=exchange_per_cycle,
@@ -235,8 +241,9 @@ def _bandwidths(ipu: IpuSpec, tiles: float, c: SimConstants) -> tuple[float, flo
 
 def _amp_costs(a: ProfileArrays, f: _Fixed, budget: float) -> BlockCosts:
     """The block costs of `f` under the AMP's temporary `budget` (bytes): beyond it a
-    conv/matmul runs in ceil(need / budget) serial passes, its temporary capped at it."""
-    passes_mm = np.maximum(1.0, np.ceil(f.need_mm / budget))
+    conv/matmul (each slice of a serialized one) runs in ceil(need / budget) serial passes,
+    its temporary capped at it."""
+    passes_mm = f.slices_mm * np.maximum(1.0, np.ceil(f.need_mm / budget))
     key = (id(f), passes_mm.tobytes())  # the entry keeps `f` alive: its id is not reused
     with LOCK:
         hit = _SUMS_CACHE.get(key)
@@ -365,14 +372,17 @@ def _rhs_elements(a: ProfileArrays, b: float) -> np.ndarray:
 
 def _conv_matmul(
     a: ProfileArrays, b: float, tiles: float, act_bytes: float, partials_bytes: float,
-    rate: np.ndarray, c: SimConstants,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per conv/matmul: its forward `_amp_slowdown` (outputs M x N per tile), weight bytes,
-    and the temporary bytes it would use uncapped (the available memory proportion caps it,
-    `_amp_costs`)."""
+    rate: np.ndarray, c: SimConstants, serialization: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per conv/matmul: its forward `_amp_slowdown` (outputs M x N per tile), and per serial
+    slice its weight bytes and the temporary bytes it would use uncapped (the available memory
+    proportion caps it, `_amp_costs`), and its slices: a serialized vocabulary matmul runs its
+    output channels in slices, each holding a share of the weight and of the partials
+    (PopTorch serializedMatMul, OutputChannels); every other op is one."""
     mm = a.kind_mm
     m = a.m * b
     slow = np.where(mm, _amp_slowdown(m * a.n / tiles, rate, c), 1.0)
+    slices = np.where(a.vocab, float(serialization), 1.0)
     weight_bytes = _rhs_elements(a, b) * act_bytes
     need = (m * a.k) * act_bytes + weight_bytes + m * a.n * partials_bytes
-    return slow, weight_bytes, need
+    return slow, weight_bytes / slices, need / slices, slices

@@ -10,7 +10,7 @@ user's own measurements). *Read/estimate* constants cite their source and are no
 topology and host figures (IPU-Machines, IPU-Link domains, GW-Links, servers) live in
 `ipu_tune.hardware` with theirs.
 
-Current fit (simulator 3.2.0, kept in 3.3.0 to 3.9.0, which move no point's rate by more than
+Current fit (simulator 3.2.0, kept in 3.3.0 to 3.10.0, which move no point's rate by more than
 0.1 %: every point encoded as
 run, the MLPerf ResNet-50, BERT and C600 inference points with half partials; a conv/matmul pass
 costs its FLOPs at E x the FP16.16 peak times (1 / rate + o_half / o): the arithmetic at the

@@ -50,7 +50,8 @@ def simulate(
     training = pm.training
     # Each stage's IPU at its own available memory proportion (one cost table per value).
     by_amp = {amp: block_costs(profile, system.ipu, plan.micro_batch_size, pm.model_fp16, amp,
-                               pm.compute_tiles, training, c, plan.partials == "half")
+                               pm.compute_tiles, training, c, plan.partials == "half",
+                               plan.embedding_serialization)
               for amp in set(plan.stage_memory_proportions)}
     costs = [by_amp[amp] for amp in plan.stage_memory_proportions]
     mb_in_bytes = _host.input_bytes_per_sample(profile, plan) * plan.micro_batch_size

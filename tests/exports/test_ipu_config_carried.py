@@ -26,9 +26,10 @@ PLAN_FIELDS = {"layers_per_ipu": [0, 8, 8, 8], "ipus_per_replica": 4,
                "matmul_proportion": [0.2, 0.2, 0.2, 0.2], "replication_factor": 4,
                "gradient_accumulation_steps": 128, "device_iterations": 1,
                "enable_half_partials": True, "optimizer_state_offchip": True,
-               "replicated_tensor_sharding": True, "recompute_checkpoint_every_layer": True}
+               "replicated_tensor_sharding": True, "recompute_checkpoint_every_layer": True,
+               "embedding_serialization_factor": 4}
 # ... and what it does not, of every JSON type IPUConfig declares.
-OTHERS = {"embedding_serialization_factor": 4, "seed": 42, "executable_cache_dir": "./exe_cache",
+OTHERS = {"seed": 42, "executable_cache_dir": "./exe_cache",
           "auto_loss_scaling": False, "output_mode": "final", "inference_device_iterations": 4,
           "inference_matmul_proportion": 0.3,
           "parallelize_kwargs": {"use_cache": True, "max_len": 7}}
@@ -104,8 +105,13 @@ def test_a_model_without_optimum_exports_says_so_in_that_line(tmp_path: Path) ->
 
 def test_a_per_ipu_list_of_another_ipu_count_is_left_out_and_said(tmp_path: Path) -> None:
     splits = {"serialized_embedding_splits_per_ipu": [1, 0, 0, 0]}
-    cfg = _applied(tmp_path, {**PLAN_FIELDS, **splits})
-    assert _exported(cfg)["serialized_embedding_splits_per_ipu"] == [1, 0, 0, 0]
+    factor = "embedding_serialization_factor"
+    cfg = _applied(tmp_path, {**{k: v for k, v in PLAN_FIELDS.items() if k != factor},
+                              **splits})
+    exported = _exported(cfg)
+    assert exported["serialized_embedding_splits_per_ipu"] == [1, 0, 0, 0]
+    # IPUConfig takes the factor or the splits: the file's splits, with no factor beside them.
+    assert factor not in exported
     two = replace(cfg, plan=replace(cfg.plan, pipeline=replace(
         cfg.plan.pipeline, splits=["transformer.h.12"]), available_memory_proportion_per_ipu=[]))
     assert "serialized_embedding_splits_per_ipu" not in _exported(two)
