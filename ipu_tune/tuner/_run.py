@@ -47,6 +47,7 @@ from ipu_tune.search import (
     change_list,
     check_stored_trials,
     convergence,
+    load_space,
     rank_key,
     stored_config,
 )
@@ -113,6 +114,16 @@ class Prepared:
     problem: SearchProblem
 
 
+def _in_search_mode(cfg: TuneConfig, pinned: frozenset[str]) -> TuneConfig:
+    """`cfg` in the mode every trial of its search runs (the latency space fixes inference)
+    unless the command line set the mode: an ipu_config.json is then read for that mode's
+    fields (`inference_*`), and the user's plan is the one the file states for it."""
+    mode = load_space(cfg.search.space).fixed.get("workload.mode")
+    if mode is None or mode == cfg.workload.mode or "workload.mode" in pinned:
+        return cfg
+    return replace(cfg, workload=replace(cfg.workload, mode=mode))
+
+
 def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
     """Every check that needs no writing: config, model, starting plan, search space.
 
@@ -120,7 +131,7 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
     """
     validate(cfg, check_layout=False)
     if cfg.plan.from_ipu_config:  # the starting plan is the file's; command-line keys win
-        cfg = apply_ipu_config(cfg, pinned)
+        cfg = apply_ipu_config(_in_search_mode(cfg, pinned), pinned)
         validate(cfg, check_layout=False)
     if cfg.study.n_trials < 1:
         raise IpuTuneError(f"study.n_trials={cfg.study.n_trials}: must be >= 1")
