@@ -223,8 +223,7 @@ def parse_yaml(text: str, name: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         if isinstance(exc, yaml.constructor.ConstructorError):
-            raise IpuTuneError(f"{name}: not valid YAML{where}: a YAML tag that builds a Python "
-                               "object; allowed: plain values") from None
+            raise IpuTuneError(f"{name}: not valid YAML{where}: {_unbuilt(exc)}") from None
         raise IpuTuneError(f"{name}: not valid YAML{where}") from None
     except RecursionError:
         raise IpuTuneError(f"{name}: nested deeper than {MAX_YAML_DEPTH} levels") from None
@@ -233,6 +232,28 @@ def parse_yaml(text: str, name: str) -> Any:
             raise
         raise IpuTuneError(f"{name}: an integer of more than 4300 digits; allowed: integers "
                            "of at most 4300 digits") from None
+
+
+_NO_TAG = re.compile(r"constructor for the tag '([^']*)'")
+_PLAIN = "allowed: plain values (numbers, text, true/false, lists, mappings)"
+
+
+def _unbuilt(exc: Any) -> str:
+    """Why the safe loader built nothing: a `!!python/...` tag (it would build a Python
+    object), any other tag it does not know (`!custom`: it builds nothing at all, so it is
+    unknown, not dangerous), a list or mapping used as a key, or a merge (`<<:`) of no
+    mapping."""
+    problem = str(getattr(exc, "problem", ""))
+    found = _NO_TAG.search(problem)
+    if found is None and "merging" in problem:
+        return "a merge key (<<) given no mapping; allowed: <<: a mapping or a list of mappings"
+    if found is None:
+        return "a list or mapping as a key; allowed: keys that are text or numbers"
+    tag = found.group(1)
+    shown_tag = "!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag
+    if tag.startswith(_TAG + "python/"):
+        return f"the YAML tag {shown_tag} builds a Python object; {_PLAIN}"
+    return f"an unknown YAML tag {shown_tag}; {_PLAIN}, without tags"
 
 
 def parse_json(text: str) -> Any:

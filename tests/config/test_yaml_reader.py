@@ -79,3 +79,25 @@ def test_limits_name_a_huge_integer_given_from_python() -> None:
     cfg = replace(cfg, workload=replace(cfg.workload, micro_batch_size=16**4000 - 1))
     with pytest.raises(IpuTuneError, match=r"workload.micro_batch_size=0xfff.*must be <= 65536"):
         check_limits(cfg)
+
+
+_PLAIN = "allowed: plain values (numbers, text, true/false, lists, mappings)"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    # A tag the safe loader does not know builds nothing: unknown, not a Python object.
+    ("a: !custom x", f"an unknown YAML tag !custom; {_PLAIN}, without tags"),
+    ("a: !custom\n  b: 1", f"an unknown YAML tag !custom; {_PLAIN}, without tags"),
+    ("a: !!foo x", f"an unknown YAML tag !!foo; {_PLAIN}, without tags"),
+    ("a: !!python/object/apply:os.system [true]",
+     f"the YAML tag !!python/object/apply:os.system builds a Python object; {_PLAIN}"),
+    ("a: !!python/name:os.system", f"the YAML tag !!python/name:os.system builds a Python "
+                                   f"object; {_PLAIN}"),
+    ("? [a]\n: 1", "a list or mapping as a key; allowed: keys that are text or numbers"),
+    ("a: {<<: 1}", "a merge key (<<) given no mapping; allowed: <<: a mapping or a list of "
+                   "mappings"),
+])
+def test_what_the_safe_loader_cannot_build_is_said_as_it_is(text: str, why: str) -> None:
+    with pytest.raises(IpuTuneError) as err:
+        parse_yaml(text, "f")
+    assert str(err.value) == f"f: not valid YAML at line 1: {why}"
