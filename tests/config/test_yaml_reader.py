@@ -3,7 +3,9 @@ the key, never a value Python cannot print nor a time read as a number."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -101,3 +103,22 @@ def test_what_the_safe_loader_cannot_build_is_said_as_it_is(text: str, why: str)
     with pytest.raises(IpuTuneError) as err:
         parse_yaml(text, "f")
     assert str(err.value) == f"f: not valid YAML at line 1: {why}"
+
+
+@pytest.mark.parametrize(("key", "name"), [("model.hf.config_file", "config.json"),
+                                           ("plan.from_ipu_config", "ipu_config.json")])
+def test_a_json_file_with_a_byte_order_mark_is_refused_as_transformers_refuses_it(
+        key: str, name: str, tmp_path: Path) -> None:
+    """Transformers (and optimum-graphcore after it) reads these files as plain UTF-8, where
+    `json.loads` refuses the mark: one line saying so, not Python's hint to use utf-8-sig."""
+    from ipu_tune.exports._ipu_config_read import read_ipu_config
+    from ipu_tune.models._config_json import config_json_values
+
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"model_type": "bert"}).encode())
+    read = config_json_values if name == "config.json" else read_ipu_config
+    with pytest.raises(IpuTuneError) as err:
+        read(str(path))
+    assert str(err.value) == (f"{key}={str(path)!r}: starts with a UTF-8 byte-order mark (BOM), "
+                              "which Transformers and optimum-graphcore refuse too; allowed: "
+                              "JSON in UTF-8 without a byte-order mark")
