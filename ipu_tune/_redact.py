@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["redact"]
+__all__ = ["redact", "without_password"]
 
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s'\"]+)")
 _LOOSE = re.compile(r"(?i)(^|[\s'\"=(,/])([^\s:/@'\"=(,]*):(?!//)(?!\*\*\*@)([^\s'\"]*)@")
@@ -109,3 +109,20 @@ def _query_param(match: re.Match[str]) -> str:
     if "pass" not in name:
         return match.group(0)
     return f"{match.group(1)}{match.group(2)}=***"
+
+
+def without_password(url: str) -> str:
+    """`url` with no password at all, to be run as printed: its login's `:password` (up to the
+    LAST `@`, as `redact` takes it) and every query parameter whose name holds "pass" left
+    out. A masked `alice:***@` would be sent as the password `***` and refused by the server;
+    without one, libpq reads it from `PGPASSWORD` or `~/.pgpass`. Not a URL: unchanged."""
+    scheme, sep, body = url.partition("://")
+    if not sep:
+        return url
+    at = body.rfind("@")
+    user, colon, _ = body[:max(at, 0)].partition(":")
+    if at >= 0 and colon:
+        body = user + body[at:]
+    where, question, query = body.partition("?")
+    kept = [p for p in query.split("&") if "pass" not in unquote(p.partition("=")[0]).lower()]
+    return f"{scheme}://{where}" + (f"{question}{'&'.join(kept)}" if any(kept) else "")

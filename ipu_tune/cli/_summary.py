@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from ipu_tune._redact import without_password
 from ipu_tune.cli.explain_cmd import NO_CLOSEST, NO_TRIAL_FINISHED
 from ipu_tune.config import GENERATED, SYNTHETIC, EvalConfig
 from ipu_tune.explain import Explanation
@@ -214,14 +215,21 @@ def _next_line(s: RunSummary) -> str:
         folder = next(iter(s.exports.values())).parent.parent
         if folder != Path("results"):
             where = f" --results-dir {shlex.quote(str(folder))}"
+    login = ""
     if not s.storage.endswith("ipu_tune.journal"):  # a database: where the study is
-        where += f" --storage {shlex.quote(s.storage)}"
+        # Printed to be run: a masked password (`alice:***@`) would be sent as `***` and refused.
+        url = without_password(s.storage)
+        where += f" --storage {shlex.quote(url)}"
+        if url != s.storage:
+            login = ("; the storage's password is left out: libpq reads it from PGPASSWORD or "
+                     "~/.pgpass")
     if s.best_config is not None and s.best_config.model._target_:
         where += " --trust-remote-code"  # the stored study names the user's own code
     name = shlex.quote(s.study_name)
     report = f"python -m ipu_tune report {name}{where} (rebuild the report)"
     if s.n_complete == 0:  # nothing simulated: `explain` would have nothing to show
-        return f"next: {report}; explain shows a study once one of its trials has finished"
+        return (f"next: {report}; explain shows a study once one of its trials has finished"
+                f"{login}")
     what = ("how this plan was reached, step by step" if s.best_trial is not None else
             "why no plan fits, and what was checked to make one fit")
-    return f"next: python -m ipu_tune explain {name}{where} ({what}); {report}"
+    return f"next: python -m ipu_tune explain {name}{where} ({what}); {report}{login}"

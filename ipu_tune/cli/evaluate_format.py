@@ -24,8 +24,11 @@ def _pct(part: float, whole: float) -> str:
 
 
 def _count(samples: float) -> str:
-    """A whole number of samples as such; packed sequences (a mean per pack) to 0.1."""
-    return f"{samples:,.0f}" if samples == round(samples) else f"{samples:,.1f}"
+    """`1 sample`, `64 samples`: a whole number of samples as such; packed sequences (a mean
+    per pack) to 0.1, always plural (`1.5 samples`)."""
+    if samples == 1:
+        return "1 sample"
+    return f"{samples:,.0f} samples" if samples == round(samples) else f"{samples:,.1f} samples"
 
 
 def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[str]:
@@ -62,7 +65,7 @@ def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[
         lines.append(f"fits: NO - {result.reason}")
         lines.append("throughput: none (a plan that does not fit does not run)")
     lines.append(
-        f"step: {result.step_time_s * 1e3:,.2f} ms for {_count(result.samples_per_step)} samples; "
+        f"step: {result.step_time_s * 1e3:,.2f} ms for {_count(result.samples_per_step)}; "
         f"bottleneck: {result.bottleneck}{_waits_for_host(result)}"
     )
     return lines

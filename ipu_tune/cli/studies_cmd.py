@@ -92,18 +92,21 @@ def list_main(argv: Sequence[str]) -> int:
     _storage_args(parser)
     args = parser.parse_args(list(argv))
     try:
-        storage = open_storage(_target(args), read_only=True)
+        target = _target(args)
+        storage = open_storage(target, read_only=True)
         summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
         metas = [StudyMeta.of(s) for s in summaries]
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
     differs = _what_differs(metas)
+    # Exports of this storage's studies are in `<name>@<tag>` folders, as the exporter writes them.
+    tag = target.export_tag
     print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  best (objective)")
     for s, meta, differ in zip(summaries, metas, differs, strict=True):
         study = optuna.load_study(study_name=s.study_name, storage=storage)
         # Finished: COMPLETE (feasible) and PRUNED (infeasible, no value) trials.
         trials = study.get_trials(deepcopy=False, states=_FINISHED)
-        shown = _best_shown(study, meta, args.results_dir) if trials else ""
+        shown = _best_shown(study, meta, args.results_dir, tag) if trials else ""
         system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
         model = meta.model if meta else "?"
         print(f"{printable(s.study_name):40} {printable(model):14} {system:9} "
@@ -113,7 +116,8 @@ def list_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _best_shown(study: optuna.Study, meta: StudyMeta | None, results_dir: str) -> str:
+def _best_shown(study: optuna.Study, meta: StudyMeta | None, results_dir: str,
+                tag: str) -> str:
     """The trial `report`/`export` would export (a multi-objective study's compromise) and its
     objective values; or why every command on the study refuses it."""
     from ipu_tune.search import OBJECTIVES, best_trial, stored_values_fault
@@ -132,7 +136,7 @@ def _best_shown(study: optuna.Study, meta: StudyMeta | None, results_dir: str) -
             for n, v in zip(names, best.values, strict=False))
     else:
         shown = ", ".join(f"{v:.6g}" for v in best.values)
-    return f"trial {best.number}: {shown}" + exported_note(results_dir, study.study_name)
+    return f"trial {best.number}: {shown}" + exported_note(results_dir, study.study_name, tag)
 
 
 _DIFFERS_SHOWN = 4

@@ -70,7 +70,14 @@ from ipu_tune.config._validate import (
     check_study_name,
     validate,
 )
-from ipu_tune.config._yaml import parse_json, parse_yaml, read_text, read_yaml, unique_keys
+from ipu_tune.config._yaml import (
+    parse_json,
+    parse_yaml,
+    read_json_text,
+    read_text,
+    read_yaml,
+    unique_keys,
+)
 
 if "hydra" in sys.modules:  # a script composing with Hydra imported it first: no cost
     register()
@@ -127,6 +134,7 @@ __all__ = [
     "parse_yaml",
     "quick_compose",
     "read_config_file",
+    "read_json_text",
     "read_text",
     "read_yaml",
     "register",

@@ -20,6 +20,7 @@ __all__ = [
     "MAX_YAML_DEPTH",
     "parse_json",
     "parse_yaml",
+    "read_json_text",
     "read_text",
     "read_yaml",
     "unique_keys",
@@ -177,7 +178,7 @@ def read_text(path: Path, what: str, key: str | None = None) -> str:
     """A regular text file of at most 1 MiB, UTF-8 without NUL bytes; else one line naming
     `what` (or the config `key` that named the file) and the path. Opened without blocking: a
     FIFO would wait for a writer, a device never ends."""
-    name = f"{key}={str(path)!r}" if key else f"{what} {str(path)!r}"
+    name = _file_name(path, what, key)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as f:
@@ -196,6 +197,24 @@ def read_text(path: Path, what: str, key: str | None = None) -> str:
         raise IpuTuneError(f"{name}: not a UTF-8 text file") from None
     if "\x00" in text:
         raise IpuTuneError(f"{name}: binary file (NUL bytes); expected text")
+    return text
+
+
+def _file_name(path: Path, what: str, key: str | None) -> str:
+    """How a message names a file: the config `key` that named it, else `what` it is."""
+    return f"{key}={str(path)!r}" if key else f"{what} {str(path)!r}"
+
+
+def read_json_text(path: Path, what: str, key: str | None = None) -> str:
+    """`read_text` of a JSON file (a Transformers `config.json`, an `ipu_config.json`), refused
+    in one line when it starts with a UTF-8 byte-order mark: Transformers and optimum-graphcore
+    read these files as plain UTF-8 and `json.loads` refuses the mark, so a file they cannot
+    read is not taken here either."""
+    text = read_text(path, what, key)
+    if text.startswith("\ufeff"):
+        raise IpuTuneError(f"{_file_name(path, what, key)}: starts with a UTF-8 byte-order mark "
+                           "(BOM), which Transformers and optimum-graphcore refuse too; allowed: "
+                           "JSON in UTF-8 without a byte-order mark")
     return text
 
 
@@ -223,8 +242,7 @@ def parse_yaml(text: str, name: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         if isinstance(exc, yaml.constructor.ConstructorError):
-            raise IpuTuneError(f"{name}: not valid YAML{where}: a YAML tag that builds a Python "
-                               "object; allowed: plain values") from None
+            raise IpuTuneError(f"{name}: not valid YAML{where}: {_unbuilt(exc)}") from None
         raise IpuTuneError(f"{name}: not valid YAML{where}") from None
     except RecursionError:
         raise IpuTuneError(f"{name}: nested deeper than {MAX_YAML_DEPTH} levels") from None
@@ -233,6 +251,28 @@ def parse_yaml(text: str, name: str) -> Any:
             raise
         raise IpuTuneError(f"{name}: an integer of more than 4300 digits; allowed: integers "
                            "of at most 4300 digits") from None
+
+
+_NO_TAG = re.compile(r"constructor for the tag '([^']*)'")
+_PLAIN = "allowed: plain values (numbers, text, true/false, lists, mappings)"
+
+
+def _unbuilt(exc: Any) -> str:
+    """Why the safe loader built nothing: a `!!python/...` tag (it would build a Python
+    object), any other tag it does not know (`!custom`: it builds nothing at all, so it is
+    unknown, not dangerous), a list or mapping used as a key, or a merge (`<<:`) of no
+    mapping."""
+    problem = str(getattr(exc, "problem", ""))
+    found = _NO_TAG.search(problem)
+    if found is None and "merging" in problem:
+        return "a merge key (<<) given no mapping; allowed: <<: a mapping or a list of mappings"
+    if found is None:
+        return "a list or mapping as a key; allowed: keys that are text or numbers"
+    tag = found.group(1)
+    shown_tag = "!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag
+    if tag.startswith(_TAG + "python/"):
+        return f"the YAML tag {shown_tag} builds a Python object; {_PLAIN}"
+    return f"an unknown YAML tag {shown_tag}; {_PLAIN}, without tags"
 
 
 def parse_json(text: str) -> Any:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ipu_tune.config import LIMITS, parse_json, read_text
+from ipu_tune.config import LIMITS, parse_json, read_json_text
 from ipu_tune.errors import IpuTuneError, bad_value, shown
 from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS
 
@@ -74,7 +74,7 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
     file = Path(path).expanduser()
     if file.is_dir():
         file = file / "ipu_config.json"
-    text = read_text(file, "ipu_config.json", KEY)
+    text = read_json_text(file, "ipu_config.json", KEY)
     try:
         data = parse_json(text)
     except ValueError as exc:

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ipu_tune.config import parse_json, read_text
+from ipu_tune.config import parse_json, read_json_text
 from ipu_tune.errors import IpuTuneError, bad_value
 
 __all__ = ["config_json_label", "config_json_path", "config_json_stamp", "config_json_values",
@@ -61,7 +61,7 @@ def config_json_values(path_text: str) -> dict[str, Any]:
     kept = _KEPT.get()
     if path_text in kept:
         return _floats(json.loads(json.dumps(kept[path_text])))  # a copy: callers pop and edit
-    text = read_text(config_json_path(path_text), "config.json", KEY)
+    text = read_json_text(config_json_path(path_text), "config.json", KEY)
     try:
         data = parse_json(text)
     except ValueError as exc:
@@ -92,7 +92,7 @@ def config_json_stamp(path_text: str) -> str:
     if path_text in kept:
         text = json.dumps(kept[path_text], sort_keys=True)
     else:
-        text = read_text(config_json_path(path_text), "config.json", KEY)
+        text = read_json_text(config_json_path(path_text), "config.json", KEY)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

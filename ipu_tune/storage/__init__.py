@@ -3,7 +3,7 @@ table beside each study, and the files written under results_dir."""
 
 from ipu_tune.storage._batched import BatchedJournalStorage, BatchingJournalBackend
 from ipu_tune.storage._claims import ClaimLock
-from ipu_tune.storage._files import atomic_write, study_dir
+from ipu_tune.storage._files import atomic_write, export_folder, study_dir
 from ipu_tune.storage._journal_lock import FlockLock
 from ipu_tune.storage._open import (
     DEFAULT_JOURNAL,
@@ -47,6 +47,7 @@ __all__ = [
     "atomic_write",
     "check_storage_places",
     "csv_text",
+    "export_folder",
     "export_table",
     "open_storage",
     "open_table",

@@ -172,8 +172,7 @@ def _check_export_places(results_dir: str, name: str, target: StorageTarget) -> 
     place, is refused now, not after the search. So is a default name (`search.name` is
     free) that would collide with a storage's files or another storage's study folder."""
     check_study_name("study.name", name)
-    tag = target.export_tag
-    out_dir = study_dir(results_dir, f"{name}@{tag}" if tag else name)
+    out_dir = study_dir(results_dir, name, target.export_tag)
     check_places([out_dir / f for f in (*EXPORT_FILE_NAMES, REPORT_FILE)], "export path",
                  results_dir)
 
@@ -353,8 +352,7 @@ def export_study(
     """Write the exports of the best trial (`ipu_tune.exports`) and report.html under
     results/<study>/."""
     # Another storage's study of this name has its own folder; study_dir refuses escaping names.
-    tag = target.export_tag
-    out_dir = study_dir(cfg.results_dir, f"{study.study_name}@{tag}" if tag else study.study_name)
+    out_dir = study_dir(cfg.results_dir, study.study_name, target.export_tag)
     check_stored_trials(problem, study)  # no trial of another problem is exported or shown
     best = problem.best_trial(study)
     objectives = (dict(zip(problem.objective_names, best.values or [], strict=False))

@@ -487,7 +487,8 @@ STUDY_CASES: list[tuple[str, list[str], str]] = [
      "--kwarg 'foo': not valid YAML"),
     ("profile kwarg builds an object", ["profile", "resnet18", "--kwarg",
                                         "foo=!!python/object/apply:os.system [true]"],
-     "a YAML tag that builds a Python object; allowed: plain values"),
+     "the YAML tag !!python/object/apply:os.system builds a Python object; allowed: plain "
+     "values"),
     ("calibrate int of 4301 digits", ["calibrate", "{tmp}/huge_int_rows.yaml"], "4300 digits"),
     ("calibrate csv int of 4301 digits", ["calibrate", "{tmp}/huge_int.csv"],
      "calibration CSV column 'plan.io_tiles'"),

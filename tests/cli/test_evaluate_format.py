@@ -58,3 +58,15 @@ def test_an_inference_call_on_synthetic_data_is_not_said_to_cross_the_host() -> 
     assert latency_line("synthetic").endswith("(the call: data made on the IPU, no host "
                                                "transfer)")
     assert latency_line("generated").endswith("(inputs on the host to results on the host)")
+
+
+def test_a_step_of_one_sample_is_said_in_the_singular() -> None:
+    def step_line(micro_batch: int) -> str:
+        cfg = load_config({"model": {"name": "mnist_cnn"}, "system": {"num_ipus": 1},
+                           "workload": {"mode": "infer", "micro_batch_size": micro_batch},
+                           "plan": {"device_iterations": 1}})
+        text = format_result(ipu_tune.evaluate(cfg), cfg)
+        return next(x for x in text.splitlines() if x.startswith("step:"))
+
+    assert " ms for 1 sample; " in step_line(1), step_line(1)
+    assert " ms for 2 samples; " in step_line(2), step_line(2)

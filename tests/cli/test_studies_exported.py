@@ -51,3 +51,16 @@ def test_a_study_whose_name_report_refuses_is_not_offered_to_report(
                             "(1-100 letters, digits and . _ - + = @ , starting with a letter "
                             "or digit), so `report` refuses it"), row
     assert not (tmp_path.parent / "pwn").exists()
+
+
+def test_a_study_in_another_storage_is_exported_in_its_tagged_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A storage other than the default exports to `<name>@<tag>`: `studies` looks there."""
+    results, db = tmp_path / "results", f"sqlite:///{tmp_path / 'sq.db'}"
+    name = run(compose([f"results_dir={results}", f"study.storage={db}", "study.n_trials=2",
+                        "study.progress_bar=false"])).study_name
+    assert not (results / name).exists()
+    capsys.readouterr()
+    assert list_main(["--results-dir", str(results), "--storage", db]) == 0
+    (row,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith(name)]
+    assert row.endswith(", exported"), row

@@ -3,7 +3,9 @@ the key, never a value Python cannot print nor a time read as a number."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -79,3 +81,44 @@ def test_limits_name_a_huge_integer_given_from_python() -> None:
     cfg = replace(cfg, workload=replace(cfg.workload, micro_batch_size=16**4000 - 1))
     with pytest.raises(IpuTuneError, match=r"workload.micro_batch_size=0xfff.*must be <= 65536"):
         check_limits(cfg)
+
+
+_PLAIN = "allowed: plain values (numbers, text, true/false, lists, mappings)"
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    # A tag the safe loader does not know builds nothing: unknown, not a Python object.
+    ("a: !custom x", f"an unknown YAML tag !custom; {_PLAIN}, without tags"),
+    ("a: !custom\n  b: 1", f"an unknown YAML tag !custom; {_PLAIN}, without tags"),
+    ("a: !!foo x", f"an unknown YAML tag !!foo; {_PLAIN}, without tags"),
+    ("a: !!python/object/apply:os.system [true]",
+     f"the YAML tag !!python/object/apply:os.system builds a Python object; {_PLAIN}"),
+    ("a: !!python/name:os.system", f"the YAML tag !!python/name:os.system builds a Python "
+                                   f"object; {_PLAIN}"),
+    ("? [a]\n: 1", "a list or mapping as a key; allowed: keys that are text or numbers"),
+    ("a: {<<: 1}", "a merge key (<<) given no mapping; allowed: <<: a mapping or a list of "
+                   "mappings"),
+])
+def test_what_the_safe_loader_cannot_build_is_said_as_it_is(text: str, why: str) -> None:
+    with pytest.raises(IpuTuneError) as err:
+        parse_yaml(text, "f")
+    assert str(err.value) == f"f: not valid YAML at line 1: {why}"
+
+
+@pytest.mark.parametrize(("key", "name"), [("model.hf.config_file", "config.json"),
+                                           ("plan.from_ipu_config", "ipu_config.json")])
+def test_a_json_file_with_a_byte_order_mark_is_refused_as_transformers_refuses_it(
+        key: str, name: str, tmp_path: Path) -> None:
+    """Transformers (and optimum-graphcore after it) reads these files as plain UTF-8, where
+    `json.loads` refuses the mark: one line saying so, not Python's hint to use utf-8-sig."""
+    from ipu_tune.exports._ipu_config_read import read_ipu_config
+    from ipu_tune.models._config_json import config_json_values
+
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"model_type": "bert"}).encode())
+    read = config_json_values if name == "config.json" else read_ipu_config
+    with pytest.raises(IpuTuneError) as err:
+        read(str(path))
+    assert str(err.value) == (f"{key}={str(path)!r}: starts with a UTF-8 byte-order mark (BOM), "
+                              "which Transformers and optimum-graphcore refuse too; allowed: "
+                              "JSON in UTF-8 without a byte-order mark")
