@@ -47,7 +47,7 @@ from ipu_tune.config import (
     typed,
 )
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.models import cache_dir
+from ipu_tune.models import cache_dir, hf_source
 from ipu_tune.tuner import Prepared, RunSummary, check_shared_studies, prepare, run
 
 if TYPE_CHECKING:
@@ -142,11 +142,16 @@ def _prepared(command: _Command, cfg: TuneConfig, pinned: frozenset[str]) -> Pre
 
 
 def _start(prepared: Prepared) -> None:
-    """What the run says before its trials: the fields of an ipu_config.json read in that it
-    does not simulate, and where they go (one line)."""
-    from ipu_tune.exports import ipu_config_note  # imports optuna: only for such a run
+    """What the run says before its trials (one line): the fields of an ipu_config.json read
+    in that it does not simulate, and where they go; or why a Transformers model gets no
+    optimum-graphcore files (its head, and the heads optimum runs)."""
+    from ipu_tune.exports import ipu_config_note, optimum_note  # imports optuna
 
-    note = ipu_config_note(prepared.cfg) if prepared.cfg.plan.from_ipu_config else None
+    cfg = prepared.cfg
+    if cfg.plan.from_ipu_config:
+        note = ipu_config_note(cfg)
+    else:  # only a Transformers model is said to miss them: the zoo's never had them
+        note = optimum_note(cfg.model) if hf_source(cfg.model) is not None else None
     if note:
         print(note, flush=True)
 

@@ -18,6 +18,7 @@ from ipu_tune.exports._ipu_config_import import (
     plan_values_from_ipu_config,
     read_ipu_config,
 )
+from ipu_tune.exports._optimum import optimum_note
 from ipu_tune.exports._poprun import poprun_command
 from ipu_tune.exports._registry import EXPORTERS, Exporter
 from ipu_tune.exports._schedules import Schedules, StandIn
@@ -45,6 +46,7 @@ __all__ = [
     "export_context",
     "ipu_config_note",
     "ipu_config_unsimulated",
+    "optimum_note",
     "plan_values_from_ipu_config",
     "poprun_command",
     "prepare_exports",

@@ -192,19 +192,18 @@ def _names(carried: Mapping[str, Any]) -> str:
 def ipu_config_note(cfg: EvalConfig) -> str | None:
     """One line naming the fields of the `plan.from_ipu_config` file the simulator ignores and
     where they go (None: no file, or nothing to say)."""
-    from ipu_tune.exports._optimum import optimum_runs
+    from ipu_tune.exports._optimum import optimum_note
 
     path, carried = cfg.plan.from_ipu_config, cfg.plan.ipu_config_carried or {}
     if not path:
         return None
     names = _names(carried)
-    if optimum_runs(cfg.model):
+    no_optimum = optimum_note(cfg.model)
+    if no_optimum is None:
         return (f"{file_key(path)}: not simulated, carried into the export unchanged: {names}"
                 if carried else None)
     head = f"{file_key(path)}: not simulated: {names}; " if carried else f"{file_key(path)}: "
-    return head + ("no ipu_config.json or run_with_optimum.py for this model: optimum-graphcore "
-                   "0.7.1 pipelines only the Transformers classes it registers (BERT, RoBERTa, "
-                   "GPT-2, T5, ViT, ConvNeXt, wav2vec2, Whisper, ...: docs/huggingface.md)")
+    return head + no_optimum
 
 
 def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool = False) -> T:

@@ -12,7 +12,7 @@ from ._ipu_config import render_ipu_config, render_run_with_optimum
 from ._schedules import OPTIMUM
 
 __all__ = ["OPTIMUM_PIPELINED", "IpuConfigExporter", "RunWithOptimumExporter",
-           "is_transformers_model", "optimum_runs"]
+           "is_transformers_model", "optimum_note", "optimum_runs"]
 
 
 # The Transformers classes optimum-graphcore 0.7.1 pipelines, by model type and ipu-tune task:
@@ -53,6 +53,29 @@ def optimum_runs(model: ModelConfig) -> bool:
         return False
     model_type, task = hf_identity(source)
     return task in OPTIMUM_PIPELINED.get(model_type, frozenset())
+
+
+def optimum_note(model: ModelConfig) -> str | None:
+    """One line for a Transformers model that gets no optimum-graphcore files: the head it was
+    built with (a config.json's "architectures" decide it when `model.hf.task` is unset: a
+    base model, `BartModel`, is trained on a stand-in loss of its output) and the heads
+    optimum-graphcore 0.7.1 pipelines for its type. None: optimum runs it."""
+    source = hf_source(model)
+    if source is None:  # not built through Transformers: optimum-graphcore runs none of it
+        return ("model: not a Transformers model; no ipu_config.json or run_with_optimum.py: "
+                "optimum-graphcore 0.7.1 pipelines only the Transformers classes it registers "
+                "(docs/huggingface.md)")
+    if optimum_runs(model):
+        return None
+    model_type, task = hf_identity(source)
+    base = (" (a base model: it trains on a stand-in loss of its output)"
+            if task == "feature-extraction" else "")
+    heads = sorted(OPTIMUM_PIPELINED.get(model_type, ()))
+    how = (f"it pipelines {model_type} as {', '.join(heads)}: model.hf.task={heads[0]} for "
+           "that head" if heads else "it pipelines only the Transformers classes it registers "
+           "(docs/huggingface.md)")
+    return (f"model: {model_type} as {task}{base}; no ipu_config.json or run_with_optimum.py: "
+            f"optimum-graphcore 0.7.1 runs no such class; {how}")
 
 
 def is_transformers_model(ctx: ExportContext) -> bool:
