@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["GENERATED", "INPUT_KIND", "NEEDS", "SYNTHETIC", "Need"]
+__all__ = ["GENERATED", "INPUT_KIND", "NEEDS", "PROFILE_KEYS", "SYNTHETIC", "VOCABULARY",
+           "ModelFacts", "Need"]
 
 # `model.dataset.name` of data made on the IPU (PopTorch `Options.enableSyntheticData`): no
 # host pipeline and no stream. `ipu_tune.config` lists the dataset names.
@@ -19,9 +20,24 @@ SYNTHETIC = "synthetic"
 # to the IPU as real data is, but made by no data pipeline (no load, augmentation or cast).
 GENERATED = "generated"
 
-# The profile's input kind among the keys a need is decided by: not a config key, `moot_keys`
-# is given it.
+# The profile's facts among the keys a need is decided by: not config keys, `moot_keys` is
+# given them (`ModelFacts`).
 INPUT_KIND = "profile.input_kind"
+VOCABULARY = "profile.vocabulary"
+PROFILE_KEYS = (INPUT_KIND, VOCABULARY)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a need reads of the model profile (`ModelProfile.facts`); None: not known, which
+    never makes a knob moot."""
+
+    input_kind: str | None = None  # image | tokens | audio (`ModelProfile.input_kind`)
+    vocabulary: bool | None = None  # a vocabulary head (`ModelProfile.vocabulary_ops`)
+
+    def value(self, key: str) -> str | bool | None:
+        """The fact a need's pseudo-key (`INPUT_KIND`, `VOCABULARY`) names."""
+        return self.input_kind if key == INPUT_KIND else self.vocabulary
 
 
 @dataclass(frozen=True)
@@ -50,10 +66,11 @@ NEEDS: Mapping[str, Need] = {
     # per-instance pipelines (`_host.host_seconds_per_sample` is 0).
     "loader": Need("a host data pipeline", ("model.dataset.name",),
                    lambda dataset: dataset in (SYNTHETIC, GENERATED)),
-    # Token ids are looked up in a word embedding, whose vocabulary a language model's output
-    # head maps back to (`ModelProfile.vocabulary_ops`); pixels and audio have none.
-    "tokens": Need("token input (a word embedding)", (INPUT_KIND,),
-                   lambda kind: kind not in (None, "tokens")),
+    # A language model's output head maps the width back to its token input's vocabulary
+    # (`ModelProfile.vocabulary_ops`, `_compute`): a classifier or a base model has none, and
+    # optimum-graphcore's models of audio input do not slice one.
+    "vocabulary": Need("token input and a vocabulary head", (INPUT_KIND, VOCABULARY),
+                       lambda kind, head: kind not in (None, "tokens") or head is False),
     # One stage runs the same whatever the schedule (`_pipeline`, `_memory.stash_depth`).
     "pipelined": Need("two or more pipeline stages", ("plan.pipeline.splits",),
                       lambda splits: splits is not None and len(splits) == 0),

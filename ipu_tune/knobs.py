@@ -23,7 +23,7 @@ from functools import cache
 from operator import attrgetter
 from typing import Any
 
-from ipu_tune._needs import GENERATED, INPUT_KIND, NEEDS, SYNTHETIC, Need
+from ipu_tune._needs import GENERATED, INPUT_KIND, NEEDS, PROFILE_KEYS, SYNTHETIC, ModelFacts, Need
 
 __all__ = [
     "AMP_LOW",
@@ -37,6 +37,7 @@ __all__ = [
     "SYNTHETIC",
     "WORKLOAD_KNOBS",
     "Knob",
+    "ModelFacts",
     "Need",
     "checker",
     "describe",
@@ -275,7 +276,8 @@ PLAN_KNOBS: tuple[Knob, ...] = (
     # the word embedding's lookup too): each slice's temporary is a share of the whole, each
     # pays its compute set, weight exchange and AMP fill (`_compute`).
     Knob("plan.embedding_serialization", "embedding_serialization", int, 1, "int",
-         "emb. serial.", "embedding serialization", "int", low=1, high=64, needs=("tokens",)),
+         "emb. serial.", "embedding serialization", "int", low=1, high=64,
+         needs=("vocabulary",)),
     # Precision of matmul/conv partial sums (PopTorch setPartialsType). An fp32 model's
     # arithmetic accumulates in fp32 whatever the type: it runs only with an fp16 model.
     Knob("plan.partials", "partials", str, "float", "str8", "partials", "partials",
@@ -332,18 +334,20 @@ def rate_text(samples_per_s: float) -> str:
     return rate_number(samples_per_s) + " samples/s"
 
 
-def moot_keys(plan: Any, input_kind: str | None = None,
+def moot_keys(plan: Any, model: ModelFacts | str | None = None,
               needs: Collection[str] | None = None) -> frozenset[str]:
     """Keys of the knobs a plan does not run: those lacking something they need (`NEEDS`).
 
     `plan` is a config (or any object with its dotted keys) or a mapping of dotted keys to
-    values (a results row's knobs); a key it lacks counts as not known. `input_kind` is the
-    model profile's (``image``, ``tokens``, ``audio``); None: not known. What is not known
-    never makes a knob moot. `needs`: judge only these (None: all)."""
+    values (a results row's knobs); a key it lacks counts as not known. `model` is the model
+    profile's facts (`ModelProfile.facts`), or its input kind alone (``image``, ``tokens``,
+    ``audio``); None: not known. What is not known never makes a knob moot. `needs`: judge
+    only these (None: all)."""
     value = plan.get if isinstance(plan, Mapping) else _reader(plan)
+    facts = model if isinstance(model, ModelFacts) else ModelFacts(input_kind=model)
 
     def known(key: str) -> Any:
-        return input_kind if key == INPUT_KIND else value(key)
+        return facts.value(key) if key in PROFILE_KEYS else value(key)
 
     unmet = {name for name, need in NEEDS.items()
              if (needs is None or name in needs) and need.lacking(*map(known, need.keys))}
@@ -359,12 +363,12 @@ def _reader(cfg: Any) -> Callable[[str], Any]:
     return value
 
 
-def describe(cfg: Any, input_kind: str | None = None) -> str:
+def describe(cfg: Any, model: ModelFacts | str | None = None) -> str:
     """The plan line of a config (run summary, `evaluate`): every labelled knob the plan runs,
     in order (`moot_keys`: not an inference plan's knobs of training, nor with synthetic data
-    those of the host's stream and pipeline, ...). `input_kind`: the model profile's."""
+    those of the host's stream and pipeline, ...). `model`: the model profile's facts."""
     shown_knobs = []
-    moot = moot_keys(cfg, input_kind)
+    moot = moot_keys(cfg, model)
     for k in KNOBS:
         if k.key in moot:
             continue

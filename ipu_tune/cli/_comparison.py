@@ -27,7 +27,7 @@ def _plan_highlights(s: RunSummary) -> str:
     p = c.plan
     stages = len(p.pipeline.splits) + 1
     parts = [f"{stages} stage(s) x {p.replication_factor} replica(s)"]
-    moot = moot_keys(c, s.input_kind)  # as the plan line leaves out
+    moot = moot_keys(c, s.model)  # as the plan line leaves out
     for k in KNOBS:
         value = get_key(c, k.key)
         if k.key in moot:

@@ -113,7 +113,7 @@ def format_summary(s: RunSummary, argv: Sequence[str] | None = None) -> str:
         replicas = c.plan.replication_factor
         per = f" (each of {replicas} replicas)" if replicas > 1 else ""
         lines.append(f"memory per IPU{per}: {mem}")
-        lines.append("plan: " + describe(c, s.input_kind))
+        lines.append("plan: " + describe(c, s.model))
         lines.append(_batch_line(c))
         lines += _micro_batch_hint(s, c)
         lines += _partials_hint(s, c)
@@ -220,9 +220,10 @@ def _next_line(s: RunSummary) -> str:
         # Printed to be run: a masked password (`alice:***@`) would be sent as `***` and refused.
         url = without_password(s.storage)
         where += f" --storage {shlex.quote(url)}"
-        if url != s.storage:
-            login = ("; the storage's password is left out: libpq reads it from PGPASSWORD or "
-                     "~/.pgpass")
+        if url != s.storage:  # where the driver finds it: libpq's files for PostgreSQL
+            login = ("; the storage's password is left out: " + (
+                "libpq reads it from PGPASSWORD or ~/.pgpass" if url.startswith("postgresql")
+                else "give it as your database driver reads it outside the URL"))
     if s.best_config is not None and s.best_config.model._target_:
         where += " --trust-remote-code"  # the stored study names the user's own code
     name = shlex.quote(s.study_name)

@@ -78,7 +78,7 @@ def compare(a_path: str, b_path: str, constants: str | None = None) -> dict[str,
     cases, fitted = [build_case(c) for c in cfgs], read_constants(constants, "--constants")
     res = [simulate_case(case, fitted) for case in cases]
     # A knob a plan does not run (`knobs.moot_keys`) reads "not run"; no row when neither does.
-    moot = [moot_keys(c, case.profile.input_kind) for c, case in zip(cfgs, cases, strict=True)]
+    moot = [moot_keys(c, case.profile.facts) for c, case in zip(cfgs, cases, strict=True)]
     plan = []
     for k in KNOBS:
         if all(k.key in m for m in moot):

@@ -131,7 +131,7 @@ def main(argv: Sequence[str]) -> int:
     from ipu_tune.models import profile_model
 
     # The profile `evaluate_config` built (memoised): its input kind decides what runs.
-    text = format_result(result, cfg, profile_model(cfg.model).input_kind)
+    text = format_result(result, cfg, profile_model(cfg.model).facts)
     if cfg.plan.ipu_config_carried:  # what the file sets that the figures leave out
         from ipu_tune.exports import ipu_config_unsimulated
 

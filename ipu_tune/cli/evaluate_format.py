@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ipu_tune.cli._common import aligned_lines
 from ipu_tune.config import EvalConfig
-from ipu_tune.knobs import describe, rate_text
+from ipu_tune.knobs import ModelFacts, describe, rate_text
 from ipu_tune.simulator import (
     MEMORY_CATEGORIES,
     TIME_PHASES,
@@ -31,7 +31,7 @@ def _count(samples: float) -> str:
     return f"{samples:,.0f} samples" if samples == round(samples) else f"{samples:,.1f} samples"
 
 
-def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[str]:
+def _header(result: SimResult, cfg: EvalConfig, model: ModelFacts | None) -> list[str]:
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     name = m._target_ or m.name or "model"  # a factory replaces `name` (its default stays)
     if m.name == "hf" and not m._target_:  # the Transformers model it stands for
@@ -42,7 +42,7 @@ def _header(result: SimResult, cfg: EvalConfig, input_kind: str | None) -> list[
         f"{name} on {s.num_ipus} x {s.ipu} ({s.servers} host{'s' if s.servers > 1 else ''}): "
         f"{w.mode}, micro-batch {w.micro_batch_size}{packs}, "
         f"{w.optimizer + ', ' if w.mode == 'train' else ''}precision {p.precision}",
-        f"plan: {describe(cfg, input_kind)}",
+        f"plan: {describe(cfg, model)}",
         "",
     ]
     if result.fits:
@@ -139,8 +139,8 @@ def _stages(result: SimResult) -> list[str]:
             *aligned_lines(["IPU", "stage blocks", *_STAGE_FIGURES], rows, _STAGE_FIGURES)]
 
 
-def format_result(result: SimResult, cfg: EvalConfig, input_kind: str | None = None) -> str:
-    """The terminal report of `ipu-tune evaluate FILE` (`input_kind`: the model profile's, which
-    decides whether 8-bit I/O runs)."""
-    return "\n".join(_header(result, cfg, input_kind) + _memory(result) + _time(result)
+def format_result(result: SimResult, cfg: EvalConfig, model: ModelFacts | None = None) -> str:
+    """The terminal report of `ipu-tune evaluate FILE` (`model`: the model profile's facts,
+    which decide the knobs it runs: 8-bit I/O for pixels, ...)."""
+    return "\n".join(_header(result, cfg, model) + _memory(result) + _time(result)
                      + _stages(result))

@@ -23,6 +23,7 @@ from ipu_tune.cli._common import (
     printable,
 )
 from ipu_tune.cli._exported import exported_note
+from ipu_tune.cli._studies_differ import what_differs
 from ipu_tune.cli._trials_table import (
     column_named,
     filter_rows,
@@ -94,19 +95,24 @@ def list_main(argv: Sequence[str]) -> int:
     try:
         target = _target(args)
         storage = open_storage(target, read_only=True)
-        summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+        # The studies without their trials (Optuna's summaries read every trial): a study of a
+        # trial that cannot be read is listed as refused, the others as they are.
+        summaries = storage.get_all_studies()
         metas = [StudyMeta.of(s) for s in summaries]
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)
-    differs = _what_differs(metas)
+    differs = what_differs(metas)
     # Exports of this storage's studies are in `<name>@<tag>` folders, as the exporter writes them.
     tag = target.export_tag
     print(f"{'study':40} {'model':14} {'system':9} {'trials':>6}  best (objective)")
     for s, meta, differ in zip(summaries, metas, differs, strict=True):
         study = optuna.load_study(study_name=s.study_name, storage=storage)
-        # Finished: COMPLETE (feasible) and PRUNED (infeasible, no value) trials.
-        trials = study.get_trials(deepcopy=False, states=_FINISHED)
-        shown = _best_shown(study, meta, args.results_dir, tag) if trials else ""
+        try:  # an edited database's trial Optuna cannot read: this row says so
+            # Finished: COMPLETE (feasible) and PRUNED (infeasible, no value) trials.
+            trials = study.get_trials(deepcopy=False, states=_FINISHED)
+            shown = _best_shown(study, meta, args.results_dir, tag) if trials else ""
+        except IpuTuneError as exc:
+            trials, shown = [], f"refused: {exc}"
         system = f"{meta.ipu if meta else '?'}x{meta.num_ipus if meta else '?'}"
         model = meta.model if meta else "?"
         print(f"{printable(s.study_name):40} {printable(model):14} {system:9} "
@@ -137,48 +143,6 @@ def _best_shown(study: optuna.Study, meta: StudyMeta | None, results_dir: str,
     else:
         shown = ", ".join(f"{v:.6g}" for v in best.values)
     return f"trial {best.number}: {shown}" + exported_note(results_dir, study.study_name, tag)
-
-
-_DIFFERS_SHOWN = 4
-
-
-def _what_differs(metas: Sequence[StudyMeta | None]) -> list[str]:
-    """Per study, what tells it from the stored studies of the same model and system: the
-    problem keys (search preset, sampler, starting plan, pinned keys, ...) whose values differ
-    among them, as `key=value` of this study."""
-    from ipu_tune.tuner import problem_fingerprint
-
-    prints = [problem_fingerprint(m.config, m.pinned) if m and m.config else None
-              for m in metas]
-    out = []
-    for meta, mine in zip(metas, prints, strict=True):
-        same = [p for m, p in zip(metas, prints, strict=True) if p is not None and meta
-                and m and (m.model, m.ipu, m.num_ipus) == (meta.model, meta.ipu, meta.num_ipus)]
-        if mine is None or len(same) < 2:
-            out.append("")
-            continue
-        keys = sorted((k for k in mine if k != "pinned" and not k.startswith(_FOLLOWS)
-                       and any(p.get(k) != mine[k] for p in same)), key=_rank)
-        shown = [f"{k.removesuffix('.name')}={_short(mine[k])}" for k in keys]
-        more = f" (+{len(shown) - _DIFFERS_SHOWN} more)" if len(shown) > _DIFFERS_SHOWN else ""
-        out.append(", ".join(shown[:_DIFFERS_SHOWN]) + more)
-    return out
-
-
-# Keys that follow from one shown before them (a sampler's parameters from its name, the
-# search preset's space and objectives from its name).
-_FOLLOWS = ("sampler.params.", "search.space", "search.objectives")
-_FIRST = ("search.name", "sampler.name", "sampler.seed", "model.", "system.", "workload.")
-
-
-def _rank(key: str) -> tuple[int, str]:
-    return next((i for i, p in enumerate(_FIRST) if key.startswith(p)), len(_FIRST)), key
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(map(str, value)) + "]"
-    return "-" if value is None else str(value)
 
 
 def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneConfig]:

@@ -21,6 +21,7 @@ from ipu_tune.explain._phases import phase_shares
 from ipu_tune.explain._remedies import remedies
 from ipu_tune.explain._start import start_label
 from ipu_tune.explain._whatif import sensitivity
+from ipu_tune.knobs import ModelFacts
 from ipu_tune.records import TrialRecord
 from ipu_tune.search import (
     OBJECTIVES,
@@ -93,7 +94,7 @@ class Explanation:
     metric: str
     objectives: tuple[Row, ...]
     rule: str
-    input_kind: str
+    model: ModelFacts  # what the knobs' needs read of the model
     start: str
     ladder_rank: str
     best_trial: int | None = None
@@ -177,7 +178,7 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
         objectives=objectives,
         rule=(PARETO_RULE if len(objectives) > 1 else f"the best {OBJECTIVES[name].title} "
               "among the trials that fit"),
-        input_kind=problem.profile.input_kind,
+        model=problem.profile.facts,
         start=start_label(start), ladder_rank=_ladder_rank(problem),
         finished=len(study.get_trials(deepcopy=False,
                                       states=(TrialState.COMPLETE, TrialState.PRUNED))))

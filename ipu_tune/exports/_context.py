@@ -129,7 +129,7 @@ class ExportContext:
     @cached_property
     def moot(self) -> frozenset[str]:
         """Keys of the knobs the plan does not run (`knobs.moot_keys`): no program sets them."""
-        return moot_keys(self.config, self.input_kind)
+        return moot_keys(self.config, self.profile.facts if self.profile else self.input_kind)
 
     def runs(self, key: str) -> bool:
         """Whether the plan runs knob `key` (a program sets only those)."""

@@ -127,13 +127,12 @@ def _layers_per_ipu(plan: ExecutionPlan, profile: ModelProfile) -> list[int]:
 # inference plan; the others of a file read in (`plan.from_ipu_config`) are carried unchanged.
 _PER_MODE = ("layers_per_ipu", "ipus_per_replica", "matmul_proportion", "replication_factor",
              "device_iterations")
-# `embedding_serialization_factor` is set in both modes: the models read the training field
-# whatever the mode (`self.ipu_config.embedding_serialization_factor`: modeling_bert.py,
-# modeling_gpt2.py, modeling_t5.py, ...); mt5 reads the mode's own, which an inference plan
-# sets too (`_SERIALIZATION`).
-_BOTH_MODES = ("enable_half_partials", "recompute_checkpoint_every_layer",
-               "embedding_serialization_factor")
-_SERIALIZATION = "inference_embedding_serialization_factor"
+# `embedding_serialization_factor` is the one field of both modes: the models read it whatever
+# the mode (`self.ipu_config.embedding_serialization_factor`: modeling_bert.py, modeling_gpt2.py,
+# modeling_t5.py, ...; only mt5 reads `inference_embedding_serialization_factor`, which is
+# carried). A plan sets it only where it runs the knob (`serializes`).
+_SERIALIZATION = "embedding_serialization_factor"
+_BOTH_MODES = ("enable_half_partials", "recompute_checkpoint_every_layer")
 _TRAINING = ("gradient_accumulation_steps", "optimizer_state_offchip",
              "replicated_tensor_sharding")
 # Fields holding one value per IPU of a replica: carried only to a plan of as many IPUs.
@@ -141,11 +140,18 @@ PER_IPU_FIELDS = frozenset(f"{p}serialized_{what}_splits_per_ipu" for p in ("", 
                            for what in ("embedding", "projection"))  # fmt: skip
 
 
-def plan_fields(training: bool) -> frozenset[str]:
-    """The IPUConfig fields a plan of that mode sets (`ipu_config_values`)."""
+def plan_fields(training: bool, vocabulary: bool) -> frozenset[str]:
+    """The IPUConfig fields a plan of that mode sets (`ipu_config_values`) for a model with
+    a vocabulary head (`serializes`) or without."""
     prefix = "" if training else "inference_"
     return frozenset((*(prefix + f for f in _PER_MODE), *_BOTH_MODES,
-                      *(_TRAINING if training else (_SERIALIZATION,))))
+                      *(_TRAINING if training else ()), *((_SERIALIZATION,) if vocabulary else ())))
+
+
+def serializes(profile: ModelProfile) -> bool:
+    """Whether a plan of the model runs `plan.embedding_serialization`: its needs read the
+    model's facts alone (a token model's vocabulary head), so an empty plan judges it."""
+    return "plan.embedding_serialization" not in moot_keys({}, profile.facts)
 
 
 def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, Any]:
@@ -161,15 +167,15 @@ def ipu_config_values(plan: ExecutionPlan, profile: ModelProfile) -> dict[str, A
         f"{prefix}device_iterations": plan.device_iterations,
         "enable_half_partials": plan.partials == "half",
         "recompute_checkpoint_every_layer": plan.recompute == "every_block",
-        "embedding_serialization_factor": plan.embedding_serialization,
     }
+    vocabulary = serializes(profile)
+    if vocabulary:
+        values[_SERIALIZATION] = plan.embedding_serialization
     if plan.training:
         values["gradient_accumulation_steps"] = plan.gradient_accumulation
         values["optimizer_state_offchip"] = plan.offload_optimizer_state
         values["replicated_tensor_sharding"] = plan.replicated_tensor_sharding
-    else:
-        values[_SERIALIZATION] = plan.embedding_serialization
-    assert values.keys() == plan_fields(plan.training)  # the one list of what a plan sets
+    assert values.keys() == plan_fields(plan.training, vocabulary)  # what a plan sets
     return values
 
 

@@ -24,7 +24,7 @@ from ipu_tune.config import (
     validate,
 )
 from ipu_tune.errors import IpuTuneError, shown
-from ipu_tune.exports._ipu_config import optimum_layers, plan_fields
+from ipu_tune.exports._ipu_config import optimum_layers, plan_fields, serializes
 from ipu_tune.exports._ipu_config_read import (
     DEPRECATED,
     KEY,
@@ -126,13 +126,11 @@ def plan_values_from_ipu_config(
     # IPUConfig's defaults where the file is silent: half partials, optimizer state on chip.
     values["partials"] = "half" if data.get("enable_half_partials", True) else "float"
     values["recompute"] = "every_block" if data.get("recompute_checkpoint_every_layer") else "auto"
-    # The vocabulary slices on their IPU (`serialized_embedding_splits_per_ipu`, a split over
-    # IPUs, is not simulated: it is carried). The models read the training field in either
-    # mode (`ipu_config.embedding_serialization_factor`, modeling_bert.py, modeling_gpt2.py);
-    # an inference run's own field, where the file gives it, is the one it states.
-    values["embedding_serialization"] = int(
-        data.get(f"{prefix}embedding_serialization_factor")
-        or data.get("embedding_serialization_factor") or 1)
+    # The vocabulary's slices on its IPU, of a model with a vocabulary head (`serializes`;
+    # `serialized_embedding_splits_per_ipu`, a split over IPUs, is not simulated: carried).
+    # The models read the training field in either mode (modeling_bert.py, modeling_gpt2.py).
+    if serializes(profile):
+        values["embedding_serialization"] = int(data.get("embedding_serialization_factor") or 1)
     if mode == "train":
         values["gradient_accumulation"] = int(data.get("gradient_accumulation_steps", 1))
         values["offload_optimizer_state"] = bool(data.get("optimizer_state_offchip", False))
@@ -152,10 +150,7 @@ def ipu_config_fields(data: Mapping[str, Any], mode: str) -> dict[str, str]:
               "plan.pipeline.splits": managed["layers_per_ipu"][0],
               "plan.replication_factor": f"{prefix}replication_factor",
               "plan.device_iterations": f"{prefix}device_iterations"}
-    fields["plan.embedding_serialization"] = (
-        f"{prefix}embedding_serialization_factor"
-        if data.get(f"{prefix}embedding_serialization_factor") else
-        "embedding_serialization_factor")
+    fields["plan.embedding_serialization"] = "embedding_serialization_factor"
     if mode == "train":
         fields["plan.gradient_accumulation"] = "gradient_accumulation_steps"
     return fields
@@ -166,10 +161,12 @@ def ipu_config_fields(data: Mapping[str, Any], mode: str) -> dict[str, str]:
 _MAX_CARRIED_BYTES = 16 << 10
 
 
-def carried_from_ipu_config(data: Mapping[str, Any], mode: str, file: str) -> dict[str, Any]:
-    """The checked file's fields a `mode` plan does not set (`plan_fields`), in the file's
-    order and JSON types: what the export carries unchanged."""
-    carried = {k: v for k, v in data.items() if k not in plan_fields(mode == "train")}
+def carried_from_ipu_config(data: Mapping[str, Any], mode: str, file: str,
+                            profile: ModelProfile) -> dict[str, Any]:
+    """The checked file's fields a `mode` plan of `profile`'s model does not set
+    (`plan_fields`), in the file's order and JSON types: what the export carries unchanged."""
+    sets = plan_fields(mode == "train", serializes(profile))
+    carried = {k: v for k, v in data.items() if k not in sets}
     size = len(json.dumps(carried))
     if size > _MAX_CARRIED_BYTES:
         largest = max(carried, key=lambda k: len(json.dumps(carried[k])))
@@ -220,7 +217,8 @@ def apply_ipu_config(cfg: T, pinned: frozenset[str] = frozenset(), whole: bool =
     profile = profile_model(cfg.model)
     values = plan_values_from_ipu_config(data, profile, cfg.workload.mode, str(path))
     out = copy.deepcopy(cfg)
-    out.plan.ipu_config_carried = carried_from_ipu_config(data, cfg.workload.mode, str(path))
+    out.plan.ipu_config_carried = carried_from_ipu_config(data, cfg.workload.mode, str(path),
+                                                         profile)
     for name, value in values.items():
         key = knob_by_field(name).key
         if key in pinned:

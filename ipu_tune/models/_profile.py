@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ipu_tune.knobs import ModelFacts
+
 __all__ = ["DEFAULT_SEQUENCE_LENGTH", "INPUT_KINDS", "INPUT_SOURCES", "OP_KINDS", "BlockProfile",
            "ModelProfile", "OpProfile"]
 
@@ -157,6 +159,11 @@ class ModelProfile:
                  if o.kind in ("conv", "matmul") and o.k * o.n in tables and o.n >= o.k
                  and o.rhs_per_sample == 0]
         return tuple(found[-1:])
+
+    @property
+    def facts(self) -> ModelFacts:
+        """What the knobs' needs read of the model (`ipu_tune.knobs.moot_keys`)."""
+        return ModelFacts(input_kind=self.input_kind, vocabulary=bool(self.vocabulary_ops))
 
     def block_index(self, name: str) -> int:
         for i, b in enumerate(self.block_stats):

@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 from ipu_tune.config import EvalConfig
 from ipu_tune.explain import Explanation
 from ipu_tune.files import atomic_write
-from ipu_tune.knobs import moot_keys
+from ipu_tune.knobs import ModelFacts, moot_keys
 from ipu_tune.plan import plan_from_config
 from ipu_tune.records import TrialRecord
 from ipu_tune.search import OBJECTIVES, Objective
@@ -97,7 +97,7 @@ def _section(cfg: EvalConfig, name: str, tokens: bool,
 
 
 def _row_moot(study: optuna.Study, cfg: EvalConfig | None,
-              input_kind: str | None) -> Callable[[Mapping[str, Any]], frozenset[str]]:
+              model: ModelFacts | None) -> Callable[[Mapping[str, Any]], frozenset[str]]:
     """The knobs a results row's plan does not run (`knobs.moot_keys`); the dataset, not a
     column, is the study's: read from the best plan or, when none fits, a finished trial."""
     dataset: Any = None
@@ -111,7 +111,7 @@ def _row_moot(study: optuna.Study, cfg: EvalConfig | None,
                 break
 
     def moot(row: Mapping[str, Any]) -> frozenset[str]:
-        return moot_keys({**knob_values(row), "model.dataset.name": dataset}, input_kind)
+        return moot_keys({**knob_values(row), "model.dataset.name": dataset}, model)
 
     return moot
 
@@ -252,16 +252,17 @@ def _page(**inputs: Unpack[ReportInputs]) -> list[str | None]:
     page.add(f"<h1>{html.escape(title)}</h1>")
     page.add(summary_table(study, results, best_result, explanation, best_trial))
     explain_section(page, explanation)
-    kind = explanation.input_kind if explanation is not None else None
+    model = explanation.model if explanation is not None else None
+    kind = model.input_kind if model is not None else None
     _best_plan(page, best_config, best_result, tokens=kind not in (None, "image"),
-               moot=moot_keys(best_config, kind) if best_config is not None else frozenset())
+               moot=moot_keys(best_config, model) if best_config is not None else frozenset())
 
     _search_figures(page, study, results,
                     explanation.objectives if explanation is not None else (), best_trial)
     objectives = _objectives(study, explanation)
     page.heading(f"Top {top_n} trials", _top_caption(objectives[0] if objectives else None))
     table = top_trials_table(results, top_n, best_trial, objectives,
-                             _row_moot(study, best_config, kind))
+                             _row_moot(study, best_config, model))
     page.add(f'<div class="table-wrap">{table}</div>')
     if snippet is not None:
         page.heading("PopTorch options", "The snippet written beside best.yaml.")

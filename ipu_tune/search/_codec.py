@@ -112,8 +112,8 @@ class Codec:
         if not self.training:  # a pinned GA other than 1 is refused (SearchProblem)
             base.plan.gradient_accumulation = 1
         mode = base.workload.mode
-        self.input_kind = profile.input_kind
-        fixed_moot = moot_keys(base, self.input_kind, _FIXED_NEEDS)  # moot whatever is drawn
+        self.facts = profile.facts  # what the knobs' needs read of the model
+        fixed_moot = moot_keys(base, self.facts, _FIXED_NEEDS)  # moot whatever is drawn
         searched = {k: s for k, s in space.knobs.items()
                     if not is_pinned(k, pinned) and s.searched_in(mode) and k not in fixed_moot}
 
@@ -151,7 +151,7 @@ class Codec:
         (`_VALUE_NEEDS`); one whose deciding knobs are not drawn is left out when the base plan
         does not run it."""
         out: dict[str, KnobSpec] = {}
-        base_moot = moot_keys(base, self.input_kind, _VALUE_NEEDS)
+        base_moot = moot_keys(base, self.facts, _VALUE_NEEDS)
         for key in list(searched):
             deciders = [d for n in knob(key).needs for d in _VALUE_NEEDS.get(n, ())]
             if deciders:
@@ -164,7 +164,7 @@ class Codec:
         """The `conditional` knobs the plan of `params` runs (drawn after the others)."""
         if not self.conditional:
             return []
-        moot = moot_keys(self.decode(params).config, self.input_kind)
+        moot = moot_keys(self.decode(params).config, self.facts)
         return [key for key in self.conditional if key not in moot]
 
     # -- structure -------------------------------------------------------------------------
@@ -321,7 +321,7 @@ class Codec:
         cfg = at_one_proportion_if_moved(cfg, params)
         cfg = at_pipeline_minimum(cfg, head_stages(self.profile, cfg))
         if self.conditional:  # one the plan does not run keeps the user's value
-            moot = moot_keys(cfg, self.input_kind)
+            moot = moot_keys(cfg, self.facts)
             for key in self.conditional.keys() & moot:
                 set_key(cfg, key, get_key(self.base, key))
         return Decoded(cfg, note)
@@ -385,7 +385,7 @@ class Codec:
                 if not ok:
                     return None
                 params[key] = value
-        moot = moot_keys(cfg, self.input_kind) if self.conditional else frozenset()
+        moot = moot_keys(cfg, self.facts) if self.conditional else frozenset()
         for key, spec in self.conditional.items():
             if key not in moot:
                 ok, value = self._fit(spec, get_key(cfg, key), exact)

@@ -27,7 +27,7 @@ from typing import Any
 
 from ipu_tune.config import EvalConfig
 from ipu_tune.errors import IpuTuneError
-from ipu_tune.knobs import KNOBS, get_key, knob, moot_keys, rate_text, shown
+from ipu_tune.knobs import KNOBS, ModelFacts, get_key, knob, moot_keys, rate_text, shown
 from ipu_tune.simulator import SimResult
 
 __all__ = [
@@ -106,9 +106,9 @@ CHANGE_KEYS = tuple(k.key for k in KNOBS if k.change)
 
 
 def _changed(cfg: EvalConfig, user: EvalConfig,
-             input_kind: str | None) -> list[tuple[str, Any, Any]]:
+             model: ModelFacts | None) -> list[tuple[str, Any, Any]]:
     out: list[tuple[str, Any, Any]] = []
-    moot = moot_keys(cfg, input_kind) | moot_keys(user, input_kind)
+    moot = moot_keys(cfg, model) | moot_keys(user, model)
     for key in CHANGE_KEYS:
         if key in moot:  # a knob one of the plans does not run is no change
             continue
@@ -120,19 +120,19 @@ def _changed(cfg: EvalConfig, user: EvalConfig,
     return out
 
 
-def count_changes(cfg: EvalConfig, user: EvalConfig, input_kind: str | None = None) -> int:
+def count_changes(cfg: EvalConfig, user: EvalConfig, model: ModelFacts | None = None) -> int:
     """Knobs of `cfg` that differ from the user's plan (a whole split list counts once).
 
     A knob either plan does not run (`knobs.moot_keys`: the schedule of a one-stage plan, the
-    partials type of an fp32 model, ...) is not counted. `input_kind`: the model profile's.
+    partials type of an fp32 model, ...) is not counted. `model`: the model profile's facts.
     """
-    return len(_changed(cfg, user, input_kind))
+    return len(_changed(cfg, user, model))
 
 
-def change_list(cfg: EvalConfig, user: EvalConfig, input_kind: str | None = None) -> list[str]:
+def change_list(cfg: EvalConfig, user: EvalConfig, model: ModelFacts | None = None) -> list[str]:
     """The changes `count_changes` counts, as ``precision 32.32 -> 16.16``."""
     return [f"{knob(k).label or k} {shown(b)} -> {shown(a)}"
-            for k, b, a in _changed(cfg, user, input_kind)]
+            for k, b, a in _changed(cfg, user, model)]
 
 
 def memory_constraint(result: SimResult) -> float:

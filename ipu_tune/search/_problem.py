@@ -210,7 +210,7 @@ class SearchProblem:
         except IpuTuneError as exc:
             return TrialOutcome(cfg, _invalid_result(str(exc)), [math.nan] * len(self.directions),
                                 [1.0] * len(self.constraint_names), reason=str(exc))
-        changes = (count_changes(cfg, self.codec.user, self.profile.input_kind)
+        changes = (count_changes(cfg, self.codec.user, self.profile.facts)
                    if "changes" in self.objective_names else 0)
         values = [objective_value(n, result, changes) for n in self.objective_names]
         constraints = [memory_constraint(result)]
@@ -236,7 +236,7 @@ class SearchProblem:
         decoded = self.codec.decode(params)
         outcome = self.evaluate(decoded.config, decoded.note)
         TrialRecord.write_constraints(trial, self.constraint_names, outcome.constraints)
-        changes = (count_changes(decoded.config, self.codec.user, self.profile.input_kind)
+        changes = (count_changes(decoded.config, self.codec.user, self.profile.facts)
                    if "changes" in self.objective_names else None)
         TrialRecord.write_outcome(trial, outcome.reason, changes)
         return outcome

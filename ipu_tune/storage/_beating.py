@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from optuna.storages import BaseStorage, RDBStorage
+from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
+
+from ipu_tune.storage._rdb_read import CheckedRDBStorage
 
 __all__ = ["HEARTBEAT_GRACE_S", "HEARTBEAT_INTERVAL_S", "BeatingRDBStorage", "stale_trials"]
 
@@ -26,7 +28,7 @@ def stale_trials(storage: BaseStorage, study_name: str) -> list[FrozenTrial]:
     return [storage.get_trial(i) for i in storage._get_stale_trial_ids(study_id)]
 
 
-class BeatingRDBStorage(RDBStorage):
+class BeatingRDBStorage(CheckedRDBStorage):
     """An RDB storage whose trials beat from the moment they run.
 
     Optuna ignores a RUNNING trial that never beat; a worker killed before its heartbeat

@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import optuna
 from optuna.exceptions import ExperimentalWarning
-from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
+from optuna.storages import BaseStorage, InMemoryStorage
 
 import ipu_tune.storage._places as _places
 from ipu_tune._own_files import CLAIMS_SUFFIX, DEFAULT_JOURNAL, results_table_name
@@ -41,6 +41,7 @@ from ipu_tune.storage._beating import (
 )
 from ipu_tune.storage._claims import ClaimLock
 from ipu_tune.storage._journal_lock import FlockLock
+from ipu_tune.storage._rdb_read import CheckedRDBStorage
 from ipu_tune.storage._reading import read_journal
 from ipu_tune.storage._tag import MEMORY, export_tag, make_url
 from ipu_tune.storage._torn import repair_torn_tail
@@ -346,7 +347,7 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
             with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
                 warnings.simplefilter("ignore", ExperimentalWarning)
                 kwargs = _rdb_kwargs(target.location)
-                cls = BeatingRDBStorage if kwargs else RDBStorage
+                cls = BeatingRDBStorage if kwargs else CheckedRDBStorage
                 return cls(url or _places.connect_url(target.location),
                            engine_kwargs=_engine_kwargs(target.location), **kwargs)
         except Exception as exc:

@@ -38,6 +38,7 @@ from ipu_tune.exports import (
     prepare_exports,
 )
 from ipu_tune.files import check_places, folder_lock, remove_stale_temps, write_files
+from ipu_tune.knobs import ModelFacts
 from ipu_tune.records import TrialRecord
 from ipu_tune.report import report_bytes
 from ipu_tune.results import sync_results
@@ -99,7 +100,7 @@ class RunSummary:
     # Wall seconds of this command's trial loop (its workers' included; the preparation before
     # it and the exports and report after it are not): benchmarks/tuner_overhead.py.
     trials_s: float = 0.0
-    input_kind: str | None = None  # the model profile's (`knobs.moot_keys` needs it)
+    model: ModelFacts | None = None  # the model profile's facts (`knobs.moot_keys` reads them)
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,8 @@ class Prepared:
 
 
 def _in_search_mode(cfg: TuneConfig, pinned: frozenset[str]) -> TuneConfig:
-    """`cfg` in the mode every trial of its search runs (the latency space fixes inference)
-    unless the command line set the mode: an ipu_config.json is then read for that mode's
-    fields (`inference_*`), and the user's plan is the one the file states for it."""
+    """`cfg` in the mode its search's trials run (the latency space's inference) unless pinned:
+    an ipu_config.json is read for that mode's fields, the user's plan the file's for it."""
     mode = load_space(cfg.search.space).fixed.get("workload.mode")
     if mode is None or mode == cfg.workload.mode or "workload.mode" in pinned:
         return cfg
@@ -392,9 +392,9 @@ def export_study(
         objectives=objectives,
         convergence=convergence(study, problem.directions, problem.objective_names),
         objective_names=tuple(problem.objective_names),
-        changes=(tuple(change_list(best_cfg, problem.codec.user, problem.profile.input_kind))
+        changes=(tuple(change_list(best_cfg, problem.codec.user, problem.profile.facts))
                  if best_cfg is not None else ()),
         explanation=explanation,
         stand_ins=rendered.stand_ins,
-        input_kind=problem.profile.input_kind,
+        model=problem.profile.facts,
     )

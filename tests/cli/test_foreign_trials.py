@@ -109,3 +109,24 @@ def test_a_stored_objective_value_that_is_not_a_number_is_refused(
     assert listed.returncode == 0, listed.stderr
     row = next(line for line in listed.stdout.splitlines() if line.startswith("s "))
     assert f"refused: trial 0 stored the objective values [{shown}]" in row, listed.stdout
+
+
+def test_a_null_objective_in_a_database_is_refused_in_one_line(tmp_path: Path) -> None:
+    """SQLite stores a NaN as NULL, which Optuna's reader asserts against: `studies` crashed
+    with a traceback; it lists the study as refused, and `trials` refuses it in one line."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    made = run_cli(["model=mnist_cnn", "study.n_trials=2", "study.progress_bar=false",
+                    f"study.storage={url}", f"results_dir={tmp_path / 'r'}"], cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    with sqlite3.connect(tmp_path / "n.db") as db:
+        db.execute("UPDATE trial_values SET value = NULL")
+    listed = run_cli(["studies", "--storage", url], cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "refused: storage " in listed.stdout and "is NULL where Optuna stores a number" \
+        in listed.stdout, listed.stdout
+    shown = run_cli(["trials", "mnist_cnn-mk2x2-throughput", "--storage", url], cwd=tmp_path)
+    lines = shown.stderr.strip().splitlines()
+    assert shown.returncode == 2 and len(lines) == 1, shown.stderr
+    assert "is NULL where Optuna stores a number" in lines[0]

@@ -45,3 +45,10 @@ def test_a_storage_without_a_password_gets_no_note() -> None:
     line = _next_line(_summary("postgresql://alice@127.0.0.1:54329/ipt", 3))
     assert "--storage postgresql://alice@127.0.0.1:54329/ipt " in line
     assert "PGPASSWORD" not in line
+
+
+def test_another_databases_password_is_not_said_to_come_from_libpq() -> None:
+    line = _next_line(_summary(f"mysql+pymysql://bob:{_SECRET}@db.example/ipt", 3))
+    assert _SECRET not in line and "--storage mysql+pymysql://bob@db.example/ipt " in line
+    assert "PGPASSWORD" not in line
+    assert line.endswith("give it as your database driver reads it outside the URL"), line

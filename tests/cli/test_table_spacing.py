@@ -11,6 +11,7 @@ from ipu_tune.cli.evaluate_format import format_result
 from ipu_tune.cli.explain_cmd import format_ladder, format_sensitivity
 from ipu_tune.config import load_config
 from ipu_tune.explain import Explanation
+from ipu_tune.knobs import ModelFacts
 
 _HUGE = {"model": {"name": "resnet50", "input_shape": [3, 1048576, 1048576]},
          "workload": {"micro_batch_size": 65536}}
@@ -55,7 +56,7 @@ def _step(step: int, throughput: float, speedup: float) -> dict[str, object]:
 
 def test_ladder_and_sensitivity_keep_columns_apart_with_huge_figures() -> None:
     data = Explanation(study="s", objective="throughput", metric="throughput [samples/s]",
-                       objectives=(), rule="", input_kind="image", start="your plan",
+                       objectives=(), rule="", model=ModelFacts("image"), start="your plan",
                        ladder_rank="", best_trial=1,
                        steps=(_step(0, 1.0, 1.0), _step(1, 9.9e14, 9.9e14)))
     ladder = format_ladder(data)

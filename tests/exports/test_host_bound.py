@@ -39,7 +39,7 @@ def test_the_exports_of_a_host_bound_plan_quote_evaluates_host_and_device_figure
     # The plan is bound by the host although its host_preprocess phase is not the largest.
     assert result.bottleneck == "host_preprocess" and clause
     assert result.phases["host_preprocess"] < max(result.phases.values())
-    assert f"({clause})" in format_result(result, cfg, profile.input_kind)
+    assert f"({clause})" in format_result(result, cfg, profile.facts)
     texts = render_exports(export_context(cfg, result, profile))
     for name in ("poptorch", "tensorflow"):
         text = flat(texts[name])

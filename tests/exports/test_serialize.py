@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 from ipu_tune.config import EvalConfig, HfConfig, ModelConfig, PlanConfig, SystemConfig
+from ipu_tune.exports import apply_ipu_config
 from ipu_tune.exports._ipu_config import render_ipu_config
 from ipu_tune.models import profile_model
 from ipu_tune.plan import plan_from_config
@@ -87,9 +90,42 @@ def test_no_serialization_lines_at_one_slice_or_without_a_vocabulary() -> None:
 
 @pytest.mark.parametrize("mode", ["train", "infer"])
 def test_optimum_reads_the_factor_the_plan_ran(mode: str) -> None:
-    """The models read the training field in either mode (modeling_gpt2.py); an inference
-    plan sets its own field too (mt5 reads it)."""
+    """The models read the training field in either mode (modeling_gpt2.py): it is the plan's
+    in both; the inference field, which only mt5 reads, is left as a file gave it."""
     cfg = _cfg(4, mode=mode)
     out = json.loads(render_ipu_config(plan_from_config(cfg), profile_model(GPT2), cfg))
     assert out["embedding_serialization_factor"] == 4
-    assert out.get("inference_embedding_serialization_factor") == (4 if mode == "infer" else None)
+    assert "inference_embedding_serialization_factor" not in out
+
+
+def test_a_file_is_read_for_the_field_the_models_read_and_the_rest_carried(
+        tmp_path: Path) -> None:
+    """An inference plan of a file giving 2 to train and 8 to infer runs 2, as optimum's GPT-2
+    does in either mode; its inference field comes back as the file gave it."""
+    (tmp_path / "ipu_config.json").write_text(json.dumps({
+        "layers_per_ipu": [-1], "ipus_per_replica": 1, "embedding_serialization_factor": 2,
+        "inference_embedding_serialization_factor": 8}))
+    cfg = apply_ipu_config(replace(_cfg(1, mode="infer"), plan=PlanConfig(
+        from_ipu_config=str(tmp_path))))
+    assert cfg.plan.embedding_serialization == 2
+    out = json.loads(render_ipu_config(plan_from_config(cfg), profile_model(GPT2), cfg))
+    assert out["embedding_serialization_factor"] == 2
+    assert out["inference_embedding_serialization_factor"] == 8
+
+
+def test_a_model_without_a_vocabulary_head_carries_the_field_as_the_file_gave_it(
+        tmp_path: Path) -> None:
+    """Moot there (nothing to slice): neither read into the plan nor set by it."""
+    vit = ModelConfig(name="hf", hf=HfConfig(model_type="vit", config={
+        "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+        "intermediate_size": 128}))
+    plain = _cfg(4, vit)
+    out = json.loads(render_ipu_config(plan_from_config(plain), profile_model(vit), plain))
+    assert "embedding_serialization_factor" not in out
+    (tmp_path / "ipu_config.json").write_text(json.dumps({
+        "layers_per_ipu": [-1], "ipus_per_replica": 1, "embedding_serialization_factor": 4}))
+    cfg = apply_ipu_config(replace(plain, plan=PlanConfig(from_ipu_config=str(tmp_path))))
+    assert cfg.plan.embedding_serialization == 1
+    assert cfg.plan.ipu_config_carried == {"embedding_serialization_factor": 4}
+    out = json.loads(render_ipu_config(plan_from_config(cfg), profile_model(vit), cfg))
+    assert out["embedding_serialization_factor"] == 4

@@ -21,6 +21,7 @@ import pytest
 import ipu_tune
 from ipu_tune.config import load_config, to_plain_dict
 from ipu_tune.explain import Explanation
+from ipu_tune.knobs import ModelFacts
 from ipu_tune.records import TrialRecord, result_payload
 from ipu_tune.report import write_report
 from ipu_tune.results import row_from_trial
@@ -130,7 +131,7 @@ def _explanation(study: optuna.Study, best: int) -> Explanation:
     row = {"name": o.name, "metric": o.metric, "axis": o.axis(), "scale": o.scale,
            "direction": o.direction, "best_value": None, "best_shown": None}
     return Explanation(study=study.study_name, objective=o.name, metric=o.metric,
-                       objectives=(row,), rule="the best", input_kind="image", start="",
+                       objectives=(row,), rule="the best", model=ModelFacts("image"), start="",
                        ladder_rank="", best_trial=best)
 
 

@@ -31,7 +31,7 @@ CASES: dict[str, tuple[dict[str, Any], str, set[str]]] = {
     "inference": (_plan(_R50, "imagenet", "infer", 1, precision="16.16"), "image",
                   {"workload.optimizer", "plan.gradient_accumulation", "plan.recompute",
                    "plan.offload_optimizer_state", "plan.replicated_tensor_sharding",
-                   "plan.pipeline.schedule"}),
+                   "plan.pipeline.schedule", "plan.embedding_serialization"}),
     "synthetic": (_plan(_R50, "synthetic", "train", 2, precision="16.16", replication_factor=2),
                   "image", {"plan.prefetch_depth", "plan.eight_bit_io", "plan.async_dataloader",
                             "plan.dataloader_workers", "plan.host_instances"}),
@@ -48,6 +48,10 @@ CASES: dict[str, tuple[dict[str, Any], str, set[str]]] = {
                                   pipeline={"splits": ["encoder.layer.6"]},
                                   available_memory_proportion_per_ipu=[0.2, 0.4]),
                             "tokens", {"plan.available_memory_proportion"}),
+    # Token input with no vocabulary head (a span head): nothing to slice.
+    "no vocabulary head": (_plan({"name": "bert_base_squad", "sequence_length": 128},
+                                 "wikipedia", "train", 1, precision="16.16"),
+                           "tokens", {"plan.embedding_serialization"}),
 }
 
 
@@ -72,8 +76,9 @@ def _figures(cfg: Any) -> dict[str, Any]:
 def test_a_moot_knob_changes_no_figure(name: str) -> None:
     raw, kind, expected = CASES[name]
     cfg = load_config(copy.deepcopy(raw))
-    assert ipu_tune.profile(raw["model"]).input_kind == kind
-    moot = moot_keys(cfg, kind)
+    facts = ipu_tune.profile(raw["model"]).facts
+    assert facts.input_kind == kind
+    moot = moot_keys(cfg, facts)
     assert expected <= moot, expected - moot
     base = _figures(cfg)
     tried = 0
@@ -101,3 +106,10 @@ def test_the_plan_line_shows_no_moot_knob() -> None:
     raw, kind, _ = CASES["per-IPU proportions"]
     line = describe(load_config(copy.deepcopy(raw)), kind)
     assert "AMP per IPU [0.2, 0.4]" in line and "AMP 0.6" not in line
+
+
+def test_a_language_models_vocabulary_head_runs_the_serialization() -> None:
+    facts = ipu_tune.profile(_BERT).facts  # the zoo's BERT: its MLM head is the vocabulary's
+    assert facts.vocabulary is True
+    assert "plan.embedding_serialization" not in moot_keys(load_config(
+        _plan(_BERT, "wikipedia", "train", 1)), facts)
