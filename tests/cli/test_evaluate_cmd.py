@@ -70,7 +70,7 @@ def test_an_inference_plan_states_its_latency(tmp_path: Path,
     assert "latency:" not in train
     one = _run(["evaluate", str(cfg), "plan.device_iterations=1", "workload.micro_batch_size=1",
                 "plan.replication_factor=1", "system.num_ipus=1"], capsys)
-    assert " ms per call of 1 sample (inputs" in one
+    assert " ms per call of 1 sample (the call: data made on the IPU" in one
 
 
 def test_overrides_complete_a_file_before_it_is_checked(
