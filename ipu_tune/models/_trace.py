@@ -50,6 +50,7 @@ from ipu_tune.models._aten import (
     module_kind,
 )
 from ipu_tune.models._conv_norm import module_class
+from ipu_tune.models._storage_keys import output_key, storage_elements, storage_key
 from ipu_tune.models._trace_modes import DispatchRecorder, FunctionScope
 
 __all__ = ["BATCH", "OpRecord", "Trace", "trace_model"]
@@ -123,14 +124,6 @@ class Trace:
     module_classes: dict[str, str] = field(default_factory=dict)  # path -> `module_class`
 
 
-def _storage_key(t: Tensor) -> int:
-    return int(t.untyped_storage()._cdata)
-
-
-def _storage_elements(t: Tensor) -> int:
-    return int(t.untyped_storage().nbytes()) // max(1, t.element_size())
-
-
 class _Tracer:
     def __init__(self, model: nn.Module) -> None:
         self.records: list[OpRecord] = []
@@ -142,12 +135,12 @@ class _Tracer:
         self.buffers: set[int] = set()
         for mod_name, mod in model.named_modules():
             for p in mod.parameters(recurse=False):
-                key = _storage_key(p)
+                key = storage_key(p)
                 if key not in self.param_numel:
                     self.param_numel[key] = p.numel()
                     self.param_owner[key] = mod_name
             for b in mod.buffers(recurse=False):
-                self.buffers.add(_storage_key(b))
+                self.buffers.add(storage_key(b))
         self.used_params: set[int] = set()
         self.module_stack: list[str] = []
         self.module_order: dict[str, int] = {}
@@ -160,7 +153,7 @@ class _Tracer:
         self.starts: list[int] = []
 
     def _is_param(self, t: Tensor) -> bool:
-        return _storage_key(t) in self.param_numel
+        return storage_key(t) in self.param_numel
 
     def begin_backward(self) -> None:
         self.backward = True
@@ -177,7 +170,8 @@ class _Tracer:
         if rec_index is not None:
             res, rec = first_tensor(out), self.records[rec_index]
             rec.output_elements = res.numel() if res is not None else 0
-            rec.output_value = None if res is None else self.value_of.get(_storage_key(res))
+            key = None if res is None else output_key(res)
+            rec.output_value = None if key is None else self.value_of.get(key)
         elif self.pending_saved and self.records:
             self.records[-1].saved_elements += self.pending_saved
         self.ctx = None
@@ -229,7 +223,7 @@ class _Tracer:
                 return
             for t in tree_leaves(out):
                 if isinstance(t, Tensor):
-                    self.value_of.pop(_storage_key(t), None)
+                    self.value_of.pop(storage_key(t), None)
             return
         op_name = func._overloadpacket.__name__
         outs = [t for t in tree_leaves(out) if isinstance(t, Tensor)]
@@ -252,7 +246,7 @@ class _Tracer:
         for t in tree_leaves(args):
             if not isinstance(t, Tensor):
                 continue
-            key = _storage_key(t)
+            key = storage_key(t)
             if key in self.param_numel:
                 data = True
                 if key not in self.used_params:
@@ -268,23 +262,23 @@ class _Tracer:
         if op_name in _SHAPE_ONLY_OPS:
             data = False
         for t in outs:
-            key = _storage_key(t)
+            key = storage_key(t)
             if key in self.param_numel or key in self.buffers:
                 continue
             if key in read:  # in-place update or alias of an input: no new storage
                 self.values[self.value_of[key]].data |= data
                 continue
             self.value_of[key] = len(self.values)
-            self.values.append(_Value(_storage_elements(t), idx, idx, data))
+            self.values.append(_Value(storage_elements(t), idx, idx, data))
 
     def add_input(self, t: Tensor) -> None:
-        self.value_of[_storage_key(t)] = len(self.values)
-        self.values.append(_Value(_storage_elements(t), 0, 0))
+        self.value_of[storage_key(t)] = len(self.values)
+        self.values.append(_Value(storage_elements(t), 0, 0))
 
     def pack(self, t: Tensor) -> Tensor:
         if self.backward:
             return t
-        key = _storage_key(t)
+        key = storage_key(t)
         vi = self.value_of.get(key)
         if vi is None or vi in self.saved or not self.values[vi].data:  # (module docstring)
             return t

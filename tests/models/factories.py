@@ -68,6 +68,25 @@ def masked_net() -> nn.Module:
     return MaskedNet()
 
 
+class VmapMaskNet(nn.Module):
+    """Builds its mask under `torch.vmap`, as Transformers' `masking_utils` does (T5Gemma 2):
+    a torch function there returns a batched wrapper, which holds no storage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, x: Tensor) -> Tensor:
+        n = torch.arange(8, device=x.device)
+        mask = torch.vmap(lambda q: q.new_ones((), dtype=torch.bool) & (n <= q))(n)
+        h = self.a(x)
+        return (h[:, :, None] * mask).sum(-1)
+
+
+def vmap_mask_net() -> nn.Module:
+    return VmapMaskNet()
+
+
 class NeedsValues(nn.Module):
     """Reads tensor values, which the meta device does not have."""
 

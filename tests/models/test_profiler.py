@@ -153,6 +153,13 @@ def test_values_made_from_shapes_alone_do_not_cross_a_boundary(profile_of) -> No
     assert b.output_elements == 8  # what b reads of them is read within b
 
 
+def test_a_mask_built_under_vmap_is_traced(profile_of) -> None:
+    """A torch function's output inside `torch.vmap` has no storage to follow: the model
+    profiled, where it ended in "Cannot access storage of BatchedTensorImpl"."""
+    prof = profile_of(_target_="tests.models.factories.vmap_mask_net", input_shape=[8])
+    assert prof.parameters == 8 * 8 + 8
+
+
 def test_peak_live_elements_of_the_mnist_first_block(profile_of) -> None:
     prof = profile_of(name="mnist_cnn", input_shape=[1, 28, 28], num_classes=10)
     # While the max-pool runs: the conv output (10x24x24) and the pooled values and indices
