@@ -8,8 +8,9 @@ plan is a result, not a failure (README "Exit status").
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ipu_tune._redact import without_password
 from ipu_tune.cli.explain_cmd import NO_CLOSEST, NO_TRIAL_FINISHED
@@ -48,8 +49,19 @@ def _speedup(explanation: Explanation | None) -> str:
         return (f"; {best / mine:.2f}x your plan's latency per call "
                 f"({OBJECTIVES['latency'].show(mine)})")
     if first["throughput"] > 0:
-        return f"; {last['throughput'] / first['throughput']:.2f}x your plan's samples/s"
+        return (f"; {last['throughput'] / first['throughput']:.2f}x your plan's samples/s"
+                + _host_defaults(first["config"]))
     return ""
+
+
+def _host_defaults(start: Mapping[str, Any]) -> str:
+    """Why a plan read from an ipu_config.json may be far slower than the best: an IPUConfig
+    states no host side, so its loader is ipu-tune's defaults (one worker, synchronous)."""
+    if not start["plan"].get("from_ipu_config") or (
+            start["model"]["dataset"]["name"] in (SYNTHETIC, GENERATED)):
+        return ""
+    return (" (your plan's host side is ipu-tune's defaults, one synchronous loader worker: an "
+            "ipu_config.json states none)")
 
 
 def _objective_line(s: RunSummary) -> str:

@@ -67,3 +67,20 @@ def test_no_partials_line_where_the_search_draws_them_or_they_are_half(tmp_path:
         summary = _run(tmp_path / str(i), "workload.micro_batch_size=16", *overrides)
         assert summary.best_config is not None
         assert not any(ln.startswith("partials:") for ln in format_summary(summary).splitlines())
+
+
+def test_a_plan_read_from_an_ipu_config_says_its_host_side_is_the_default(
+        tmp_path: Path) -> None:
+    """An IPUConfig states no loader: the speed-up over the file's plan counts one synchronous
+    worker, which the line says (a ViT config read 84.71x with no word why)."""
+    import json
+
+    (tmp_path / "ipu_config.json").write_text(json.dumps(
+        {"layers_per_ipu": [-1], "ipus_per_replica": 1, "gradient_accumulation_steps": 8}))
+    summary = _run(tmp_path, f"plan.from_ipu_config={tmp_path}", "model=hf",
+                   "model.hf.model_type=bert", "model.hf.config={num_hidden_layers: 2}")
+    best = next(x for x in format_summary(summary).splitlines() if x.startswith("best:"))
+    assert "x your plan's samples/s (your plan's host side is ipu-tune's defaults" in best, best
+    plain = _run(tmp_path / "plain", "workload.micro_batch_size=16")
+    best = next(x for x in format_summary(plain).splitlines() if x.startswith("best:"))
+    assert "host side" not in best
