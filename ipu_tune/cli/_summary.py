@@ -54,12 +54,16 @@ def _speedup(explanation: Explanation | None) -> str:
     return ""
 
 
+_LOADER = (knob_by_field("dataloader_workers"), knob_by_field("async_dataloader"))
+
+
 def _host_defaults(start: Mapping[str, Any]) -> str:
     """Why a plan read from an ipu_config.json may be far slower than the best: an IPUConfig
     states no host side, so its loader is ipu-tune's defaults (one worker, synchronous)."""
-    if not start["plan"].get("from_ipu_config") or (
-            start["model"]["dataset"]["name"] in (SYNTHETIC, GENERATED)):
-        return ""
+    plan = start["plan"]
+    if not plan.get("from_ipu_config") or start["model"]["dataset"]["name"] in (
+            SYNTHETIC, GENERATED) or any(plan[k.field] != k.default for k in _LOADER):
+        return ""  # no pipeline, or the user set its loader
     return (" (your plan's host side is ipu-tune's defaults, one synchronous loader worker: an "
             "ipu_config.json states none)")
 

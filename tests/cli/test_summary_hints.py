@@ -84,3 +84,9 @@ def test_a_plan_read_from_an_ipu_config_says_its_host_side_is_the_default(
     plain = _run(tmp_path / "plain", "workload.micro_batch_size=16")
     best = next(x for x in format_summary(plain).splitlines() if x.startswith("best:"))
     assert "host side" not in best
+    # A loader set on the command line is the user's, not the default the note names.
+    set_loader = _run(tmp_path / "loader", f"plan.from_ipu_config={tmp_path}", "model=hf",
+                      "model.hf.model_type=bert", "model.hf.config={num_hidden_layers: 2}",
+                      "plan.dataloader_workers=16", "plan.async_dataloader=true")
+    best = next(x for x in format_summary(set_loader).splitlines() if x.startswith("best:"))
+    assert "x your plan's samples/s" in best and "host side" not in best, best
