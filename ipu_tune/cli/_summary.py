@@ -8,7 +8,7 @@ plan is a result, not a failure (README "Exit status").
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,15 +181,22 @@ _MICRO_BATCH = knob_by_field("micro_batch_size").key
 _HINT_MIN_GAIN_PCT = 5.0
 
 
+def _faster_fitting(s: RunSummary, key: str,
+                    wanted: Callable[[Any], bool]) -> Mapping[str, Any] | None:
+    """The sensitivity row (what the run simulated around the best plan) that sets `key`,
+    which the search did not draw, to a `wanted` value that fits and gains at least
+    `_HINT_MIN_GAIN_PCT` of throughput; None for another objective than throughput."""
+    if s.explanation is None or (s.objective_names or ("throughput",))[0] != "throughput":
+        return None
+    return next((r for r in s.explanation.sensitivity
+                 if r["key"] == key and not r["searched"] and wanted(r["value"]) and r["fits"]
+                 and (r["change_pct"] or 0.0) >= _HINT_MIN_GAIN_PCT), None)
+
+
 def _micro_batch_hint(s: RunSummary, c: EvalConfig) -> list[str]:
     """When the search stopped at the user's micro-batch (its ceiling) and the best plan with
-    twice that fits and is faster: that figure, from the sensitivity the run simulated."""
-    if s.explanation is None or (s.objective_names or ("throughput",))[0] != "throughput":
-        return []
-    row = next((r for r in s.explanation.sensitivity
-                if r["key"] == _MICRO_BATCH and not r["searched"]
-                and r["value"] > c.workload.micro_batch_size and r["fits"]
-                and (r["change_pct"] or 0.0) >= _HINT_MIN_GAIN_PCT), None)
+    a larger one fits and is faster: that figure."""
+    row = _faster_fitting(s, _MICRO_BATCH, lambda v: v > c.workload.micro_batch_size)
     if row is None:
         return []
     changes = "the training you asked for" if c.workload.mode == "train" else "each call's latency"
@@ -208,11 +215,7 @@ def _partials_hint(s: RunSummary, c: EvalConfig) -> list[str]:
     simulated. Graphcore's published recipes run half (MLPerf ResNet-50's
     `enable_half_partials`, the BERT configs, optimum's IPUConfig default), so a user comparing
     the best plan with a published figure needs it in the summary, not only in `explain`."""
-    if s.explanation is None or (s.objective_names or ("throughput",))[0] != "throughput":
-        return []
-    row = next((r for r in s.explanation.sensitivity
-                if r["key"] == _PARTIALS and not r["searched"] and r["value"] == "half"
-                and r["fits"] and (r["change_pct"] or 0.0) >= _HINT_MIN_GAIN_PCT), None)
+    row = _faster_fitting(s, _PARTIALS, lambda v: v == "half")
     if row is None:
         return []
     return [f"partials: half gives {rate_text(row['throughput'])} ({row['change_pct']:+.0f}%) "

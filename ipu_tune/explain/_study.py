@@ -178,7 +178,7 @@ def explain_study(study: optuna.Study, problem: SearchProblem,
         objectives=objectives,
         rule=(PARETO_RULE if len(objectives) > 1 else f"the best {OBJECTIVES[name].title} "
               "among the trials that fit"),
-        model=problem.profile.facts,
+        model=problem.codec.facts,
         start=start_label(start), ladder_rank=_ladder_rank(problem),
         finished=len(study.get_trials(deepcopy=False,
                                       states=(TrialState.COMPLETE, TrialState.PRUNED))))

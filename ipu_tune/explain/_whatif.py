@@ -82,7 +82,7 @@ def sensitivity(problem: SearchProblem, cfg: EvalConfig) -> list[dict[str, Any]]
     Also each pipeline cut one block earlier and later, and the replicas doubled and halved
     on the same IPUs (with the stages halved or doubled), when the plan rules allow them."""
     base = problem.evaluate(cfg)
-    moot = moot_keys(cfg, problem.profile.facts)  # knobs the plan does not run
+    moot = moot_keys(cfg, problem.codec.facts)  # knobs the plan does not run
     rows: list[dict[str, Any]] = []
     for k in KNOBS:
         # Not moved: a knob the plan does not run, the layout (its own moves below), or one

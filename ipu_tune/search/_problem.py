@@ -121,7 +121,7 @@ class SearchProblem:
     def __init__(self, cfg: TuneConfig, profile: ModelProfile, system: System,
                  pinned: frozenset[str] = frozenset(), space: SearchSpace | None = None,
                  stored: Mapping[str, Any] | None = None) -> None:
-        """`space` replaces the file named by `cfg.search.space` (tests, benchmarks);
+        """`space`, the one `cfg.search.space` names as its caller read it (or a test's);
         `stored`, what a stored study read from the files its config names (`files_read`),
         replaces opening them."""
         self.cfg = cfg
@@ -210,7 +210,7 @@ class SearchProblem:
         except IpuTuneError as exc:
             return TrialOutcome(cfg, _invalid_result(str(exc)), [math.nan] * len(self.directions),
                                 [1.0] * len(self.constraint_names), reason=str(exc))
-        changes = (count_changes(cfg, self.codec.user, self.profile.facts)
+        changes = (count_changes(cfg, self.codec.user, self.codec.facts)
                    if "changes" in self.objective_names else 0)
         values = [objective_value(n, result, changes) for n in self.objective_names]
         constraints = [memory_constraint(result)]
@@ -236,7 +236,7 @@ class SearchProblem:
         decoded = self.codec.decode(params)
         outcome = self.evaluate(decoded.config, decoded.note)
         TrialRecord.write_constraints(trial, self.constraint_names, outcome.constraints)
-        changes = (count_changes(decoded.config, self.codec.user, self.profile.facts)
+        changes = (count_changes(decoded.config, self.codec.user, self.codec.facts)
                    if "changes" in self.objective_names else None)
         TrialRecord.write_outcome(trial, outcome.reason, changes)
         return outcome

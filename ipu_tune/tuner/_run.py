@@ -45,6 +45,7 @@ from ipu_tune.results import sync_results
 from ipu_tune.search import (
     Convergence,
     SearchProblem,
+    SearchSpace,
     change_list,
     check_stored_trials,
     convergence,
@@ -115,10 +116,10 @@ class Prepared:
     problem: SearchProblem
 
 
-def _in_search_mode(cfg: TuneConfig, pinned: frozenset[str]) -> TuneConfig:
+def _in_search_mode(cfg: TuneConfig, space: SearchSpace, pinned: frozenset[str]) -> TuneConfig:
     """`cfg` in the mode its search's trials run (the latency space's inference) unless pinned:
     an ipu_config.json is read for that mode's fields, the user's plan the file's for it."""
-    mode = load_space(cfg.search.space).fixed.get("workload.mode")
+    mode = space.fixed.get("workload.mode")
     if mode is None or mode == cfg.workload.mode or "workload.mode" in pinned:
         return cfg
     return replace(cfg, workload=replace(cfg.workload, mode=mode))
@@ -130,8 +131,9 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
     Raises `IpuTuneError` on the first problem; `run(prepare(...))` then tunes.
     """
     validate(cfg, check_layout=False)
+    space = load_space(cfg.search.space)  # read once: the mode below and the search
     if cfg.plan.from_ipu_config:  # the starting plan is the file's; command-line keys win
-        cfg = apply_ipu_config(_in_search_mode(cfg, pinned), pinned)
+        cfg = apply_ipu_config(_in_search_mode(cfg, space, pinned), pinned)
         validate(cfg, check_layout=False)
     if cfg.study.n_trials < 1:
         raise IpuTuneError(f"study.n_trials={cfg.study.n_trials}: must be >= 1")
@@ -139,7 +141,7 @@ def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
         raise IpuTuneError(f"study.workers={cfg.study.workers}: must be >= 1")
     case = build_case(cfg, whole=False)  # a start: the search raises what PopTorch needs
     check_pinned_layout(cfg, pinned)
-    problem = SearchProblem(cfg, case.profile, case.system, pinned=pinned)
+    problem = SearchProblem(cfg, case.profile, case.system, pinned=pinned, space=space)
     problem.sampler()  # made (and thrown away) to check sampler.* before the storage exists
     # The name an unnamed study gets when its default name is free (see `open_study`).
     name = cfg.study.name or default_study_name(cfg, frozenset(pinned))
@@ -392,9 +394,9 @@ def export_study(
         objectives=objectives,
         convergence=convergence(study, problem.directions, problem.objective_names),
         objective_names=tuple(problem.objective_names),
-        changes=(tuple(change_list(best_cfg, problem.codec.user, problem.profile.facts))
+        changes=(tuple(change_list(best_cfg, problem.codec.user, problem.codec.facts))
                  if best_cfg is not None else ()),
         explanation=explanation,
         stand_ins=rendered.stand_ins,
-        model=problem.profile.facts,
+        model=problem.codec.facts,
     )
