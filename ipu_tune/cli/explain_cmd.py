@@ -79,7 +79,8 @@ _BEYOND = ("it needs more IPUs or more memory per IPU than this system has (e.g.
 _NO_SYSTEM = ("not even with more IPUs of this kind, a pipeline stage per block (the last "
               "remedy): a stage does not fit one IPU; what is left is a smaller model or input "
               "(e.g. a shorter sequence, a smaller vocabulary), or one layer split over several "
-              "IPUs (tensor parallelism, serialized embeddings), which ipu-tune does not model")
+              "IPUs (tensor parallelism, an embedding table split over IPUs), which ipu-tune does "
+              "not model")
 
 
 def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list[str]:
