@@ -22,6 +22,7 @@ __all__ = [
     "bad_value",
     "disk_fault",
     "disk_hint",
+    "key_name",
     "mentions_disk_fault",
     "one_line",
     "safe_repr",
@@ -105,6 +106,21 @@ def safe_repr(value: object) -> str:
 def shown(value: object) -> str:
     """`repr(value)` (`safe_repr`), cut in its middle past `MAX_SHOWN` characters."""
     return _cut(safe_repr(value))
+
+
+# A key as a schema's, a space file's or a config class's keys are written: a name.
+_NAME = re.compile(r"[^\W\d][\w.\-]{0,63}")
+
+
+def key_name(key: object) -> str:
+    """A key read from a file, as a message names it: the key itself when it is a name (a
+    letter, then letters, digits, `_`, `-` or `.`; at most 64 characters), else only its length.
+    A file given by mistake (`/etc/shadow`, a `.env`) reads as a mapping whose keys are its
+    lines, password hashes and tokens included: such a key is never echoed."""
+    if isinstance(key, str) and _NAME.fullmatch(key):
+        return key
+    n = len(str(key))
+    return f"<a key of {n} character{'s' * (n != 1)} that is no name, not shown>"
 
 
 def shorten(text: str) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from ipu_tune.config._schema import EvalConfig, TuneConfig
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, key_name
 
 __all__ = ["check_known_keys", "unknown_key_message"]
 
@@ -31,7 +31,7 @@ def check_known_keys(schema: type, data: Mapping[str, Any], path: str = "") -> N
     hints = get_type_hints(schema)
     names = {f.name for f in dataclasses.fields(schema)}
     for key, value in data.items():
-        full = f"{path}.{key}" if path else str(key)
+        full = f"{path}.{key_name(key)}" if path else key_name(key)
         if key not in names:
             raise IpuTuneError(_unknown(full, key, path, names))
         hint = hints[str(key)]

@@ -20,7 +20,7 @@ from ipu_tune.config._schema import (
 from ipu_tune.config._shapes import check_shapes
 from ipu_tune.config._validate import validate
 from ipu_tune.config._yaml import read_yaml
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, key_name
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -332,7 +332,7 @@ def load_unvalidated(
     for key in data:
         if key not in sections and key != PROVENANCE_KEY:
             raise IpuTuneError(
-                f"{key}: unknown top-level key; allowed: {', '.join(sorted(sections))}, "
+                f"{key_name(key)}: unknown top-level key; allowed: {', '.join(sorted(sections))}, "
                 f"{PROVENANCE_KEY}"
             )
     picked = {k: section_mapping(k, v) for k, v in data.items() if k in sections and v is not None}

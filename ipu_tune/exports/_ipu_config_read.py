@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config import LIMITS, parse_json, read_json_text
-from ipu_tune.errors import IpuTuneError, bad_value, shown
+from ipu_tune.errors import IpuTuneError, bad_value, key_name, shown
 from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS
 
 __all__ = ["DEPRECATED", "KEY", "file_key", "managed_fields", "read_ipu_config"]
@@ -88,8 +88,8 @@ def read_ipu_config(path: str | Path) -> dict[str, Any]:
         hint = IPU_CONFIG_FIELDS.get(key)
         if hint is None:
             allowed = ", ".join(IPU_CONFIG_FIELDS)
-            # The key alone: a file given by mistake (credentials) is not echoed.
-            raise IpuTuneError(f"{where}: {key}: unknown key; IPUConfig's fields "
+            # The key alone, if a name: a file given by mistake (credentials) is not echoed.
+            raise IpuTuneError(f"{where}: {key_name(key)}: unknown key; IPUConfig's fields "
                                f"(optimum-graphcore 0.7.1): {allowed}")
         if not _matches(value, hint):
             raise IpuTuneError(f"{where}: {key}={shown(value)}: must be {hint}")

@@ -25,6 +25,7 @@ from ipu_tune.models._cpu_step import (
     seeded,
 )
 from ipu_tune.models._fold import fold_head
+from ipu_tune.models._hf_names import hf_overrides
 from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH, ModelProfile
 from ipu_tune.models._trace import BATCH, Trace, trace_model
 from ipu_tune.models._zoo import ZOO, _one_line, build_model, hf_source
@@ -69,8 +70,13 @@ def _hf_inputs(cfg: ModelConfig, device: str = "meta",
     except IpuTuneError:
         raise
     except Exception as exc:  # Transformers' own code, on a type or config it cannot build
-        raise IpuTuneError(f"{label(cfg)}: Transformers cannot build it on the {device} device "
-                           f"({_one_line(exc)}); give the sizes of a published model in "
+        why = f"Transformers cannot build it on the {device} device ({_one_line(exc)})"
+        key = _failing_override(source, device)
+        if key is not None:
+            raise bad_value(f"model.hf.config.{key}", hf_overrides(source)[key],
+                            f"{why}; allowed: a value its model builds with (it builds without "
+                            "this one)") from None
+        raise IpuTuneError(f"{label(cfg)}: {why}; give the sizes of a published model in "
                            "model.hf.config, or its config.json as model.hf.config_file") from None
     _check_input_shape(cfg, kind, shape)
     if any(t.device.type != device for t in itertools.chain(model.parameters(), model.buffers())):
@@ -79,6 +85,33 @@ def _hf_inputs(cfg: ModelConfig, device: str = "meta",
         model = model.to(device)
     dtype = torch.long if kind == "tokens" else torch.float32
     return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
+
+
+# Most overrides `_failing_override` rebuilds without, one at a time (a build on the meta
+# device takes up to seconds; the error path of a long list would take minutes).
+_MAX_PINNED_OVERRIDES = 8
+
+
+def _failing_override(source: ModelConfig, device: str) -> str | None:
+    """The one `model.hf.config` key without which the model builds: what to name when
+    Transformers' or torch's code refuses a value it never checked in the config class
+    (`pad_token_id` past the vocabulary: torch's Embedding asserts). None when no single key
+    is to blame, or there are too many to try."""
+    from ipu_tune.models._hf import build_hf
+
+    given = hf_overrides(source)
+    if not 0 < len(given) <= _MAX_PINNED_OVERRIDES:
+        return None
+    for key in given:
+        rest = {k: v for k, v in given.items() if k != key}
+        without = dataclasses.replace(source, hf=dataclasses.replace(source.hf, config=rest))
+        try:
+            with torch.device(device):
+                build_hf(without)
+        except Exception:  # another key (or several) fails it too
+            continue
+        return key
+    return None
 
 
 def _check_input_shape(cfg: ModelConfig, kind: str, shape: tuple[int, ...]) -> None:

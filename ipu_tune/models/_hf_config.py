@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from ipu_tune.config import ModelConfig
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, key_name
 from ipu_tune.models._config_json import _one_line, config_json_label, config_json_values
 from ipu_tune.models._hf_defaults import fill_derived_sizes, timm_resnet_as_transformers
 from ipu_tune.models._hf_names import (
@@ -137,8 +137,8 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
             # The nearest names first (a misspelling), then the others in order.
             near = difflib.get_close_matches(key, fields, n=3)
             sample = ", ".join([*near, *(f for f in fields if f not in near)][:12])
-            raise bad_value(f"model.hf.config.{key}", overrides[key],
-                            f"a field of {config_class.__name__}: {sample}, ...")  # fmt: skip
+            raise IpuTuneError(f"model.hf.config.{key_name(key)}: no field of "
+                               f"{config_class.__name__}; its fields: {sample}, ...")
 
 
 # `model.num_classes` of conf/model/hf.yaml: Transformers' default `num_labels`.

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ipu_tune.config import HfConfig, ModelConfig
-from ipu_tune.errors import bad_value
+from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._config_json import config_json_label, config_json_values
 
 __all__ = [
@@ -265,6 +265,8 @@ def hf_identity(cfg: ModelConfig) -> tuple[str, str]:
     if hf.config_file:
         data = config_json_values(hf.config_file)
         model_type, architectures = str(data["model_type"]), data.get("architectures")
+    if isinstance(hf.config, Mapping) and "architectures" in hf.config:  # as `build_hf` reads
+        architectures = hf.config["architectures"]
     return model_type, hf_task(cfg, model_type, architectures)
 
 
@@ -304,11 +306,7 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
         ends = _AUDIO_ARCHITECTURE_TASKS if _audio_task(model_type) else _ARCHITECTURE_TASKS
         task = next((t for end, t in ends if name.endswith(end)), None)
         if task is None:  # another head than the file's would be profiled, unseen
-            usual = usual_task(model_type)
-            hint = f" ({model_type}'s usual head is {usual})" if usual else ""
-            raise bad_value("model.hf.task", None, f"the config.json was saved from {name}, a "
-                            f"head ipu-tune does not build; name one of {', '.join(TASKS)}"
-                            f"{hint}")
+            raise _unbuilt_head(cfg, model_type, name)
     if task == "seq2seq-lm" and usual_task(model_type) == "image-text-to-text":
         task = "image-text-to-text"  # a vision-language model's ForConditionalGeneration
     task = task or usual_task(model_type)
@@ -319,6 +317,21 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
     if task not in TASKS:
         raise bad_value("model.hf.task", task, f"one of {', '.join(TASKS)}")
     return task
+
+
+def _unbuilt_head(cfg: ModelConfig, model_type: str, name: str) -> IpuTuneError:
+    """A config's "architectures" naming a head ipu-tune does not build, named by where it
+    was given: `model.hf.config.architectures`, else the config file's field."""
+    usual = usual_task(model_type)
+    hint = f" ({model_type}'s usual head is {usual})" if usual else ""
+    allowed = (f"a head ipu-tune does not build; name one of {', '.join(TASKS)} as "
+               f"model.hf.task{hint}")
+    given = cfg.hf.config if isinstance(cfg.hf.config, Mapping) else {}
+    if "architectures" in given:
+        return bad_value("model.hf.config.architectures", given["architectures"],
+                         f"{name} is {allowed}")
+    return bad_value("model.hf.config_file", cfg.hf.config_file,
+                     f"the config.json was saved from {name} (its \"architectures\"), {allowed}")
 
 
 def hf_source(cfg: ModelConfig) -> ModelConfig | None:

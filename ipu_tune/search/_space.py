@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config import SPACES_DIR, EvalConfig, read_yaml
-from ipu_tune.errors import IpuTuneError, shown
+from ipu_tune.errors import IpuTuneError, key_name, shown
 from ipu_tune.knobs import KNOBS as _ALL_KNOBS
 from ipu_tune.knobs import Knob, get_key, is_power_of_two, knob, valid_io_tiles
 
@@ -293,7 +293,7 @@ def parse_space(data: object, source: str = "<mapping>", name: str = "custom") -
         )
     for key in data:
         if key not in _TOP_KEYS:
-            raise _fail(source, str(key), "unknown key; allowed: " + ", ".join(_TOP_KEYS))
+            raise _fail(source, key_name(key), "unknown key; allowed: " + ", ".join(_TOP_KEYS))
     knobs_in = data.get("knobs")
     if not isinstance(knobs_in, Mapping) or not knobs_in:
         raise _fail(source, "knobs", "must be a non-empty mapping of knob -> spec")
@@ -304,7 +304,7 @@ def parse_space(data: object, source: str = "<mapping>", name: str = "custom") -
         raise _fail(source, "fixed", f"expected a mapping, got {fixed_in!r}")
     for key in fixed_in:
         if key not in FIXABLE_KEYS:
-            raise _fail(source, f"fixed.{key}", "unknown key; allowed: "
+            raise _fail(source, f"fixed.{key_name(key)}", "unknown key; allowed: "
                         + ", ".join(sorted(FIXABLE_KEYS)))
         if key in knobs:
             raise _fail(source, f"fixed.{key}", "is also a searched knob")

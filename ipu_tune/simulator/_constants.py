@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, key_name
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -237,7 +237,7 @@ def constants_from_mapping(
         if key not in known:
             # Its value is not shown: a file named by a stored study may be any YAML of the
             # reader's (a credentials file), and its values are none of the study's business.
-            raise IpuTuneError(f"constants.{str(key)[:80]}: unknown constant (its value not "
+            raise IpuTuneError(f"constants.{key_name(key)}: unknown constant (its value not "
                                "shown); known: " + ", ".join(sorted(known)))
         try:
             if isinstance(value, bool):  # YAML's true is no constant

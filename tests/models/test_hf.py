@@ -267,7 +267,8 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
 
 @pytest.mark.parametrize(("fields", "message"), [
     ({"hf": {"model_type": "gpt9"}}, "model.hf.model_type='gpt9'"),
-    ({"hf": {"model_type": "gpt2", "config": {"n_layers": 2}}}, "model.hf.config.n_layers=2"),
+    ({"hf": {"model_type": "gpt2", "config": {"n_layers": 2}}},
+     "model.hf.config.n_layers: no field of GPT2Config"),
     ({"hf": {"model_type": "gpt2", "task": "translation"}}, "model.hf.task='translation'"),
     ({"hf": {}}, "model.hf.model_type: missing"),
     # Layer counts out of 1..1024: none (a model with no layers) or past any model (for ever).
@@ -337,6 +338,12 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
     # None: which layers are convolutions is the checkpoint's).
     ({"hf": {"model_type": "lfm2_moe"}},
      "model.hf.model_type='lfm2_moe': Transformers cannot build it on the meta device"),
+    # A value the config class takes but torch refuses: named by its key (the model builds
+    # without it), not blamed on the model type.
+    ({"hf": {"model_type": "bert", "config": {"num_hidden_layers": 1,
+                                               "pad_token_id": 99_999_999}}},
+     "model.hf.config.pad_token_id=99999999: Transformers cannot build it on the meta device "
+     "(AssertionError: Padding_idx must be within num_embeddings)"),
     # Audio models.
     ({"hf": {"model_type": "wav2vec2"}, "sequence_length": 100},
      "model.sequence_length=100: at least 400 samples"),
@@ -595,7 +602,8 @@ def test_a_misspelt_config_field_names_the_nearest_fields_first() -> None:
     cfg = ModelConfig(name="hf", hf=HfConfig(model_type="gpt2", config={"n_layr": 4}))
     with pytest.raises(IpuTuneError) as err:
         profile_model(cfg)
-    assert str(err.value).startswith("model.hf.config.n_layr=4: a field of GPT2Config: n_layer, ")
+    assert str(err.value).startswith(
+        "model.hf.config.n_layr: no field of GPT2Config; its fields: n_layer, ")
 
 
 def test_a_config_files_own_labels_are_its_heads_unless_given_alike(tmp_path: Path) -> None:

@@ -105,9 +105,16 @@ def test_a_head_the_tool_does_not_build_is_named_not_replaced(
     (tmp_path / "config.json").write_text(json.dumps(
         {"model_type": model_type, "architectures": [architecture]}))
     model = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path)))
-    with pytest.raises(IpuTuneError, match=rf"saved from {architecture}, a head ipu-tune does "
-                       rf"not build; name one of .*\({model_type}'s usual head is {usual}\)"):
+    with pytest.raises(IpuTuneError, match=rf"^model.hf.config_file='.*': the config.json was "
+                       rf"saved from {architecture} \(its \"architectures\"\), a head ipu-tune "
+                       rf"does not build; name one of .* as model.hf.task \({model_type}'s "
+                       rf"usual head is {usual}\)"):
         hf_identity(model)
+    given = ModelConfig(name="hf", hf=HfConfig(model_type=model_type,
+                                               config={"architectures": ["os.system"]}))
+    with pytest.raises(IpuTuneError, match=r"^model.hf.config.architectures=\['os.system'\]: "
+                       r"os.system is a head ipu-tune does not build; name one of "):
+        hf_identity(given)
     named = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path), task=usual))
     assert hf_identity(named)[1] == usual
 
