@@ -246,6 +246,20 @@ def _redacted_stdout(printing: bool) -> Iterator[None]:
         sys.stdout.write(redact(out.getvalue()))
 
 
+# Hydra's flags that shape what `--cfg` prints; without it Hydra ignores them and runs the
+# whole study the user meant only to look at.
+_CFG_ONLY_FLAGS = {"-p": "--package", "--package": "--package", "--resolve": "--resolve"}
+
+
+def _check_cfg_flags(argv: Sequence[str]) -> None:
+    given = {a.partition("=")[0] for a in argv}
+    for flag in sorted(given & set(_CFG_ONLY_FLAGS)):
+        if not given & {"-c", "--cfg"}:
+            raise IpuTuneError(f"{flag}: only with --cfg (it shapes what --cfg prints, and "
+                               f"alone it would run the study); allowed: --cfg job "
+                               f"{_CFG_ONLY_FLAGS[flag]}{' model' if flag != '--resolve' else ''}")
+
+
 def hydra_main(argv: Sequence[str]) -> int:
     try:
         argv, trusted = split_trust_flag(argv)
@@ -253,6 +267,7 @@ def hydra_main(argv: Sequence[str]) -> int:
             flags, overrides = split_hydra_args(argv)
             argv = [*flags, *overrides]
         check_side_doors(argv, trusted)  # only model._target_ names code; before Hydra runs
+        _check_cfg_flags(argv)
         command = _Command(trusted, preflight(argv, trusted))
     except IpuTuneError as exc:
         return fail(str(exc), exc.fault)

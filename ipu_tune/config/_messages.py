@@ -31,6 +31,7 @@ _TYPE_ERRORS = (
 _FREE = ("model.kwargs.", "model.hf.config.", "sampler.params.")
 _COMPOSING = re.compile(r"In '([^']+)': \w+ raised while composing config:")
 _FULL_KEY = re.compile(r"^\s*full_key: (\S+)", re.M)
+_UNSET_ENV = re.compile(r"Environment variable '([^']*)' not found")
 
 
 # The command line's overrides of the command being read (`omegaconf_error` echoes a value
@@ -51,9 +52,24 @@ def _typed(key: str, msg: str, given: Sequence[str]) -> str | None:
         # The value as the command line gave it (1e3, which OmegaConf shows as '1000.0'): of
         # the key's values given, the one OmegaConf refused.
         typed = [text for text in _values(given) if _as_read(text) == found.group(1)]
+        if not typed and found.group(1) in ("True", "False") and allowed != _KINDS["Boolean"]:
+            # A file's `yes`, `on` or `true`: YAML made it a boolean before OmegaConf saw it.
+            return (f"{key}={found.group(1)}: allowed: {allowed} (YAML reads an unquoted "
+                    "yes/no/on/off/true/false as a boolean)")
         value = typed[0] if typed else repr(found.group(1))
         return f"{key}={value}: allowed: {allowed}"
     return None
+
+
+def _unset_variable(key: str, msg: str, given: Sequence[str]) -> str | None:
+    """OmegaConf's `${oc.env:NAME}` of a variable the environment does not set."""
+    found = _UNSET_ENV.search(msg)
+    if found is None:
+        return None
+    name = found.group(1)
+    value = f"={given[0]}" if given else ""
+    return (f"{key}{value}: the environment variable {name} is not set; allowed: set it, or "
+            f"give a default, ${{oc.env:{name},DEFAULT}}")
 
 
 def _values(given: Sequence[str]) -> list[str]:
@@ -116,7 +132,7 @@ def _message(key: str, msg: str, given: Sequence[str] = ()) -> str:
     if "does not support deletion" in msg:  # `~key` of a structured config
         return (f"~{key}: deletion is not allowed (every key of the schema has a value); "
                 f"allowed: {key}=VALUE")
-    typed = _typed(key, msg, given) if key else None
+    typed = (_typed(key, msg, given) or _unset_variable(key, msg, given)) if key else None
     if typed is not None:
         return typed
     return f"{key}: {msg}" if key else msg

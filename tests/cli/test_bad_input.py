@@ -27,6 +27,11 @@ CASES: list[tuple[str, list[str], str]] = [
      "study.storage=postgresql://u:SECRETPW@h/db"], "experiment/nope"),
     ("config dir: unknown model", ["--config-dir", "{tmp}/confdir", "model=nope"], "model/nope"),
     ("config dir: unknown key", ["--config-dir", "{tmp}/confdir", "foo.bar=1"], "foo"),
+    # Flags that shape --cfg's print: alone, Hydra ignores them and runs the whole study.
+    ("--package without --cfg", ["--package=model", "study.n_trials=1"],
+     "--package: only with --cfg"),
+    ("-p without --cfg", ["-p", "model"], "-p: only with --cfg"),
+    ("--resolve without --cfg", ["--resolve"], "--resolve: only with --cfg"),
     ("wrong type", ["plan.gradient_accumulation=abc"], "plan.gradient_accumulation"),
     ("unknown key", ["plan.foo=1"], "foo"),
     # `+`/`++` add keys to Hydra's composition, not to the schema.
