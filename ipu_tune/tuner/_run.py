@@ -126,10 +126,8 @@ def _in_search_mode(cfg: TuneConfig, space: SearchSpace, pinned: frozenset[str])
 
 
 def prepare(cfg: TuneConfig, pinned: frozenset[str] = frozenset()) -> Prepared:
-    """Every check that needs no writing: config, model, starting plan, search space.
-
-    Raises `IpuTuneError` on the first problem; `run(prepare(...))` then tunes.
-    """
+    """Every check that needs no writing (config, model, starting plan, search space); raises
+    `IpuTuneError` on the first problem, and `run(prepare(...))` then tunes."""
     validate(cfg, check_layout=False)
     space = load_space(cfg.search.space)  # read once: the mode below and the search
     if cfg.plan.from_ipu_config:  # the starting plan is the file's; command-line keys win
