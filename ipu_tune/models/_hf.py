@@ -29,6 +29,7 @@ from ipu_tune.models._config_json import _one_line
 from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
 from ipu_tune.models._hf_config import check_classes, hf_config, hf_settings, layer_counts
+from ipu_tune.models._hf_defaults import timm_frozen_as_timm
 from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
 from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
@@ -189,6 +190,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
         raise _head_error(cfg, config, task, exc) from None
     skip_padding_warning(model)
     grouped_experts(model)
+    timm_frozen_as_timm(model)  # DETR's backbone trains timm's stages
     lists = _layer_lists(model, config)
     if task in AUDIO_TASKS:
         _masked_positions(cfg, task, None, 0)  # refuses model.kwargs
