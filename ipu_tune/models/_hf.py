@@ -29,6 +29,7 @@ from ipu_tune.models._config_json import _one_line
 from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
 from ipu_tune.models._hf_config import check_classes, hf_config, hf_settings, layer_counts
+from ipu_tune.models._hf_defaults import timm_frozen_as_timm
 from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
 from ipu_tune.models._hf_names import (
     AUDIO_TASKS,
@@ -63,24 +64,37 @@ __all__ = ["build_hf"]
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
 
 
-def _lists_of(model: nn.Module, fits: Callable[[int], bool]) -> list[str]:
-    """Outermost ModuleLists of one module class whose length `fits`, in module order."""
+def _lists_of(model: nn.Module, fits: Callable[[int], bool], mixed: bool = False) -> list[str]:
+    """Outermost ModuleLists whose length `fits`, in module order: of one module class, or
+    (`mixed`) of several classes that are all the model's own (`_own_layers`)."""
     found: list[str] = []
     for name, module in model.named_modules():
         if not isinstance(module, nn.ModuleList) or not fits(len(module)):
             continue
-        if len({type(m) for m in module}) != 1 or any(name.startswith(f + ".") for f in found):
+        one_class = len({type(m) for m in module}) == 1
+        if not (one_class or (mixed and _own_layers(module))) or any(
+                name.startswith(f + ".") for f in found):
             continue
         found.append(name)
     return found
 
 
+def _own_layers(modules: nn.ModuleList) -> bool:
+    """Whether each entry is a layer class of the model's own, none a torch module: a hybrid's
+    decoder layers (Jamba's `JambaAttentionDecoderLayer` and `JambaMambaDecoderLayer`, Zamba's,
+    OLMo-Hybrid's; Mllama's self- and cross-attention layers; modeling_*.py), each run once,
+    in order. A list that mixes torch's own modules (a Conv2d and a ReLU: Canary's subsampling,
+    Mimi's convolution blocks) is parts of one layer, whatever its length."""
+    return all(not type(m).__module__.startswith("torch.") for m in modules)
+
+
 def _layer_lists(model: nn.Module, config: Any) -> list[str]:
-    """Paths of the model's own layer lists: ModuleLists of one layer class whose length is one
-    of the config's layer counts, in module order (T5: encoder then decoder). A config that
-    counts none of its lists (MobileNetV2) gives its longest list of two or more layers."""
+    """Paths of the model's own layer lists: ModuleLists of one layer class, or of the model's
+    own layer classes (`_own_layers`: a hybrid's), whose length is one of the config's layer
+    counts, in module order (T5: encoder then decoder). A config that counts none of its lists
+    (MobileNetV2) gives its longest list of two or more layers of one class."""
     counts = layer_counts(config)
-    found = _lists_of(model, counts.__contains__)
+    found = _lists_of(model, counts.__contains__, mixed=True)
     if found:
         return found
     lists = _lists_of(model, lambda n: n >= 2)
@@ -189,6 +203,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
         raise _head_error(cfg, config, task, exc) from None
     skip_padding_warning(model)
     grouped_experts(model)
+    timm_frozen_as_timm(model)  # DETR's backbone trains timm's stages
     lists = _layer_lists(model, config)
     if task in AUDIO_TASKS:
         _masked_positions(cfg, task, None, 0)  # refuses model.kwargs

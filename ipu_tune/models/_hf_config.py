@@ -38,9 +38,16 @@ MAX_HF_LAYERS = 1024
 # Config fields that size a model (widths, heads, vocabulary, positions, image and patch
 # sides, labels): each at least 1. A model built with 0 divides by it or makes empty tensors,
 # with a negative one torch fails on a negative dimension; Transformers checks neither.
+# Embedding tables are sized by every vocabulary (`vocab_size`, BERT's `type_vocab_size`,
+# `text_vocab_size`, ...), position (LayoutLM's `max_2d_position_embeddings`, MarkupLM's
+# `max_xpath_tag_unit_embeddings`) and bucket count (T5's `relative_attention_num_buckets`):
+# an empty table builds, and the model's first lookup in it fails (`index_select`).
 _SIZE_KEYS = re.compile(
-    r"^(hidden_size|intermediate_size|vocab_size|image_size|patch_size|head_dim|embed_dim|"
-    r"max_position_embeddings|max_(source|target)_positions|n_positions|n_ctx|n_embd|n_inner|"
+    r"^(hidden_size|intermediate_size|image_size|patch_size|head_dim|embed_dim|"
+    r"(\w+_)?vocab_sizes?|vocab_size_per_layer_input|(\w+_)?max_\w*embeddings|"
+    r"num_(\w+_)?position_embeddings|num_embeddings|(relative_attention|position_bias)_num_"
+    r"buckets|num_hash_buckets|max_(source|target|speech|text)_positions|n_positions|n_ctx|"
+    r"n_embd|n_inner|"
     r"n_head|d_model|d_ff|d_kv|(num|encoder|decoder)_attention_heads|num_heads|"
     r"num_key_value_heads|num_channels|num_labels|projection_dim|(encoder|decoder)_ffn_dim|"
     r"num_mel_bins|num_frames|tubelet_size|num_image_tokens|"
@@ -79,7 +86,7 @@ def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
         if counted and any(isinstance(v, float | str) for v in items) and not any(
                 isinstance(v, float | str) for v in usual):  # 2.5 layers, "768"
             ints = [0]  # refused below, with what the key allows
-        low = 0 if 0 in usual else 1
+        low = 0 if 0 in usual or (0 in ints and _zero_is_none(defaults, key)) else 1
         if _LAYER_KEYS.match(key) or key == "depths":
             high = MAX_HF_LAYERS
             allowed = (f"a layer count from {low} to {high}, an integer (the deepest published "
@@ -92,6 +99,40 @@ def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
             allowed = f"an integer within +-{high:,} (2^31 - 1)"
         if any(not low <= v <= high for v in ints):
             raise bad_value(where(prefix + key), value, allowed)
+
+
+# A model's code that builds a part only for a nonzero size: `if config.type_vocab_size > 0:`
+# (DeBERTa), `... if config.type_vocab_size else None` (GTE, whose gte-base-en-v1.5 sets 0
+# though its class's default is 1; modeling_gte.py).
+_ZERO_TEST = r"\bif\s+(self\.)?(config\.)?{key}\s*(>\s*0|!=\s*0)?\s*(:|else\b)"
+
+
+def _zero_is_none(defaults: Mapping[str, Any], key: str) -> bool:
+    """Whether the modeling code of the config whose defaults are `defaults` tests `key` for
+    0 (`_ZERO_TEST`): there 0 means none of that part, which a size's lower bound allows."""
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    model_type = defaults.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        return False
+    module = model_type_to_module_name(model_type)
+    source = _modeling_source(module)
+    return re.search(_ZERO_TEST.format(key=re.escape(key)), source) is not None
+
+
+@cache
+def _modeling_source(module: str) -> str:
+    """The text of Transformers' `models/<module>/modeling_<module>.py` ('' if none), read
+    without importing it (no torch)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(f"transformers.models.{module}")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / f"modeling_{module}.py"
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    return ""
 
 
 def _infinite(value: Any) -> bool:
