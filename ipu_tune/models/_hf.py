@@ -28,7 +28,13 @@ from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._config_json import _one_line
 from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
-from ipu_tune.models._hf_config import check_classes, hf_config, hf_settings, layer_counts
+from ipu_tune.models._hf_config import (
+    check_classes,
+    check_tables,
+    hf_config,
+    hf_settings,
+    layer_counts,
+)
 from ipu_tune.models._hf_defaults import timm_frozen_as_timm
 from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
 from ipu_tune.models._hf_names import (
@@ -201,6 +207,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
         if task == "feature-extraction":  # the base model itself: its defaults do not build
             raise
         raise _head_error(cfg, config, task, exc) from None
+    check_tables(cfg, model)
     skip_padding_warning(model)
     grouped_experts(model)
     timm_frozen_as_timm(model)  # DETR's backbone trains timm's stages

@@ -21,7 +21,8 @@ from ipu_tune.models._hf_names import (
     hf_overrides,
 )
 
-__all__ = ["MAX_HF_LAYERS", "MAX_HF_SIZE", "hf_config", "hf_settings", "layer_counts"]
+__all__ = ["MAX_HF_LAYERS", "MAX_HF_SIZE", "check_tables", "hf_config", "hf_settings",
+           "layer_counts"]
 
 # Config fields that count a model's layers or stages (n_layer: GPT-2; n_layers: DistilBERT;
 # num_stages: ConvNeXt, ResNet; num_encoder_blocks: SegFormer; encoder_layers: BART); a list
@@ -38,21 +39,25 @@ MAX_HF_LAYERS = 1024
 # Config fields that size a model (widths, heads, vocabulary, positions, image and patch
 # sides, labels): each at least 1. A model built with 0 divides by it or makes empty tensors,
 # with a negative one torch fails on a negative dimension; Transformers checks neither.
-# Embedding tables are sized by every vocabulary (`vocab_size`, BERT's `type_vocab_size`,
-# `text_vocab_size`, ...), position (LayoutLM's `max_2d_position_embeddings`, MarkupLM's
-# `max_xpath_tag_unit_embeddings`) and bucket count (T5's `relative_attention_num_buckets`):
-# an empty table builds, and the model's first lookup in it fails (`index_select`).
 _SIZE_KEYS = re.compile(
     r"^(hidden_size|intermediate_size|image_size|patch_size|head_dim|embed_dim|"
-    r"(\w+_)?vocab_sizes?|vocab_size_per_layer_input|(\w+_)?max_\w*embeddings|"
-    r"num_(\w+_)?position_embeddings|num_embeddings|(relative_attention|position_bias)_num_"
-    r"buckets|num_hash_buckets|max_(source|target|speech|text)_positions|n_positions|n_ctx|"
-    r"n_embd|n_inner|"
+    r"max_(source|target|speech|text)_positions|n_positions|n_ctx|n_embd|n_inner|"
     r"n_head|d_model|d_ff|d_kv|(num|encoder|decoder)_attention_heads|num_heads|"
     r"num_key_value_heads|num_channels|num_labels|projection_dim|(encoder|decoder)_ffn_dim|"
     r"num_mel_bins|num_frames|tubelet_size|num_image_tokens|"
     # Per-stage lists (ResNet's, ConvNeXt's, SegFormer's widths, heads and patches).
     r"\w+_sizes|\w+_dims|\w+_channels)$")
+# Config fields that size an embedding table: every vocabulary (`vocab_size`, BERT's
+# `type_vocab_size`, `text_vocab_size`, ...), position (LayoutLM's `max_2d_position_embeddings`,
+# MarkupLM's `max_xpath_tag_unit_embeddings`) and bucket count (T5's
+# `relative_attention_num_buckets`). Sizes too, but 0 may mean no table at all (GTE's
+# `type_vocab_size`, which gte-base-en-v1.5 sets to 0; modeling_gte.py): a 0 is refused only
+# where the model built from it holds an empty table (`check_tables`), whose first lookup fails
+# (`index_select`).
+_TABLE_KEYS = re.compile(
+    r"^((\w+_)?vocab_sizes?|vocab_size_per_layer_input|(\w+_)?max_\w*embeddings|"
+    r"num_(\w+_)?position_embeddings|num_embeddings|(relative_attention|position_bias)_num_"
+    r"buckets|num_hash_buckets)$")
 # Largest size (2^24, as `model.num_classes`): far above any published model's width,
 # vocabulary (256 k) or image side, and small enough that a tensor of two such sizes stays
 # within int64 bytes. Any other integer given is at most 2^31 - 1: beyond, torch's C++ cannot
@@ -82,15 +87,20 @@ def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
         if any(_infinite(v) for v in items) and not any(_infinite(v) for v in usual):
             raise bad_value(where(prefix + key), value, "a finite number (not inf or nan)")
         ints = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
-        counted = _LAYER_KEYS.match(key) or key == "depths" or _SIZE_KEYS.match(key)
+        table = _TABLE_KEYS.match(key)
+        counted = _LAYER_KEYS.match(key) or key == "depths" or _SIZE_KEYS.match(key) or table
         if counted and any(isinstance(v, float | str) for v in items) and not any(
                 isinstance(v, float | str) for v in usual):  # 2.5 layers, "768"
             ints = [0]  # refused below, with what the key allows
-        low = 0 if 0 in usual or (0 in ints and _zero_is_none(defaults, key)) else 1
+        low = 0 if 0 in usual or table else 1  # a table's 0: `check_tables`, once built
         if _LAYER_KEYS.match(key) or key == "depths":
             high = MAX_HF_LAYERS
             allowed = (f"a layer count from {low} to {high}, an integer (the deepest published "
                        "models have about 130)")
+        elif table:
+            high = MAX_HF_SIZE
+            allowed = (f"a size from 1 to {high:,} (2^24), an integer, or 0 where the model "
+                       "then builds no such table")
         elif _SIZE_KEYS.match(key):
             high = MAX_HF_SIZE
             allowed = f"a size from {low} to {high:,} (2^24), an integer"
@@ -101,38 +111,28 @@ def _check_numbers(data: Mapping[str, Any], where: Callable[[str], str],
             raise bad_value(where(prefix + key), value, allowed)
 
 
-# A model's code that builds a part only for a nonzero size: `if config.type_vocab_size > 0:`
-# (DeBERTa), `... if config.type_vocab_size else None` (GTE, whose gte-base-en-v1.5 sets 0
-# though its class's default is 1; modeling_gte.py).
-_ZERO_TEST = r"\bif\s+(self\.)?(config\.)?{key}\s*(>\s*0|!=\s*0)?\s*(:|else\b)"
-
-
-def _zero_is_none(defaults: Mapping[str, Any], key: str) -> bool:
-    """Whether the modeling code of the config whose defaults are `defaults` tests `key` for
-    0 (`_ZERO_TEST`): there 0 means none of that part, which a size's lower bound allows."""
-    from transformers.models.auto.configuration_auto import model_type_to_module_name
-
-    model_type = defaults.get("model_type")
-    if not isinstance(model_type, str) or not model_type:
-        return False
-    module = model_type_to_module_name(model_type)
-    source = _modeling_source(module)
-    return re.search(_ZERO_TEST.format(key=re.escape(key)), source) is not None
-
-
-@cache
-def _modeling_source(module: str) -> str:
-    """The text of Transformers' `models/<module>/modeling_<module>.py` ('' if none), read
-    without importing it (no torch)."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.find_spec(f"transformers.models.{module}")
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder) / f"modeling_{module}.py"
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
-    return ""
+def check_tables(cfg: ModelConfig, model: Any) -> None:
+    """Refuse a model built with an empty embedding table (a `_TABLE_KEYS` field given as 0
+    where its model builds the table regardless; where 0 means no table, none is built),
+    naming the field given as 0: the user's override, else the config file's."""
+    empty = next((name for name, module in model.named_modules()
+                  if getattr(module, "num_embeddings", None) == 0), None)
+    if empty is None:
+        return
+    allowed = (f"a size from 1 to {MAX_HF_SIZE:,} (2^24), an integer: the model builds an empty "
+               f"embedding table from 0 ({empty}), whose first lookup fails")
+    sources = [(hf_overrides(cfg), "model.hf.config.")]
+    if cfg.hf.config_file:
+        file = config_json_label(cfg.hf.config_file)
+        sources.append((config_json_values(cfg.hf.config_file),
+                        f"model.hf.config_file={file!r}: field "))
+    for given, where in sources:
+        zero = next((path for path, key, value in _leaves(given)
+                     if _TABLE_KEYS.match(key) and value == 0), None)
+        if zero is not None:
+            raise bad_value(where + zero, 0, allowed)
+    key, value = config_source(cfg, False)
+    raise bad_value(key, value, f"Transformers builds it with an empty embedding table ({empty})")
 
 
 def _infinite(value: Any) -> bool:
