@@ -16,6 +16,7 @@ import re
 from ipu_tune._redact import redact
 
 __all__ = [
+    "DATABASE_FILE",
     "MAX_SHOWN",
     "UNREACHABLE",
     "IpuTuneError",
@@ -45,6 +46,10 @@ _DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 _DISK_TEXTS = ("database or disk is full", "disk i/o error", "no space left on device",
                "disk quota exceeded", "file too large", "read-only file system",
                "readonly database")
+# The attribute a storage sets on a driver's error to name the database file it was using
+# (`ipu_tune.storage.name_errors`): SQLite words a full disk or a file-size limit without a
+# path ("disk I/O error"), and the line must name the file as a journal's OSError does.
+DATABASE_FILE = "ipu_tune_database_file"
 _AGAIN_RESUME = "and run the same command again to resume"
 # A database server that does not answer (down, no route, no name service), as drivers word it.
 UNREACHABLE = ("connection refused", "timeout expired", "timed out", "could not translate host",
@@ -179,22 +184,27 @@ def bad_value(key: str, value: object, allowed: str) -> IpuTuneError:
     return IpuTuneError(f"{key}={shown(value)}: {allowed}{hint}")
 
 
-def disk_fault(exc: BaseException, what: str = "the results database") -> str | None:
+def disk_fault(exc: BaseException, what: str = "") -> str | None:
     """`disk error writing PATH: WHY` for a full or read-only disk anywhere in `exc`'s chain,
     else None. A driver (SQLite, SQLAlchemy) words it in a message without a path: `what` is
-    written then."""
-    seen: set[int] = set()
+    written then, else the file a storage tagged the error with (`DATABASE_FILE`), else
+    "the database"."""
+    chain: list[BaseException] = []
     cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
+    while cur is not None and all(cur is not c for c in chain):
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
+    tagged = next((getattr(c, DATABASE_FILE) for c in chain if getattr(c, DATABASE_FILE, None)),
+                  None)
+    for cur in chain:
         if isinstance(cur, OSError) and cur.errno in _DISK_ERRNOS:
             where = f" writing {str(cur.filename)!r}" if cur.filename else ""
             return f"disk error{where}: {os.strerror(cur.errno)}"
         text = " ".join(str(cur).split())
         found = next((t for t in _DISK_TEXTS if t in text.lower()), None)
         if found is not None:
-            return f"disk error writing {what}: {found}"
-        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
+            named = what or (repr(str(tagged)) if tagged else "the database")
+            return f"disk error writing {named}: {found}"
     return None
 
 

@@ -84,7 +84,9 @@ def append_trials(store: ResultsStore, study_name: str, trials: Sequence[FrozenT
 
 
 def sync_results(store: ResultsStore, study: optuna.Study) -> int:
-    """Insert the rows of the study's finished trials that have none yet; return how many."""
+    """Insert the rows of the study's finished trials that have none yet; return how many.
+    The store calls it again when it made its table anew (a damaged file moved aside)."""
+    store.refill_with(study.study_name, lambda: sync_results(store, study))
     have = set(store.trial_numbers(study.study_name))
     missing = [
         row_from_trial(study.study_name, t)

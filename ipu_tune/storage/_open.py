@@ -348,8 +348,13 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
                 warnings.simplefilter("ignore", ExperimentalWarning)
                 kwargs = _rdb_kwargs(target.location)
                 cls = BeatingRDBStorage if kwargs else CheckedRDBStorage
-                return cls(url or _places.connect_url(target.location),
-                           engine_kwargs=_engine_kwargs(target.location), **kwargs)
+                storage = cls(url or _places.connect_url(target.location),
+                              engine_kwargs=_engine_kwargs(target.location), **kwargs)
+            parsed = make_url(target.location)
+            if parsed.get_backend_name() == "sqlite" and parsed.database:
+                # Named as the user named it (`results/s.db`), as a journal's errors are.
+                _places.name_errors(storage.engine, parsed.database)
+            return storage
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             first = detail[0] if detail else type(exc).__name__

@@ -15,16 +15,16 @@ import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ipu_tune._own_files import CLAIMS_RUNNING, OWN_SUFFIXES, SQLITE_COMPANIONS
-from ipu_tune.errors import bad_value
+from ipu_tune.errors import DATABASE_FILE, bad_value
 from ipu_tune.files import NOT_PSEUDO, inside, on_pseudo_filesystem
 from ipu_tune.storage._results_table import sqlite_path
 
 __all__ = [
     "SQLITE_MAX_PATH", "check_links", "check_storage_places", "connect_url", "database_file",
-    "removing_new_database", "removing_new_files", "storage_files",
+    "name_errors", "removing_new_database", "removing_new_files", "storage_files",
 ]
 
 class StorageTarget(Protocol):
@@ -69,6 +69,21 @@ def database_file(url: str) -> Path | None:
         return None
     path = Path(str(parsed.database))
     return Path(os.path.realpath(path.parent)) / path.name
+
+
+def name_errors(engine: Any, file: str) -> None:
+    """Tag every error of `engine` (a SQLite database's) with its file (`errors.DATABASE_FILE`):
+    SQLite words a full disk or a file-size limit without a path ("disk I/O error"), and the
+    command's one line (`errors.disk_fault`, also in a worker's and a failed trial's reason)
+    must name the file, as a journal's error does, wherever the error is caught."""
+    from sqlalchemy import event
+
+    def tag(context: Any) -> None:
+        for exc in (context.sqlalchemy_exception, context.original_exception):
+            if exc is not None:
+                setattr(exc, DATABASE_FILE, file)
+
+    event.listen(engine, "handle_error", tag)
 
 
 def connect_url(url: str) -> str:

@@ -7,13 +7,12 @@ import csv
 import fcntl
 import json
 import os
-import sqlite3
 import stat
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ipu_tune._escape import spreadsheet_cell
 from ipu_tune._own_files import is_results_table
@@ -31,82 +30,135 @@ from ipu_tune.storage._results_table import (
     open_table,
     sqlite_path,
 )
+from ipu_tune.storage._url import damaged, damaged_hint
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["ResultsStore", "export_table"]
 
+_T = TypeVar("_T")
+
 
 class ResultsStore:
     """The `ipu_tune_results` table in the study's database (or a journal's in results_dir).
 
     Rows come from `ipu_tune.records.row_from_trial`. pandas (~0.5 s) loads only for `frame`.
+    A results file of ipu-tune's own that SQLite finds damaged, when it is opened or by any
+    later query, is moved aside and made anew (`_set_aside`), and refilled from the studies
+    this store was synced with (`refill_with`): the table is a copy of them.
     """
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self._refills: dict[str, Callable[[], object]] = {}
+        self._rebuilding = False
+        self._table = self._open()
+
+    def _open(self) -> ResultsTable:
+        path = sqlite_path(self.url)
+        seen = _identity(path)  # the file found damaged, not one another process made since
         try:
             try:
-                self._table: ResultsTable = open_table(url)
+                table = open_table(self.url)
             except ForeignTable as exc:
-                if not exc.own or not _set_aside(url, f"holds a table {TABLE_NAME} that is not "
-                                                      f"ipu-tune's ({exc.why})"):
+                if not exc.own or not _set_aside(self.url, f"holds a table {TABLE_NAME} that "
+                                                           f"is not ipu-tune's ({exc.why})", seen):
                     raise IpuTuneError(
-                        f"results store {redact(url)!r}: its table {TABLE_NAME} is not "
+                        f"results store {redact(self.url)!r}: its table {TABLE_NAME} is not "
                         f"ipu-tune's ({exc.why}); allowed: ipu-tune's table (rename or drop "
                         "that one: ipu-tune makes its own and fills it from the studies)"
                     ) from None
-                self._table = open_table(url)  # a new table; `sync_results` refills it
-            except sqlite3.DatabaseError as exc:
-                if "file is not a database" not in str(exc) or not _set_aside(
-                        url, "is not a SQLite database"):
+                table = open_table(self.url)  # a new table; `sync_results` refills it
+            except Exception as exc:
+                why = damaged(exc)
+                if why is None or not _set_aside(self.url, _damage(why), seen):
                     raise
-                self._table = open_table(url)
+                table = open_table(self.url)
         except IpuTuneError:
             raise
         except Exception as exc:
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            first = detail[0] if detail else type(exc).__name__
             raise IpuTuneError(
-                f"results store {redact(url)!r}: cannot open "
-                f"({detail[0] if detail else type(exc).__name__})",
+                f"results store {redact(self.url)!r}: cannot open ({first}){damaged_hint(first)}",
                 fault=disk_fault(exc) is not None) from None
+        self._seen = _identity(path)
+        return table
 
-    def insert(self, rows: list[dict[str, Any]]) -> None:
-        """Insert rows in one statement; rows already there (same study and trial) stay. A
-        full or read-only disk is one line naming the table's database (SQLite names none)."""
-        if not rows:
-            return
+    def refill_with(self, study_name: str, refill: Callable[[], object]) -> None:
+        """`refill` puts the study's rows back in a table made anew (`sync_results`)."""
+        self._refills[study_name] = refill
+
+    def _guarded(self, op: Callable[[ResultsTable], _T]) -> _T:
+        """`op` on the table; when SQLite finds the file damaged (a page the open did not
+        read), it is moved aside and made anew as at the open, refilled, and `op` runs again,
+        once: a damaged copy of the studies stops no command. A file another process moved
+        aside since this one opened it is left for the new one first: rows written to the
+        old file would be missing from the table everyone else reads."""
+        path = sqlite_path(self.url)
+        if self._seen is not None and not _same(self._seen, _identity(path)):
+            self._reopen()
         try:
-            self._table.insert(fit_int64(rows))
+            return op(self._table)
+        except Exception as exc:
+            why = damaged(exc)
+            if why is None or self._rebuilding:
+                raise
+            self._table.close()  # before the move: SQLite unlinks its -wal by name on close
+            if not _set_aside(self.url, _damage(why), self._seen):
+                raise
+        self._reopen()
+        return op(self._table)
+
+    def _reopen(self) -> None:
+        """The table opened again (made anew when moved aside) and refilled (`refill_with`)."""
+        self._table.close()
+        self._table = self._open()
+        self._rebuilding = True
+        try:
+            for refill in list(self._refills.values()):  # a refill registers itself again
+                refill()
+        finally:
+            self._rebuilding = False
+
+    def _do(self, what: str, op: Callable[[ResultsTable], _T]) -> _T:
+        """`op` guarded (`_guarded`), any error of it one line (`_failed`); a full or
+        read-only disk under a write names the table's file (SQLite names none)."""
+        try:
+            return self._guarded(op)
+        except IpuTuneError:
+            raise
         except Exception as exc:
             file = database_file(self.url)  # a SQLite table's file, as the OS names it
             found = disk_fault(exc, repr(str(file)) if file else repr(redact(self.url)))
-            if found is None:
-                raise self._failed("write", exc) from None
-            raise IpuTuneError(f"{found}; {disk_hint(found)}", fault=True) from None
+            if what == "write" and found is not None:
+                raise IpuTuneError(f"{found}; {disk_hint(found)}", fault=True) from None
+            raise self._failed(what, exc) from None
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        """Insert rows in one statement; rows already there (same study and trial) stay."""
+        if rows:
+            rows = fit_int64(rows)
+            self._do("write", lambda table: table.insert(rows))
 
     def _failed(self, what: str, exc: Exception) -> IpuTuneError:
         """One line for a table that took a row or a read badly after it was opened (another
-        process changed it since)."""
+        process changed it since; damaged, and not ipu-tune's own file to move)."""
         detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        first = detail[0] if detail else type(exc).__name__
+        again = damaged_hint(first) or ("; it is a copy of the studies: run the same command "
+                                        "again to rebuild it")
         return IpuTuneError(
             f"results store {redact(self.url)!r}: cannot {what} its table {TABLE_NAME} "
-            f"({detail[0] if detail else type(exc).__name__}); it is a copy of the studies: "
-            "run the same command again to rebuild it", fault=disk_fault(exc) is not None)
+            f"({first}){again}", fault=disk_fault(exc) is not None)
 
     def trial_numbers(self, study_name: str) -> list[int]:
-        try:
-            return self._table.trial_numbers(study_name)
-        except Exception as exc:
-            raise self._failed("read", exc) from None
+        return self._do("read", lambda table: table.trial_numbers(study_name))
 
     def rows(self, study_name: str | None = None) -> list[dict[str, Any]]:
         """The table's rows (column -> value, without the row id), by study and trial."""
-        try:
-            return self._table.rows(study_name)
-        except Exception as exc:
-            raise self._failed("read", exc) from None
+        return self._do("read", lambda table: table.rows(study_name))
 
     def frame(self, study_name: str | None = None) -> pd.DataFrame:
         """The rows as a DataFrame (the `export` and `trials` commands)."""
@@ -118,19 +170,48 @@ class ResultsStore:
         return pd.DataFrame.from_records(rows, columns=names, coerce_float=True)
 
     def studies(self) -> Iterable[str]:
-        return self._table.studies()
+        return self._do("read", lambda table: table.studies())
 
     def close(self) -> None:
         self._table.close()
 
 
-def _set_aside(url: str, what: str) -> bool:
+def _identity(path: str | None) -> os.stat_result | None:
+    """The file at `path` now (None: none, or no file)."""
+    try:
+        return os.stat(path) if path is not None else None
+    except OSError:
+        return None
+
+
+def _unused(name: str) -> str:
+    """`name`, else `name.N` with the first N no file holds: a process that moves two files
+    aside in one second (`report` after a rebuild) must not replace the first (a rename
+    replaces its target)."""
+    found, n = name, 0
+    while os.path.lexists(found):
+        n += 1
+        found = f"{name}.{n}"
+    return found
+
+
+def _same(seen: os.stat_result, now: os.stat_result | None) -> bool:
+    return now is not None and os.path.samestat(seen, now)
+
+
+def _damage(why: str) -> str:
+    """What the warning line says of a file SQLite found damaged (`why`: its words)."""
+    return "is not a SQLite database" if "not a database" in why else f"is damaged ({why})"
+
+
+def _set_aside(url: str, what: str, seen: os.stat_result | None) -> bool:
     """Move a results file of ipu-tune's own (`results.db`, `results@<tag>.db`) that `what`
-    (is no SQLite database: overwritten, truncated in its header; holds a table that is not
+    (is no SQLite database, or damaged: cut short, overwritten; holds a table that is not
     ipu-tune's) aside as `<file>.bad-<UTC time>-<pid>`, with one line on stderr: the table is a
     copy of the studies, rebuilt from them, so a corrupt copy must not stop a run. Under a
-    `flock` of the file, once: a process that comes second finds it moved (False when it
-    cannot be moved, or is no file of ipu-tune's own: a study database is never moved)."""
+    `flock` of the file, once: a process that comes second finds it moved, or finds another
+    file than the one it saw (`seen`) there, made anew since (False when it cannot be moved,
+    or is no file of ipu-tune's own: a study database is never moved)."""
     path = sqlite_path(url)
     if path is None or not is_results_table(Path(path).name):
         return False
@@ -142,9 +223,11 @@ def _set_aside(url: str, what: str) -> bool:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
         fcntl.flock(fd, fcntl.LOCK_EX)
-        if not os.path.exists(path) or not os.path.samestat(os.fstat(fd), os.stat(path)):
-            return True  # another process moved it while this one waited
-        aside = f"{path}.bad-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+        if not os.path.exists(path) or not os.path.samestat(os.fstat(fd), os.stat(path)) or (
+                seen is not None and not os.path.samestat(seen, os.fstat(fd))):
+            return True  # another process moved it (and made a new one) while this one waited
+        aside = _unused(
+            f"{path}.bad-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}")
         try:
             os.rename(path, aside)
         except OSError:

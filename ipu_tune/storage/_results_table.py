@@ -166,13 +166,13 @@ class _SqliteTable(ResultsTable):
         self._conn = sqlite3.connect(path, timeout=60, check_same_thread=False,
                                      isolation_level=None)
         self._lock = threading.Lock()
-        # WAL lets readers and one writer proceed together; busy timeout waits out other writers.
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        # WAL + NORMAL survives a killed process (only power loss may drop the last commits,
-        # and those rows are rebuilt from the study by `sync`).
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA busy_timeout=60000")
-        try:
+        try:  # closed on any error: a damaged file is moved aside after, never while open
+            # WAL lets readers and one writer proceed together; busy timeout waits out others.
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL survives a killed process (only power loss may drop the last
+            # commits, and those rows are rebuilt from the study by `sync`).
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=60000")
             self._create()
         except BaseException:
             self._conn.close()

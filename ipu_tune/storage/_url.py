@@ -14,7 +14,7 @@ from typing import Any
 from ipu_tune._redact import redact
 from ipu_tune.errors import IpuTuneError
 
-__all__ = ["ALLOWED_STORAGES", "check_url", "damaged_hint"]
+__all__ = ["ALLOWED_STORAGES", "check_url", "damaged", "damaged_hint"]
 
 ALLOWED_STORAGES = ("a journal file (*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, "
                     "memory")
@@ -24,6 +24,9 @@ ALLOWED_STORAGES = ("a journal file (*.journal), sqlite:///FILE, postgresql://US
 _LOGIN = re.compile(r"([^:/]*)(?::([^@]*))?@")
 # SQLite's words for a file that is no longer a whole database (cut short, overwritten).
 _DAMAGED = ("database disk image is malformed", "file is not a database")
+# Their result codes (SQLITE_CORRUPT, SQLITE_NOTADB), whatever an extended code or a newer
+# SQLite words them: cut short, overwritten in its header or on any later page.
+_DAMAGED_CODES = (11, 26)
 
 
 def check_url(url: Any, text: str, key: str) -> None:
@@ -58,6 +61,25 @@ def check_url(url: Any, text: str, key: str) -> None:
             "there and the rest read as the host; allowed: the password percent-encoded, '@' "
             "as %40 (p@ss as p%40ss; '/' as %2F, ':' as %3A), or no password in the "
             "URL (PGPASSWORD, ~/.pgpass)")
+
+
+def damaged(exc: BaseException) -> str | None:
+    """SQLite's first line when `exc` or an error it wraps (SQLAlchemy's `orig`, a cause) says
+    the database file is damaged, on opening it or on any query after (SQLite reads a page
+    when a query needs it, so a damaged page is found by the query that needs it); else
+    None."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and all(cur is not s for s in seen):
+        seen.append(cur)
+        code = getattr(cur, "sqlite_errorcode", None)
+        lines = str(cur).strip().splitlines()
+        first = lines[0] if lines else ""
+        if (isinstance(code, int) and code & 0xFF in _DAMAGED_CODES) or any(
+                s in first.lower() for s in _DAMAGED):
+            return first
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
+    return None
 
 
 def damaged_hint(first: str) -> str:

@@ -105,3 +105,24 @@ def test_a_file_size_limit_at_the_start_says_to_raise_it_and_leaves_no_file(
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "raise the file-size limit (ulimit -f, now 8 KiB)" in proc.stderr, proc.stderr
     assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []
+
+
+def test_a_file_size_limit_under_a_sqlite_study_names_its_file(tmp_path: Path) -> None:
+    """SQLite words a write the file-size limit refused "disk I/O error", without a path: the
+    line said "disk error writing the results database" of the study's own file. It names
+    the file as the user did, as a journal's line names the journal."""
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200 * 1024, 200 * 1024))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "ipu_tune", "model=mnist_cnn", "study.n_trials=300",
+         "study.progress_bar=false", "study.storage=sqlite:///results/s.db"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+        text=True, timeout=300, preexec_fn=small_files)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith(
+        "ipu-tune: error: disk error writing 'results/s.db': disk i/o error; raise the "
+        "file-size limit (ulimit -f, now 200 KiB)"), proc.stderr
