@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 from torch import nn
@@ -28,12 +27,12 @@ from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._config_json import _one_line
 from ipu_tune.models._cpu_step import usual_token_id
 from ipu_tune.models._hf_audio import audio_model
+from ipu_tune.models._hf_blocks import layer_lists, with_inner_layers
 from ipu_tune.models._hf_config import (
     check_classes,
     check_tables,
     hf_config,
     hf_settings,
-    layer_counts,
 )
 from ipu_tune.models._hf_defaults import timm_frozen_as_timm
 from ipu_tune.models._hf_meta import grouped_experts, skip_padding_warning
@@ -68,59 +67,6 @@ from ipu_tune.models._masked import masked_positions
 __all__ = ["build_hf"]
 
 _MAX_POSITION_KEYS = ("max_position_embeddings", "n_positions")
-
-
-def _lists_of(model: nn.Module, fits: Callable[[int], bool], mixed: bool = False) -> list[str]:
-    """Outermost ModuleLists whose length `fits`, in module order: of one module class, or
-    (`mixed`) of several classes that are all the model's own (`_own_layers`)."""
-    found: list[str] = []
-    for name, module in model.named_modules():
-        if not isinstance(module, nn.ModuleList) or not fits(len(module)):
-            continue
-        one_class = len({type(m) for m in module}) == 1
-        if not (one_class or (mixed and _own_layers(module))) or any(
-                name.startswith(f + ".") for f in found):
-            continue
-        found.append(name)
-    return found
-
-
-def _own_layers(modules: nn.ModuleList) -> bool:
-    """Whether each entry is a layer class of the model's own, none a torch module: a hybrid's
-    decoder layers (Jamba's `JambaAttentionDecoderLayer` and `JambaMambaDecoderLayer`, Zamba's,
-    OLMo-Hybrid's; Mllama's self- and cross-attention layers; modeling_*.py), each run once,
-    in order. A list that mixes torch's own modules (a Conv2d and a ReLU: Canary's subsampling,
-    Mimi's convolution blocks) is parts of one layer, whatever its length."""
-    return all(not type(m).__module__.startswith("torch.") for m in modules)
-
-
-def _layer_lists(model: nn.Module, config: Any) -> list[str]:
-    """Paths of the model's own layer lists: ModuleLists of one layer class, or of the model's
-    own layer classes (`_own_layers`: a hybrid's), whose length is one of the config's layer
-    counts, in module order (T5: encoder then decoder). A config that counts none of its lists
-    (MobileNetV2) gives its longest list of two or more layers of one class."""
-    counts = layer_counts(config)
-    found = _lists_of(model, counts.__contains__, mixed=True)
-    if found:
-        return found
-    lists = _lists_of(model, lambda n: n >= 2)
-    longest = max(lists, key=lambda name: len(list(model.get_submodule(name).children())),
-                  default=None)  # fmt: skip
-    return [longest] if longest else []
-
-
-def _with_inner_layers(model: nn.Module, layers: list[str]) -> list[str]:
-    """`layers`, each followed by the layers of its own layer lists (its children that are
-    lists of two or more modules of one class): a stage of ConvNeXt, ResNet or Swin holds a list
-    of layers, where a pipeline may split too."""
-    out: list[str] = []
-    for layer in layers:
-        children = model.get_submodule(layer).named_children()
-        inner = [f"{layer}.{name}.{i}" for name, child in children
-                 if isinstance(child, nn.ModuleList | nn.Sequential) and len(child) >= 2
-                 and len({type(m) for m in child}) == 1 for i in range(len(child))]  # fmt: skip
-        out += [layer, *inner]
-    return out
 
 
 def _module_name(model: nn.Module, target: nn.Module | None) -> str | None:
@@ -211,11 +157,11 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     skip_padding_warning(model)
     grouped_experts(model)
     timm_frozen_as_timm(model)  # DETR's backbone trains timm's stages
-    lists = _layer_lists(model, config)
+    lists = layer_lists(model, config)
     if task in AUDIO_TASKS:
         _masked_positions(cfg, task, None, 0)  # refuses model.kwargs
         return audio_model(cfg, config, model, lists, task)
-    layers = _with_inner_layers(model, [f"{p}.{i}" for p in lists
+    layers = with_inner_layers(model, [f"{p}.{i}" for p in lists
                                         for i in range(len(model.get_submodule(p)))])
     first = _first_block(model, lists[0] if lists else "")
     # A model with no layer list (ALBERT runs one shared layer N times) is one block.

@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import nn
 
-from ipu_tune.models._hf import _layer_lists
+from ipu_tune.models._hf_blocks import layer_lists
 
 # A Jamba of four layers: attention in layers 1 and 3 (JambaAttentionDecoderLayer), Mamba in
 # 0 and 2 (JambaMambaDecoderLayer); experts in the odd layers.
@@ -44,4 +44,4 @@ def test_a_counted_list_mixing_torch_modules_is_no_layer_list() -> None:
     model = nn.Module()
     model.stem = nn.ModuleList([nn.Conv2d(1, 1, 1), nn.ReLU()])  # parts of one layer
     model.layers = nn.ModuleList([_Layer(), _OtherLayer()])
-    assert _layer_lists(model, _Config()) == ["layers"]
+    assert layer_lists(model, _Config()) == ["layers"]
