@@ -33,6 +33,7 @@ if __name__ == "__main__":  # `python -m ipu_tune`: before anything else is impo
     _masked_title()
 
 from ipu_tune import interrupts  # noqa: E402
+from ipu_tune._redact import COMMAND_ARGS  # noqa: E402
 
 interrupts.install()  # before anything slow: Ctrl-C during start-up is one line
 
@@ -157,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _main(args: list[str]) -> None:
+    COMMAND_ARGS.set(tuple(args))  # a message masks what `${oc.env:NAME}` resolved to
     try:
         code = _dispatch(args)
     except KeyboardInterrupt as exc:  # SIGINT/SIGTERM: one line, 130/143

@@ -9,10 +9,19 @@ messages of `ipu_tune.errors` too) use it freely.
 
 from __future__ import annotations
 
+import os
 import re
+from contextvars import ContextVar
 from urllib.parse import unquote
 
-__all__ = ["redact", "without_password"]
+__all__ = ["COMMAND_ARGS", "redact", "without_environment", "without_password"]
+
+# The command's arguments (`ipu_tune.__main__` sets them), for `without_environment`.
+COMMAND_ARGS: ContextVar[tuple[str, ...]] = ContextVar("command_args", default=())
+_ENV_REFERENCE = re.compile(r"\$\{oc\.env:([^,}]+)")
+# A variable's value is masked from this many characters: a shorter one ("1", "yes") is a
+# fragment of the message's own words and numbers, and no secret.
+_MIN_MASKED = 4
 
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s'\"]+)")
 _LOOSE = re.compile(r"(?i)(^|[\s'\"=(,/])([^\s:/@'\"=(,]*):(?!//)(?!\*\*\*@)([^\s'\"]*)@")
@@ -126,3 +135,16 @@ def without_password(url: str) -> str:
     where, question, query = body.partition("?")
     kept = [p for p in query.split("&") if "pass" not in unquote(p.partition("=")[0]).lower()]
     return f"{scheme}://{where}" + (f"{question}{'&'.join(kept)}" if any(kept) else "")
+
+
+def without_environment(text: str) -> str:
+    """`text` with the value of each variable the command's arguments read as `${oc.env:NAME}`
+    shown as that reference: a variable set to something its key refuses (a mistyped name may
+    be a password's) is not echoed by the message that refuses it."""
+    for name in dict.fromkeys(_ENV_REFERENCE.findall(" ".join(COMMAND_ARGS.get()))):
+        value = os.environ.get(name.strip(), "")
+        if len(value) >= _MIN_MASKED:
+            reference = f"${{oc.env:{name}}}"
+            text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", reference.replace("\\", "\\\\"),
+                          text)
+    return text

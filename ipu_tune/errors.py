@@ -117,12 +117,23 @@ def shown(value: object) -> str:
 _NAME = re.compile(r"[^\W\d][\w.\-]{0,63}")
 
 
+def _token_like(key: str) -> bool:
+    """Whether a part of `key` (between `_`, `.` and `-`) has a token's shape, not a word's:
+    8 or more characters mixing letters and digits (`AKIAIOSFODNN7EXAMPLE`, GitHub's `ghp_...`,
+    `sk-proj-abc123...`), or 24 or more of any kind. A config's keys have neither
+    (`max_2d_position_embeddings`)."""
+    return any((len(part) >= 8 and any(c.isdigit() for c in part)
+                and any(c.isalpha() for c in part)) or len(part) >= 24
+               for part in re.split(r"[_.\-]", key))
+
+
 def key_name(key: object) -> str:
     """A key read from a file, as a message names it: the key itself when it is a name (a
-    letter, then letters, digits, `_`, `-` or `.`; at most 64 characters), else only its length.
+    letter, then letters, digits, `_`, `-` or `.`; at most 64 characters; not of a token's
+    shape, `_token_like`), else only its length.
     A file given by mistake (`/etc/shadow`, a `.env`) reads as a mapping whose keys are its
     lines, password hashes and tokens included: such a key is never echoed."""
-    if isinstance(key, str) and _NAME.fullmatch(key):
+    if isinstance(key, str) and _NAME.fullmatch(key) and not _token_like(key):
         return key
     n = len(str(key))
     return f"<a key of {n} character{'s' * (n != 1)} that is no name, not shown>"

@@ -134,9 +134,11 @@ def fail(message: str, fault: bool = False) -> int:
     """Print `ipu-tune: error: <one line>` on stderr and return the usage exit code (`fault`:
     the fault code). Every line is redacted: a message may quote a storage URL (Hydra's lexer
     echoes overrides)."""
+    from ipu_tune._redact import without_environment
     from ipu_tune.storage import redact
 
-    text = shorten(printable(" ".join(redact(str(message)).split())))  # redacted, then cut
+    message = without_environment(redact(str(message)))
+    text = shorten(printable(" ".join(message.split())))  # redacted, then cut
     if mentions_disk_fault(text):  # wrapped in a message: still a full disk
         # The writer (`ipu_tune.files`) already says what to do: not twice.
         said = ("free space", "writable", "ulimit")

@@ -249,14 +249,19 @@ def _redacted_stdout(printing: bool) -> Iterator[None]:
 # Hydra's flags that shape what `--cfg` prints; without it Hydra ignores them and runs the
 # whole study the user meant only to look at.
 _CFG_ONLY_FLAGS = {"-p": "--package", "--package": "--package", "--resolve": "--resolve"}
+# Flags after which Hydra prints and runs nothing (with them, the two above change nothing).
+_PRINTS_ONLY = frozenset({"-c", "--cfg", "-i", "--info", "-h", "--help", "--hydra-help", "-sc",
+                          "--shell-completion"})
 
 
 def _check_cfg_flags(argv: Sequence[str]) -> None:
     given = {a.partition("=")[0] for a in argv}
     for flag in sorted(given & set(_CFG_ONLY_FLAGS)):
-        if not given & {"-c", "--cfg"}:
-            raise IpuTuneError(f"{flag}: only with --cfg (it shapes what --cfg prints, and "
-                               f"alone it would run the study); allowed: --cfg job "
+        # Hydra itself takes --resolve only beside --cfg or --help (a ValueError otherwise).
+        companions = _PRINTS_ONLY if flag != "--resolve" else {"-c", "--cfg", "-h", "--help"}
+        if not given & companions:
+            raise IpuTuneError(f"{flag}: only with --cfg (it shapes what --cfg prints; "
+                               "without it, Hydra ignores it or fails); allowed: --cfg job "
                                f"{_CFG_ONLY_FLAGS[flag]}{' model' if flag != '--resolve' else ''}")
 
 

@@ -52,6 +52,12 @@ def _typed(key: str, msg: str, given: Sequence[str]) -> str | None:
         # The value as the command line gave it (1e3, which OmegaConf shows as '1000.0'): of
         # the key's values given, the one OmegaConf refused.
         typed = [text for text in _values(given) if _as_read(text) == found.group(1)]
+        interpolated = [text for text in given if "${" in text]
+        if not typed and interpolated:
+            # `${oc.env:NAME}` of a variable set to something else (a mistyped name may be a
+            # password's): the override as typed, not what it resolved to.
+            return (f"{key}={interpolated[0]}: what it resolves to (not shown) is not "
+                    f"{allowed}; allowed: {allowed}")
         if not typed and found.group(1) in ("True", "False") and allowed != _KINDS["Boolean"]:
             # A file's `yes`, `on` or `true`: YAML made it a boolean before OmegaConf saw it.
             return (f"{key}={found.group(1)}: allowed: {allowed} (YAML reads an unquoted "

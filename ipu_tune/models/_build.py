@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from ipu_tune.config import DATASET_INPUTS, GENERATED, SYNTHETIC, DatasetConfig, ModelConfig
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, shown
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._cpu_step import (
     bounded_memory,
@@ -71,11 +71,16 @@ def _hf_inputs(cfg: ModelConfig, device: str = "meta",
         raise
     except Exception as exc:  # Transformers' own code, on a type or config it cannot build
         why = f"Transformers cannot build it on the {device} device ({_one_line(exc)})"
-        key = _failing_override(source, device)
-        if key is not None:
-            raise bad_value(f"model.hf.config.{key}", hf_overrides(source)[key],
+        keys = _failing_overrides(source, device)
+        given = hf_overrides(source)
+        if len(keys) == 1:
+            raise bad_value(f"model.hf.config.{keys[0]}", given[keys[0]],
                             f"{why}; allowed: a value its model builds with (it builds without "
                             "this one)") from None
+        if keys:  # values that clash (a padding id past the vocabulary): each one's removal builds
+            clash = ", ".join(f"{k}={shown(given[k])}" for k in keys)
+            raise IpuTuneError(f"model.hf.config: {clash}: {why}; allowed: values that build "
+                               "together (it builds without any one of them)") from None
         raise IpuTuneError(f"{label(cfg)}: {why}; give the sizes of a published model in "
                            "model.hf.config, or its config.json as model.hf.config_file") from None
     _check_input_shape(cfg, kind, shape)
@@ -87,31 +92,32 @@ def _hf_inputs(cfg: ModelConfig, device: str = "meta",
     return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
 
 
-# Most overrides `_failing_override` rebuilds without, one at a time (a build on the meta
+# Most overrides `_failing_overrides` rebuilds without, one at a time (a build on the meta
 # device takes up to seconds; the error path of a long list would take minutes).
 _MAX_PINNED_OVERRIDES = 8
 
 
-def _failing_override(source: ModelConfig, device: str) -> str | None:
-    """The one `model.hf.config` key without which the model builds: what to name when
-    Transformers' or torch's code refuses a value it never checked in the config class
-    (`pad_token_id` past the vocabulary: torch's Embedding asserts). None when no single key
-    is to blame, or there are too many to try."""
+def _failing_overrides(source: ModelConfig, device: str) -> list[str]:
+    """The `model.hf.config` keys without any one of which the model builds: what to name when
+    Transformers' or torch's code refuses a value the config class never checked (`pad_token_id`
+    past the vocabulary: torch's Embedding asserts); two or more when their values clash. Empty
+    when no single key is to blame, or there are too many to try."""
     from ipu_tune.models._hf import build_hf
 
     given = hf_overrides(source)
     if not 0 < len(given) <= _MAX_PINNED_OVERRIDES:
-        return None
+        return []
+    found = []
     for key in given:
         rest = {k: v for k, v in given.items() if k != key}
         without = dataclasses.replace(source, hf=dataclasses.replace(source.hf, config=rest))
         try:
             with torch.device(device):
                 build_hf(without)
-        except Exception:  # another key (or several) fails it too
+        except Exception:  # it fails without this key too: not this key's fault alone
             continue
-        return key
-    return None
+        found.append(key)
+    return found
 
 
 def _check_input_shape(cfg: ModelConfig, kind: str, shape: tuple[int, ...]) -> None:

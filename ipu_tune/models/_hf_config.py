@@ -126,11 +126,15 @@ def check_tables(cfg: ModelConfig, model: Any) -> None:
         file = config_json_label(cfg.hf.config_file)
         sources.append((config_json_values(cfg.hf.config_file),
                         f"model.hf.config_file={file!r}: field "))
-    for given, where in sources:
-        zero = next((path for path, key, value in _leaves(given)
-                     if _TABLE_KEYS.match(key) and value == 0), None)
-        if zero is not None:
-            raise bad_value(where + zero, 0, allowed)
+    zeros = [where + path for given, where in sources for path, key, value in _leaves(given)
+             if _TABLE_KEYS.match(key) and value == 0]
+    if len(zeros) == 1:
+        raise bad_value(zeros[0], 0, allowed)
+    if zeros:  # which one sized the empty table is the model's code: each is named
+        raise IpuTuneError(f"{', '.join(z + '=0' for z in zeros)}: one of them sizes an empty "
+                           f"embedding table ({empty}), whose first lookup fails; allowed: a "
+                           f"size from 1 to {MAX_HF_SIZE:,} (2^24), or 0 where the model then "
+                           "builds no such table")
     key, value = config_source(cfg, False)
     raise bad_value(key, value, f"Transformers builds it with an empty embedding table ({empty})")
 

@@ -301,6 +301,8 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
     """`model.hf.task`; else the task of the class a config file was saved from (its
     "architectures"); else the model type's usual head (`usual_task`)."""
     task = cfg.hf.task
+    if isinstance(architectures, str):  # one class named without a list's brackets
+        architectures = [architectures]
     if task is None and isinstance(architectures, list) and architectures:
         name = str(architectures[0])
         ends = _AUDIO_ARCHITECTURE_TASKS if _audio_task(model_type) else _ARCHITECTURE_TASKS

@@ -32,6 +32,8 @@ CASES: list[tuple[str, list[str], str]] = [
      "--package: only with --cfg"),
     ("-p without --cfg", ["-p", "model"], "-p: only with --cfg"),
     ("--resolve without --cfg", ["--resolve"], "--resolve: only with --cfg"),
+    # Hydra takes --resolve only beside --cfg or --help: beside --info it raised a ValueError.
+    ("--resolve beside --info", ["--info", "--resolve"], "--resolve: only with --cfg"),
     ("wrong type", ["plan.gradient_accumulation=abc"], "plan.gradient_accumulation"),
     ("unknown key", ["plan.foo=1"], "foo"),
     # `+`/`++` add keys to Hydra's composition, not to the schema.

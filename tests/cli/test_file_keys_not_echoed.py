@@ -49,12 +49,36 @@ def test_a_key_that_is_no_name_is_not_echoed(
                for n in (len(SECRET) - 1, len(SECRET))), err
 
 
-@pytest.mark.parametrize("key", ["micro_batch_size", "workload.mode", "résumé", "n-layers"])
+@pytest.mark.parametrize("key", ["micro_batch_size", "workload.mode", "résumé", "n-layers",
+                                 "max_2d_position_embeddings",
+                                 "inference_embedding_serialization_factor"])
 def test_a_key_that_is_a_name_is_shown(key: str) -> None:
     assert key_name(key) == key
 
 
-@pytest.mark.parametrize("key", ["API_KEY=abc", "a b", "x" * 65, 7, "9lives", ""])
+@pytest.mark.parametrize("key", ["API_KEY=abc", "a b", "x" * 65, 7, "9lives", "",
+                                 # A token's shape: letters and digits mixed, or very long.
+                                 "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+                                 "AKIAIOSFODNN7EXAMPLE", "sk-proj-abc123def456ghi789",
+                                 "a_" + "b" * 30])
 def test_anything_else_is_named_by_its_length(key: object) -> None:
     n = len(str(key))
     assert key_name(key) == f"<a key of {n} character{'s' * (n != 1)} that is no name, not shown>"
+
+
+@pytest.mark.parametrize("override", ["plan.precision=${oc.env:IPU_TUNE_PROBE}",
+                                      "study.n_trials=${oc.env:IPU_TUNE_PROBE}",
+                                      "study.name=${oc.env:IPU_TUNE_PROBE}/x"])
+def test_an_environment_variables_value_is_not_echoed(
+    override: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A variable set to what its key refuses (a mistyped name may be a password's): the
+    message shows the reference as typed, not the value."""
+    monkeypatch.setenv("IPU_TUNE_PROBE", "hunter2secret")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main([override, "model=mnist_cnn"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err, err
+    assert "hunter2" not in err and "${oc.env:IPU_TUNE_PROBE}" in err, err

@@ -344,6 +344,17 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
                                                "pad_token_id": 99_999_999}}},
      "model.hf.config.pad_token_id=99999999: Transformers cannot build it on the meta device "
      "(AssertionError: Padding_idx must be within num_embeddings)"),
+    # Two values that clash: each one's removal builds, so both are named.
+    ({"hf": {"model_type": "bert", "config": {"num_hidden_layers": 1, "vocab_size": 100,
+                                               "pad_token_id": 500}}},
+     "model.hf.config: vocab_size=100, pad_token_id=500: Transformers cannot build it on the "
+     "meta device (AssertionError: Padding_idx must be within num_embeddings); allowed: values "
+     "that build together"),
+    # One class named without a list's brackets is read as the list of it.
+    ({"hf": {"model_type": "bert", "config": {"num_hidden_layers": 1,
+                                               "architectures": "BertForNextSentencePrediction"}}},
+     "model.hf.config.architectures='BertForNextSentencePrediction': "
+     "BertForNextSentencePrediction is a head ipu-tune does not build"),
     # Audio models.
     ({"hf": {"model_type": "wav2vec2"}, "sequence_length": 100},
      "model.sequence_length=100: at least 400 samples"),

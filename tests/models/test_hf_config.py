@@ -64,3 +64,14 @@ def test_a_table_size_still_takes_any_size_from_one() -> None:
     with pytest.raises(IpuTuneError, match=r"type_vocab_size=-2: a size from 1 to 16,777,216 "
                        r"\(2\^24\), an integer, or 0 where the model then builds no such table"):
         hf_config(_model("bert", {"type_vocab_size": -2}))
+
+
+def test_two_zeros_one_of_which_empties_a_table_are_both_named() -> None:
+    """DeBERTa's type_vocab_size 0 builds no table, its max_position_embeddings 0 an empty one:
+    the message does not blame the first it finds."""
+    cfg = _model("deberta", {"num_hidden_layers": 1, "type_vocab_size": 0,
+                             "max_position_embeddings": 0})
+    with pytest.raises(IpuTuneError, match=r"^model\.hf\.config\.type_vocab_size=0, model\.hf\."
+                       r"config\.max_position_embeddings=0: one of them sizes an empty embedding "
+                       r"table \(deberta\.embeddings\.position_embeddings\)"):
+        profile_model(cfg)
