@@ -21,6 +21,7 @@ __all__ = [
     "UNREACHABLE",
     "IpuTuneError",
     "bad_value",
+    "described",
     "disk_fault",
     "disk_hint",
     "key_name",
@@ -137,6 +138,18 @@ def key_name(key: object) -> str:
         return key
     n = len(str(key))
     return f"<a key of {n} character{'s' * (n != 1)} that is no name, not shown>"
+
+
+def described(value: object) -> str:
+    """A refused value read from a file, as a message shows it: a scalar as `shown` (a bound
+    the user typed), a mapping or a list only by its type and size. A file given by mistake
+    reads as a structure whose items are its lines, and those are never echoed."""
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        n = len(value)
+        what = "mapping of" if isinstance(value, dict) else "list of"
+        unit = "key" if isinstance(value, dict) else "item"
+        return f"a {what} {n} {unit}{'s' * (n != 1)}"
+    return shown(value)
 
 
 def shorten(text: str) -> str:

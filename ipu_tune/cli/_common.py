@@ -95,9 +95,15 @@ def check_target_typed(target: str | None, overrides: Sequence[str], trusted: bo
 
 def fail_on_disk_error(exc: BaseException) -> int:
     """Call inside `except`: one line and exit 1 for a full/read-only disk or a database server
-    that stopped answering (faults of the machine, not bugs), else re-raise."""
-    from ipu_tune.storage import redact
+    that stopped answering (faults of the machine, not bugs), one line and exit 2 for a study's
+    SQLite database found damaged (a file to restore, as a damaged results table is), else
+    re-raise."""
+    from ipu_tune.storage import damaged_database, redact
 
+    damage = damaged_database(exc)
+    if damage is not None:
+        print("ipu-tune: error: " + printable(" ".join(damage.split())), file=sys.stderr)
+        return EXIT_USAGE
     message = disk_error(exc)
     server = server_fault(exc) if message is None else None
     if server is not None:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config import SPACES_DIR, EvalConfig, read_yaml
-from ipu_tune.errors import IpuTuneError, key_name, shown
+from ipu_tune.errors import IpuTuneError, described, key_name
 from ipu_tune.knobs import KNOBS as _ALL_KNOBS
 from ipu_tune.knobs import Knob, get_key, is_power_of_two, knob, valid_io_tiles
 
@@ -166,30 +166,30 @@ def _number(source: str, key: str, value: object, integer: bool) -> float:
     try:  # float() of an integer past 1e308 overflows
         number = float(value) if ok and not isinstance(value, bool) else math.nan  # type: ignore[arg-type]
     except OverflowError:
-        raise _fail(source, key, f"{shown(value)}: past 1e308; allowed: {kind} within "
+        raise _fail(source, key, f"{described(value)}: past 1e308; allowed: {kind} within "
                     "+-1e308") from None
     if not math.isfinite(number):
-        raise _fail(source, key, f"{shown(value)} is not {kind}")
+        raise _fail(source, key, f"{described(value)} is not {kind}")
     return number
 
 
 def _check_choice(source: str, key: str, kind: str, domain: tuple[Any, ...] | None,
                   low: float, value: Any) -> None:
-    where = f"knobs.{key}.choices"
+    where, got = f"knobs.{key}.choices", described(value)
     if kind in (_CAT, _BOOL) and domain:
         if knob(key).rule == "io_tiles":
             if isinstance(value, bool) or not isinstance(value, int) or not valid_io_tiles(value):
-                raise _fail(source, where, f"{value!r}: allowed 0 or an even number in 32..192")
+                raise _fail(source, where, f"{got}: allowed 0 or an even number in 32..192")
         elif value not in domain or isinstance(value, bool) != isinstance(domain[0], bool):
-            raise _fail(source, where, f"{value!r}: allowed " + ", ".join(map(str, domain)))
+            raise _fail(source, where, f"{got}: allowed " + ", ".join(map(str, domain)))
     elif kind in (_REPL, _INST):
         if isinstance(value, bool) or not isinstance(value, int) or not is_power_of_two(value):
-            raise _fail(source, where, f"{value!r}: must be a power of two")
+            raise _fail(source, where, f"{got}: must be a power of two")
     else:
         number = _number(source, where, value, integer=kind == _INT)
         if number < low or (kind == _FLOAT and number <= 0):
-            raise _fail(source, where, f"{value!r}: must be > 0" if kind == _FLOAT
-                        else f"{value!r}: must be >= {low:g}")
+            raise _fail(source, where, f"{got}: must be > 0" if kind == _FLOAT
+                        else f"{got}: must be >= {low:g}")
 
 
 def _parse_choices(source: str, key: str, spec: Mapping[str, Any]) -> KnobSpec:
@@ -212,6 +212,9 @@ def _parse_choices(source: str, key: str, spec: Mapping[str, Any]) -> KnobSpec:
 
 def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
     """One knob's spec, its `modes` (if any) apart from the rest."""
+    if key not in KNOBS:  # first: every later message names the key, then a known knob
+        raise _fail(source, f"knobs.{key_name(key)}", "unknown knob; allowed: "
+                    + ", ".join(KNOBS))
     if isinstance(spec, Mapping) and "modes" in spec:
         modes = _parse_modes(source, key, spec["modes"])
         rest = {k: v for k, v in spec.items() if k != "modes"}
@@ -222,24 +225,22 @@ def _parse_knob(source: str, key: str, spec: object) -> KnobSpec:
 def _parse_modes(source: str, key: str, modes: object) -> tuple[str, ...]:
     if (not isinstance(modes, list) or not modes or len(set(map(repr, modes))) != len(modes)
             or any(m not in _MODES for m in modes)):
-        raise _fail(source, f"knobs.{key}.modes", f"{modes!r}: a list of distinct modes of "
-                    + ", ".join(_MODES))
+        raise _fail(source, f"knobs.{key}.modes", f"{described(modes)}: a list of distinct "
+                    "modes of " + ", ".join(_MODES))
     return tuple(modes)
 
 
 def _parse_domain(source: str, key: str, spec: object) -> KnobSpec:
-    if key not in KNOBS:
-        raise _fail(source, f"knobs.{key}", "unknown knob; allowed: " + ", ".join(KNOBS))
     kind, domain, lowest = KNOBS[key]
     if spec is None or spec == {}:
         if domain is None:
             raise _fail(source, f"knobs.{key}", "needs a range {low, high} or choices")
         return KnobSpec(key, kind, choices=tuple(domain))
     if not isinstance(spec, Mapping):
-        raise _fail(source, f"knobs.{key}", f"expected a mapping, got {spec!r}")
+        raise _fail(source, f"knobs.{key}", f"expected a mapping, got {described(spec)}")
     unknown = [k for k in spec if k not in _SPEC_KEYS]
     if unknown:
-        raise _fail(source, f"knobs.{key}.{unknown[0]}",
+        raise _fail(source, f"knobs.{key}.{key_name(unknown[0])}",
                     "unknown; allowed: " + ", ".join(_SPEC_KEYS))
     if kind == _SPLITS:
         if set(spec) - {"step"}:
@@ -268,7 +269,7 @@ def _parse_domain(source: str, key: str, spec: object) -> KnobSpec:
         raise _fail(source, f"knobs.{key}.high", f"{spec['high']!r}: must be <= {upper:g}")
     log = spec.get("log", False)
     if not isinstance(log, bool):
-        raise _fail(source, f"knobs.{key}.log", f"{log!r}: must be true or false")
+        raise _fail(source, f"knobs.{key}.log", f"{described(log)}: must be true or false")
     step: float | None = None
     if "step" in spec:
         step = _number(source, f"knobs.{key}.step", spec["step"], integer)
@@ -301,7 +302,7 @@ def parse_space(data: object, source: str = "<mapping>", name: str = "custom") -
 
     fixed_in = data.get("fixed") or {}
     if not isinstance(fixed_in, Mapping):
-        raise _fail(source, "fixed", f"expected a mapping, got {fixed_in!r}")
+        raise _fail(source, "fixed", f"expected a mapping, got {described(fixed_in)}")
     for key in fixed_in:
         if key not in FIXABLE_KEYS:
             raise _fail(source, f"fixed.{key_name(key)}", "unknown key; allowed: "
@@ -311,14 +312,15 @@ def parse_space(data: object, source: str = "<mapping>", name: str = "custom") -
 
     cons = data.get("constraints") or {}
     if not isinstance(cons, Mapping):
-        raise _fail(source, "constraints", f"expected a mapping, got {cons!r}")
+        raise _fail(source, "constraints", f"expected a mapping, got {described(cons)}")
     for key in cons:
         if key not in _CONSTRAINT_KEYS:
-            raise _fail(source, f"constraints.{key}", "unknown; allowed: "
+            raise _fail(source, f"constraints.{key_name(key)}", "unknown; allowed: "
                         + ", ".join(_CONSTRAINT_KEYS))
     keep = cons.get("keep_global_batch", False)
     if not isinstance(keep, bool):
-        raise _fail(source, "constraints.keep_global_batch", f"{keep!r}: must be true or false")
+        raise _fail(source, "constraints.keep_global_batch",
+                    f"{described(keep)}: must be true or false")
     ratio = cons.get("throughput_floor_ratio")
     if ratio is not None:
         ratio = _number(source, "constraints.throughput_floor_ratio", ratio, integer=False)

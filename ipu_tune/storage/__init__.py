@@ -26,6 +26,7 @@ from ipu_tune.storage._results_table import (
     open_table,
 )
 from ipu_tune.storage._running import Held, RunningFile
+from ipu_tune.storage._url import damaged_database
 
 __all__ = [
     "COLUMN_NAMES",
@@ -47,6 +48,7 @@ __all__ = [
     "atomic_write",
     "check_storage_places",
     "csv_text",
+    "damaged_database",
     "export_folder",
     "export_table",
     "open_storage",

@@ -9,12 +9,13 @@ plugin"). Both are refused in one line saying what is allowed, before connecting
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from ipu_tune._redact import redact
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import DATABASE_FILE, IpuTuneError
 
-__all__ = ["ALLOWED_STORAGES", "check_url", "damaged", "damaged_hint"]
+__all__ = ["ALLOWED_STORAGES", "check_url", "damaged", "damaged_database", "damaged_hint"]
 
 ALLOWED_STORAGES = ("a journal file (*.journal), sqlite:///FILE, postgresql://USER@HOST/DB, "
                     "memory")
@@ -90,3 +91,26 @@ def damaged_hint(first: str) -> str:
     return ("; the database file is damaged (cut short or overwritten), so its studies cannot "
             "be read; allowed: the file restored from a backup (`sqlite3 FILE .recover` may "
             "save what is left), or another storage")
+
+
+def damaged_database(exc: BaseException) -> str | None:
+    """One line for a study's SQLite database that SQLite found damaged on a page a query read
+    after the open (Optuna wraps it in a `StorageInternalError`), else None. The file is the
+    one the storage tagged the error with (`DATABASE_FILE`): SQLite's words name none. No
+    retry can read the page, so the line says how to get a whole file back."""
+    found = damaged(exc)
+    if found is None:
+        return None
+    why = re.sub(r"^\([\w.]+\)\s*", "", found)  # SQLAlchemy's "(sqlite3.DatabaseError) "
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and all(cur is not c for c in chain):
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
+    file = next((str(f) for c in chain if (f := getattr(c, DATABASE_FILE, None))), None)
+    named = f"SQLite database {file!r}" if file else "the study's SQLite database"
+    recover = (f'sqlite3 {shlex.quote(file)} ".recover" | sqlite3 NEW.db' if file
+               else 'sqlite3 FILE ".recover" | sqlite3 NEW.db')
+    return (f"{named}: damaged ({why}), so its studies cannot be read; allowed: the file "
+            f"restored from a backup, or what is left of it saved to a new file ({recover}) "
+            "and NEW.db given as the storage (sqlite:///NEW.db)")
