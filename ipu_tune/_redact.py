@@ -139,12 +139,14 @@ def without_password(url: str) -> str:
 
 def without_environment(text: str) -> str:
     """`text` with the value of each variable the command's arguments read as `${oc.env:NAME}`
-    shown as that reference: a variable set to something its key refuses (a mistyped name may
-    be a password's) is not echoed by the message that refuses it."""
+    shown as that reference where it stands as a refused value: a variable set to something
+    its key refuses (a mistyped name may be a password's) is not echoed by the refusal."""
     for name in dict.fromkeys(_ENV_REFERENCE.findall(" ".join(COMMAND_ARGS.get()))):
         value = os.environ.get(name.strip(), "")
         if len(value) >= _MIN_MASKED:
             reference = f"${{oc.env:{name}}}"
-            text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", reference.replace("\\", "\\\\"),
-                          text)
+            # Where it stands as the refused value (`key=VALUE`, `key='VALUE...'`), not where the
+            # message's own words happen to equal it (`allowed: true or false` of B=true).
+            text = re.sub(rf"(?<==)('?){re.escape(value)}(?!\w)",
+                          r"\1" + reference.replace("\\", "\\\\"), text)
     return text

@@ -120,10 +120,10 @@ _NAME = re.compile(r"[^\W\d][\w.\-]{0,63}")
 
 def _token_like(key: str) -> bool:
     """Whether a part of `key` (between `_`, `.` and `-`) has a token's shape, not a word's:
-    8 or more characters mixing letters and digits (`AKIAIOSFODNN7EXAMPLE`, GitHub's `ghp_...`,
-    `sk-proj-abc123...`), or 24 or more of any kind. A config's keys have neither
-    (`max_2d_position_embeddings`)."""
-    return any((len(part) >= 8 and any(c.isdigit() for c in part)
+    16 or more characters mixing letters and digits (`AKIAIOSFODNN7EXAMPLE`, GitHub's
+    `ghp_...`, `sk-proj-abc123def456ghi789`), or 24 or more of any kind. A key a user types has
+    neither (`max_2d_position_embeddings`, a misspelt `partials16` or `use_bfloat16x`)."""
+    return any((len(part) >= 16 and any(c.isdigit() for c in part)
                 and any(c.isalpha() for c in part)) or len(part) >= 24
                for part in re.split(r"[_.\-]", key))
 

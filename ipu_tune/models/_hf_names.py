@@ -302,7 +302,7 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
     "architectures"); else the model type's usual head (`usual_task`)."""
     task = cfg.hf.task
     if isinstance(architectures, str):  # one class named without a list's brackets
-        architectures = [architectures]
+        architectures = [architectures] if architectures.strip() else None
     if task is None and isinstance(architectures, list) and architectures:
         name = str(architectures[0])
         ends = _AUDIO_ARCHITECTURE_TASKS if _audio_task(model_type) else _ARCHITECTURE_TASKS

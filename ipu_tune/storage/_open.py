@@ -45,7 +45,7 @@ from ipu_tune.storage._rdb_read import CheckedRDBStorage
 from ipu_tune.storage._reading import read_journal
 from ipu_tune.storage._tag import MEMORY, export_tag, make_url
 from ipu_tune.storage._torn import repair_torn_tail
-from ipu_tune.storage._url import ALLOWED_STORAGES, check_url, damaged_hint
+from ipu_tune.storage._url import ALLOWED_STORAGES, check_url, damaged_database, damaged_hint
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -356,6 +356,11 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
                 _places.name_errors(storage.engine, parsed.database)
             return storage
         except Exception as exc:
+            parsed = make_url(target.location)
+            broken = damaged_database(exc, parsed.database) if (
+                parsed.get_backend_name() == "sqlite") else None
+            if broken is not None:  # a page the open itself read: no retry reads it
+                raise IpuTuneError(broken) from None
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             first = detail[0] if detail else type(exc).__name__
             # Workers starting together on a new database race to create Optuna's schema; the

@@ -93,10 +93,11 @@ def damaged_hint(first: str) -> str:
             "save what is left), or another storage")
 
 
-def damaged_database(exc: BaseException) -> str | None:
+def damaged_database(exc: BaseException, file: str | None = None) -> str | None:
     """One line for a study's SQLite database that SQLite found damaged on a page a query read
     after the open (Optuna wraps it in a `StorageInternalError`), else None. The file is the
-    one the storage tagged the error with (`DATABASE_FILE`): SQLite's words name none. No
+    one the storage tagged the error with (`DATABASE_FILE`), else `file` (a page the open read,
+    before any tag): SQLite's words name none. No
     retry can read the page, so the line says how to get a whole file back."""
     found = damaged(exc)
     if found is None:
@@ -107,7 +108,7 @@ def damaged_database(exc: BaseException) -> str | None:
     while cur is not None and all(cur is not c for c in chain):
         chain.append(cur)
         cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
-    file = next((str(f) for c in chain if (f := getattr(c, DATABASE_FILE, None))), None)
+    file = next((str(f) for c in chain if (f := getattr(c, DATABASE_FILE, None))), file)
     named = f"SQLite database {file!r}" if file else "the study's SQLite database"
     recover = (f'sqlite3 {shlex.quote(file)} ".recover" | sqlite3 NEW.db' if file
                else 'sqlite3 FILE ".recover" | sqlite3 NEW.db')

@@ -50,7 +50,7 @@ def test_a_key_that_is_no_name_is_not_echoed(
 
 
 @pytest.mark.parametrize("key", ["micro_batch_size", "workload.mode", "résumé", "n-layers",
-                                 "max_2d_position_embeddings",
+                                 "max_2d_position_embeddings", "partials16", "use_bfloat16x",
                                  "inference_embedding_serialization_factor"])
 def test_a_key_that_is_a_name_is_shown(key: str) -> None:
     assert key_name(key) == key
@@ -82,3 +82,16 @@ def test_an_environment_variables_value_is_not_echoed(
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and "\n" not in err, err
     assert "hunter2" not in err and "${oc.env:IPU_TUNE_PROBE}" in err, err
+
+
+def test_a_variables_value_is_masked_only_where_it_stands_as_the_refused_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """B=true read by one key, another key refused: `allowed: true or false` keeps its words
+    (it read `allowed: ${oc.env:B} or false`)."""
+    monkeypatch.setenv("IPU_TUNE_PROBE", "true")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        main(["plan.eight_bit_io=${oc.env:IPU_TUNE_PROBE}", "plan.async_dataloader=maybe"])
+    err = capsys.readouterr().err.strip()
+    assert err == "ipu-tune: error: plan.async_dataloader='maybe': allowed: true or false", err

@@ -350,6 +350,11 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
      "model.hf.config: vocab_size=100, pad_token_id=500: Transformers cannot build it on the "
      "meta device (AssertionError: Padding_idx must be within num_embeddings); allowed: values "
      "that build together"),
+    # Without vocab_size 0 it builds (ipu-tune's table check then refuses type_vocab_size 0):
+    # vocab_size is named first, not the model type.
+    ({"hf": {"model_type": "bert", "config": {"num_hidden_layers": 1, "vocab_size": 0,
+                                               "type_vocab_size": 0}}},
+     "model.hf.config.vocab_size=0: Transformers cannot build it on the meta device"),
     # One class named without a list's brackets is read as the list of it.
     ({"hf": {"model_type": "bert", "config": {"num_hidden_layers": 1,
                                                "architectures": "BertForNextSentencePrediction"}}},

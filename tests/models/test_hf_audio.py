@@ -115,6 +115,10 @@ def test_a_head_the_tool_does_not_build_is_named_not_replaced(
     with pytest.raises(IpuTuneError, match=r"^model.hf.config.architectures=\['os.system'\]: "
                        r"os.system is a head ipu-tune does not build; name one of "):
         hf_identity(given)
+    # An empty string names no class: the usual head, as a config saved without one.
+    empty = ModelConfig(name="hf", hf=HfConfig(model_type=model_type,
+                                               config={"architectures": ""}))
+    assert hf_identity(empty)[1] == usual
     named = ModelConfig(name="hf", hf=HfConfig(config_file=str(tmp_path), task=usual))
     assert hf_identity(named)[1] == usual
 
