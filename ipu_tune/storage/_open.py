@@ -45,7 +45,7 @@ from ipu_tune.storage._rdb_read import CheckedRDBStorage
 from ipu_tune.storage._reading import read_journal
 from ipu_tune.storage._tag import MEMORY, export_tag, make_url
 from ipu_tune.storage._torn import repair_torn_tail
-from ipu_tune.storage._url import ALLOWED_STORAGES, check_url, damaged_database, damaged_hint
+from ipu_tune.storage._url import ALLOWED_STORAGES, check_url, damaged_database
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -357,7 +357,7 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
             return storage
         except Exception as exc:
             parsed = make_url(target.location)
-            broken = damaged_database(exc, parsed.database) if (
+            broken = damaged_database(exc, parsed.database, f"{target.key}={target.display!r}") if (
                 parsed.get_backend_name() == "sqlite") else None
             if broken is not None:  # a page the open itself read: no retry reads it
                 raise IpuTuneError(broken) from None
@@ -373,8 +373,7 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
                     and unreachable("\n".join(detail)))
             raise IpuTuneError(
                 f"{target.key}={target.display!r}: cannot open ({redact(first, target.location)})"
-                + ("; run the same command again once the server is reachable" if down else "")
-                + damaged_hint(first),
+                + ("; run the same command again once the server is reachable" if down else ""),
                 fault=down) from None
     raise AssertionError("unreachable")
 

@@ -93,11 +93,13 @@ def damaged_hint(first: str) -> str:
             "save what is left), or another storage")
 
 
-def damaged_database(exc: BaseException, file: str | None = None) -> str | None:
+def damaged_database(exc: BaseException, file: str | None = None,
+                     named: str | None = None) -> str | None:
     """One line for a study's SQLite database that SQLite found damaged on a page a query read
     after the open (Optuna wraps it in a `StorageInternalError`), else None. The file is the
     one the storage tagged the error with (`DATABASE_FILE`), else `file` (a page the open read,
-    before any tag): SQLite's words name none. No
+    before any tag): SQLite's words name none; `named`, what the line begins with instead of
+    the file (the option that gave it). No
     retry can read the page, so the line says how to get a whole file back."""
     found = damaged(exc)
     if found is None:
@@ -109,7 +111,7 @@ def damaged_database(exc: BaseException, file: str | None = None) -> str | None:
         chain.append(cur)
         cur = cur.__cause__ or cur.__context__ or getattr(cur, "orig", None)
     file = next((str(f) for c in chain if (f := getattr(c, DATABASE_FILE, None))), file)
-    named = f"SQLite database {file!r}" if file else "the study's SQLite database"
+    named = named or (f"SQLite database {file!r}" if file else "the study's SQLite database")
     recover = (f'sqlite3 {shlex.quote(file)} ".recover" | sqlite3 NEW.db' if file
                else 'sqlite3 FILE ".recover" | sqlite3 NEW.db')
     return (f"{named}: damaged ({why}), so its studies cannot be read; allowed: the file "
