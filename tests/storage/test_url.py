@@ -109,7 +109,8 @@ def test_a_damaged_sqlite_file_says_so_and_what_to_do(tmp_path: Path) -> None:
     db.write_bytes(data[: len(data) // 2])  # cut short: SQLite's "malformed"
     done = run_cli(["studies", "--storage", f"sqlite:///{db}"], cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
-    assert "is damaged" in done.stderr and "backup" in done.stderr, done.stderr
+    assert f"--storage='sqlite:///{db}': damaged (database disk image is malformed)" in (
+        done.stderr) and "backup" in done.stderr and ".recover" in done.stderr, done.stderr
     assert db.read_bytes() == data[: len(data) // 2]  # left as it was, for a recovery
 
 
