@@ -46,12 +46,31 @@ def layer_lists(model: nn.Module, config: Any) -> list[str]:
     (MobileNetV2) gives its longest list of two or more layers of one class."""
     counts = layer_counts(config)
     found = _lists_of(model, counts.__contains__, mixed=True)
+    stages = _stage_lists(model, getattr(config, "depths", None))
+    if any(not any(s == f or s.startswith(f + ".") for f in found) for s in stages):
+        return stages  # SwiftFormer: one stage's list was counted by its length alone
     if found:
         return found
     lists = _lists_of(model, lambda n: n >= 2)
     longest = max(lists, key=lambda name: len(list(model.get_submodule(name).children())),
                   default=None)  # fmt: skip
     return [longest] if longest else []
+
+
+def _stage_lists(model: nn.Module, depths: Any) -> list[str]:
+    """The layer lists of a staged model's stages, when it has one per entry of the config's
+    `depths` (each stage's layer count) of that length, in order; else none. A stage list the
+    counted lists hold (Swin's `encoder.layers.N.blocks`) adds nothing; one outside them (each
+    of SwiftFormer's `encoder.network.N.blocks`, the stages separated by downsampling layers)
+    is a stage the counted lists missed."""
+    if not isinstance(depths, list | tuple) or not depths:
+        return []
+    found: list[str] = []
+    for name, module in model.named_modules():
+        if (isinstance(module, nn.ModuleList) and len(found) < len(depths)
+                and len(module) == depths[len(found)] and _own_layers(module)):
+            found.append(name)
+    return found if len(found) == len(depths) else []
 
 
 def with_inner_layers(model: nn.Module, layers: list[str]) -> list[str]:

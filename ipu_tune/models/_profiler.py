@@ -30,9 +30,10 @@ __all__ = ["PROFILE_FORMAT", "cache_dir", "clear_memory_cache",
            "profile_model"]  # fmt: skip
 
 # Bump when what the profiler records changes, so that old disk entries are not reused.
-PROFILE_FORMAT = 18  # 15: why a step ran on the CPU; 16: no saved dropout or causal masks;
+PROFILE_FORMAT = 19  # 15: why a step ran on the CPU; 16: no saved dropout or causal masks;
 # 17: a substitute for DETR's timm backbone trains timm's stages (backward work, saved values);
-# 18: a layer list of several of the model's own layer classes (Jamba's) is split into blocks
+# 18: a layer list of several of the model's own layer classes (Jamba's) is split into blocks;
+# 19: each stage list a config's `depths` counts is split (SwiftFormer's stages)
 
 
 @cache

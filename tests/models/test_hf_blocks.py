@@ -1,5 +1,7 @@
 """Pipeline blocks of a Transformers model: a hybrid's layer list of several layer classes is
-split as one of a single class is; a list mixing torch's own modules is not a layer list."""
+split as one of a single class is; a list mixing torch's own modules is not a layer list; a
+staged model's stages are each split, whether a stage list lies inside the counted list (Swin)
+or beside it (SwiftFormer)."""
 
 from __future__ import annotations
 
@@ -45,3 +47,31 @@ def test_a_counted_list_mixing_torch_modules_is_no_layer_list() -> None:
     model.stem = nn.ModuleList([nn.Conv2d(1, 1, 1), nn.ReLU()])  # parts of one layer
     model.layers = nn.ModuleList([_Layer(), _OtherLayer()])
     assert layer_lists(model, _Config()) == ["layers"]
+
+
+def test_each_stage_of_a_staged_model_is_split(profile_of: Any) -> None:
+    # SwiftFormer's stages are separate lists between downsampling layers; the last one's
+    # length equals the number of stages, which alone used to make it the only layer list.
+    profile = profile_of(name="hf", hf={"model_type": "swiftformer",
+                                        "config": {"depths": [2, 2, 3, 4]}})
+    stages = [f"swiftformer.encoder.network.{2 * s}.blocks" for s in range(4)]
+    assert profile.blocks == [f"{stage}.{i}" for stage, n in zip(stages, [2, 2, 3, 4], strict=True)
+                              for i in range(n)]
+
+
+class _Staged:
+    depths = (2, 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"depths": list(self.depths)}
+
+
+def test_stage_lists_inside_the_counted_list_keep_it() -> None:
+    # Swin: `layers` (one entry per stage) holds each stage's `blocks`; the stage list is split
+    # by its inner layers, as before.
+    model = nn.Module()
+    stages = [nn.Module(), nn.Module()]
+    for stage, n in zip(stages, _Staged.depths, strict=True):
+        stage.blocks = nn.ModuleList([_Layer() for _ in range(n)])
+    model.layers = nn.ModuleList(stages)
+    assert layer_lists(model, _Staged()) == ["layers"]
