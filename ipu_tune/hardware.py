@@ -110,8 +110,11 @@ IPUS: dict[str, IpuSpec] = {
         clock_hz=1.85e9,
         fp16_flops_per_cycle_per_tile=128,
         fp32_flops_per_cycle_per_tile=32,
-        sram_bytes_per_s=65e12,  # estimate
-        exchange_bytes_per_s=11e12,  # estimate
+        # derived: the Mk2 figures x the clock ratio, as the C600's: the Bow IPU's tiles are the
+        # GC200's, so per cycle they move what a Mk2 tile moves (the ~65 and ~11 TB/s the
+        # reference gives are these, rounded down).
+        sram_bytes_per_s=47.5e12 * 1.85 / 1.33,
+        exchange_bytes_per_s=8e12 * 1.85 / 1.33,
         host_link_bytes_per_s=16 * GB,
         streaming_memory_bytes_per_s=16 * GB,  # estimate
         memory_bank_bytes=16 * KIB,

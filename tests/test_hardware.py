@@ -85,6 +85,16 @@ def test_c600_is_the_mk2_chip_at_1_5_ghz_in_its_server() -> None:
     assert not MACHINES["mk2"].in_server and not MACHINES["bow"].in_server
 
 
+@pytest.mark.parametrize("name", ["bow", "c600"])
+def test_gc200_tiles_at_another_clock_move_the_mk2s_bytes_per_cycle(name: str) -> None:
+    """The Bow IPU and the C600 are the Mk2's GC200 tiles: SRAM and on-chip exchange move as
+    many bytes per cycle as on a Mk2, whatever a datasheet's rounded TB/s says."""
+    ipu, mk2 = IPUS[name], IPUS["mk2"]
+    for rate in ("sram_bytes_per_s", "exchange_bytes_per_s"):
+        assert getattr(ipu, rate) / ipu.clock_hz == pytest.approx(
+            getattr(mk2, rate) / mk2.clock_hz, rel=1e-9)
+
+
 def test_servers_default_to_one_per_pod16_as_the_presets_build_them() -> None:
     from ipu_tune.config import load_config, system_preset, typed
 

@@ -35,7 +35,7 @@ from ipu_tune.simulator._simulate import simulate
 from ipu_tune.simulator._stages import HeadPlacement, head_placement
 
 # Bump when the physics or the constants change (results stores keep it with each trial).
-SIMULATOR_VERSION = "3.10.0"
+SIMULATOR_VERSION = "3.11.0"
 
 __all__ = [
     "ALL_REDUCE_TERMS",
