@@ -354,6 +354,8 @@ def _open_rdb(target: StorageTarget, url: str | None = None) -> BaseStorage:
             if parsed.get_backend_name() == "sqlite" and parsed.database:
                 # Named as the user named it (`results/s.db`), as a journal's errors are.
                 _places.name_errors(storage.engine, parsed.database)
+            elif parsed.get_backend_name() != "sqlite":  # a server: its URL, password masked
+                _places.name_errors(storage.engine, target.display)
             return storage
         except Exception as exc:
             parsed = make_url(target.location)

@@ -72,10 +72,11 @@ def database_file(url: str) -> Path | None:
 
 
 def name_errors(engine: Any, file: str) -> None:
-    """Tag every error of `engine` (a SQLite database's) with its file (`errors.DATABASE_FILE`):
-    SQLite words a full disk or a file-size limit without a path ("disk I/O error"), and the
+    """Tag every error of `engine` with its database (`errors.DATABASE_FILE`): a SQLite file's
+    path, a server's URL without its password. SQLite words a full disk or a file-size limit
+    without a path ("disk I/O error"), PostgreSQL names a file of its own data folder, and the
     command's one line (`errors.disk_fault`, also in a worker's and a failed trial's reason)
-    must name the file, as a journal's error does, wherever the error is caught."""
+    must name the database, as a journal's error names its file, wherever it is caught."""
     from sqlalchemy import event
 
     def tag(context: Any) -> None:

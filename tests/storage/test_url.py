@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -128,3 +129,25 @@ def test_a_refused_password_shows_in_no_form_and_the_servers_words_stay_whole(
     decoded = password.replace("%40", "@").replace("%2F", "/").replace("%3A", ":")
     pieces = {password, decoded, *re.split(r"[@/:]", decoded)}
     assert not [p for p in pieces if _shows(said, p)], said
+
+
+def test_a_full_disk_on_the_server_names_the_database_without_its_password(server: str) -> None:
+    """PostgreSQL words a full disk with a file of its own data folder ("could not extend file
+    ...: No space left on device", class disk_full): the line names the study's database by
+    its URL, the password masked. The server raises that error class itself here."""
+    from sqlalchemy import text
+
+    from ipu_tune.errors import disk_fault
+    from ipu_tune.storage import StorageTarget, open_storage
+
+    url = f"postgresql://postgres:{quote(_PASSWORD, safe='')}@{server}/ipu_tune"
+    storage = open_storage(StorageTarget("rdb", url, "", "results"))
+    full = ("DO $$ BEGIN RAISE EXCEPTION 'could not extend file \"base/16384/16390\": No space "
+            "left on device' USING ERRCODE = 'disk_full'; END $$")
+    with pytest.raises(Exception) as err, storage.engine.connect() as conn:  # type: ignore[attr-defined]
+        conn.execute(text(full))
+    line = disk_fault(err.value) or ""
+    assert line == (f"disk error writing 'postgresql://postgres:***@{server}/ipu_tune': "
+                    "no space left on device")
+    assert not _shows(line, _PASSWORD)
+    storage.engine.dispose()  # type: ignore[attr-defined]
