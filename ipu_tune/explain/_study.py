@@ -54,13 +54,14 @@ class Closest:
     reason: str
     peak_memory_bytes: int
     memory_limit_bytes: int
-    excess_bytes: int
+    excess_bytes: int  # the peak over the IPU's SRAM (0: within it, or over only by a tile)
     remedies: tuple[Row, ...]
+    overflows: bool  # over the IPU's memory, in bytes or by a tile
 
     @property
     def headline(self) -> str:
         """Why no plan is exported: memory, or (the closest fitting in it) another constraint."""
-        if self.excess_bytes > 0:
+        if self.overflows:
             return "no plan fits: every trial overflows the IPU's memory"
         return "no plan meets the search's constraints: the trials that fit in memory miss another"
 
@@ -71,6 +72,8 @@ class Closest:
         if self.excess_bytes > 0:
             return (f"trial {self.trial}, peak {peak} (over by {self.excess_bytes / 1e6:,.0f} MB)"
                     f": {self.reason}")
+        if self.overflows:
+            return f"trial {self.trial}, peak {peak}, but a tile overflows: {self.reason}"
         return (f"trial {self.trial}, fits in memory (peak {peak}) but misses another constraint"
                 f" of the search: {self.reason}")
 
@@ -155,15 +158,19 @@ def _closest(study: optuna.Study, problem: SearchProblem, start: EvalConfig) -> 
         return None
     number, rec = found
     cfg = stored_config(problem, rec, number)
-    r = problem.evaluate(cfg).result
+    outcome = problem.evaluate(cfg)
+    r = outcome.result
     peak = max(r.memory_per_ipu, default=0)
     excess = int(max(0, peak - r.memory_limit_bytes))
-    # The stored reason names every constraint the trial missed (memory, the global batch, a
-    # throughput floor), the simulator's only memory; the remedies lower memory, so they are
-    # checked only when it overflows.
-    return Closest(trial=number, reason=rec.reason or r.reason, peak_memory_bytes=int(peak),
-                   memory_limit_bytes=int(r.memory_limit_bytes), excess_bytes=excess,
-                   remedies=tuple(remedies(problem, cfg, start)) if excess else ())
+    overflows = bool(r.memory) and not r.fits
+    # The outcome's reason names every constraint the trial misses (memory, the global batch, a
+    # throughput floor), the simulator's only memory; both are of this simulation, so the IPU
+    # the reason names is the peak's (`ipu_tune.simulator.fullest`), whatever simulator stored
+    # the trial. The remedies lower memory, so they are checked only when it overflows.
+    return Closest(trial=number, reason=outcome.reason or rec.reason or r.reason,
+                   peak_memory_bytes=int(peak), memory_limit_bytes=int(r.memory_limit_bytes),
+                   excess_bytes=excess, overflows=overflows,
+                   remedies=tuple(remedies(problem, cfg, start)) if overflows else ())
 
 
 def explain_study(study: optuna.Study, problem: SearchProblem,
