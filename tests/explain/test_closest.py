@@ -46,3 +46,17 @@ def test_a_closest_plan_over_only_by_a_tile_is_said_to_overflow_memory() -> None
                                   "overflows: IPU0 (stage 0): the most-loaded tile needs 700.0 kB")
     lines = format_remedies(closest, [])
     assert lines[2].startswith("  - available memory proportion 0.6 -> 0.1: fits")
+
+
+def test_the_headline_goes_by_every_trial_not_the_closest_alone() -> None:
+    """The closest trial (1 % over the memory) overflows, another fits in memory and misses the
+    floor: "every trial overflows the IPU's memory" was not true of that one."""
+    from ipu_tune.explain import no_plan_headline
+
+    study = optuna.create_study()
+    _pruned(study, [0.01, -1.0])
+    assert no_plan_headline(study) == "no plan fits: every trial overflows the IPU's memory"
+    _pruned(study, [-0.5, 1.0])
+    assert no_plan_headline(study) == ("no plan meets the search's constraints: the trials "
+                                       "that fit in memory miss the throughput floor")
+    assert TrialRecord.of(study.trials[1]).missed == ("throughput_floor",)
