@@ -42,7 +42,8 @@ from ipu_tune.files import atomic_write
 from ipu_tune.storage._journal_lock import FlockLock
 
 __all__ = [
-    "check_journal", "damage", "ends_torn", "line_records", "record", "repair_locked", "repair_torn_tail",
+    "begins_as_journal", "check_journal", "damage", "ends_torn", "line_records", "record",
+    "repair_locked", "repair_torn_tail",
 ]
 
 _FIRST_LINE_BYTES = 1 << 20
@@ -72,6 +73,17 @@ def _is_record(line: bytes, first: bool = False) -> bool:
 
 def _unreadable(path: Path, exc: OSError) -> IpuTuneError:
     return IpuTuneError(f"study.storage={str(path)!r}: cannot be read ({exc.strerror})")
+
+
+def begins_as_journal(path: Path) -> bool:
+    """Whether the file at `path` begins with the create-study record every journal begins
+    with (False when it cannot be read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            return _is_record(f.readline(_FIRST_LINE_BYTES).rstrip(b"\n"), first=True)
+    except OSError:
+        return False
 
 
 def check_journal(path: Path) -> None:
