@@ -37,6 +37,12 @@ def _plan_highlights(s: RunSummary) -> str:
     return ", ".join(parts)
 
 
+def _no_plan(s: RunSummary) -> str:
+    """The headline's first clause: memory overflows, or the search's other constraints."""
+    closest = s.explanation.closest if s.explanation is not None else None
+    return closest.headline.split(":")[0] if closest is not None else "no plan fits"
+
+
 def _infer(s: RunSummary) -> bool:
     return s.best_config is not None and s.best_config.workload.mode == "infer"
 
@@ -59,7 +65,7 @@ def _row(s: RunSummary, latency: bool) -> dict[str, Any]:
         "peak MB/IPU": "-" if r is None else f"{max(r.memory_per_ipu, default=0) / MB:,.0f}",
         "fits": "-" if r is None else ("yes" if r.fits else "no"),
         "bottleneck": "-" if r is None else r.bottleneck,
-        "plan": _plan_highlights(s) or "no plan fits",
+        "plan": _plan_highlights(s) or _no_plan(s),
     }
 
 

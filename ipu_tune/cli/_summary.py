@@ -250,6 +250,8 @@ def _next_line(s: RunSummary) -> str:
     if s.n_complete == 0:  # nothing simulated: `explain` would have nothing to show
         return (f"next: {report}; explain shows a study once one of its trials has finished"
                 f"{login}")
+    closest = s.explanation.closest if s.explanation is not None else None
     what = ("how this plan was reached, step by step" if s.best_trial is not None else
+            "why no plan meets the search's constraints" if closest and closest.missed else
             "why no plan fits, and what was checked to make one fit")
     return f"next: python -m ipu_tune explain {name}{where} ({what}); {report}{login}"

@@ -89,7 +89,7 @@ def format_remedies(closest: Closest, argv: Sequence[str] | None = None) -> list
     from ipu_tune.explain import remedy_command  # loaded with the explanation it renders
 
     lines = [f"closest plan: {closest.describe()}"]
-    if closest.excess_bytes <= 0:  # another constraint than memory: no memory remedy helps
+    if not closest.overflows:  # another constraint than memory: no memory remedy helps
         return lines
     checked = list(closest.remedies)
     fitting = [r for r in checked if r["fits"]]

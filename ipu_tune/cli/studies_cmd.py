@@ -133,7 +133,9 @@ def _best_shown(study: optuna.Study, meta: StudyMeta | None, results_dir: str,
         return f"refused: {fault}"
     best = best_trial(study, [d.name.lower() for d in study.directions])
     if best is None or not best.values:
-        return "no plan fits"
+        from ipu_tune.explain import no_plan_headline  # only for a study with no plan
+
+        return no_plan_headline(study)
     names = meta.objectives if meta and meta.objectives else []
     if names and all(n in OBJECTIVES for n in names):
         shown = ", ".join(

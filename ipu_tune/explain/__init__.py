@@ -26,6 +26,7 @@ from ipu_tune.explain._study import (
     closest_trial,
     explain_study,
     invalid_start,
+    no_plan_headline,
 )
 from ipu_tune.explain._whatif import sensitivity
 
@@ -44,6 +45,7 @@ __all__ = [
     "invalid_start",
     "ladder",
     "larger_system",
+    "no_plan_headline",
     "objective_title",
     "override_text",
     "phase_shares",

@@ -122,14 +122,37 @@ def _savers(cfg: EvalConfig, training: bool) -> list[tuple[str, dict[str, Any]]]
 
 
 def _stages(problem: SearchProblem, cfg: EvalConfig) -> Iterator[tuple[str, dict[str, Any]]]:
-    """More pipeline stages, evenly split (powers of two), over the system's IPUs."""
+    """The plan's stages evenly split (when its split is uneven), then more stages (powers of
+    two), evenly split, over the system's IPUs; each labelled by what it changes."""
     ipus, blocks = cfg.system.num_ipus, problem.profile.blocks
-    stages = len(cfg.plan.pipeline.splits) * 2 or 2
+    now = len(cfg.plan.pipeline.splits) + 1
+    stages = now if now > 1 else 2
     while stages <= min(ipus, len(blocks)):
         splits = [blocks[i] for i in even_split(len(blocks), stages)[1:]]
-        yield (f"{stages} pipeline stages ({max(1, ipus // stages)} replicas)",
-               {"plan.pipeline.splits": splits, "plan.replication_factor": max(1, ipus // stages)})
+        replicas = max(1, ipus // stages)
+        if list(cfg.plan.pipeline.splits) != splits:
+            yield (_stage_label(cfg, splits, replicas),
+                   {"plan.pipeline.splits": splits, "plan.replication_factor": replicas})
         stages *= 2
+
+
+def _stage_label(cfg: EvalConfig, splits: list[str], replicas: int) -> str:
+    """What a new pipeline split changes: the stage count or, at the same count, where the
+    stages are cut (the cuts are named up to 3 a side), and the replicas when they change."""
+    old = list(cfg.plan.pipeline.splits)
+    before, after = len(old) + 1, len(splits) + 1
+
+    def cuts(names: list[str]) -> str:
+        return ", ".join(names) if len(names) <= 3 else f"{len(names)} cuts"
+
+    if before == after:
+        label = f"pipeline split {cuts(old)} -> {cuts(splits)} ({after} stages, evenly split)"
+    else:
+        label = f"pipeline stages {before} -> {after} (evenly split"
+        label += f" at {cuts(splits)})" if len(splits) <= 3 else ")"
+    if replicas != cfg.plan.replication_factor:
+        label += f", replicas {cfg.plan.replication_factor} -> {replicas}"
+    return label
 
 
 def _peak(o: TrialOutcome) -> float:

@@ -33,7 +33,7 @@ from ipu_tune.search import (
 
 __all__ = [
     "INVALID_PLAN", "PARETO_RULE", "Closest", "Explanation", "closest_trial", "explain_study",
-    "invalid_start",
+    "invalid_start", "no_plan_headline",
 ]
 
 INVALID_PLAN = "invalid plan"  # the simulator's bottleneck of a plan the plan rules refuse
@@ -54,15 +54,16 @@ class Closest:
     reason: str
     peak_memory_bytes: int
     memory_limit_bytes: int
-    excess_bytes: int
+    excess_bytes: int  # the peak over the IPU's SRAM (0: within it, or over only by a tile)
     remedies: tuple[Row, ...]
+    overflows: bool  # over the IPU's memory, in bytes or by a tile
+    # What the trials that fit in memory miss (`no_plan_headline`); empty: none fits in memory.
+    missed: tuple[str, ...] = ()
 
     @property
     def headline(self) -> str:
-        """Why no plan is exported: memory, or (the closest fitting in it) another constraint."""
-        if self.excess_bytes > 0:
-            return "no plan fits: every trial overflows the IPU's memory"
-        return "no plan meets the search's constraints: the trials that fit in memory miss another"
+        """Why no plan is exported: memory, or what the trials that fit in it miss."""
+        return _headline(self.missed)
 
     def describe(self) -> str:
         """The trial, its peak against the IPU's memory, and what it misses."""
@@ -71,6 +72,8 @@ class Closest:
         if self.excess_bytes > 0:
             return (f"trial {self.trial}, peak {peak} (over by {self.excess_bytes / 1e6:,.0f} MB)"
                     f": {self.reason}")
+        if self.overflows:
+            return f"trial {self.trial}, peak {peak}, but a tile overflows: {self.reason}"
         return (f"trial {self.trial}, fits in memory (peak {peak}) but misses another constraint"
                 f" of the search: {self.reason}")
 
@@ -107,6 +110,35 @@ class Explanation:
     def to_json(self) -> dict[str, Any]:
         """Plain containers for `json.dumps` (`ipu-tune explain --json`)."""
         return dataclasses.asdict(self)
+
+
+# What each constraint other than memory is, as the headline names it when it is missed.
+_CONSTRAINT_WORDS = {"global_batch": "the global batch", "throughput_floor": "the throughput floor"}
+
+
+def _headline(missed: tuple[str, ...]) -> str:
+    if not missed:
+        return "no plan fits: every trial overflows the IPU's memory"
+    words = [_CONSTRAINT_WORDS.get(m, "another constraint of the search") for m in missed]
+    return ("no plan meets the search's constraints: the trials that fit in memory miss "
+            + " or ".join(dict.fromkeys(words)))
+
+
+def _missed_in_memory(study: optuna.Study) -> tuple[str, ...]:
+    """The constraints the infeasible trials that fit in memory miss (empty: none fits)."""
+    missed: dict[str, None] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+        rec = TrialRecord.of(t)
+        if rec.missed and "memory" not in rec.missed:
+            missed.update(dict.fromkeys(rec.missed))
+    return tuple(missed)
+
+
+def no_plan_headline(study: optuna.Study) -> str:
+    """Why a study has no plan to export, said of all its infeasible trials: every one
+    overflows memory, or what those that fit in memory miss (the global batch, a throughput
+    floor). The run summary, `explain`, the report and `studies` say the same."""
+    return _headline(_missed_in_memory(study))
 
 
 def closest_trial(study: optuna.Study) -> tuple[int, TrialRecord] | None:
@@ -155,15 +187,19 @@ def _closest(study: optuna.Study, problem: SearchProblem, start: EvalConfig) -> 
         return None
     number, rec = found
     cfg = stored_config(problem, rec, number)
-    r = problem.evaluate(cfg).result
+    outcome = problem.evaluate(cfg)
+    r = outcome.result
     peak = max(r.memory_per_ipu, default=0)
     excess = int(max(0, peak - r.memory_limit_bytes))
-    # The stored reason names every constraint the trial missed (memory, the global batch, a
-    # throughput floor), the simulator's only memory; the remedies lower memory, so they are
-    # checked only when it overflows.
-    return Closest(trial=number, reason=rec.reason or r.reason, peak_memory_bytes=int(peak),
-                   memory_limit_bytes=int(r.memory_limit_bytes), excess_bytes=excess,
-                   remedies=tuple(remedies(problem, cfg, start)) if excess else ())
+    overflows = bool(r.memory) and not r.fits
+    # The outcome's reason names every constraint the trial misses (memory, the global batch, a
+    # throughput floor), the simulator's only memory; both are of this simulation, so the IPU
+    # the reason names is the peak's (`ipu_tune.simulator.fullest`), whatever simulator stored
+    # the trial. The remedies lower memory, so they are checked only when it overflows.
+    return Closest(trial=number, reason=outcome.reason or rec.reason or r.reason,
+                   peak_memory_bytes=int(peak), memory_limit_bytes=int(r.memory_limit_bytes),
+                   excess_bytes=excess, overflows=overflows, missed=_missed_in_memory(study),
+                   remedies=tuple(remedies(problem, cfg, start)) if overflows else ())
 
 
 def explain_study(study: optuna.Study, problem: SearchProblem,

@@ -122,6 +122,10 @@ class TrialRecord:
     retry_of: int | None = None
     retries: int = 0  # times its plan was retried after its worker died (0: a first attempt)
     origin: str = ""
+    # The constraints it misses (> 0), by name: `memory` is the first one ipu-tune writes
+    # (`SearchProblem.constraint_names`); the others are named only where Optuna keeps names
+    # (natively, since Optuna 5), else `other`.
+    missed: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, trial: FrozenTrial, plan: Mapping[str, Any] | None = None) -> TrialRecord:
@@ -147,6 +151,7 @@ class TrialRecord:
             # A retry stored before the count existed is its plan's first.
             retries=retries if isinstance(retries, int) else int(isinstance(retry, int)),
             origin=str(a.get(_ORIGIN) or ""),
+            missed=_missed(trial),
         )
 
     @cached_property
@@ -243,6 +248,14 @@ def _stored_constraints(trial: FrozenTrial) -> list[float] | None:
     if not isinstance(stored, list | tuple):
         stored = list(native.values()) if isinstance(native, dict) and native else None
     return None if stored is None else [float(c) for c in stored]
+
+
+def _missed(trial: FrozenTrial) -> tuple[str, ...]:
+    native = getattr(trial, "constraints", None)
+    if isinstance(native, dict) and native:
+        return tuple(str(k) for k, v in native.items() if float(v) > 0)
+    stored = _stored_constraints(trial)
+    return tuple(("memory" if i == 0 else "other") for i, v in enumerate(stored or ()) if v > 0)
 
 
 def _constraint_values(trial: FrozenTrial) -> list[float] | None:

@@ -29,6 +29,7 @@ from ipu_tune.simulator._result import (
     IpuMemory,
     SimResult,
     StageTime,
+    fullest,
     host_wait_clause,
 )
 from ipu_tune.simulator._simulate import simulate
@@ -55,6 +56,7 @@ __all__ = [
     "StageTime",
     "block_costs",
     "constants_from_mapping",
+    "fullest",
     "head_placement",
     "host_wait_clause",
     "recompute_mode",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 __all__ = ["MEMORY_CATEGORIES", "TIME_PHASES", "IpuMemory", "SimResult", "StageTime", "built",
-           "host_wait_clause"]
+           "fullest", "host_wait_clause"]
 
 T = TypeVar("T")
 
@@ -66,6 +66,16 @@ class IpuMemory:
         if self.limit_bytes <= 0 or self.tile_limit_bytes <= 0:
             return 0.0
         return max(self.total_bytes / self.limit_bytes, self.max_tile_bytes / self.tile_limit_bytes)
+
+
+def fullest(memory: Iterable[IpuMemory]) -> IpuMemory | None:
+    """The IPU a plan that does not fit is said of (None when every IPU fits): the one furthest
+    over the IPU's SRAM in bytes, the figure a no-fit headline gives as the peak and its excess,
+    so the IPU named and the peak are one; among IPUs over only by a tile, the one whose tile is
+    furthest over. Every reader that names "the fullest IPU" goes by this one rule."""
+    over = [m for m in memory if not m.fits]
+    return max(over, key=lambda m: (max(0, m.total_bytes - m.limit_bytes), m.fullness),
+               default=None)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ipu_tune.simulator._compute import BlockCosts, block_costs
 from ipu_tune.simulator._constants import DEFAULT_CONSTANTS, SimConstants
 from ipu_tune.simulator._memory import PlanMemory, plan_memory, stage_memory, stash_depth
 from ipu_tune.simulator._pipeline import StageParts, StepCore, pipeline_step, stage_parts
-from ipu_tune.simulator._result import IpuMemory, SimResult, StageTime, built
+from ipu_tune.simulator._result import IpuMemory, SimResult, StageTime, built, fullest
 from ipu_tune.simulator._stages import StageShape, head_stage_count, stage_shapes
 
 __all__ = ["simulate"]
@@ -279,11 +279,14 @@ def _extras(
 
 
 def _reason(memory: list[IpuMemory], mb_in_bytes: float, io_tiles: int, io_overhead: float) -> str:
-    """Why the plan does not fit, said of the IPU furthest over its limits ("" when it fits)."""
-    over = sorted((m for m in memory if not m.fits), key=lambda m: m.fullness, reverse=True)
-    others = len({m.ipu for m in over}) - 1
+    """Why the plan does not fit, said of the fullest IPU (`fullest`: the one the headline's
+    peak is) ("" when it fits)."""
+    first = fullest(memory)
+    if first is None:
+        return ""
+    others = len({m.ipu for m in memory if not m.fits}) - 1
     also = f"; {others} other IPU(s) over their limits too" if others > 0 else ""
-    return _reason_of(over[0], mb_in_bytes, io_tiles, io_overhead) + also if over else ""
+    return _reason_of(first, mb_in_bytes, io_tiles, io_overhead) + also
 
 
 def _reason_of(m: IpuMemory, mb_in_bytes: float, io_tiles: int, io_overhead: float) -> str:

@@ -243,6 +243,7 @@ def open_storage(target: StorageTarget, read_only: bool = False) -> BaseStorage:
         _places.check_storage_places(target)
     else:  # reading writes too: the results table, a lock beside the storage
         _places.check_links(target)
+    _places.check_sqlite_file(target)  # a journal named by a SQLite URL, before its lock
     if read_only and target.kind == "journal":  # never repaired, locked or written
         return read_journal(Path(target.location), target.key)
     if read_only and not _writable(_folder_of(target)):

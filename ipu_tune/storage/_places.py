@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from ipu_tune._own_files import CLAIMS_RUNNING, OWN_SUFFIXES, SQLITE_COMPANIONS
+from ipu_tune._own_files import CLAIMS_RUNNING, DEFAULT_JOURNAL, OWN_SUFFIXES, SQLITE_COMPANIONS
 from ipu_tune.errors import DATABASE_FILE, bad_value
 from ipu_tune.files import NOT_PSEUDO, inside, on_pseudo_filesystem
 from ipu_tune.storage._results_table import sqlite_path
+from ipu_tune.storage._torn import begins_as_journal
 
 __all__ = [
-    "SQLITE_MAX_PATH", "check_links", "check_storage_places", "connect_url", "database_file",
-    "name_errors", "removing_new_database", "removing_new_files", "storage_files",
+    "SQLITE_MAX_PATH", "check_links", "check_sqlite_file", "check_storage_places", "connect_url",
+    "database_file", "name_errors", "removing_new_database", "removing_new_files", "storage_files",
 ]
 
 class StorageTarget(Protocol):
@@ -155,6 +157,59 @@ def check_links(target: StorageTarget) -> None:
                                 f"{str(file)!r} (of its {what}) is a link that resolves "
                                 f"outside results_dir={root!r}; allowed: a file in "
                                 "results_dir (remove the link)")
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_JOURNAL_SUFFIXES = (".journal", ".log")  # a path ending so, given alone, is read as a journal
+
+
+def check_sqlite_file(target: StorageTarget) -> None:
+    """Refuse, before anything opens or writes it, a SQLite URL's file that is no SQLite
+    database: an Optuna journal (SQLite would call it damaged, and a SQLite file made in a
+    new journal's place makes results_dir's default storage refused as no journal), another
+    file, or a new file by a journal's name."""
+    path = database_file(target.location) if target.kind == "rdb" else None
+    if path is None:
+        return
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return  # a folder, FIFO or device: `check_storage_places` and the open say it
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        head = b""
+    except OSError:
+        return  # unreadable: the open says why
+    if head == _SQLITE_HEADER:
+        return
+    named = _plain_path(target)  # as the user wrote it
+    as_journal = "study.storage=" if target.keys[0] == "study.storage" else "--storage "
+    journal = f"{as_journal}{shlex.quote(named)}"
+    default = path == Path(os.path.realpath(target.results_dir or ".")) / DEFAULT_JOURNAL
+    unset = f", or {target.keys[0]} left unset (results_dir's journal)" if default else ""
+    if head and begins_as_journal(path):
+        raise bad_value(target.key, _given(target),
+                        f"{named!r} is an Optuna journal, not a SQLite database; refused "
+                        f"and left unchanged; allowed: the journal as {journal}{unset}")
+    if head:
+        raise bad_value(target.key, _given(target),
+                        f"{named!r} is not a SQLite database (it does not begin with "
+                        "SQLite's header: another file, or a database damaged at its start); "
+                        "refused and left unchanged; allowed: a SQLite database file, or a "
+                        "new name")
+    if path.name.endswith(_JOURNAL_SUFFIXES):  # new or empty: what SQLite would make there
+        raise bad_value(target.key, _given(target),
+                        f"{named!r} has a journal's name (a {' or '.join(_JOURNAL_SUFFIXES)}"
+                        " file is read as an Optuna journal); nothing was written; allowed: a "
+                        f"SQLite file of another name (e.g. .db), or a journal as {journal}"
+                        f"{unset}")
+
+
+def _plain_path(target: StorageTarget) -> str:
+    """The file of the target's SQLite URL as the user wrote it."""
+    from sqlalchemy.engine import make_url
+
+    return str(make_url(target.location).database)
 
 
 def check_storage_places(target: StorageTarget) -> None:

@@ -21,7 +21,7 @@ Repair, under the journal's own lock (no writer is mid-append then):
   records after its torn start stay in place (`line_records`), the torn bytes are moved aside.
 
 Only a process that writes repairs: commands that read a study read past such lines as they are
-(`ipu_tune.storage._reading`).
+and say what the repair would move, in the same words (`damage`; `ipu_tune.storage._reading`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from ipu_tune.files import atomic_write
 from ipu_tune.storage._journal_lock import FlockLock
 
 __all__ = [
-    "check_journal", "ends_torn", "line_records", "record", "repair_locked", "repair_torn_tail",
+    "begins_as_journal", "check_journal", "damage", "ends_torn", "line_records", "record",
+    "repair_locked", "repair_torn_tail",
 ]
 
 _FIRST_LINE_BYTES = 1 << 20
@@ -72,6 +73,17 @@ def _is_record(line: bytes, first: bool = False) -> bool:
 
 def _unreadable(path: Path, exc: OSError) -> IpuTuneError:
     return IpuTuneError(f"study.storage={str(path)!r}: cannot be read ({exc.strerror})")
+
+
+def begins_as_journal(path: Path) -> bool:
+    """Whether the file at `path` begins with the create-study record every journal begins
+    with (False when it cannot be read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            return _is_record(f.readline(_FIRST_LINE_BYTES).rstrip(b"\n"), first=True)
+    except OSError:
+        return False
 
 
 def check_journal(path: Path) -> None:
@@ -197,6 +209,15 @@ def _read_for_plan(f: BinaryIO, whole: bool) -> tuple[bytes, int]:
     return data, 0
 
 
+def damage(bad_lines: int, torn_bytes: int) -> str:
+    """What a journal holds that is no record, as the tuner and the reading commands say it:
+    `bad_lines` lines that are no record, a torn last record of `torn_bytes` (0: none)."""
+    what = f"{bad_lines} line(s) that are no journal record" if bad_lines else ""
+    return what + (" and " if bad_lines and torn_bytes else "") + (
+        f"a torn last record ({torn_bytes} bytes: a writer killed mid-write, or a full disk)"
+        if torn_bytes else "")
+
+
 def ends_torn(fd: int) -> bool:
     """Whether the journal open at `fd` (for reading) ends inside a line: its last writer was
     killed mid-write (call holding the lock: no live writer is mid-append then)."""
@@ -238,10 +259,7 @@ def repair_locked(path: Path, whole: bool = False) -> Path | None:
         os.fsync(f.fileno())
     if not torn and not bad:
         return None
-    what = f"{len(bad)} line(s) that are no journal record" if bad else ""
-    what += (" and " if bad and torn else "") + (
-        f"a torn last record ({len(torn)} bytes: a writer killed mid-write, or a full disk)"
-        if torn else "")
+    what = damage(len(bad), len(torn))
     # On a line of its own: the trials bar (of this or the main process) may be on the
     # terminal's current line, with no newline after it.
     start = "\r\x1b[K" if sys.stderr.isatty() else ""

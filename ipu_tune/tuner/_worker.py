@@ -104,7 +104,8 @@ class _Slots:
 def _best_label(study: optuna.Study, problem: SearchProblem) -> str:
     best = problem.best_trial(study)
     if best is None or best.values is None:
-        return "no plan fits yet"
+        return ("no plan fits yet" if problem.constraint_names == ["memory"]
+                else "no plan meets the search's constraints yet")
     name = problem.objective_names[0]
     return f"best {name} {problem.show_value(name, best.values[0])}"
 

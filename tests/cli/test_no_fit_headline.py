@@ -38,7 +38,8 @@ def test_a_study_where_no_plan_fits_offers_explain_for_why_not(tmp_path: Path) -
     summary = run(compose([*_BASE, f"results_dir={tmp_path}", "search=memory",
                            "search.throughput_floor=1e300"]))
     last = format_summary(summary).splitlines()[-1]
-    assert last.startswith("next: python -m ipu_tune explain ") and "why no plan fits" in last
+    assert last.startswith("next: python -m ipu_tune explain ")
+    assert "(why no plan meets the search's constraints)" in last, last
     assert "how this plan was reached" not in last
 
 
@@ -48,8 +49,8 @@ def test_a_plan_below_the_throughput_floor_is_not_called_a_memory_overflow(
                            "search.throughput_floor=1e300"]))
     assert summary.best_trial is None and summary.explanation is not None
     text = format_summary(summary)
-    assert "no plan meets the search's constraints: the trials that fit in memory miss another" \
-        in text, text
+    assert ("no plan meets the search's constraints: the trials that fit in memory miss the "
+            "throughput floor") in text, text
     assert "fits in memory (peak " in text and "below the floor 1e+300 samples/s" in text
     assert "overflows" not in text and "remedies" not in text
     assert "no plan meets the search's constraints" in format_explain(summary.explanation)
@@ -61,3 +62,23 @@ def test_a_plan_below_the_throughput_floor_is_not_called_a_memory_overflow(
 def test_a_rate_beyond_any_machine_is_printed_short() -> None:
     assert rate_text(1e300) == "1e+300 samples/s"
     assert rate_text(16998.4) == "16,998 samples/s" and rate_text(2.684) == "2.68 samples/s"
+
+
+def test_studies_says_what_a_fit_study_missing_its_global_batch_misses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every trial fits in memory, none reaches the global batch (2 stages need more than the
+    gradient accumulation 1 it allows): `studies` said "no plan fits"."""
+    from ipu_tune.cli.studies_cmd import list_main
+
+    summary = run(compose([*_BASE, f"results_dir={tmp_path}", "search=fit",
+                           "search.global_batch_size=16", "workload.micro_batch_size=16",
+                           "plan.replication_factor=1"]))
+    assert summary.best_trial is None
+    headline = ("no plan meets the search's constraints: the trials that fit in memory miss "
+                "the global batch")
+    assert headline in format_summary(summary)
+    assert list_main(["--results-dir", str(tmp_path)]) == 0
+    row = [line for line in capsys.readouterr().out.splitlines()
+           if line.startswith(summary.study_name)]
+    assert len(row) == 1 and row[0].endswith(headline), row
+    assert "no plan fits" not in row[0]

@@ -118,7 +118,8 @@ def test_a_closest_plan_with_no_remedy_says_none_lowers_it_and_what_would() -> N
     from ipu_tune.explain import Closest
 
     closest = Closest(trial=1, reason="IPU0 over", peak_memory_bytes=1_352_000_000,
-                      memory_limit_bytes=940_572_672, excess_bytes=411_427_328, remedies=())
+                      memory_limit_bytes=940_572_672, excess_bytes=411_427_328, remedies=(),
+                      overflows=True)
     lines = format_remedies(closest, [])
     assert lines[0].startswith("closest plan: trial 1, peak 1,352 MB of 941 MB per IPU")
     assert len(lines) == 2 and lines[1].startswith("remedies: none;")
@@ -144,7 +145,7 @@ def test_when_no_remedy_fits_the_summary_says_what_is_left_to_change() -> None:
            "throughput": 0.0, "memory": "1,628/941 MB", "overrides": [
                "plan.available_memory_proportion=0.1"]}
     closest = Closest(trial=61, reason="IPU0 over", peak_memory_bytes=1_673_000_000,
-                      memory_limit_bytes=940_572_672, excess_bytes=732_427_328,
+                      memory_limit_bytes=940_572_672, excess_bytes=732_427_328, overflows=True,
                       remedies=(row,))
     lines = format_remedies(closest, ["model=gpt2_large"])
     assert "still does not fit (peak 1,628/941 MB)" in lines[2]
@@ -203,7 +204,7 @@ def test_when_not_even_more_ipus_fit_the_summary_says_what_is_left() -> None:
            "fits": False, "throughput": 0.0, "memory": "998/941 MB", "larger_system": True,
            "overrides": ["system.num_ipus=16"]}
     closest = Closest(trial=3, reason="IPU0 over", peak_memory_bytes=1_962_000_000,
-                      memory_limit_bytes=940_572_672, excess_bytes=1_021_427_328,
+                      memory_limit_bytes=940_572_672, excess_bytes=1_021_427_328, overflows=True,
                       remedies=(row,))
     last = format_remedies(closest, ["model=hf"])[-1]
     assert last.startswith("none of these fits: not even with more IPUs of this kind")

@@ -10,7 +10,13 @@ from ipu_tune.config import ModelConfig
 from ipu_tune.hardware import System, make_system
 from ipu_tune.models import ModelProfile, profile_model
 from ipu_tune.plan import ExecutionPlan
-from ipu_tune.simulator import DEFAULT_CONSTANTS, MEMORY_CATEGORIES, stash_depth
+from ipu_tune.simulator import (
+    DEFAULT_CONSTANTS,
+    MEMORY_CATEGORIES,
+    IpuMemory,
+    fullest,
+    stash_depth,
+)
 from tests.simulator.helpers import ipu_bytes, run
 
 MK2_TILE = 624 * 1024
@@ -282,13 +288,39 @@ def test_reason_names_the_ipu_furthest_over(resnet101: ModelProfile, mk2x2: Syst
                 splits=(split,), micro_batch_size=96)
         if r.fits:
             continue
-        worst = max(r.memory, key=lambda m: max(m.total_bytes / m.limit_bytes,
-                                                 m.max_tile_bytes / m.tile_limit_bytes))
+        worst = max(r.memory, key=lambda m: m.total_bytes)  # all over in bytes here
+        assert worst.total_bytes > worst.limit_bytes
         assert r.reason.startswith(f"IPU{worst.ipu} (stage {worst.stage})"), (split, r.reason)
         over = [m for m in r.memory if not m.fits]
         assert ("other IPU(s) over their limits too" in r.reason) == (len(over) > 1)
         named_later += worst.ipu > 0 and not r.memory[0].fits
     assert named_later, "no case where an earlier IPU is over but a later one is further over"
+
+
+def test_reason_names_the_ipu_of_the_peak_when_a_fuller_tile_is_elsewhere(
+        resnet101: ModelProfile, mk2x2: System) -> None:
+    """IPU0 holds the most bytes, IPU1 the fullest tile: the reason was said of IPU1 while the
+    no-fit headline's peak and excess were IPU0's, two figures that did not agree."""
+    r = run(resnet101, mk2x2, precision="32.32", gradient_accumulation=3, recompute="none",
+            splits=("layer2.3",), micro_batch_size=96)
+    ipu0, ipu1 = r.memory
+    assert ipu0.total_bytes > ipu1.total_bytes > ipu0.limit_bytes
+    assert ipu1.fullness > ipu0.fullness  # the case itself: tiles rank the IPUs the other way
+    assert fullest(r.memory) is ipu0
+    assert r.reason.startswith(f"IPU0 (stage 0): {ipu0.total_bytes / 1e6:.1f} MB exceeds")
+    assert f"by {(ipu0.total_bytes - ipu0.limit_bytes) / 1e6:.1f} MB" in r.reason
+
+
+def test_the_fullest_ipu_over_only_by_a_tile_is_the_one_whose_tile_is_furthest_over() -> None:
+    def ipu(n: int, total: int, tile: int) -> IpuMemory:
+        return IpuMemory(ipu=n, stage=n, categories={"weights": total}, limit_bytes=1000,
+                         max_tile_bytes=tile, tile_limit_bytes=10)
+
+    assert fullest([ipu(0, 900, 5), ipu(1, 800, 5)]) is None
+    tile = [ipu(0, 990, 11), ipu(1, 500, 15), ipu(2, 999, 9)]
+    assert fullest(tile) is tile[1]
+    bytes_over = [ipu(0, 1001, 30), ipu(1, 1200, 11)]
+    assert fullest(bytes_over) is bytes_over[1]
 
 
 def test_replicas_without_accumulation_hold_a_merged_buffer_of_gradients(

@@ -77,15 +77,52 @@ def test_reading_never_changes_the_journal_and_reads_past_bad_lines(
     assert journal.read_bytes() == before[1]
 
 
-def test_a_torn_tail_is_read_past_without_a_word(
+def test_a_torn_tail_is_reported_as_the_tuner_reports_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A tail without its newline may be another process's append in progress."""
-    journal = _journal(tmp_path, b'{"op_code":4,"wor')
+    """A garbage line in the middle and a torn last record: the reading commands said only
+    "1 line(s)", the tuner both; now one line says both, in the tuner's words."""
+    journal = _journal(tmp_path, b"")
+    lines = journal.read_bytes().split(b"\n")
+    lines.insert(2, b"GARBAGE")
+    torn = b'{"op_code":4,"wor'
+    journal.write_bytes(b"\n".join(lines) + torn)
     before = journal.read_bytes()
     capsys.readouterr()
     storage = open_storage(resolve_storage(None, str(tmp_path)), read_only=True)
     assert len(optuna.load_study(study_name="a", storage=storage).trials) == 3
-    assert capsys.readouterr().err == "" and journal.read_bytes() == before
+    read = capsys.readouterr().err.strip()
+    assert journal.read_bytes() == before
+    said = ("1 line(s) that are no journal record and a torn last record (17 bytes: a writer "
+            "killed mid-write, or a full disk)")
+    assert read.count("\n") == 0 and f"holds {said}; read past them" in read, read
+    open_storage(resolve_storage(None, str(tmp_path)))  # the tuner's open repairs
+    assert f"held {said}; moved them to" in capsys.readouterr().err
+
+
+def test_a_tail_being_appended_is_read_without_a_word(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A tail without its newline may be another process's append in progress: when the file
+    grows while it is judged, it is no torn record; once whole, its record is read."""
+    import ipu_tune.storage._reading as reading
+
+    journal = _journal(tmp_path, b"", trials=2)
+    lines = journal.read_bytes().split(b"\n")[:-1]
+    rest = b"".join(line + b"\n" for line in lines[-4:])  # the last trial's records
+    whole = b"".join(line + b"\n" for line in lines[:-4])
+    journal.write_bytes(whole + rest[:10])
+
+    def finish(_: float) -> None:  # the writer ends its append while the reader waits
+        journal.write_bytes(whole + rest[:-1])
+
+    monkeypatch.setattr(reading.time, "sleep", finish)
+    capsys.readouterr()
+    storage = open_storage(resolve_storage(None, str(tmp_path)), read_only=True)
+    study = optuna.load_study(study_name="a", storage=storage)
+    assert capsys.readouterr().err == ""
+    # The last record, whole but for its newline, is read, as the repair keeps it.
+    assert study.trials[-1].state == optuna.trial.TrialState.COMPLETE
+    assert len(study.trials) == 2
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
