@@ -189,7 +189,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("results_dir empty", ["results_dir="], "results_dir='': empty"),
     # Hydra's flags read as Hydra reads them; a bad one is one line, not argparse's usage.
     ("hydra flag with a bad value", ["--info", "X"], "--info='X': allowed: all, config"),
-    ("hydra flag without its value", ["--cfg"], "--cfg: expects a value"),
+    ("hydra flag without its value", ["--cfg"], "--cfg: expects a value; allowed: --cfg job"),
+    ("hydra flag without its value after an override", ["model=mnist_cnn", "--cfg", "job", "-p"],
+     "-p: expects a value; allowed: -p VALUE"),
+    ("two of Hydra's modes", ["model=mnist_cnn", "--info", "-m"],
+     "--multirun --info: Hydra takes only one of them"),
     ("unknown flag", ["--bogus"], "--bogus: unknown flag"),
     ("shell completion alone", ["--shell-completion"], "--shell-completion alone: allowed"),
     ("shell completion of a key", ["--shell-completion", "query=model"],
