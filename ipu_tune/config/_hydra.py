@@ -231,7 +231,7 @@ def split_hydra_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             raise IpuTuneError(f"{name}: expects a value; allowed: {name} "
                                f"{'|'.join(action.choices) if action.choices else 'VALUE'}")
         if value and action.choices and value not in action.choices:
-            raise bad_value(name, value, f"allowed: {', '.join(action.choices)}")
+            raise bad_value(name, value, f"allowed: {', '.join(action.choices)}", action.choices)
     given = {f.partition("=")[0] for f in flags}
     if {"-sc", "--shell-completion"} & given:
         _check_completion(overrides)
