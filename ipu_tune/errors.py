@@ -9,9 +9,12 @@ killed, a full or read-only disk, a database server that does not answer) raise 
 
 from __future__ import annotations
 
+import difflib
 import errno
+import math
 import os
 import re
+from collections.abc import Iterable
 
 from ipu_tune._redact import redact
 
@@ -21,7 +24,9 @@ __all__ = [
     "UNREACHABLE",
     "IpuTuneError",
     "bad_value",
+    "bound_text",
     "described",
+    "did_you_mean",
     "disk_fault",
     "disk_hint",
     "key_name",
@@ -202,10 +207,57 @@ _YAML_BOOLEAN = (" (an unquoted yes/no/on/off/true/false is read as a boolean: q
                  "meant as text)")
 
 
-def bad_value(key: str, value: object, allowed: str) -> IpuTuneError:
-    """Build the canonical message: ``key=value: allowed`` (a long value cut, `shown`)."""
+def bad_value(key: str, value: object, allowed: str,
+              choices: Iterable[object] = ()) -> IpuTuneError:
+    """Build the canonical message: ``key=value: allowed`` (a long value cut, `shown`), then
+    the one of `choices` the value was likely meant as (`did_you_mean`)."""
     hint = _YAML_BOOLEAN if value in ("True", "False") and "true" not in allowed else ""
-    return IpuTuneError(f"{key}={shown(value)}: {allowed}{hint}")
+    return IpuTuneError(f"{key}={shown(value)}: {allowed}{hint}{did_you_mean(value, choices)}")
+
+
+def bound_text(value: float) -> str:
+    """A limit as a message prints it, exactly: `:g` keeps 6 digits, so 2^20 read 1.04858e+06,
+    a bound the value given may well be under. An integer in full (thousands separated from
+    10,000: 1,048,576), also one a float holds beyond `:g`'s digits; any other float as `:g`
+    prints it when that reads back the same (1e+13, 0.001), else in full."""
+    if isinstance(value, float):
+        short = f"{value:g}"
+        if not math.isfinite(value) or float(short) == value:
+            return short
+        if not value.is_integer():
+            return repr(value)
+        value = int(value)
+    return f"{value:,}" if abs(value) >= 10_000 else str(value)
+
+
+# How close a typo must be to a name to be offered (difflib's ratio): `resnet5` and
+# `throughtput` are; `mk3` is not offered `mk1` (a guess among near-equal names).
+_NEAR = 0.75
+
+
+def _squashed(text: str) -> str:
+    """A name as typed loosely: any case, `_`, `-` or `.` between its parts or not
+    (`DeBERTa-V2`, `deberta_v2` and `debertav2` are `deberta-v2`)."""
+    return re.sub(r"[-_.\s]", "", text.lower())
+
+
+def did_you_mean(value: object, choices: Iterable[object]) -> str:
+    """`; did you mean 'NAME'?` for a name `value` was likely meant as, among `choices` (the
+    key's allowed names): the same but for case or separators, else the nearest misspelling
+    (difflib); '' when none is near, or `value` is no text or already allowed."""
+    names = [str(c) for c in choices]
+    if not isinstance(value, str) or not value or value in names:
+        return ""
+    squashed = _squashed(value)
+    found = next((n for n in names if n.lower() == value.lower()), None) or next(
+        (n for n in names if _squashed(n) == squashed), None)
+    if found is None:
+        by_key: dict[str, str] = {}
+        for n in names:
+            by_key.setdefault(_squashed(n), n)
+        near = difflib.get_close_matches(squashed, list(by_key), n=1, cutoff=_NEAR)
+        found = by_key[near[0]] if near else None
+    return f"; did you mean {found!r}?" if found is not None else ""
 
 
 def disk_fault(exc: BaseException, what: str = "") -> str | None:

@@ -240,7 +240,7 @@ def make_system(ipu: str, num_ipus: int, hosts: int | None = None,
     """A preset IPU (`IPUS`) times `num_ipus` in its machines (`MACHINES`), fed by `hosts`
     host servers (1..num_ipus; None: one per 16 IPUs, as `system.hosts: null`)."""
     if ipu not in IPUS:
-        raise bad_value("system.ipu", ipu, "allowed: " + ", ".join(IPUS))
+        raise bad_value("system.ipu", ipu, "allowed: " + ", ".join(IPUS), IPUS)
     if num_ipus < 1:
         raise bad_value("system.num_ipus", num_ipus, "must be >= 1")
     hosts = host_servers(num_ipus, hosts)

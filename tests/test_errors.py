@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ipu_tune.config import load_config
-from ipu_tune.errors import MAX_SHOWN, IpuTuneError, bad_value, shorten, shown
+from ipu_tune.errors import MAX_SHOWN, IpuTuneError, bad_value, bound_text, shorten, shown
 
 
 def test_a_short_value_is_shown_whole() -> None:
@@ -47,14 +47,18 @@ def test_a_password_is_masked_before_a_long_url_is_cut() -> None:
 
 
 def test_a_word_yaml_read_as_a_boolean_is_named_so(tmp_path: Path) -> None:
-    # `partials: off` in a YAML file reaches the text field as 'False': the line says why.
+    # `partials: false` in a YAML file reaches the text field as 'False': the line says why
+    # (`partials: off` is refused as the file is read: YAML 1.1's words are no booleans here).
     cfg = tmp_path / "plan.yaml"
-    cfg.write_text("model: {name: resnet50}\nsystem: {num_ipus: 1}\nplan: {partials: off}\n")
+    cfg.write_text("model: {name: resnet50}\nsystem: {num_ipus: 1}\nplan: {partials: false}\n")
     with pytest.raises(IpuTuneError) as err:
         load_config(cfg)
     assert str(err.value) == (
         "plan.partials='False': allowed: float, half (an unquoted yes/no/on/off/true/false is "
         "read as a boolean: quote a word meant as text)")
+    cfg.write_text("model: {name: resnet50}\nsystem: {num_ipus: 1}\nplan: {partials: off}\n")
+    with pytest.raises(IpuTuneError, match=r"plan.partials='off': YAML reads an unquoted"):
+        load_config(cfg)
     # A key that takes booleans gets no such hint.
     assert "quote" not in str(bad_value("plan.offload_optimizer_state", "False", "true or false"))
 
@@ -73,3 +77,13 @@ def test_an_integer_python_will_not_print_in_decimal_is_shown_in_hex() -> None:
     assert str(bad_value("plan.io_tiles", huge, "allowed: 0")).startswith("plan.io_tiles=0xfff")
     assert knob_shown(huge) == hex(huge) and knob_shown([huge]) == f"[{hex(huge)}]"
     assert knob_shown(10**4000) == str(10**4000)  # printable in decimal: as before
+
+
+@pytest.mark.parametrize(("bound", "text"), [
+    (2**20, "1,048,576"), (float(2**20), "1,048,576"), (2**32 - 1, "4,294,967,295"),
+    (1024, "1024"), (10_000, "10,000"), (1e13, "1e+13"), (1e-3, "0.001"), (3600.0, "3600"),
+    (1.0000001, "1.0000001"), (0, "0"),
+])
+def test_a_limit_is_printed_exactly(bound: float, text: str) -> None:
+    """`:g` keeps 6 digits: a limit of 2^20 read 1.04858e+06."""
+    assert bound_text(bound) == text

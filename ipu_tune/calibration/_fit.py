@@ -210,7 +210,7 @@ def fit_constants(
     asked = tuple(names) if names is not None else tuple(FITTED)
     for name in asked:
         if name not in REFITTABLE:
-            raise bad_value("calibrate.fit", name, "allowed: " + ", ".join(REFITTABLE))
+            raise bad_value("calibrate.fit", name, f"allowed: {', '.join(REFITTABLE)}", REFITTABLE)
     cases = _cases(points)
     chosen = _moved(cases, base, asked)
     unmoved = tuple(n for n in asked if n not in chosen)

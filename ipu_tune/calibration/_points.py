@@ -9,6 +9,7 @@ mappings; bad rows raise `IpuTuneError` naming the row and key.
 from __future__ import annotations
 
 import csv
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config import EvalConfig, load_config, parse_yaml, read_text, read_yaml
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, bound_text, did_you_mean, key_name
 
 __all__ = ["POINTS_FILE", "CalibrationPoint", "default_points", "load_points"]
 
@@ -24,6 +25,8 @@ POINTS_FILE = Path(__file__).with_name("points.yaml")
 _MEASURED = ("samples_per_s", "device_cycles", "result")
 _META = ("name", "source", "weight", "tolerance")
 _RESULTS = ("fits", "out_of_memory")
+# The config's sections a row may set (as `evaluate` reads a file), and its provenance.
+_CONFIG = (*sorted(f.name for f in dataclasses.fields(EvalConfig)), "ipu_tune")
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def _number(row: str, key: str, value: Any) -> float | None:
         raise bad_value(f"{row}.{key}", value, "must be a number") from None
     low, high = _RANGES[key]
     if not (low <= out <= high):  # nan fails both; inf would void the fit
-        raise bad_value(f"{row}.{key}", value, f"must be in {low:g}..{high:g}")
+        raise bad_value(f"{row}.{key}", value, f"must be in {bound_text(low)}..{bound_text(high)}")
     return out
 
 
@@ -76,7 +79,7 @@ def _name(index: int, row: Mapping[str, Any]) -> str:
     return name
 
 
-def _point(index: int, row: Mapping[str, Any]) -> CalibrationPoint:
+def _point(index: int, row: Mapping[str, Any], csv_row: bool = False) -> CalibrationPoint:
     name = _name(index, row)
     result = row.get("result")
     if result in ("", None):
@@ -84,6 +87,13 @@ def _point(index: int, row: Mapping[str, Any]) -> CalibrationPoint:
     elif result not in _RESULTS:
         raise bad_value(f"{name}.result", result, "allowed: fits, out_of_memory")
     config = {k: v for k, v in row.items() if k not in _MEASURED and k not in _META}
+    unknown = next((k for k in config if k not in _CONFIG), None)
+    if unknown is not None:  # the config's refusal would list only its own sections
+        raise IpuTuneError(
+            f"{name}: {key_name(unknown)}: unknown {'column' if csv_row else 'key'}; allowed: "
+            f"{', '.join(_MEASURED + _META)}, and the config's {', '.join(_CONFIG)}"
+            f"{' (dotted: plan.precision)' if csv_row else ''}"
+            f"{did_you_mean(unknown, _MEASURED + _META + _CONFIG)}")
     with row_named(name):
         loaded = load_config(config)
     point = CalibrationPoint(
@@ -141,9 +151,10 @@ def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[Calibr
     """Rows from a YAML file (a list, or a mapping with `points:`), a CSV with dotted column
     names, or an iterable of mappings."""
     rows: list[Mapping[str, Any]]
+    csv_file = isinstance(source, str | Path) and Path(source).suffix.lower() == ".csv"
     if isinstance(source, str | Path):
         path = Path(source)
-        if path.suffix.lower() == ".csv":
+        if csv_file:
             text = read_text(path, "calibration file")
             try:
                 reader = csv.DictReader(text.splitlines())
@@ -167,7 +178,7 @@ def load_points(source: str | Path | Iterable[Mapping[str, Any]]) -> list[Calibr
         for i, row in enumerate(rows):
             if not isinstance(row, Mapping):
                 raise IpuTuneError(f"row{i + 1}: expected a mapping, got {type(row).__name__}")
-            points.append(_point(i, row))
+            points.append(_point(i, row, csv_file))
     if not points:  # the file is named: a header alone (or `points: []`) is its fault
         where = f"calibration file {str(source)!r}" if in_file else "calibration"
         raise IpuTuneError(f"{where}: no measured rows; allowed: at least one row of a "

@@ -29,7 +29,7 @@ from ipu_tune.cli._common import (
     path_arg,
     print_out,
 )
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, bound_text
 
 __all__ = ["format_fit", "main"]
 
@@ -209,7 +209,8 @@ def main(argv: Sequence[str]) -> int:
             return print_out(_check(points, args.constants, args.json))
         names = _fit_names(args.fit)
         if not 10 <= args.max_evals <= _MAX_EVALS:
-            raise IpuTuneError(f"--max-evals={args.max_evals}: must be in 10..{_MAX_EVALS}")
+            raise IpuTuneError(f"--max-evals={args.max_evals}: must be in "
+                               f"10..{bound_text(_MAX_EVALS)}")
         fit = fit_constants(points, names=names, max_evals=args.max_evals)
         text = format_fit(fit)
         if args.output:

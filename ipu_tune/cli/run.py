@@ -46,7 +46,7 @@ from ipu_tune.config import (
     split_hydra_args,
     typed,
 )
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, did_you_mean
 from ipu_tune.models import cache_dir, hf_source
 from ipu_tune.tuner import Prepared, RunSummary, check_shared_studies, prepare, run
 
@@ -98,6 +98,7 @@ def _check_groups(parsed: list[Override]) -> None:
             if value not in allowed:
                 raise IpuTuneError(
                     f"{group}={value}: unknown {group} option; allowed: {', '.join(allowed)}"
+                    f"{did_you_mean(value, allowed)}"
                 )
 
 

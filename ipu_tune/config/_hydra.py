@@ -223,13 +223,32 @@ def split_hydra_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         elif rest and not rest[0].startswith("-") and (action.nargs != "?" or "=" not in rest[0]):
             value = rest.pop(0)
             flags.append(value)
-        elif action.nargs != "?":
-            raise IpuTuneError(f"{name}: expects a value ({name} VALUE)")
+        elif action.nargs == "?":
+            # Its value written out (`--info all`): the flags go before the overrides, where
+            # argparse would take the next override (`model=x --info`) as the flag's value.
+            flags.append(action.const)
+        else:
+            raise IpuTuneError(f"{name}: expects a value; allowed: {name} "
+                               f"{'|'.join(action.choices) if action.choices else 'VALUE'}")
         if value and action.choices and value not in action.choices:
-            raise bad_value(name, value, f"allowed: {', '.join(action.choices)}")
-    if {"-sc", "--shell-completion"} & {f.partition("=")[0] for f in flags}:
+            raise bad_value(name, value, f"allowed: {', '.join(action.choices)}", action.choices)
+    given = {f.partition("=")[0] for f in flags}
+    if {"-sc", "--shell-completion"} & given:
         _check_completion(overrides)
+    _check_modes(given, actions)
     return flags, overrides
+
+
+# What Hydra does instead of running the task once; it takes one of them (a bare ValueError
+# otherwise), unless --help prints its help first.
+_MODES = ("--run", "--multirun", "--cfg", "--info", "--shell-completion")
+
+
+def _check_modes(given: set[str], actions: dict[str, Any]) -> None:
+    modes = [m for m in _MODES if {m, *actions[m].option_strings} & given]
+    if len(modes) > 1 and not {"-h", "--help", "--hydra-help"} & given:
+        raise IpuTuneError(f"{' '.join(modes)}: Hydra takes only one of them; allowed: one "
+                           f"of {', '.join(_MODES)}")
 
 
 def _check_completion(overrides: list[str]) -> None:

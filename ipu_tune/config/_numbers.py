@@ -14,7 +14,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from ipu_tune.errors import IpuTuneError, bad_value
+from ipu_tune.errors import IpuTuneError, bad_value, bound_text
 
 __all__ = ["check_numbers"]
 
@@ -67,9 +67,9 @@ def check_numbers(cfg: Any) -> None:
         if key in _POSITIVE and value <= 0:
             raise bad_value(key, value, "must be > 0")
         if value < _LOWEST.get(key, -math.inf):
-            raise bad_value(key, value, f"must be >= {_LOWEST[key]:g}")
+            raise bad_value(key, value, f"must be >= {bound_text(_LOWEST[key])}")
         if value > _HIGHEST.get(key, math.inf):
-            raise bad_value(key, value, f"must be <= {_HIGHEST[key]:g}")
+            raise bad_value(key, value, f"must be <= {bound_text(_HIGHEST[key])}")
     results_dir = getattr(cfg, "results_dir", None)
     if isinstance(results_dir, str) and not results_dir.strip():  # would write into the cwd
         raise IpuTuneError(f"results_dir={results_dir!r}: empty; allowed: a folder (default "

@@ -9,7 +9,7 @@ from typing import Any
 
 from ipu_tune.config._hydra import CONF_DIR, group_options
 from ipu_tune.config._yaml import read_yaml
-from ipu_tune.errors import IpuTuneError
+from ipu_tune.errors import IpuTuneError, did_you_mean
 
 __all__ = ["system_preset", "with_model_preset"]
 
@@ -63,7 +63,8 @@ def system_preset(name: str) -> Mapping[str, Any]:
     names = sorted(_presets("system"))
     if name not in names:
         raise IpuTuneError(f"system={name!r}: not a system preset; allowed: a mapping "
-                           f"(ipu, num_ipus, hosts, host) or one of {', '.join(names)}")
+                           f"(ipu, num_ipus, hosts, host) or one of {', '.join(names)}"
+                           f"{did_you_mean(name, names)}")
     data = read_yaml(CONF_DIR / "system" / f"{name}.yaml", "system preset")
     assert isinstance(data, Mapping)
     return data

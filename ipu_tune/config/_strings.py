@@ -66,7 +66,7 @@ def check_strings(cfg: EvalConfig) -> None:
     if name not in DATASETS:
         raise bad_value("model.dataset.name", name, "allowed: " + ", ".join(DATASETS)
                         + " (data of your own: the name of its kind, its cost in sample_bytes "
-                          "and preprocess_s_per_sample)")
+                          "and preprocess_s_per_sample)", DATASETS)
     tune = isinstance(cfg, TuneConfig)
     empty = {**_NOT_EMPTY, **_TUNE_NOT_EMPTY} if tune else _NOT_EMPTY
     for key, allowed in empty.items():

@@ -11,7 +11,7 @@ from ipu_tune._own_files import reserved_study_name
 from ipu_tune.config._numbers import check_numbers
 from ipu_tune.config._schema import IPUS, EvalConfig, TuneConfig
 from ipu_tune.config._strings import check_strings
-from ipu_tune.errors import IpuTuneError, bad_value, safe_repr
+from ipu_tune.errors import IpuTuneError, bad_value, bound_text, safe_repr
 from ipu_tune.knobs import (
     KNOBS,
     PLAN_KNOBS,
@@ -113,7 +113,7 @@ def check_study_name(key: str, value: object) -> str:
 def _bounded(key: str, value: Any, limit: int) -> None:
     if (type(value) is int or (isinstance(value, int) and not isinstance(value, bool))) and (
             value > limit):
-        raise IpuTuneError(f"{key}={_short(value)}: must be <= {limit}")
+        raise IpuTuneError(f"{key}={_short(value)}: must be <= {bound_text(limit)}")
 
 
 def check_limits(cfg: EvalConfig) -> None:
@@ -125,13 +125,13 @@ def check_limits(cfg: EvalConfig) -> None:
     for d in m.input_shape:
         if d > LIMITS["model.input_shape"]:
             raise IpuTuneError(f"model.input_shape={_short(list(m.input_shape))}: every "
-                               f"dimension must be <= {LIMITS['model.input_shape']}")
+                               f"dimension must be <= {bound_text(LIMITS['model.input_shape'])}")
     tune = isinstance(cfg, TuneConfig)
     values = [(key, get(cfg), limit) for key, get, limit in (_TUNE_BOUNDS if tune
                                                              else _EVAL_BOUNDS)]
     if isinstance(cfg, TuneConfig) and cfg.sampler.seed is not None and cfg.sampler.seed < 0:
         raise bad_value("sampler.seed", cfg.sampler.seed,
-                        f"must be in 0..{LIMITS['sampler.seed']}")
+                        f"must be in 0..{bound_text(LIMITS['sampler.seed'])}")
     for key, value, limit in values:
         _bounded(key, value, limit)
 
@@ -158,27 +158,31 @@ def _check_tune(cfg: TuneConfig) -> None:
 
 def _choice(key: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise bad_value(key, value, "allowed: " + ", ".join(choices))
+        raise bad_value(key, value, "allowed: " + ", ".join(choices), choices)
 
 
-def _checks(knobs: tuple[Knob, ...]) -> tuple[tuple[str, Callable[[Any], Any],
-                                                   Callable[[Any], str | None]], ...]:
-    """(key, value getter, checker) of the knobs that can hold a wrong value."""
-    return tuple((k.key, attrgetter(k.key), checker(k)) for k in knobs
-                 if checker(k) is not never_wrong)
+_Check = tuple[str, Callable[[Any], Any], Callable[[Any], str | None], tuple[str, ...]]
+
+
+def _checks(knobs: tuple[Knob, ...]) -> tuple[_Check, ...]:
+    """(key, value getter, checker, the names a text knob takes) of the knobs that can hold a
+    wrong value."""
+    return tuple((k.key, attrgetter(k.key), checker(k),
+                  tuple(map(str, k.domain or ())) if k.type is str else ())
+                 for k in knobs if checker(k) is not never_wrong)
 
 
 _WORKLOAD_CHECKS = _checks(WORKLOAD_KNOBS)
 _PLAN_CHECKS = _checks(PLAN_KNOBS)
 
 
-def _check_knobs(cfg: EvalConfig, checks: tuple[tuple[str, Callable[[Any], Any],
-                                                      Callable[[Any], str | None]], ...]) -> None:
-    for key, get, check in checks:
+def _check_knobs(cfg: EvalConfig, checks: tuple[_Check, ...]) -> None:
+    for key, get, check, names in checks:
         value = get(cfg)
         message = check(value)
         if message is not None:
-            raise bad_value(key, list(value) if isinstance(value, list) else value, message)
+            raise bad_value(key, list(value) if isinstance(value, list) else value, message,
+                            names)
 
 
 def _at_least(key: str, value: float, low: float) -> None:

@@ -86,6 +86,22 @@ def _int(loader: Any, node: Any) -> Any:
     return value if -_INT_BOUND < value < _INT_BOUND else _Refused(text, _HUGE)
 
 
+# YAML 1.1's other words for true and false. The command line (Hydra's grammar) reads them as
+# text, so a switch refuses them there (`plan.eight_bit_io=yes`); in a file YAML would make them
+# booleans (`offload_optimizer_state: on` turned the switch on) and a word meant as text became
+# 'True'. Refused in every file, as on the command line: one meaning everywhere.
+_WORDS = ("YAML reads an unquoted yes/no/on/off as a boolean (the command line as text): refused, "
+          "to mean one thing everywhere; allowed: true or false for a switch, or quote it "
+          "('{text}') for text")
+
+
+def _bool(loader: Any, node: Any) -> Any:
+    text = loader.construct_scalar(node)
+    if text.lower() not in ("true", "false"):
+        return _Refused(text, _WORDS.format(text=text))
+    return yaml.constructor.SafeConstructor.construct_yaml_bool(loader, node)
+
+
 def _float(loader: Any, node: Any) -> Any:
     text = loader.construct_scalar(node)
     if ":" in text:
@@ -104,6 +120,7 @@ def _tagged(loader: Any, node: Any) -> Any:
 
 _Loader.add_constructor(_TAG + "int", _int)
 _Loader.add_constructor(_TAG + "float", _float)
+_Loader.add_constructor(_TAG + "bool", _bool)
 for _kind in ("timestamp", "binary", "set", "omap", "pairs"):
     _Loader.add_constructor(_TAG + _kind, _tagged)
 
@@ -232,7 +249,8 @@ def parse_yaml(text: str, name: str) -> Any:
     """YAML text (a file's, a `--kwarg` value, a CSV cell) as plain data, never constructing
     objects; one line naming `name` on anything bad: not YAML, nesting over 50 levels, alias
     bombs, a key twice, an integer over Python's 4300 digits in any base, a number in base 60
-    (`1:30`), a tag no key takes (`!!binary`); a date is read as text."""
+    (`1:30`), YAML 1.1's yes/no/on/off, a tag no key takes (`!!binary`); a date is read as
+    text."""
     try:
         _check_shape(text, name)
         return _check_values(yaml.load(text, Loader=_Loader), name)

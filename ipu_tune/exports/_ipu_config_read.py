@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config import LIMITS, parse_json, read_json_text
-from ipu_tune.errors import IpuTuneError, bad_value, key_name, shown
+from ipu_tune.errors import IpuTuneError, bad_value, bound_text, key_name, shown
 from ipu_tune.exports._ipu_config import IPU_CONFIG_FIELDS
 
 __all__ = ["DEPRECATED", "KEY", "file_key", "managed_fields", "read_ipu_config"]
@@ -155,7 +155,9 @@ def _check_range(where: str, key: str, value: Any) -> None:
     if any(floor is not None and v < floor for v in values) or any(
             ceiling is not None and v > ceiling for v in values):
         what = "every element must be" if isinstance(value, list) else "must be"
-        span = f">= {floor}" if ceiling is None else f"in {floor}..{ceiling}"
+        assert floor is not None  # every field with a ceiling has a floor
+        span = (f">= {bound_text(floor)}" if ceiling is None
+                else f"in {bound_text(floor)}..{bound_text(ceiling)}")
         raise IpuTuneError(f"{where}: {key}={shown(value)}: {what} {span}")
 
 

@@ -151,7 +151,7 @@ def _config_class(model_type: str, data: Mapping[str, Any], file: str | None) ->
         return CONFIG_MAPPING[model_type]
     known = f"a Transformers model type, such as {', '.join(sorted(DEFAULT_TASKS))}"
     if file is None:
-        raise bad_value("model.hf.model_type", model_type, known)
+        raise bad_value("model.hf.model_type", model_type, known, CONFIG_MAPPING.keys())
     # A Hub model with its own code names it in "auto_map"; that code is never imported.
     own_code = ("; its own modeling code (\"auto_map\") is not run: give the model as a "
                 "factory, model._target_ (docs/models.md)") if "auto_map" in data else ""

@@ -317,7 +317,7 @@ def hf_task(cfg: ModelConfig, model_type: str, architectures: Any = None) -> str
                         "usual head among them (no model class in Transformers' auto classes); "
                         "name the head to build")  # fmt: skip
     if task not in TASKS:
-        raise bad_value("model.hf.task", task, f"one of {', '.join(TASKS)}")
+        raise bad_value("model.hf.task", task, f"one of {', '.join(TASKS)}", TASKS)
     return task
 
 

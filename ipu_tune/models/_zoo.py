@@ -285,7 +285,8 @@ def build_model(cfg: ModelConfig) -> tuple[nn.Module, str]:
     if entry is None:
         aliases = ", ".join(f"{a} (= {n})" for a, n in ZOO_ALIASES.items())
         raise bad_value(
-            "model.name", cfg.name, "zoo models: " + ", ".join(ZOO) + "; aliases: " + aliases
+            "model.name", cfg.name, "zoo models: " + ", ".join(ZOO) + "; aliases: " + aliases,
+            [*ZOO, *ZOO_ALIASES],
         )
     _check_unread(cfg, entry.input_kind)
     try:

@@ -145,7 +145,8 @@ class SearchProblem:
         names = list(cfg.search.objectives)
         for name in names:
             if name not in DIRECTIONS:
-                raise bad_value("search.objectives", name, "allowed: " + ", ".join(DIRECTIONS))
+                raise bad_value("search.objectives", name, "allowed: " + ", ".join(DIRECTIONS),
+                                DIRECTIONS)
         if not names or len(set(names)) != len(names):
             raise bad_value("search.objectives", names, "a non-empty list without repeats")
         self.objective_names: list[str] = names

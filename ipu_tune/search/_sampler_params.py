@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ipu_tune.errors import bad_value
+from ipu_tune.errors import bad_value, bound_text
 
 __all__ = ["PARAMS", "Param", "check_params"]
 
@@ -53,10 +53,10 @@ class Param:
         elif self.kind is str:
             text = " or ".join(self.choices)
         elif self.kind is int:
-            text = f"an integer in {int(self.lo)}..{int(self.hi)}"
+            text = f"an integer in {bound_text(int(self.lo))}..{bound_text(int(self.hi))}"
         else:
-            low = f"> {self.lo:g}" if self.above else f">= {self.lo:g}"
-            text = f"a finite number {low} and <= {self.hi:g}"
+            low = f"> {bound_text(self.lo)}" if self.above else f">= {bound_text(self.lo)}"
+            text = f"a finite number {low} and <= {bound_text(self.hi)}"
         text += " (or null: Optuna's default)" if self.nullable else ""
         return text + (f"; {self.why}" if self.why else "")
 

@@ -54,7 +54,7 @@ def make_sampler(cfg: SamplerConfig, n_objectives: int = 1) -> optuna.samplers.B
     `constraints_func` from the trial's ``constraints`` user attribute.
     """
     if cfg.name not in SAMPLERS:
-        raise bad_value("sampler.name", cfg.name, "allowed: " + ", ".join(SAMPLERS))
+        raise bad_value("sampler.name", cfg.name, "allowed: " + ", ".join(SAMPLERS), SAMPLERS)
     if cfg.name in _SINGLE_OBJECTIVE and n_objectives > 1:
         raise bad_value("sampler.name", cfg.name,
                         f"optimises one objective; this search has {n_objectives}: use nsga2, "

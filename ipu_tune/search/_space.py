@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ipu_tune.config import SPACES_DIR, EvalConfig, read_yaml
-from ipu_tune.errors import IpuTuneError, described, key_name
+from ipu_tune.errors import IpuTuneError, bound_text, described, key_name
 from ipu_tune.knobs import KNOBS as _ALL_KNOBS
 from ipu_tune.knobs import Knob, get_key, is_power_of_two, knob, valid_io_tiles
 
@@ -189,7 +189,7 @@ def _check_choice(source: str, key: str, kind: str, domain: tuple[Any, ...] | No
         number = _number(source, where, value, integer=kind == _INT)
         if number < low or (kind == _FLOAT and number <= 0):
             raise _fail(source, where, f"{got}: must be > 0" if kind == _FLOAT
-                        else f"{got}: must be >= {low:g}")
+                        else f"{got}: must be >= {bound_text(low)}")
 
 
 def _parse_choices(source: str, key: str, spec: Mapping[str, Any]) -> KnobSpec:
@@ -263,10 +263,11 @@ def _parse_domain(source: str, key: str, spec: object) -> KnobSpec:
         raise _fail(source, f"knobs.{key}", f"low={spec['low']!r} > high={spec['high']!r}")
     if low < lowest or (kind == _FLOAT and low <= 0):
         raise _fail(source, f"knobs.{key}.low", f"{spec['low']!r}: must be "
-                    + ("> 0" if kind == _FLOAT else f">= {lowest:g}"))
+                    + ("> 0" if kind == _FLOAT else f">= {bound_text(lowest)}"))
     upper = knob(key).high
     if upper is not None and high > upper:
-        raise _fail(source, f"knobs.{key}.high", f"{spec['high']!r}: must be <= {upper:g}")
+        bound = bound_text(int(upper) if integer else upper)
+        raise _fail(source, f"knobs.{key}.high", f"{spec['high']!r}: must be <= {bound}")
     log = spec.get("log", False)
     if not isinstance(log, bool):
         raise _fail(source, f"knobs.{key}.log", f"{described(log)}: must be true or false")

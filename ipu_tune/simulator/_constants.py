@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from ipu_tune.errors import IpuTuneError, bad_value, key_name
+from ipu_tune.errors import IpuTuneError, bad_value, bound_text, key_name
 
 __all__ = [
     "DEFAULT_CONSTANTS",
@@ -249,7 +249,8 @@ def constants_from_mapping(
             raise bad_value(f"constants.{key}", value, "must be a positive finite number")
         low, high = _constant_range(key)
         if not low <= number <= high:
-            raise bad_value(f"constants.{key}", value, f"must be in {low:g}..{high:g}")
+            raise bad_value(f"constants.{key}", value,
+                            f"must be in {bound_text(low)}..{bound_text(high)}")
         out[key] = number
     if not out and values:
         raise IpuTuneError("constants: nothing to apply")

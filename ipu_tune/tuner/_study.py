@@ -6,7 +6,7 @@ import hashlib
 import json
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
@@ -17,13 +17,18 @@ from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from ipu_tune.config import TuneConfig, hosts_as_servers, to_plain_dict
+from ipu_tune.config import TuneConfig, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import model_label
 from ipu_tune.records import StudyMeta, TrialRecord, next_worker_slot, retry_dead_trial
 from ipu_tune.search import SearchProblem, is_space_file, make_sampler
 from ipu_tune.simulator import SIMULATOR_VERSION
 from ipu_tune.storage import ClaimLock, Held
+from ipu_tune.tuner._fingerprint import (
+    another_problem,
+    problem_differences,
+    problem_fingerprint,
+)
 from ipu_tune.tuner._heartbeat import fail_stale
 from ipu_tune.tuner._worker_id import is_alive_here
 
@@ -44,61 +49,7 @@ __all__ = [
 # A claim (`ask` + tag) takes milliseconds; an untagged RUNNING trial older than this on a
 # shared database server belongs to a dead worker.
 _CLAIM_AGE_S = 60.0
-
-
-# What makes two runs the same problem: the model, workload, system, the starting plan (the
-# warm start and the `changes` objective count from it), the sampler (its draws are the
-# study's), the simulator constants file, the search preset's definition, and the values of
-# the pinned keys.
-_PROBLEM_SECTIONS = ("model", "workload", "system", "plan", "sampler", "simulator")
-_SEARCH_KEYS = ("name", "space", "objectives", "throughput_floor", "global_batch_size")
 _HASH_CHARS = 8
-_CARRIED = "plan.ipu_config_carried"
-_MAX_DIFFS_SHOWN = 6
-
-
-def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            _flatten(v, f"{prefix}.{k}", out)
-    else:
-        out[prefix] = list(value) if isinstance(value, list | tuple) else value
-
-
-def _lookup(plain: Mapping[str, Any], dotted: str) -> Any:
-    cur: Any = plain
-    for part in dotted.split("."):
-        if not isinstance(cur, Mapping) or part not in cur:
-            return None
-        cur = cur[part]
-    return list(cur) if isinstance(cur, list | tuple) else cur
-
-
-def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str],
-                        inputs: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The problem a study solves, as flat `key: value` pairs of a plain config dict.
-
-    Two runs are the same study only when these agree: model (name, `_target_`, kwargs, input
-    shape, ...), workload, system, the starting plan, the sampler (name, seed, parameters),
-    search preset (space, objectives, floor, global batch), each pinned key with its value and
-    the digests of what the config names but does not hold (`problem_inputs`).
-    The plan values the search draws are not part of it.
-    """
-    out: dict[str, Any] = dict(inputs or {})
-    for section in _PROBLEM_SECTIONS:
-        _flatten(plain.get(section) or {}, section, out)
-    # What an ipu_config.json's export carries changes no simulated figure (and a study stored
-    # before the key existed has none): not part of the problem.
-    for key in [k for k in out if k.startswith(_CARRIED)]:
-        del out[key]
-    search = plain.get("search") or {}
-    for key in _SEARCH_KEYS:
-        value = search.get(key)
-        out[f"search.{key}"] = list(value) if isinstance(value, list | tuple) else value
-    for key in sorted(pinned):
-        out[key] = _lookup(plain, key)
-    out["pinned"] = sorted(pinned)
-    return hosts_as_servers(out)
 
 
 # The model and a constants file enter a study as what they are, not by their names: a config
@@ -176,35 +127,6 @@ def metadata(cfg: TuneConfig, problem: SearchProblem, pinned: frozenset[str]) ->
     )
 
 
-def problem_differences(stored: StudyMeta, mine: StudyMeta) -> list[str]:
-    """`key: stored -> mine` for every fingerprint key the two disagree on.
-
-    Keys one side lacks (a config key added by a newer ipu-tune) count only when pinned.
-    """
-    if stored.config is None:  # a study older than the stored config: compare what it has
-        return [f"model: {stored.model!r} -> {mine.model!r}"] if stored.model != mine.model else []
-    assert mine.config is not None
-    have = problem_fingerprint(stored.config, stored.pinned, stored.inputs)
-    want = problem_fingerprint(mine.config, mine.pinned, mine.inputs)
-    diffs = []
-    for key in sorted(set(have) | set(want)):
-        one_sided = key not in have or key not in want
-        if one_sided and key not in stored.pinned and key not in mine.pinned:
-            continue
-        if have.get(key) != want.get(key):
-            diffs.append(f"{key}: {have.get(key)!r} -> {want.get(key)!r}")
-    return diffs
-
-
-def _refusal(name: str, diffs: list[str]) -> IpuTuneError:
-    shown = "; ".join(diffs[:_MAX_DIFFS_SHOWN])
-    more = f"; and {len(diffs) - _MAX_DIFFS_SHOWN} more" if len(diffs) > _MAX_DIFFS_SHOWN else ""
-    return IpuTuneError(
-        f"study.name={name!r}: the stored study is another problem ({shown}{more}); choose "
-        "another study.name, or leave study.name unset for a name of its own"
-    )
-
-
 @dataclass(frozen=True)
 class OpenedStudy:
     study: optuna.Study
@@ -239,7 +161,7 @@ def open_study(
         opened = _open_one(study_name, storage, cfg, problem, mine, workers)
         if isinstance(opened, list):  # another problem under that name
             if name is not None:
-                raise _refusal(name, opened)
+                raise another_problem(name, opened, mine)
             opened = _open_fallback(study_name, opened, storage, cfg, problem, mine, workers)
         if opened.created and warm_start:
             enqueue_warm_start(opened.study, problem, cfg.study.n_trials)
@@ -268,7 +190,7 @@ def _open_fallback(taken: str, diffs: list[str], storage: BaseStorage, cfg: Tune
         if not isinstance(opened, list):
             return opened
         taken, diffs = candidate, opened
-    raise _refusal(taken, diffs)
+    raise another_problem(taken, diffs, mine)
 
 
 def _new_for_this_simulator(name: str) -> str:

@@ -23,11 +23,11 @@ PROBE_B_CASES: list[tuple[str, list[str], str]] = [
     ("sampler prior weight nan", [*_RUN, "+sampler.params.prior_weight=nan"],
      "sampler.params.prior_weight=nan: allowed: a finite number"),
     ("sampler of 10^11 candidates", [*_RUN, "sampler.params.n_ei_candidates=99999999999"],
-     "sampler.params.n_ei_candidates=99999999999: allowed: an integer in 1..10000"),
+     "sampler.params.n_ei_candidates=99999999999: allowed: an integer in 1..10,000"),
     ("cmaes sigma nan", [*_RUN, "sampler=cmaes", "+sampler.params.sigma0=nan"],
      "sampler.params.sigma0=nan: allowed: a finite number > 0 and <= 1"),
     ("cmaes population 0", [*_RUN, "sampler=cmaes", "+sampler.params.popsize=0"],
-     "sampler.params.popsize=0: allowed: an integer in 2..10000"),
+     "sampler.params.popsize=0: allowed: an integer in 2..10,000"),
     # Hydra's "Could not append to config. An item is already at ..." named no value.
     ("add a sampler argument its preset sets", [*_RUN, "+sampler.params.n_startup_trials=-5"],
      _ALREADY.format(v=-5)),
@@ -35,7 +35,7 @@ PROBE_B_CASES: list[tuple[str, list[str], str]] = [
                                            "+sampler.params.n_startup_trials=-1"],
      _ALREADY.format(v=-1)),
     ("gp startup trials below 0", [*_RUN, "sampler=gp", "sampler.params.n_startup_trials=-1"],
-     "sampler.params.n_startup_trials=-1: allowed: an integer in 0..1000000"),
+     "sampler.params.n_startup_trials=-1: allowed: an integer in 0..1,000,000"),
     # Integers of 0x/0b/octal digits read past Python's 4300-digit limit, then crashed where
     # a message printed them; `1:30` was read as 90 (YAML 1.1's base 60).
     ("evaluate a 0x integer of 4000 digits", ["evaluate", "{tmp}/hex_int.yaml"],

@@ -103,6 +103,21 @@ def test_a_refused_override_is_echoed_as_typed(
         "ipu-tune: error: workload.micro_batch_size=1e3: allowed: an integer")
 
 
+@pytest.mark.parametrize("argv", [[], ["plan.eight_bit_io=yes"]])
+def test_a_switch_given_yes_is_refused_in_the_file_as_on_the_command_line(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The file ran with both switches on, the command line refused `yes`."""
+    cfg = tmp_path / "plan.yaml"
+    cfg.write_text("model: {name: mnist_cnn}\n"
+                   + ("plan: {eight_bit_io: yes, offload_optimizer_state: on}\n" if not argv
+                      else ""))
+    with pytest.raises(SystemExit) as done:
+        main(["evaluate", str(cfg), *argv])
+    assert done.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "plan.eight_bit_io='yes'" in err, err
+
+
 @pytest.mark.parametrize("overrides", [
     ["system=bow", "system.num_ipus=4", "plan.replication_factor=4"],
     ["system.num_ipus=4", "system=bow", "plan.replication_factor=4"],  # any order, as Hydra

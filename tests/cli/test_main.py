@@ -151,6 +151,17 @@ def test_hydra_flags_given_with_a_space_are_flags(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("flag", ["--info", "-i"])
+def test_info_without_its_value_after_the_overrides_is_info_all(flag: str,
+                                                                tmp_path: Path) -> None:
+    """`model=x --info` was argparse's usage block and `invalid choice: 'model=x'`: the flags
+    go first, where argparse took the override as the flag's value."""
+    proc = run_cli(["model=mnist_cnn", flag], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Defaults List" in proc.stdout and "name: mnist_cnn" in proc.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_sweep_flag_after_the_overrides_sweeps(tmp_path: Path) -> None:
     """`x=1,2 -m` is the sweep `-m x=1,2` (argparse stops at the first flag otherwise)."""
     proc = run_cli(["model=mnist_cnn", "study.n_trials=1", "study.progress_bar=false",

@@ -32,7 +32,7 @@ def _conf(tmp_path: Path, value: str, key: str = "plan.eight_bit_io") -> Path:
 
 
 @pytest.mark.parametrize(("value", "shown"), [
-    # (Unquoted, yes and on are YAML 1.1's true, in Hydra's loader as in `read_yaml`.)
+    # (Unquoted, yes and on are YAML 1.1's true in Hydra's loader; `read_yaml` refuses them.)
     ("2", "2"), ("1", "1"), ("0", "0"), ("'yes'", "'yes'"), ("'on'", "'on'"), ("'true'", "'true'"),
     ("1.0", "1.0"), ("[true]", "[True]"), ("{a: 1}", "{'a': 1}"),
 ])
@@ -89,3 +89,19 @@ def test_cli_refuses_a_nested_switch_of_a_config_dir(tmp_path: Path) -> None:
     assert out.stderr.strip() == "ipu-tune: error: plan.eight_bit_io=2: allowed: true or false"
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "res").exists()
+
+
+def test_cli_refuses_a_yaml_1_1_word_for_a_switch_in_a_config_dir(tmp_path: Path) -> None:
+    """`eight_bit_io: yes` in a --config-dir file ran with the switch on (OmegaConf's loader
+    reads YAML 1.1's yes as true); the command line refuses `plan.eight_bit_io=yes`."""
+    folder = tmp_path / "cd"
+    (folder / "experiment").mkdir(parents=True)
+    (folder / "experiment" / "x.yaml").write_text(
+        "# @package _global_\nplan: {eight_bit_io: yes}\nstudy: {n_trials: 2}\n")
+    out = run_cli(["--config-dir", str(folder), "+experiment=x", "model=mnist_cnn",
+                   f"results_dir={tmp_path / 'res'}"], cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(f"ipu-tune: error: config file "
+                                 f"'{folder / 'experiment' / 'x.yaml'}': plan.eight_bit_io='yes': "
+                                 "YAML reads an unquoted yes/no/on/off as a boolean")
+    assert out.stderr.count("\n") == 1 and not (tmp_path / "res").exists()

@@ -53,6 +53,21 @@ def test_a_number_in_base_60_is_refused(value: str) -> None:
     assert parse_yaml(f"t: '{value}'", "f") == {"t": value}  # quoted: text
 
 
+@pytest.mark.parametrize("word", ["yes", "on", "no", "off", "Yes", "ON", "!!bool yes"])
+def test_yaml_1_1_boolean_words_are_refused(word: str) -> None:
+    """`plan: {eight_bit_io: yes}` turned the switch on in a file, while the command line,
+    which reads `yes` as text, refused `plan.eight_bit_io=yes`."""
+    with pytest.raises(IpuTuneError) as err:
+        parse_yaml(f"plan: {{eight_bit_io: {word}}}", "f")
+    bare = word.split()[-1]
+    assert str(err.value) == (
+        f"f: plan.eight_bit_io={bare!r}: YAML reads an unquoted yes/no/on/off as a boolean "
+        "(the command line as text): refused, to mean one thing everywhere; allowed: true or "
+        f"false for a switch, or quote it ({bare!r}) for text")
+    assert parse_yaml(f"t: '{bare}'", "f") == {"t": bare}  # quoted: text
+    assert parse_yaml("a: true\nb: False\nc: TRUE", "f") == {"a": True, "b": False, "c": True}
+
+
 def test_numbers_read_as_hydra_reads_them() -> None:
     """OmegaConf's loader (Hydra's, for a --config-dir) reads 1e-300 as a number and dates as
     text; PyYAML's reads the first as text and the second as a date no key takes."""
@@ -79,7 +94,7 @@ def test_limits_name_a_huge_integer_given_from_python() -> None:
     """`_short` printed it with repr(): a ValueError from the check meant to refuse it."""
     cfg = EvalConfig()
     cfg = replace(cfg, workload=replace(cfg.workload, micro_batch_size=16**4000 - 1))
-    with pytest.raises(IpuTuneError, match=r"workload.micro_batch_size=0xfff.*must be <= 65536"):
+    with pytest.raises(IpuTuneError, match=r"workload.micro_batch_size=0xfff.*must be <= 65,536"):
         check_limits(cfg)
 
 

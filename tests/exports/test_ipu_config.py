@@ -210,14 +210,14 @@ def test_wildcards_expand_as_optimum_does(gpt2: tuple[ModelProfile, EvalConfig])
     # optimum-graphcore's floors, named by the file's field.
     ({"ipus_per_replica": 0}, "ipus_per_replica=0: must be in 1..1024"),
     ({"ipus_per_replica": -2}, "ipus_per_replica=-2: must be in 1..1024"),
-    ({"inference_device_iterations": 0}, "inference_device_iterations=0: must be in 1..1048576"),
+    ({"inference_device_iterations": 0}, "inference_device_iterations=0: must be in 1..1,048,576"),
     ({"layers_per_ipu": [-2, 4]}, "layers_per_ipu=[-2, 4]: every element must be >= -1"),
     # Counts beyond the config's own bounds: a trillion IPUs would be listed, not refused.
     ({"ipus_per_replica": 10**12}, "ipus_per_replica=1000000000000: must be in 1..1024"),
     ({"ipus_per_replica": 10**30}, "ipus_per_replica=1000000000000000000000000000000: must be "
                                    "in 1..1024"),
     ({"inference_device_iterations": 2**21}, "inference_device_iterations=2097152: must be in "
-                                             "1..1048576"),
+                                             "1..1,048,576"),
     # IPUConfig's own rules for the fields nothing simulates (they are carried to the export).
     ({"output_mode": "none"}, "output_mode='none': must be one of all, sum, final, default"),
     ({"layers_per_ipu": [2, 2], "embedding_serialization_factor": 2,

@@ -68,20 +68,20 @@ def test_every_value_the_table_allows_makes_its_sampler(name: str, key: str, val
     ("tpe", {"prior_weight": math.nan}, "sampler.params.prior_weight=nan: allowed: a finite"),
     ("tpe", {"prior_weight": 0}, "sampler.params.prior_weight=0: allowed: a finite number > 0"),
     ("tpe", {"n_ei_candidates": 99999999999},
-     "sampler.params.n_ei_candidates=99999999999: allowed: an integer in 1..10000"),
+     "sampler.params.n_ei_candidates=99999999999: allowed: an integer in 1..10,000"),
     ("tpe", {"n_startup_trials": -5}, "sampler.params.n_startup_trials=-5: allowed: an integer "
-                                      "in 0..1000000"),
+                                      "in 0..1,000,000"),
     ("tpe", {"n_startup_trials": 1.5}, "sampler.params.n_startup_trials=1.5: allowed: an int"),
-    ("tpe", {"history": 3}, "sampler.params.history=3: allowed: an integer in 20..1000000"),
+    ("tpe", {"history": 3}, "sampler.params.history=3: allowed: an integer in 20..1,000,000"),
     ("tpe", {"multivariate": "yes"}, "sampler.params.multivariate='yes': allowed: true or false"),
     ("cmaes", {"sigma0": math.nan}, "sampler.params.sigma0=nan: allowed: a finite number > 0"),
     ("cmaes", {"sigma0": 0.0}, "sampler.params.sigma0=0.0: allowed: a finite number > 0"),
-    ("cmaes", {"popsize": 0}, "sampler.params.popsize=0: allowed: an integer in 2..10000"),
-    ("cmaes", {"popsize": 1}, "sampler.params.popsize=1: allowed: an integer in 2..10000"),
+    ("cmaes", {"popsize": 0}, "sampler.params.popsize=0: allowed: an integer in 2..10,000"),
+    ("cmaes", {"popsize": 1}, "sampler.params.popsize=1: allowed: an integer in 2..10,000"),
     ("cmaes", {"restart_strategy": "x"}, "sampler.params.restart_strategy='x': allowed: ipop "
                                          "or bipop"),
     ("nsga2", {"population_size": 1}, "sampler.params.population_size=1: allowed: an integer "
-                                      "in 2..10000"),
+                                      "in 2..10,000"),
     ("nsga2", {"crossover_prob": 2.0}, "sampler.params.crossover_prob=2.0: allowed: a finite "
                                        "number >= 0 and <= 1"),
     ("gp", {"n_startup_trials": -1}, "sampler.params.n_startup_trials=-1: allowed: an integer"),

@@ -72,6 +72,9 @@ BAD_FILES = [
     ("knobs:\n  plan.gradient_accumulation:\n", "needs a range"),
     ("knobs:\n  plan.available_memory_proportion: {low: 0.1, high: 1.5}\n",
      "available_memory_proportion.high: 1.5: must be <= 1"),
+    # An integer limit in full: `:g` printed 2^20 as 1.04858e+06.
+    ("knobs:\n  plan.gradient_accumulation: {low: 1, high: 100000000000}\n",
+     "knobs.plan.gradient_accumulation.high: 100000000000: must be <= 1,048,576"),
     ("knobs:\n  plan.available_memory_proportion: {low: 0.1, high: 0.9, step: 0}\n",
      "step: 0: must be > 0"),
     # Optuna's Decimal arithmetic on the range failed (DivisionImpossible) at the first draw.

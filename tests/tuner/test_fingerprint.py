@@ -98,6 +98,15 @@ def test_an_explicit_name_with_another_sampler_is_refused_in_one_line(tmp_path: 
         _run(tmp_path, 3, "study.name=mine", "sampler=random")
     msg = str(err.value)
     assert "\n" not in msg and "sampler.name: 'tpe' -> 'random'" in msg
+    # How to go on: the other sampler is a new study.
+    assert ("a study is searched by one sampler from one seed (every sampler.* key): to go on "
+            "with this one, start a new study (study.name=mine-random); choose another "
+            "study.name") in msg
+    with pytest.raises(IpuTuneError, match=r"start a new study \(study.name=mine-seed7\)"):
+        _run(tmp_path, 3, "study.name=mine", "sampler.seed=7")
+    with pytest.raises(IpuTuneError) as err:
+        _run(tmp_path, 3, "study.name=mine", "workload.micro_batch_size=32")
+    assert "sampler" not in str(err.value)
 
 
 def test_hosts_are_compared_as_the_servers_they_mean(tmp_path: Path) -> None:
