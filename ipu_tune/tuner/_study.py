@@ -17,7 +17,7 @@ from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from ipu_tune.config import TuneConfig, hosts_as_servers, to_plain_dict
+from ipu_tune.config import TuneConfig, fill_old_defaults, hosts_as_servers, to_plain_dict
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.models import model_label
 from ipu_tune.records import StudyMeta, TrialRecord, next_worker_slot, retry_dead_trial
@@ -98,7 +98,7 @@ def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str],
     for key in sorted(pinned):
         out[key] = _lookup(plain, key)
     out["pinned"] = sorted(pinned)
-    return hosts_as_servers(out)
+    return fill_old_defaults(hosts_as_servers(out))
 
 
 # The model and a constants file enter a study as what they are, not by their names: a config

@@ -298,8 +298,8 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
     # A Transformers model's pixels are its config's: another shape would be ignored.
     ({"hf": {"model_type": "vit", "config": {"num_hidden_layers": 1}},
       "input_shape": [3, 768, 768]},
-     "model.input_shape=[3, 768, 768]: a Transformers model reads the image its config sizes, "
-     "[3, 224, 224]"),
+     "model.input_shape=[3, 768, 768]: not read by a Transformers model, whose images "
+     "model.hf.config.image_size (num_channels) sets ([3, 224, 224] here)"),
     # Autograd's backward through 4,096 GPT-2 layers overflowed the C stack (a segfault).
     ({"hf": {"model_type": "gpt2", "config": {"n_layer": 4096}}},
      "model.hf.config.n_layer=4096: a layer count from 1 to 1024"),
