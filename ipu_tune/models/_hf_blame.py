@@ -123,7 +123,9 @@ def defaulted_task_error(source: ModelConfig, exc: IpuTuneError) -> IpuTuneError
     task, _, why = text.removeprefix("model.hf.task=").partition(": ")
     key, value = (("model.hf.config_file", source.hf.config_file) if source.hf.config_file
                   else ("model.hf.model_type", source.hf.model_type))
-    heads = unprofiled_heads(str(source.hf.model_type or "")) if key.endswith("type") else []
+    # ipu-tune's fallback when no head it builds fits the type: its base model, or none.
+    fallback = task in ("'feature-extraction'", "None")
+    heads = unprofiled_heads(str(source.hf.model_type)) if fallback and key.endswith("type") else []
     if heads:
         base = ("nor does its base model run alone (model.hf.task=feature-extraction: it reads "
                 "more than one input)" if task == "'feature-extraction'" else
@@ -133,4 +135,6 @@ def defaulted_task_error(source: ModelConfig, exc: IpuTuneError) -> IpuTuneError
                          "of your own taking one tensor, model._target_=pkg.module.factory (a "
                          "study of it is read back with --trust-remote-code: docs/models.md, "
                          "docs/safety.md)")
+    if task == "None":
+        return bad_value(key, value, f"no usual head ipu-tune builds (model.hf.task unset): {why}")
     return bad_value(key, value, f"model.hf.task unset takes its usual head, {task}: {why}")
