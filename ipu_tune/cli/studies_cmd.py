@@ -31,7 +31,14 @@ from ipu_tune.cli._trials_table import (
     readable_table,
     trials_frame,
 )
-from ipu_tune.config import TuneConfig, check_path, check_storage_path, typed, validate
+from ipu_tune.config import (
+    TuneConfig,
+    check_path,
+    check_storage_path,
+    forget_old_defaults,
+    typed,
+    validate,
+)
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import get_key
 from ipu_tune.records import StudyMeta
@@ -161,7 +168,8 @@ def _load(args: argparse.Namespace) -> tuple[optuna.Study, StorageTarget, TuneCo
     if meta is None or meta.config is None:
         raise IpuTuneError(f"study={args.study!r}: was not created by ipu-tune")
     try:  # as the tuner checked it: a value edited into the study is refused as one typed
-        cfg = typed(TuneConfig, {**meta.config, "results_dir": args.results_dir})
+        stored = forget_old_defaults(meta.config)
+        cfg = typed(TuneConfig, {**stored, "results_dir": args.results_dir})
         validate(cfg, check_layout=False)
     except IpuTuneError as exc:
         raise IpuTuneError(f"study={args.study!r}: its stored config: {exc}") from None

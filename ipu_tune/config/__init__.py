@@ -31,6 +31,7 @@ from ipu_tune.config._load import (
     typed,
 )
 from ipu_tune.config._messages import GIVEN_OVERRIDES, omegaconf_error
+from ipu_tune.config._old_defaults import fill_old_defaults, forget_old_defaults
 from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import (
     DATASET_INPUTS,
@@ -120,6 +121,8 @@ __all__ = [
     "composed_file_error",
     "config_dirs",
     "config_files",
+    "fill_old_defaults",
+    "forget_old_defaults",
     "group_options",
     "guarded_loads",
     "header_package",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin, get
 
 from ipu_tune.config._known_keys import check_known_keys
 from ipu_tune.config._messages import omegaconf_error
+from ipu_tune.config._old_defaults import forget_old_defaults
 from ipu_tune.config._presets import system_preset, with_model_preset
 from ipu_tune.config._schema import (
     EvalConfig,
@@ -335,6 +336,8 @@ def load_unvalidated(
                 f"{key_name(key)}: unknown top-level key; allowed: {', '.join(sorted(sections))}, "
                 f"{PROVENANCE_KEY}"
             )
+    if PROVENANCE_KEY in data:  # an export, perhaps from before model keys could be unset
+        data = forget_old_defaults(data)
     picked = {k: section_mapping(k, v) for k, v in data.items() if k in sections and v is not None}
     return typed(EvalConfig, with_model_preset(picked))
 

@@ -162,19 +162,37 @@ class HfConfig:
     task: Optional[str] = None  # noqa: UP045
 
 
+# The seed hands-on's input (CIFAR-10 at 64 x 64) and classes: what a model of images reads
+# when `model.input_shape` / `model.num_classes` are unset, and what they defaulted to before
+# they could be unset (`forget_old_defaults`).
+SEED_INPUT_SHAPE = (3, 64, 64)
+SEED_NUM_CLASSES = 10
+
+
 @dataclass
 class ModelConfig:
     name: Optional[str] = "resnet101"  # noqa: UP045
     # Dotted path of a factory returning torch.nn.Module; replaces `name` when set.
     _target_: Optional[str] = None  # noqa: UP045
-    input_shape: List[int] = field(default_factory=lambda: [3, 64, 64])  # noqa: UP006
-    num_classes: int = 10
+    # None is unset, so that a value given is told from none given (even one equal to the
+    # seed setting): a model that reads neither (a Transformers model, a token model) refuses
+    # any value, and the zoo's image models and factories read None as the seed setting.
+    input_shape: Optional[List[int]] = None  # noqa: UP006, UP045
+    num_classes: Optional[int] = None  # noqa: UP045
     sequence_length: Optional[int] = None  # noqa: UP045
     # Keyword arguments for the factory (zoo builders or `_target_`).
     kwargs: Dict[str, Any] = field(default_factory=dict)  # noqa: UP006
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     # Set `hf.model_type` or `hf.config_file` to build a Transformers model (replaces `name`).
     hf: HfConfig = field(default_factory=HfConfig)
+
+    def image_shape(self) -> list[int]:
+        """`input_shape`, or the seed setting's 3 x 64 x 64 when unset."""
+        return list(self.input_shape) if self.input_shape is not None else list(SEED_INPUT_SHAPE)
+
+    def classes(self) -> int:
+        """`num_classes`, or the seed setting's 10 when unset."""
+        return self.num_classes if self.num_classes is not None else SEED_NUM_CLASSES
 
 
 @dataclass

@@ -119,12 +119,12 @@ def _bounded(key: str, value: Any, limit: int) -> None:
 def check_limits(cfg: EvalConfig) -> None:
     """Every integer at most its `LIMITS` bound (and tune-only keys when `cfg` is a TuneConfig)."""
     m = cfg.model
-    if len(m.input_shape) > _MAX_INPUT_DIMS:
+    if m.input_shape is not None and len(m.input_shape) > _MAX_INPUT_DIMS:
         raise bad_value("model.input_shape", list(m.input_shape),
                         f"at most {_MAX_INPUT_DIMS} dimensions")
-    for d in m.input_shape:
+    for d in m.input_shape or ():
         if d > LIMITS["model.input_shape"]:
-            raise IpuTuneError(f"model.input_shape={_short(list(m.input_shape))}: every "
+            raise IpuTuneError(f"model.input_shape={_short(m.image_shape())}: every "
                                f"dimension must be <= {bound_text(LIMITS['model.input_shape'])}")
     tune = isinstance(cfg, TuneConfig)
     values = [(key, get(cfg), limit) for key, get, limit in (_TUNE_BOUNDS if tune
@@ -204,9 +204,10 @@ def validate(cfg: EvalConfig, check_layout: bool = True) -> EvalConfig:
     m, w, s, p = cfg.model, cfg.workload, cfg.system, cfg.plan
     if not m.name and not m._target_:
         raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
-    if not m.input_shape or any(d < 1 for d in m.input_shape):
+    if m.input_shape is not None and (not m.input_shape or any(d < 1 for d in m.input_shape)):
         raise bad_value("model.input_shape", list(m.input_shape), "positive integers")
-    _at_least("model.num_classes", m.num_classes, 1)
+    if m.num_classes is not None:
+        _at_least("model.num_classes", m.num_classes, 1)
     if m.sequence_length is not None:
         _at_least("model.sequence_length", m.sequence_length, 1)
     if m.dataset.sample_bytes is not None:

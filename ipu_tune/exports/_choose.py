@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from optuna.trial import FrozenTrial, TrialState
 
 from ipu_tune.case import build_case, head_stages, simulate_case
-from ipu_tune.config import EvalConfig, load_config
+from ipu_tune.config import EvalConfig, forget_old_defaults, load_config
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.plan import ExecutionPlan, plan_from_config
 from ipu_tune.records import TrialRecord
@@ -109,7 +109,7 @@ class PlanChooser:
             found = None
             if result is not None and result.fits and record.config:
                 try:
-                    found = (load_config(dict(record.config)), result)
+                    found = (load_config(dict(forget_old_defaults(record.config))), result)
                 except IpuTuneError:  # a config this version no longer reads: not a candidate
                     found = None
             self._read[trial.number] = found

@@ -153,16 +153,16 @@ def model_imports(cfg: EvalConfig) -> list[str]:
 
 
 def _image_channels(cfg: EvalConfig) -> int:
-    shape = list(cfg.model.input_shape)
+    shape = cfg.model.image_shape()
     return int(shape[0]) if shape else 3
 
 
 def _torchvision_lines(cfg: EvalConfig, name: str) -> list[str]:
     kwargs = _plain(dict(cfg.model.kwargs))
-    kwargs["num_classes"] = cfg.model.num_classes
+    kwargs["num_classes"] = cfg.model.classes()
     builder = f"torchvision.models.{_TORCHVISION[name]}"
     if name == "vit_b_16":
-        size = int(list(cfg.model.input_shape)[-1])
+        size = int(cfg.model.image_shape()[-1])
         if any(k in kwargs for k in _VIT_ARCH):
             arch = {"patch_size": 16, "num_layers": 12, "num_heads": 12, "hidden_dim": 768,
                     "mlp_dim": 3072}  # fmt: skip
@@ -253,8 +253,8 @@ def _mnist_lines(cfg: EvalConfig) -> list[str]:
     with torch.device("meta"):  # only its classes are wanted: no weights
         model = build_model(cfg.model)[0]
     classes = (type(model.get_submodule("layer1")), type(model))
-    c, h, w = (int(v) for v in cfg.model.input_shape)
-    kwargs = {"in_channels": c, "height": h, "width": w, "num_classes": cfg.model.num_classes,
+    c, h, w = (int(v) for v in cfg.model.image_shape())
+    kwargs = {"in_channels": c, "height": h, "width": w, "num_classes": cfg.model.classes(),
               **_plain(dict(cfg.model.kwargs))}  # fmt: skip
     source = [inspect.getsource(cls) for cls in classes]
     return [

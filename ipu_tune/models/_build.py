@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 
 from ipu_tune.config import DATASET_INPUTS, GENERATED, SYNTHETIC, DatasetConfig, ModelConfig
-from ipu_tune.errors import IpuTuneError, bad_value, shown
+from ipu_tune.errors import IpuTuneError, bad_value
 from ipu_tune.models._assemble import BlockSpec, assemble, default_blocks, resolve_blocks
 from ipu_tune.models._cpu_step import (
     bounded_memory,
@@ -25,7 +25,13 @@ from ipu_tune.models._cpu_step import (
     seeded,
 )
 from ipu_tune.models._fold import fold_head
-from ipu_tune.models._hf_names import hf_overrides
+from ipu_tune.models._hf_blame import (
+    blame_overrides,
+    defaulted_task_error,
+    failing_overrides,
+    few_layers,
+    plain_rule,
+)
 from ipu_tune.models._profile import DEFAULT_SEQUENCE_LENGTH, ModelProfile
 from ipu_tune.models._trace import BATCH, Trace, trace_model
 from ipu_tune.models._zoo import ZOO, _one_line, build_model, hf_source
@@ -71,19 +77,13 @@ def _hf_inputs(cfg: ModelConfig, device: str = "meta",
         raise
     except Exception as exc:  # Transformers' own code, on a type or config it cannot build
         why = f"Transformers cannot build it on the {device} device ({_one_line(exc)})"
-        keys = _failing_overrides(source, device)
-        given = hf_overrides(source)
-        if len(keys) == 1:
-            raise bad_value(f"model.hf.config.{keys[0]}", given[keys[0]],
-                            f"{why}; allowed: a value its model builds with (it builds without "
-                            "this one)") from None
-        if keys:  # values that clash (a padding id past the vocabulary): each one's removal builds
-            clash = ", ".join(f"{k}={shown(given[k])}" for k in keys)
-            raise IpuTuneError(f"model.hf.config: {clash}: {why}; allowed: values that build "
-                               "together (it builds without any one of them)") from None
+        keys = failing_overrides(source, lambda without: _build_fails(without, device))
+        error = blame_overrides(source, keys, "builds", why, "a value its model builds with")
+        if error is not None:
+            raise error from None
         raise IpuTuneError(f"{label(cfg)}: {why}; give the sizes of a published model in "
                            "model.hf.config, or its config.json as model.hf.config_file") from None
-    _check_input_shape(cfg, kind, shape)
+    _check_input_shape(cfg, model, kind, shape)
     if any(t.device.type != device for t in itertools.chain(model.parameters(), model.buffers())):
         # A weight made by torch.Tensor(n, d), which ignores the device it is built under
         # (Deformable DETR's and Mask2Former's level embeddings): the model is on one device.
@@ -92,51 +92,77 @@ def _hf_inputs(cfg: ModelConfig, device: str = "meta",
     return model, kind, shape, torch.zeros(BATCH, *shape, dtype=dtype, device="meta")
 
 
-# Most overrides `_failing_overrides` rebuilds without, one at a time (a build on the meta
-# device takes up to seconds; the error path of a long list would take minutes).
-_MAX_PINNED_OVERRIDES = 8
-
-
-def _failing_overrides(source: ModelConfig, device: str) -> list[str]:
-    """The `model.hf.config` keys without any one of which the model builds: what to name when
-    Transformers' or torch's code refuses a value the config class never checked (`pad_token_id`
-    past the vocabulary: torch's Embedding asserts); two or more when their values clash. Empty
-    when no single key is to blame, or there are too many to try."""
+def _build_fails(source: ModelConfig, device: str) -> bool:
+    """Whether Transformers' or torch's code fails to build `source`'s model; a check of ours
+    that refuses another value after the build is a build."""
     from ipu_tune.models._hf import build_hf
 
-    given = hf_overrides(source)
-    if not 0 < len(given) <= _MAX_PINNED_OVERRIDES:
-        return []
-    found = []
-    for key in given:
-        rest = {k: v for k, v in given.items() if k != key}
-        without = dataclasses.replace(source, hf=dataclasses.replace(source.hf, config=rest))
-        try:
-            with torch.device(device):
-                build_hf(without)
-        except IpuTuneError:  # it builds; a check after the build refuses another value
-            pass
-        except Exception:  # it fails without this key too: not this key's fault alone
-            continue
-        found.append(key)
-    return found
+    try:
+        with torch.device(device):
+            build_hf(source)
+    except IpuTuneError:
+        return False
+    except Exception:
+        return True
+    return False
 
 
-def _check_input_shape(cfg: ModelConfig, kind: str, shape: tuple[int, ...]) -> None:
-    """A Transformers model reads the pixels or audio its config sizes (`image_size`, its
-    position embeddings' grid) and a token model `model.sequence_length` ids; `model.input_shape`
-    given otherwise would be ignored, so it is refused. Unset (the schema's default) it is not
-    read."""
-    given = list(cfg.input_shape)
-    if given in (list(ModelConfig().input_shape), list(shape)):
+def _run_fails(source: ModelConfig) -> bool:
+    """Whether `source`'s model fails to build, or to run a training step on the meta device."""
+    try:
+        model, _, _, example = _hf_inputs(source)
+        trace_model(model, example)
+    except Exception:
+        return True
+    return False
+
+
+def _hf_run_error(cfg: ModelConfig, model: torch.nn.Module, why: str) -> IpuTuneError | None:
+    """The overrides a Transformers model's forward or backward fails on (`_hf_blame`), the
+    other layers' count kept at one for the retries, and the rule they break if it is plain."""
+    source = hf_source(cfg)
+    config = getattr(getattr(model, "hf_model", None), "config", None)
+    if source is None or config is None:
+        return None
+    rule = plain_rule(config)
+    keys = failing_overrides(source, _run_fails, few_layers(config))
+    them = "it" if len(keys) == 1 else "them"
+    why = f"{why}; {rule}" if rule else why
+    return blame_overrides(source, keys, "runs", f"the model's forward or backward fails with "
+                           f"{them} ({why})", "a value its model runs with")
+
+
+def _check_input_shape(cfg: ModelConfig, model: torch.nn.Module, kind: str,
+                       shape: tuple[int, ...]) -> None:
+    """A Transformers model reads the input its config sizes (`image_size`, the audio's frames)
+    or `model.sequence_length` tokens or samples; `model.input_shape` given (any value but the
+    one the model reads, the seed setting's too) would be ignored, so it is refused, naming
+    what sets that input."""
+    if cfg.input_shape is None or list(cfg.input_shape) == list(shape):
         return
-    if kind == "tokens":
-        raise bad_value("model.input_shape", given, "unset: a Transformers model of token ids "
-                        f"reads model.sequence_length of them ({shape[0]})")
-    raise bad_value("model.input_shape", given, f"a Transformers model reads the {kind} its "
-                    f"config sizes, {list(shape)} (model.hf.config: image_size, num_channels, "
-                    f"num_frames, or the audio's model.sequence_length); allowed: unset or "
-                    f"{list(shape)}")
+    config = getattr(getattr(model, "hf_model", None), "config", None)
+    raise bad_value("model.input_shape", list(cfg.input_shape), f"not read by a Transformers "
+                    f"model, whose {_INPUT_NAMES.get(kind, kind)} {_sized_by(config, kind, shape)}"
+                    f" sets ({list(shape)} here); allowed: unset")
+
+
+def _sized_by(config: object, kind: str, shape: tuple[int, ...]) -> str:
+    """The keys that set a Transformers model's input (`_hf._pixel_shape`, `_hf_audio`)."""
+    if kind == "tokens" or (kind == "audio" and len(shape) == 1):  # ids, a waveform's samples
+        return "model.sequence_length"
+    where = "model.hf.config."
+    if kind == "image":
+        if getattr(config, "image_size", None) is None and getattr(
+                getattr(config, "vision_config", None), "image_size", None) is not None:
+            where += "vision_config."
+        frames = ", num_frames" if len(shape) == 4 else ""
+        return f"{where}image_size (num_channels{frames})"
+    # Speech2Text's features per frame, Whisper's mel bins and frames, AST's spectrogram.
+    for keys in (("input_feat_per_channel", "input_channels"),
+                 ("num_mel_bins", "max_source_positions"), ("max_length", "num_mel_bins")):
+        if all(getattr(config, k, None) is not None for k in keys):
+            return f"{where}{keys[0]} and {where}{keys[1]}"
+    return "its config"
 
 
 def _check_dataset(cfg: ModelConfig, input_kind: str) -> None:
@@ -153,6 +179,15 @@ def _check_dataset(cfg: ModelConfig, input_kind: str) -> None:
 
 
 def _hf_compute(cfg: ModelConfig) -> ModelProfile:
+
+    try:
+        return _hf_profile(cfg)
+    except IpuTuneError as exc:
+        source = hf_source(cfg)
+        raise (defaulted_task_error(source, exc) if source is not None else exc) from None
+
+
+def _hf_profile(cfg: ModelConfig) -> ModelProfile:
     from ipu_tune.models._hf_meta import transformers_on_meta
 
     with transformers_on_meta():  # configured, built and traced quietly, no value read
@@ -186,7 +221,7 @@ def compute(cfg: ModelConfig) -> ModelProfile:
         # Token ids, attention mask and token types as int32 (the host-side BERT input set).
         default_bytes = 4 * seq * 3
     else:
-        input_shape = tuple(int(d) for d in cfg.input_shape)
+        input_shape = tuple(int(d) for d in cfg.image_shape())
         example = torch.empty(BATCH, *input_shape, device="meta")
         default_bytes = math.prod(input_shape)  # one uint8 per stored pixel value
     return _profile(cfg, model, input_kind, input_shape, example, default_bytes,
@@ -231,6 +266,9 @@ def _trace(cfg: ModelConfig, model: torch.nn.Module, input_kind: str, example: t
         alone = getattr(model, "tower_input", None)  # a base model's one input: it wants another
         given = f"{alone} alone" if alone else (
             f"{_INPUT_NAMES.get(input_kind, input_kind)} of shape {tuple(example.shape)}")
+        blamed = _hf_run_error(cfg, model, _one_line(failure))
+        if blamed is not None:
+            raise blamed from None
         raise IpuTuneError(f"{label(cfg)}: cannot run forward and backward on {given} "
                            f"({_one_line(failure)}){_input_hint(cfg, model, input_kind)}") from None
     # PyTorch's first sentence names the operator; the rest is advice on torch.compile.

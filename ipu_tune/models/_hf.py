@@ -169,6 +169,7 @@ def build_hf(cfg: ModelConfig) -> tuple[HfRunner, str, tuple[int, ...]]:
     if task == "feature-extraction":
         return _tower(cfg, config, model, blocks)
     if task == "image-classification":
+        _masked_positions(cfg, task, None, 0)  # refuses model.kwargs
         return HfRunner(model, image_call, blocks, None), "image", _pixels(cfg, config)
     if task == "image-text-to-text":
         return _vision_text(cfg, config, model, blocks)

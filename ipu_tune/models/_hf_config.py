@@ -186,30 +186,33 @@ def _check_overrides(config_class: Any, overrides: Mapping[str, Any]) -> None:
                                f"{config_class.__name__}; its fields: {sample}, ...")
 
 
-# `model.num_classes` of conf/model/hf.yaml: Transformers' default `num_labels`.
-_PRESET_CLASSES = 2
+# A classifier's labels when `model.num_classes` is unset: Transformers' default `num_labels`.
+_DEFAULT_LABELS = 2
 # The heads that read `model.num_classes` (their labels, Transformers' `num_labels`).
 LABEL_TASKS = ("sequence-classification", "token-classification", "image-classification",
                "audio-classification")
 
 
 def check_classes(cfg: ModelConfig, config: Any, task: str) -> None:
-    """A head of no labels (a language model's vocabulary, a span's start and end) does not read
-    `model.num_classes`: given, it would be ignored without a word. The schema's default, the
-    `model=hf` preset's (Transformers' default 2) and the config's own `num_labels` (BART's 3)
-    count as unset."""
-    unset = (ModelConfig().num_classes, _PRESET_CLASSES)
+    """A head of no labels (a language model's vocabulary) does not read `model.num_classes`:
+    given (any value, the seed setting's 10 and Transformers' 2 too), it would be ignored
+    without a word. Question answering's span head reads its config's `num_labels`, start and
+    end: that count is allowed."""
+    if cfg.num_classes is None:
+        return
     if task in LABEL_TASKS:
         named = _named_labels(cfg)
-        if named is not None and cfg.num_classes not in (*unset, named[1]):
+        if named is not None and cfg.num_classes != named[1]:
             raise bad_value("model.num_classes", cfg.num_classes,
                             f"unset or {named[1]}, the labels {named[0]} names")
         return
-    if cfg.num_classes in (*unset, getattr(config, "num_labels", 2)):
+    span = getattr(config, "num_labels", 2)
+    if task == "question-answering" and cfg.num_classes == span:
         return
+    also = f" or {span}, its start and end" if task == "question-answering" else ""
     raise bad_value("model.num_classes", cfg.num_classes,
-                    f"unset: a {task} head of {config.model_type} reads no labels; it sets those "
-                    f"of a {', '.join(LABEL_TASKS[:-1])} or {LABEL_TASKS[-1]} head")
+                    f"unset{also}: a {task} head of {config.model_type} reads no labels; it sets "
+                    f"those of a {', '.join(LABEL_TASKS[:-1])} or {LABEL_TASKS[-1]} head")
 
 
 def _named_labels(cfg: ModelConfig) -> tuple[str, int] | None:
@@ -241,7 +244,8 @@ def hf_settings(cfg: ModelConfig, config: Any = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if task in LABEL_TASKS:
         if _named_labels(cfg) is None:
-            out["num_labels"] = cfg.num_classes
+            out["num_labels"] = (cfg.num_classes if cfg.num_classes is not None
+                                 else _DEFAULT_LABELS)
         if task == "sequence-classification" and getattr(config, "pad_token_id", None) is None:
             out["pad_token_id"] = getattr(config, "eos_token_id", 0) or 0
     if task == "ctc" and getattr(config, "vocab_size", 0) is None:

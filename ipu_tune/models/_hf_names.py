@@ -121,6 +121,12 @@ def usual_task(model_type: str) -> str | None:
     return task
 
 
+def built_mappings() -> frozenset[str]:
+    """The names of Transformers' auto mappings of the heads ipu-tune builds (`heads_of`)."""
+    return frozenset(name for _, name in _TASK_MAPPINGS + _AUDIO_MAPPINGS) | {
+        "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES"}
+
+
 def heads_of(model_type: str) -> list[str]:
     """The tasks of `TASKS` Transformers has a class of `model_type` for (its auto classes'
     mappings), in `TASKS` order."""

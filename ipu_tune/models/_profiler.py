@@ -126,7 +126,8 @@ def _quick_key(cfg: ModelConfig) -> Hashable | None:
         return None
     d = cfg.dataset
     # The shape's length follows from the tuple's: the other fields are one element each.
-    values = (cfg.name, *cfg.input_shape, cfg.num_classes, cfg.sequence_length, d.name,
+    shape = cfg.input_shape if cfg.input_shape is not None else [None]  # unset
+    values = (cfg.name, *shape, cfg.num_classes, cfg.sequence_length, d.name,
               d.sample_bytes, d.preprocess_s_per_sample, d.sequences_per_pack)
     types = tuple(map(type, values))
     if cfg.kwargs or cfg.hf.model_type or cfg.hf.config or cfg.hf.task or \
@@ -160,7 +161,8 @@ def _check(cfg: ModelConfig) -> None:
     if not cfg.name and not cfg._target_:
         raise IpuTuneError("model.name: missing; give a zoo name or model._target_")
     _check_hf_keys(cfg)
-    if not cfg.input_shape or any(int(d) < 1 for d in cfg.input_shape):
+    if cfg.input_shape is not None and (
+            not cfg.input_shape or any(int(d) < 1 for d in cfg.input_shape)):
         raise bad_value("model.input_shape", list(cfg.input_shape), "positive integers")
     if cfg.sequence_length is not None and cfg.sequence_length < 1:
         raise bad_value("model.sequence_length", cfg.sequence_length, "must be >= 1")

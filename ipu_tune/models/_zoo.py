@@ -38,9 +38,10 @@ class ZooEntry:
 
 
 def _image_dims(cfg: ModelConfig) -> tuple[int, int, int]:
-    if len(cfg.input_shape) != 3:
-        raise bad_value("model.input_shape", list(cfg.input_shape), "[channels, height, width]")
-    c, h, w = cfg.input_shape
+    shape = cfg.image_shape()
+    if len(shape) != 3:
+        raise bad_value("model.input_shape", shape, "[channels, height, width]")
+    c, h, w = shape
     return int(c), int(h), int(w)
 
 
@@ -50,7 +51,7 @@ def _resnet(
     def build(cfg: ModelConfig) -> nn.Module:
         c, _, _ = _image_dims(cfg)
         kwargs: dict[str, Any] = {"groups": groups, "width_per_group": width, **cfg.kwargs}
-        return ResNet(block, layers, num_classes=cfg.num_classes, in_channels=c, **kwargs)
+        return ResNet(block, layers, num_classes=cfg.classes(), in_channels=c, **kwargs)
 
     return build
 
@@ -59,7 +60,7 @@ def _mnist(cfg: ModelConfig) -> nn.Module:
     from ipu_tune.models._mnist import MnistCnn
 
     c, h, w = _image_dims(cfg)
-    return MnistCnn(c, h, w, num_classes=cfg.num_classes, **cfg.kwargs)
+    return MnistCnn(c, h, w, num_classes=cfg.classes(), **cfg.kwargs)
 
 
 def _bert(size: str) -> Callable[[ModelConfig], nn.Module]:
@@ -68,7 +69,7 @@ def _bert(size: str) -> Callable[[ModelConfig], nn.Module]:
 
         model = BertForMaskedLM(**{**BERT_SIZES[size], **cfg.kwargs})
         vocab = model.cls.predictions.decoder.out_features
-        if cfg.num_classes not in (ModelConfig().num_classes, vocab):
+        if cfg.num_classes not in (None, vocab):
             raise bad_value("model.num_classes", cfg.num_classes,
                             f"unset or {vocab}: {cfg.name}'s masked-LM head predicts its "
                             "vocabulary (model.kwargs.vocab_size)")
@@ -89,16 +90,16 @@ def _vit(cfg: ModelConfig) -> nn.Module:
 
     c, h, w = _image_dims(cfg)
     if h != w:
-        raise bad_value("model.input_shape", list(cfg.input_shape), "square images for vit_b_16")
+        raise bad_value("model.input_shape", cfg.image_shape(), "square images for vit_b_16")
     kwargs: dict[str, Any] = {"patch_size": 16, "num_layers": 12, "num_heads": 12,
                               "hidden_dim": 768, "mlp_dim": 3072, **cfg.kwargs}  # fmt: skip
     patch = kwargs["patch_size"]
     if isinstance(patch, int) and patch > 0 and h % patch:
-        raise bad_value("model.input_shape", list(cfg.input_shape),
+        raise bad_value("model.input_shape", cfg.image_shape(),
                         f"height and width multiples of the patch size, {patch}, for "
                         f"{cfg.name} (e.g. [{c}, {h // patch * patch or patch}, "
                         f"{h // patch * patch or patch}])")
-    return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.num_classes, **kwargs)
+    return VisionTransformer(image_size=h, in_channels=c, num_classes=cfg.classes(), **kwargs)
 
 
 def _efficientnet(name: str) -> Callable[[ModelConfig], nn.Module]:
@@ -108,7 +109,7 @@ def _efficientnet(name: str) -> Callable[[ModelConfig], nn.Module]:
         c, _, _ = _image_dims(cfg)
         width, depth, dropout, _ = EFFICIENTNET[name]
         kwargs: dict[str, Any] = {"dropout": dropout, **cfg.kwargs}
-        return EfficientNet(width, depth, num_classes=cfg.num_classes, in_channels=c, **kwargs)
+        return EfficientNet(width, depth, num_classes=cfg.classes(), in_channels=c, **kwargs)
 
     return build
 
@@ -251,8 +252,8 @@ def _check_unread(cfg: ModelConfig, input_kind: str) -> None:
     if input_kind == "image" and cfg.sequence_length is not None:
         raise bad_value("model.sequence_length", cfg.sequence_length,
                         f"unset: {cfg.name} reads images (model.input_shape="
-                        f"{list(cfg.input_shape)}), not tokens")
-    if input_kind == "tokens" and list(cfg.input_shape) != list(ModelConfig().input_shape):
+                        f"{cfg.image_shape()}), not tokens")
+    if input_kind == "tokens" and cfg.input_shape is not None:
         raise bad_value("model.input_shape", list(cfg.input_shape),
                         f"unset: {cfg.name} reads token ids, model.sequence_length of them")
 
@@ -310,6 +311,6 @@ def _builder_error(cfg: ModelConfig, exc: Exception) -> IpuTuneError:
                          "give those instead")
     if cfg.kwargs:
         return bad_value("model.kwargs", dict(cfg.kwargs), f"{cfg.name}: {_one_line(exc)}")
-    return bad_value("model.input_shape", list(cfg.input_shape),
+    return bad_value("model.input_shape", cfg.image_shape(),
                      f"{cfg.name} cannot be built for it with model.num_classes="
-                     f"{cfg.num_classes} ({_one_line(exc)})")
+                     f"{cfg.classes()} ({_one_line(exc)})")

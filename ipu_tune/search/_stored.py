@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import TrialState
 
-from ipu_tune.config import EvalConfig, load_config, load_unvalidated, to_plain_dict
+from ipu_tune.config import (
+    EvalConfig,
+    forget_old_defaults,
+    load_config,
+    load_unvalidated,
+    to_plain_dict,
+)
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.knobs import shown
 from ipu_tune.records import TrialRecord
@@ -101,7 +107,7 @@ def stored_config(problem: SearchProblem, record: TrialRecord, number: int,
 def _checked(base: EvalConfig, record: TrialRecord, number: int,
              problem: SearchProblem | None) -> EvalConfig:
     """`stored_config`, against `problem`'s search or, without one, `base`'s model and system."""
-    plain = record.config
+    plain = forget_old_defaults(record.config) if record.config else record.config
     where = f"trial {number}"
     if not plain:
         raise IpuTuneError(f"{where} is not this study's: it stored no config (no `plan` "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ipu_tune.config import hosts_as_servers
+from ipu_tune.config import fill_old_defaults, hosts_as_servers
 from ipu_tune.errors import IpuTuneError
 from ipu_tune.records import StudyMeta
 
@@ -63,8 +63,7 @@ def problem_fingerprint(plain: Mapping[str, Any], pinned: Sequence[str],
     for key in sorted(pinned):
         out[key] = _lookup(plain, key)
     out["pinned"] = sorted(pinned)
-    return hosts_as_servers(out)
-
+    return fill_old_defaults(hosts_as_servers(out))
 
 
 def problem_differences(stored: StudyMeta, mine: StudyMeta) -> list[str]:

@@ -188,7 +188,7 @@ def test_a_classifier_is_built_with_the_labels_and_padding_token_it_was_profiled
     tiny = {"n_layer": 2, "n_embd": 32, "n_head": 2}  # GPT-2's vocabulary: its EOS token pads
     hf = HfConfig(model_type="gpt2", task="sequence-classification", config=tiny)
     source = _source(hf, ["transformer.h.1"], precision="32.32")
-    classes = ModelConfig(name="hf", hf=hf).num_classes
+    classes = 2  # model.num_classes unset: Transformers' default num_labels
     assert "pad_token_id=50256" in source and f"num_labels={classes}" in source
     model = poptorch_model(monkeypatch, source)
     logits = model(torch.randint(100, (2, 64)))  # two sequences: padding token needed

@@ -10,7 +10,7 @@ import ipu_tune
 from ipu_tune import IpuTuneError
 from ipu_tune.models import ZOO, profile_model
 
-from .conftest import model_cfg
+from .conftest import conf, model_cfg
 
 F = "tests.models.factories"
 
@@ -100,7 +100,7 @@ def test_a_factory_given_the_other_input_kind_is_told_which(
     ({"name": "hf", "hf": {"model_type": "convnext"}, "sequence_length": 9},
      "model.sequence_length=9: unset: convnext reads pixels alone"),
     ({"name": "hf", "hf": {"model_type": "gpt2"}, "input_shape": [3, 4, 4]},
-     "model.input_shape=[3, 4, 4]: unset: a Transformers model of token ids"),
+     "model.input_shape=[3, 4, 4]: not read by a Transformers model, whose token ids"),
     ({"name": "bert_base", "sequence_length": 128, "dataset": {"name": "imagenet"}},
      "model.dataset.name='imagenet': holds image input, and model.name='bert_base' reads "
      "tokens input; allowed: openwebtext, squad, wikipedia, tokens, synthetic or generated"),
@@ -129,12 +129,18 @@ _TINY_BART = {"d_model": 32, "encoder_layers": 1, "decoder_layers": 1,
               "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "vocab_size": 100}
 
 
-def test_the_hf_presets_classes_count_as_unset_for_a_head_of_no_labels(profile_of: Any) -> None:
-    """`model=hf` sets 2 classes; BART's own `num_labels` is 3: its seq2seq head, which reads
-    no labels, was refused for a value the user never gave."""
-    profile = profile_of(name="hf", num_classes=2, sequence_length=16,
+def test_the_hf_presets_classes_are_unset_for_a_head_of_no_labels(profile_of: Any) -> None:
+    """BART's own `num_labels` is 3: its seq2seq head, which reads no labels, was refused for
+    the `model=hf` preset's 2, a value the user never gave; the preset now leaves it unset,
+    and the 2 given is refused."""
+    preset = conf("hf")
+    assert preset["num_classes"] is None
+    profile = profile_of(name="hf", num_classes=preset["num_classes"], sequence_length=16,
                          hf={"model_type": "bart", "config": _TINY_BART})
     assert profile.parameters > 0
+    with pytest.raises(IpuTuneError, match=r"^model.num_classes=2: unset: a seq2seq-lm head"):
+        profile_model(model_cfg(name="hf", num_classes=2, sequence_length=16,
+                                hf={"model_type": "bart", "config": _TINY_BART}))
 
 
 def test_bart_sequence_classification_profiles_on_sequences_ending_in_their_end_token(

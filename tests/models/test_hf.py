@@ -298,8 +298,8 @@ def test_a_bad_value_in_a_config_file_names_the_file_not_the_overrides(
     # A Transformers model's pixels are its config's: another shape would be ignored.
     ({"hf": {"model_type": "vit", "config": {"num_hidden_layers": 1}},
       "input_shape": [3, 768, 768]},
-     "model.input_shape=[3, 768, 768]: a Transformers model reads the image its config sizes, "
-     "[3, 224, 224]"),
+     "model.input_shape=[3, 768, 768]: not read by a Transformers model, whose images "
+     "model.hf.config.image_size (num_channels) sets ([3, 224, 224] here)"),
     # Autograd's backward through 4,096 GPT-2 layers overflowed the C stack (a segfault).
     ({"hf": {"model_type": "gpt2", "config": {"n_layer": 4096}}},
      "model.hf.config.n_layer=4096: a layer count from 1 to 1024"),
@@ -624,7 +624,7 @@ def test_a_misspelt_config_field_names_the_nearest_fields_first() -> None:
 
 def test_a_config_files_own_labels_are_its_heads_unless_given_alike(tmp_path: Path) -> None:
     """A fine-tuned checkpoint's config.json names its labels (`id2label`; `num_labels` only
-    when saved so): its head is built with them, not `model.num_classes`'s preset 2; a given
+    when saved so): its head is built with them, not Transformers' default 2; a given
     `model.num_classes` of another count is refused, not silently replaced."""
     config = transformers.BertConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=2,
                                      intermediate_size=128, architectures=[
@@ -634,7 +634,7 @@ def test_a_config_files_own_labels_are_its_heads_unless_given_alike(tmp_path: Pa
     data.pop("num_labels", None)  # as save_pretrained writes it
     (tmp_path / "config.json").write_text(json.dumps(data))
     hf = HfConfig(config_file=str(tmp_path))
-    for given in (2, 5):
+    for given in (None, 5):
         model = ModelConfig(name="hf", hf=hf, sequence_length=16, num_classes=given)
         assert profile_model(model).num_classes == 5
     with pytest.raises(IpuTuneError, match=r"^model.num_classes=9: unset or 5, the labels "
