@@ -211,8 +211,9 @@ def check_classes(cfg: ModelConfig, config: Any, task: str) -> None:
         return
     also = f" or {span}, its start and end" if task == "question-answering" else ""
     raise bad_value("model.num_classes", cfg.num_classes,
-                    f"unset{also}: a {task} head of {config.model_type} reads no labels; it sets "
-                    f"those of a {', '.join(LABEL_TASKS[:-1])} or {LABEL_TASKS[-1]} head")
+                    f"a {task} head of {config.model_type} reads no labels (it sets those of a "
+                    f"{', '.join(LABEL_TASKS[:-1])} or {LABEL_TASKS[-1]} head); allowed: "
+                    f"unset{also}")
 
 
 def _named_labels(cfg: ModelConfig) -> tuple[str, int] | None:

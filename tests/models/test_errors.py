@@ -107,9 +107,9 @@ def test_a_factory_given_the_other_input_kind_is_told_which(
     ({"name": "resnet18", "input_shape": [3, 32, 32], "dataset": {"name": "wikipedia"}},
      "model.dataset.name='wikipedia': holds tokens input"),
     ({"name": "hf", "hf": {"model_type": "gpt2"}, "num_classes": 5},
-     "model.num_classes=5: unset: a causal-lm head of gpt2 reads no labels"),
+     "model.num_classes=5: a causal-lm head of gpt2 reads no labels"),
     ({"name": "hf", "hf": {"model_type": "wav2vec2"}, "num_classes": 9},
-     "model.num_classes=9: unset: a ctc head of wav2vec2 reads no labels"),
+     "model.num_classes=9: a ctc head of wav2vec2 reads no labels"),
     ({"name": "bert_base", "sequence_length": 128, "num_classes": 5},
      "model.num_classes=5: unset or 30522: bert_base's masked-LM head predicts its vocabulary"),
     ({"_target_": f"{F}.token_classifier", "sequence_length": 8, "input_shape": [3, 4, 4]},
@@ -138,7 +138,7 @@ def test_the_hf_presets_classes_are_unset_for_a_head_of_no_labels(profile_of: An
     profile = profile_of(name="hf", num_classes=preset["num_classes"], sequence_length=16,
                          hf={"model_type": "bart", "config": _TINY_BART})
     assert profile.parameters > 0
-    with pytest.raises(IpuTuneError, match=r"^model.num_classes=2: unset: a seq2seq-lm head"):
+    with pytest.raises(IpuTuneError, match=r"^model.num_classes=2: a seq2seq-lm head"):
         profile_model(model_cfg(name="hf", num_classes=2, sequence_length=16,
                                 hf={"model_type": "bart", "config": _TINY_BART}))
 
