@@ -141,9 +141,11 @@ def _check_input_shape(cfg: ModelConfig, model: torch.nn.Module, kind: str,
     if cfg.input_shape is None or list(cfg.input_shape) == list(shape):
         return
     config = getattr(getattr(model, "hf_model", None), "config", None)
+    sized_by = _sized_by(config, kind, shape)
+    verb = "set" if " and " in sized_by else "sets"
     raise bad_value("model.input_shape", list(cfg.input_shape), f"not read by a Transformers "
-                    f"model, whose {_INPUT_NAMES.get(kind, kind)} {_sized_by(config, kind, shape)}"
-                    f" sets ({list(shape)} here); allowed: unset")
+                    f"model, whose {_INPUT_NAMES.get(kind, kind)} {sized_by} {verb} "
+                    f"({list(shape)} here); allowed: unset")
 
 
 def _sized_by(config: object, kind: str, shape: tuple[int, ...]) -> str:

@@ -32,6 +32,10 @@ def _error(**fields: Any) -> str:
      "whose images model.hf.config.image_size (num_channels) sets ([3, 224, 224] here)"),
     ({"hf": {"model_type": "wav2vec2", "config": _TINY}, "input_shape": [3, 64, 64]},
      "whose audio model.sequence_length sets"),
+    ({"hf": {"model_type": "whisper", "config": {"encoder_layers": 1, "decoder_layers": 1,
+                                                 "d_model": 36}}, "input_shape": [80, 100]},
+     "whose audio model.hf.config.num_mel_bins and model.hf.config.max_source_positions set "
+     "([80, 3000] here)"),
     ({"hf": {"model_type": "gpt2", "config": {"n_layer": 1}}, "num_classes": 2},
      "model.num_classes=2: a causal-lm head of gpt2 reads no labels"),
     ({"hf": {"model_type": "gpt2", "config": {"n_layer": 1}}, "num_classes": 10},
