@@ -131,9 +131,24 @@ def _stages(problem: SearchProblem, cfg: EvalConfig) -> Iterator[tuple[str, dict
         splits = [blocks[i] for i in even_split(len(blocks), stages)[1:]]
         replicas = max(1, ipus // stages)
         if list(cfg.plan.pipeline.splits) != splits:
-            yield (_stage_label(cfg, splits, replicas),
-                   {"plan.pipeline.splits": splits, "plan.replication_factor": replicas})
+            changes = {"plan.pipeline.splits": splits, "plan.replication_factor": replicas}
+            yield _at_minimum(problem, cfg, _stage_label(cfg, splits, replicas), changes)
         stages *= 2
+
+
+def _at_minimum(problem: SearchProblem, cfg: EvalConfig, label: str,
+                changes: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A new split with the gradient accumulation (inference: device iterations) raised to
+    the least PopTorch compiles for its stages, as the search draws it: a deeper pipeline below
+    that minimum is no plan, and the label says the raise its command runs."""
+    cand = _with(cfg, changes)
+    at_pipeline_minimum(cand, head_stages(problem.profile, cand))
+    for key, name in (("plan.gradient_accumulation", "GA"), ("plan.device_iterations", "DI")):
+        before, after = get_key(cfg, key), get_key(cand, key)
+        if after != before:
+            changes = {**changes, key: after}
+            label += f", {name} {before} -> {after} (the pipeline's minimum)"
+    return label, changes
 
 
 def _stage_label(cfg: EvalConfig, splits: list[str], replicas: int) -> str:

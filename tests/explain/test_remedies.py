@@ -53,3 +53,16 @@ def test_more_stages_are_labelled_by_the_count_they_change_and_the_replicas() ->
             assert int(found.group(2)) == len(old) + 1 != after
         replicas = [o for o in r["overrides"] if o.startswith("plan.replication_factor=")]
         assert (", replicas 2 -> " in r["remedy"]) == bool(replicas), (r["remedy"], replicas)
+
+
+def test_more_stages_raise_the_gradient_accumulation_to_the_pipelines_minimum() -> None:
+    """4 stages at GA 3 is no plan PopTorch compiles: the remedy raises GA to the minimum,
+    as the search draws it, and says so, where it was dropped as an invalid plan."""
+    _, rows = _pipeline_rows("system.num_ipus=4", "plan.replication_factor=2",
+                             "plan.gradient_accumulation=3", "plan.pipeline.splits=[layer4.1]")
+    deeper = [r for r in rows if len(_splits(r)) == 3]
+    assert deeper, [r["remedy"] for r in rows]
+    for r in deeper:
+        (ga,) = [o for o in r["overrides"] if o.startswith("plan.gradient_accumulation=")]
+        assert int(ga.partition("=")[2]) > 3
+        assert f"GA 3 -> {ga.partition('=')[2]} (the pipeline's minimum)" in r["remedy"]
